@@ -1,0 +1,71 @@
+package expr
+
+import (
+	"errors"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+)
+
+// exprSeeds reach every operator family; the fuzzer mutates their encodings.
+var exprSeeds = []string{
+	`{"$add": ["$a", "$d", {"$size": "$arr"}, "$date"]}`,
+	`{"$subtract": ["$big", {"$multiply": ["$l", -1]}]}`,
+	`{"$round": [{"$divide": ["$a", 3]}, 2]}`,
+	`{"$pow": ["$neg", {"$mod": ["$a", 4]}]}`,
+	`{"$slice": [{"$range": [0, 100, 7]}, -3, 2]}`,
+	`{"$filter": {"input": "$objs", "as": "o", "cond": {"$isArray": "$$o"}, "limit": 2}}`,
+	`{"$map": {"input": "$arr", "in": {"$arrayElemAt": ["$arr", "$$this"]}}}`,
+	`{"$reduce": {"input": "$pending", "initialValue": "", "in": {"$concat": ["$$value", "$$this"]}}}`,
+	`{"$let": {"vars": {"x": "$sub"}, "in": {"$objectToArray": "$$x"}}}`,
+	`{"$switch": {"branches": [{"case": {"$in": [2, "$arr"]}, "then": {"$toUpper": "$s"}}], "default": null}}`,
+	`{"$cond": {"if": {"$and": ["$a", {"$not": "$n"}]}, "then": {"$substrCP": ["$s", 1, 2]}, "else": 0}}`,
+	`{"$convert": {"input": "$s", "to": "int", "onError": {"$strLenBytes": "$s"}}}`,
+	`{"$arrayToObject": [[["k", 1], ["j", {"$setUnion": ["$arr", [9]]}]]]}`,
+	`{"$dateToString": {"date": "$date", "format": "%Y-%j %U %V %G", "timezone": "-05:00"}}`,
+	`{"$split": [{"$trim": {"input": "$str"}}, "a"]}`,
+	`{"$mergeObjects": ["$sub", {"$getField": "sub"}]}`,
+}
+
+func FuzzExpr(f *testing.F) {
+	for _, s := range exprSeeds {
+		b, err := bson.Marshal(bson.D{{Key: "e", Value: parseVal(f, s)}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	docs := []bson.D{parseDoc(f, testDoc), {}, parseDoc(f, `{"a": [1, {"a": 2}], "arr": "x", "s": 5}`)}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var d bson.D
+		if err := bson.Unmarshal(data, &d); err != nil || len(d) == 0 {
+			return
+		}
+		e, err := Compile(d[0].Value)
+		if err != nil {
+			var ce *cmderr.Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("Compile error %T: %v", err, err)
+			}
+			return
+		}
+		for _, doc := range append(docs, d) {
+			if _, err := e.Eval(doc, nil); err != nil {
+				var ce *cmderr.Error
+				if !errors.As(err, &ce) {
+					t.Fatalf("Eval error %T: %v", err, err)
+				}
+			}
+		}
+	})
+}
+
+func TestExprSeedsCompile(t *testing.T) {
+	for _, s := range exprSeeds {
+		if _, err := Compile(parseVal(t, s)); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package expr
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+)
+
+// opCompiler compiles the arguments of one operator.
+type opCompiler func(name string, args any) (evalFn, error)
+
+// operators is filled in init to break the initialization cycle
+// compile → compileOperator → operators → operator compilers → compile.
+var operators map[string]opCompiler
+
+// unsupported names real MongoDB expression operators mongosim does not
+// implement: they fail with NotImplemented rather than "unrecognized".
+var unsupported = map[string]bool{
+	"$function": true, "$accumulator": true, "$regexFind": true, "$regexFindAll": true,
+	"$regexMatch": true, "$dateFromString": true, "$dateFromParts": true, "$dateToParts": true,
+	"$dateAdd": true, "$dateSubtract": true, "$dateDiff": true, "$dateTrunc": true,
+	"$isoWeek": true, "$isoWeekYear": true, "$isoDayOfWeek": true, "$week": true,
+	"$meta": true, "$rand": true, "$sampleRate": true, "$binarySize": true, "$bsonSize": true,
+	"$toHashedIndexKey": true, "$tsSecond": true, "$tsIncrement": true, "$setField": true,
+	"$unsetField": true, "$sortArray": true, "$zip": true, "$firstN": true, "$lastN": true,
+	"$maxN": true, "$minN": true, "$median": true, "$percentile": true, "$stdDevPop": true,
+	"$stdDevSamp": true, "$sin": true, "$cos": true, "$tan": true, "$asin": true, "$acos": true,
+	"$atan": true, "$atan2": true, "$asinh": true, "$acosh": true, "$atanh": true, "$sinh": true,
+	"$cosh": true, "$tanh": true, "$degreesToRadians": true, "$radiansToDegrees": true,
+	"$replaceOne": true, "$replaceAll": true, "$indexOfBytes": true, "$indexOfCP": true,
+	"$toDecimal": true, "$toUUID": true, "$createObjectId": true,
+	"$bitAnd": true, "$bitOr": true, "$bitXor": true, "$bitNot": true,
+}
+
+func init() {
+	operators = map[string]opCompiler{}
+	for name, c := range arithOps {
+		operators[name] = c
+	}
+	for name, c := range arrayOps {
+		operators[name] = c
+	}
+	for name, c := range logicOps {
+		operators[name] = c
+	}
+	for name, c := range stringOps {
+		operators[name] = c
+	}
+	for name, c := range convertOps {
+		operators[name] = c
+	}
+	for name, c := range objectOps {
+		operators[name] = c
+	}
+	for name, c := range dateOps {
+		operators[name] = c
+	}
+}
+
+func compileOperator(name string, args any) (evalFn, error) {
+	if c, ok := operators[name]; ok {
+		return c(name, args)
+	}
+	if unsupported[name] {
+		return nil, cmderr.Unsupported("expression operator " + name)
+	}
+	return nil, cmderr.New(cmderr.InvalidPipelineOperator, "Unrecognized expression '%s'", name)
+}
+
+// argList is the operator's argument list: an array is the list, anything
+// else a single argument.
+func argList(args any) []any {
+	switch a := args.(type) {
+	case bson.A:
+		return a
+	case []any:
+		return a
+	}
+	return []any{args}
+}
+
+// compileArgs compiles the argument list, checking its length: max < 0 means
+// no upper bound.
+func compileArgs(name string, args any, minN, maxN int) ([]evalFn, error) {
+	list := argList(args)
+	n := len(list)
+	switch {
+	case minN == maxN && n != minN:
+		return nil, cmderr.New(16020, "Expression %s takes exactly %d arguments. %d were passed in.", name, minN, n)
+	case maxN < 0 && n < minN:
+		return nil, cmderr.New(16020, "Expression %s takes at least %d arguments, but %d were passed in.", name, minN, n)
+	case maxN >= 0 && (n < minN || n > maxN):
+		return nil, cmderr.New(28667, "Expression %s takes at least %d arguments, and at most %d, but %d were passed in.", name, minN, maxN, n)
+	}
+	fns := make([]evalFn, n)
+	for i, a := range list {
+		fn, err := compile(a)
+		if err != nil {
+			return nil, err
+		}
+		fns[i] = fn
+	}
+	return fns, nil
+}
+
+func evalAll(s *scope, fns []evalFn) ([]any, error) {
+	vals := make([]any, len(fns))
+	for i, fn := range fns {
+		v, err := fn(s)
+		if err != nil {
+			return nil, err
+		}
+		vals[i] = v
+	}
+	return vals, nil
+}
+
+// nary compiles an operator over evaluated arguments.
+func nary(minN, maxN int, f func(name string, vals []any) (any, error)) opCompiler {
+	return func(name string, args any) (evalFn, error) {
+		fns, err := compileArgs(name, args, minN, maxN)
+		if err != nil {
+			return nil, err
+		}
+		return func(s *scope) (any, error) {
+			vals, err := evalAll(s, fns)
+			if err != nil {
+				return nil, err
+			}
+			return f(name, vals)
+		}, nil
+	}
+}
+
+// namedArgs splits an operator's document argument into its named
+// parameters, rejecting unknown ones and reporting missing required ones.
+func namedArgs(name string, args any, required []string, optional ...string) (map[string]any, error) {
+	d, ok := asDoc(args)
+	if !ok {
+		return nil, cmderr.New(cmderr.FailedToParse, "%s only supports an object as its argument", name)
+	}
+	known := map[string]bool{}
+	for _, k := range required {
+		known[k] = true
+	}
+	for _, k := range optional {
+		known[k] = true
+	}
+	out := map[string]any{}
+	for _, e := range d {
+		if !known[e.Key] {
+			return nil, cmderr.New(cmderr.FailedToParse, "%s found an unknown argument: %s", name, e.Key)
+		}
+		out[e.Key] = e.Value
+	}
+	for _, k := range required {
+		if _, ok := out[k]; !ok {
+			return nil, cmderr.New(cmderr.FailedToParse, "Missing '%s' parameter to %s", k, name)
+		}
+	}
+	return out, nil
+}
+
+// optFn compiles an optional named parameter; nil when absent.
+func optFn(m map[string]any, key string) (evalFn, error) {
+	v, ok := m[key]
+	if !ok {
+		return nil, nil
+	}
+	return compile(v)
+}
+
+func asDoc(v any) (bson.D, bool) {
+	switch d := v.(type) {
+	case bson.D:
+		return d, true
+	case bson.M:
+		out := make(bson.D, 0, len(d))
+		for k, x := range d {
+			out = append(out, bson.E{Key: k, Value: x})
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func asArray(v any) (bson.A, bool) {
+	switch a := v.(type) {
+	case bson.A:
+		return a, true
+	case []any:
+		return bson.A(a), true
+	}
+	return nil, false
+}
+
+// namedErr builds a command error whose code cmderr has no name for.
+func namedErr(code int32, codeName, format string, args ...any) *cmderr.Error {
+	e := cmderr.New(code, format, args...)
+	e.Name = codeName
+	return e
+}

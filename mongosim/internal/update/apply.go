@@ -1,0 +1,315 @@
+package update
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+// applier carries the state of one application of an operator update.
+type applier struct {
+	env     Env
+	now     time.Time
+	orig    bson.D // the document before the update: $rename reads its sources here
+	id      string // "_id: 1" for error messages
+	filters map[string]*query.Filter
+	renamed [][]string // $rename sources to remove once the tree is applied
+}
+
+// slot is one position in the document an update node applies to.
+type slot struct {
+	val    any
+	exists bool
+	path   []string // concrete path of the slot
+	// block is set when the slot is missing and cannot be created because a
+	// non-container value is in the way.
+	block *blocker
+	// arrayField is the name of the nearest enclosing array, "" if none:
+	// $rename refuses to write into arrays.
+	arrayField string
+}
+
+type blocker struct{ field, elem string }
+
+// maxPadding is how many nulls the server will pad an array with when a
+// path sets an index past its end.
+const maxPadding = 1500000
+
+const codeCannotBackfillArray = 34
+
+func (s slot) dotted() string { return strings.Join(s.path, ".") }
+
+func (s slot) name() string {
+	if len(s.path) == 0 {
+		return ""
+	}
+	return s.path[len(s.path)-1]
+}
+
+func (s slot) child(key string) slot {
+	return slot{path: append(slices.Clip(s.path), key), block: s.block, arrayField: s.arrayField}
+}
+
+// creatable reports the PathNotViable error of a slot that cannot be created.
+func (s slot) creatable() error {
+	if s.block != nil {
+		return cmderr.New(cmderr.PathNotViable, "Cannot create field '%s' in element {%s}", s.block.field, s.block.elem)
+	}
+	return nil
+}
+
+func (a *applier) applyNode(n *node, s slot) (any, bool, error) {
+	switch {
+	case n.leaf != nil:
+		return a.applyLeaf(n.leaf, s)
+	case n.array:
+		return a.applyArrayNode(n, s)
+	}
+	return a.applyObjectNode(n, s)
+}
+
+// resolvedChild is one child of an object node after "$" has been replaced
+// by the matched array position.
+type resolvedChild struct {
+	key  string
+	node *node
+}
+
+func (a *applier) resolveChildren(n *node, s slot) ([]resolvedChild, error) {
+	out := make([]resolvedChild, 0, len(n.children))
+	positional, hasPositional := n.children["$"]
+	for _, k := range n.sortedKeys() {
+		if k != "$" {
+			out = append(out, resolvedChild{k, n.children[k]})
+		}
+	}
+	if !hasPositional {
+		return out, nil
+	}
+	if a.env.Position < 0 {
+		return nil, cmderr.New(cmderr.BadValue, "The positional operator did not find the match needed from the query.")
+	}
+	key := strconv.Itoa(a.env.Position)
+	for i, c := range out {
+		if c.key == key {
+			merged, err := mergeNodes(c.node, positional, joinPath(s.path, key))
+			if err != nil {
+				return nil, err
+			}
+			out[i].node = merged
+			return out, nil
+		}
+	}
+	out = append(out, resolvedChild{key, positional})
+	slices.SortFunc(out, func(x, y resolvedChild) int { return compareFieldNames(x.key, y.key) })
+	return out, nil
+}
+
+func joinPath(path []string, key string) string {
+	return strings.Join(append(slices.Clip(path), key), ".")
+}
+
+// mergeNodes combines two subtrees that apply to the same element (a
+// positional update and a concrete one, or two matching array filters).
+func mergeNodes(x, y *node, path string) (*node, error) {
+	if x.leaf != nil || y.leaf != nil || x.array != y.array {
+		return nil, cmderr.New(cmderr.ConflictingUpdateOperators, "Update created a conflict at '%s'", path)
+	}
+	out := newInternal(x.array)
+	for k, c := range x.children {
+		out.children[k] = c
+	}
+	for k, c := range y.children {
+		if prev, ok := out.children[k]; ok {
+			merged, err := mergeNodes(prev, c, path+"."+k)
+			if err != nil {
+				return nil, err
+			}
+			out.children[k] = merged
+			continue
+		}
+		out.children[k] = c
+	}
+	return out, nil
+}
+
+func (a *applier) applyObjectNode(n *node, s slot) (any, bool, error) {
+	children, err := a.resolveChildren(n, s)
+	if err != nil {
+		return nil, false, err
+	}
+	if !s.exists {
+		var created bson.D
+		for _, c := range children {
+			v, ok, err := a.applyNode(c.node, s.child(c.key))
+			if err != nil {
+				return nil, false, err
+			}
+			if ok {
+				created = append(created, bson.E{Key: c.key, Value: v})
+			}
+		}
+		if created == nil {
+			return nil, false, nil
+		}
+		return created, true, nil
+	}
+	switch cur := s.val.(type) {
+	case bson.D:
+		for _, c := range children {
+			idx := slices.IndexFunc(cur, func(e bson.E) bool { return e.Key == c.key })
+			cs := s.child(c.key)
+			cs.block = nil
+			if idx >= 0 {
+				cs.val, cs.exists = cur[idx].Value, true
+			}
+			v, ok, err := a.applyNode(c.node, cs)
+			if err != nil {
+				return nil, false, err
+			}
+			switch {
+			case ok && idx >= 0:
+				cur[idx].Value = v
+			case ok:
+				cur = append(cur, bson.E{Key: c.key, Value: v})
+			case idx >= 0:
+				cur = slices.Delete(cur, idx, idx+1)
+			}
+		}
+		return cur, true, nil
+	case bson.A:
+		for _, c := range children {
+			cs := s.child(c.key)
+			cs.arrayField = s.name()
+			i, isIndex := arrayIndex(c.key)
+			switch {
+			case !isIndex:
+				cs.block = &blocker{field: c.key, elem: formatElem(s.name(), cur)}
+			case i < len(cur):
+				cs.block, cs.val, cs.exists = nil, cur[i], true
+			default:
+				cs.block = nil
+			}
+			v, ok, err := a.applyNode(c.node, cs)
+			if err != nil {
+				return nil, false, err
+			}
+			switch {
+			case ok && isIndex:
+				if i >= len(cur) {
+					if i+1-len(cur) > maxPadding {
+						return nil, false, &cmderr.Error{Code: codeCannotBackfillArray, Name: "CannotBackfillArray",
+							Message: "can't backfill more than 1500000 elements"}
+					}
+					cur = append(cur, make(bson.A, i+1-len(cur))...)
+				}
+				cur[i] = v
+			case !ok && cs.exists:
+				cur[i] = nil // unsetting an array element leaves a null in its place
+			}
+		}
+		return cur, true, nil
+	}
+	// A scalar is in the way of every child.
+	for _, c := range children {
+		cs := s.child(c.key)
+		cs.block = &blocker{field: c.key, elem: formatElem(s.name(), s.val)}
+		if _, _, err := a.applyNode(c.node, cs); err != nil {
+			return nil, false, err
+		}
+	}
+	return s.val, true, nil
+}
+
+func (a *applier) applyArrayNode(n *node, s slot) (any, bool, error) {
+	if !s.exists {
+		return nil, false, cmderr.New(cmderr.BadValue,
+			"The path '%s' must exist in the document in order to apply array updates.", s.dotted())
+	}
+	arr, ok := s.val.(bson.A)
+	if !ok {
+		return nil, false, cmderr.New(cmderr.BadValue,
+			"Cannot apply array updates to non-array element %s", formatElem(s.name(), s.val))
+	}
+	keys := n.sortedKeys()
+	for i, elem := range arr {
+		var target *node
+		for _, k := range keys {
+			if k != "$[]" {
+				id := k[2 : len(k)-1]
+				f := a.filters[id]
+				if f == nil || !f.Match(bson.D{{Key: id, Value: elem}}) {
+					continue
+				}
+			}
+			if target == nil {
+				target = n.children[k]
+				continue
+			}
+			merged, err := mergeNodes(target, n.children[k], joinPath(s.path, strconv.Itoa(i)))
+			if err != nil {
+				return nil, false, err
+			}
+			target = merged
+		}
+		if target == nil {
+			continue
+		}
+		cs := s.child(strconv.Itoa(i))
+		cs.block, cs.val, cs.exists, cs.arrayField = nil, elem, true, s.name()
+		v, ok, err := a.applyNode(target, cs)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			v = nil
+		}
+		arr[i] = v
+	}
+	return arr, true, nil
+}
+
+// removePath deletes the field at path from doc; every parent is a document
+// (rename checked that).
+func removePath(doc bson.D, path []string) bson.D {
+	idx := slices.IndexFunc(doc, func(e bson.E) bool { return e.Key == path[0] })
+	if idx < 0 {
+		return doc
+	}
+	if len(path) == 1 {
+		return slices.Delete(doc, idx, idx+1)
+	}
+	if sub, ok := doc[idx].Value.(bson.D); ok {
+		doc[idx].Value = removePath(sub, path[1:])
+	}
+	return doc
+}
+
+// lookupSource finds a $rename source in the original document.
+func (a *applier) lookupSource(l *leaf) (any, bool, error) {
+	var cur any = a.orig
+	for i, part := range l.from {
+		switch c := cur.(type) {
+		case bson.D:
+			v, ok := value.Get(c, part)
+			if !ok {
+				return nil, false, nil
+			}
+			cur = v
+		case bson.A:
+			return nil, false, cmderr.New(cmderr.BadValue,
+				"The source field cannot be an array element, '%s' in doc with %s has an array field called '%s'",
+				l.fromPath, a.id, l.from[i-1])
+		default:
+			return nil, false, nil
+		}
+	}
+	return cur, true, nil
+}

@@ -1,0 +1,263 @@
+package update
+
+import (
+	"errors"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+// applyLeaf applies one operator to a slot and returns the slot's new value
+// and whether the field exists afterwards.
+func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
+	unchanged := func() (any, bool, error) { return s.val, s.exists, nil }
+	// create reports the value a creating operator stores in a missing slot.
+	create := func(v any) (any, bool, error) {
+		if err := s.creatable(); err != nil {
+			return nil, false, err
+		}
+		return v, true, nil
+	}
+	switch l.kind {
+	case opPlaceholder:
+		return unchanged()
+
+	case opSetOnInsert:
+		if !a.env.Insert {
+			return unchanged()
+		}
+		fallthrough
+	case opSet:
+		if s.exists {
+			return value.Clone(l.arg), true, nil
+		}
+		return create(value.Clone(l.arg))
+
+	case opUnset:
+		return nil, false, nil
+
+	case opInc, opMul:
+		if !s.exists {
+			if l.kind == opInc {
+				return create(l.arg)
+			}
+			return create(zeroLike(l.arg))
+		}
+		if !value.IsNumber(s.val) {
+			return nil, false, cmderr.New(cmderr.TypeMismatch,
+				"Cannot apply %s to a value of non-numeric type. {%s} has the field '%s' of non-numeric type %s",
+				l.op, a.id, s.name(), typeName(s.val))
+		}
+		var v any
+		var err error
+		if l.kind == opInc {
+			v, err = value.Add(s.val, l.arg)
+		} else {
+			v, err = value.Multiply(s.val, l.arg)
+		}
+		if errors.Is(err, value.ErrOverflow) {
+			return nil, false, cmderr.New(cmderr.BadValue,
+				"Failed to apply %s operations to current value (%s) for document {%s}", l.op, safeNumDebug(s.val), a.id)
+		}
+		if err != nil {
+			return nil, false, cmderr.New(cmderr.TypeMismatch, "Cannot apply %s: %v", l.op, err)
+		}
+		return v, true, nil
+
+	case opMin, opMax:
+		if !s.exists {
+			return create(value.Clone(l.arg))
+		}
+		c := value.Compare(l.arg, s.val)
+		if (l.kind == opMin && c < 0) || (l.kind == opMax && c > 0) {
+			return value.Clone(l.arg), true, nil
+		}
+		return unchanged()
+
+	case opCurrentDate:
+		var v any = bson.NewDateTimeFromTime(a.now)
+		if l.timestamp {
+			v = bson.Timestamp{T: uint32(a.now.Unix()), I: 1}
+		}
+		if s.exists {
+			return v, true, nil
+		}
+		return create(v)
+
+	case opPush:
+		if !s.exists {
+			return create(l.push.apply(nil))
+		}
+		arr, ok := s.val.(bson.A)
+		if !ok {
+			return nil, false, cmderr.New(cmderr.BadValue,
+				"The field '%s' must be an array but is of type %s in document {%s}", s.name(), typeName(s.val), a.id)
+		}
+		return l.push.apply(arr), true, nil
+
+	case opAddToSet:
+		var arr bson.A
+		if s.exists {
+			var ok bool
+			if arr, ok = s.val.(bson.A); !ok {
+				return nil, false, cmderr.New(cmderr.BadValue,
+					"Cannot apply $addToSet to non-array field. Field named '%s' has non-array type %s", s.name(), typeName(s.val))
+			}
+		} else if err := s.creatable(); err != nil {
+			return nil, false, err
+		}
+		out := arr
+		for _, v := range l.each {
+			if !containsEqual(out, v) {
+				out = append(out[:len(out):len(out)], value.Clone(v))
+			}
+		}
+		if out == nil {
+			out = bson.A{}
+		}
+		return out, true, nil
+
+	case opPull, opPullAll:
+		if !s.exists {
+			return unchanged()
+		}
+		arr, ok := s.val.(bson.A)
+		if !ok {
+			return nil, false, cmderr.New(cmderr.BadValue, "Cannot apply $pull to a non-array value")
+		}
+		out := make(bson.A, 0, len(arr))
+		for _, e := range arr {
+			var drop bool
+			if l.kind == opPull {
+				drop = l.pull.matches(e)
+			} else {
+				drop = containsEqual(l.pullAll, e)
+			}
+			if !drop {
+				out = append(out, e)
+			}
+		}
+		return out, true, nil
+
+	case opPop:
+		if !s.exists {
+			return unchanged()
+		}
+		arr, ok := s.val.(bson.A)
+		if !ok {
+			return nil, false, cmderr.New(cmderr.TypeMismatch,
+				"Path '%s' contains an element of non-array type '%s'", s.dotted(), typeName(s.val))
+		}
+		switch {
+		case len(arr) == 0:
+			return arr, true, nil
+		case l.popFirst:
+			return arr[1:], true, nil
+		}
+		return arr[:len(arr)-1], true, nil
+
+	case opBit:
+		cur := any(int32(0))
+		if s.exists {
+			switch s.val.(type) {
+			case int32, int64:
+				cur = s.val
+			default:
+				return nil, false, cmderr.New(cmderr.BadValue,
+					"Cannot apply $bit to a value of non-integral type.{%s} has the field %s of non-integer type %s",
+					a.id, s.name(), typeName(s.val))
+			}
+		}
+		for _, b := range l.bits {
+			cur = applyBit(b, cur)
+		}
+		if s.exists {
+			return cur, true, nil
+		}
+		return create(cur)
+
+	case opRename:
+		v, found, err := a.lookupSource(l)
+		if err != nil || !found {
+			return s.val, s.exists, err
+		}
+		if s.arrayField != "" {
+			return nil, false, cmderr.New(cmderr.BadValue,
+				"The destination field cannot be an array element, '%s' in doc with %s has an array field called '%s'",
+				l.path, a.id, s.arrayField)
+		}
+		a.renamed = append(a.renamed, l.from)
+		if s.exists {
+			return value.Clone(v), true, nil
+		}
+		return create(value.Clone(v))
+	}
+	return nil, false, cmderr.Unsupported("update operator " + l.op)
+}
+
+func containsEqual(arr bson.A, v any) bool {
+	for _, e := range arr {
+		if value.Equal(e, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// zeroLike is what $mul stores in a missing field: zero of the multiplier's type.
+func zeroLike(v any) any {
+	switch v.(type) {
+	case int32:
+		return int32(0)
+	case int64:
+		return int64(0)
+	case bson.Decimal128:
+		d, _ := bson.ParseDecimal128("0")
+		return d
+	}
+	return float64(0)
+}
+
+// safeNumDebug renders a number as the server's SafeNum::debugString.
+func safeNumDebug(v any) string {
+	switch v.(type) {
+	case int32:
+		return "(NumberInt)" + formatValue(v)
+	case int64:
+		return "(NumberLong)" + formatValue(v)
+	case float64:
+		return "(NumberDouble)" + formatValue(v)
+	}
+	return "(NumberDecimal)" + formatValue(v)
+}
+
+func applyBit(b bitOp, cur any) any {
+	x64, y64 := toI64(cur), toI64(b.arg)
+	var r int64
+	switch b.op {
+	case "and":
+		r = x64 & y64
+	case "or":
+		r = x64 | y64
+	default:
+		r = x64 ^ y64
+	}
+	_, curIs64 := cur.(int64)
+	_, argIs64 := b.arg.(int64)
+	if curIs64 || argIs64 {
+		return r
+	}
+	return int32(r)
+}
+
+func toI64(v any) int64 {
+	switch n := v.(type) {
+	case int32:
+		return int64(n)
+	case int64:
+		return n
+	}
+	return 0
+}

@@ -1,0 +1,72 @@
+package wire
+
+import (
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+func benchMsg(b *testing.B) *Msg {
+	docs := make([]bson.Raw, 100)
+	for i := range docs {
+		docs[i] = mustDoc(b, bson.D{{Key: "_id", Value: i}, {Key: "name", Value: "document"}, {Key: "n", Value: 3.5}})
+	}
+	return &Msg{
+		Body:      mustDoc(b, bson.D{{Key: "insert", Value: "coll"}, {Key: "ordered", Value: true}, {Key: "$db", Value: "test"}}),
+		Sequences: []DocumentSequence{{Identifier: "documents", Documents: docs}},
+	}
+}
+
+func BenchmarkAppendMsg(b *testing.B) {
+	m := benchMsg(b)
+	buf := AppendMsg(nil, 1, 0, m)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendMsg(buf[:0], 1, 0, m)
+	}
+}
+
+func BenchmarkDecodeMsg(b *testing.B) {
+	buf := AppendMsg(nil, 1, 0, benchMsg(b))
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(buf, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeCompressed(b *testing.B) {
+	plain := AppendMsg(nil, 1, 0, benchMsg(b))
+	for _, c := range []Compressor{CompressorSnappy, CompressorZlib, CompressorZstd} {
+		comp, err := AppendCompressed(nil, plain, c, -1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(plain)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Decode(comp, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkAppendCompressed(b *testing.B) {
+	plain := AppendMsg(nil, 1, 0, benchMsg(b))
+	for _, c := range []Compressor{CompressorSnappy, CompressorZlib, CompressorZstd} {
+		b.Run(c.String(), func(b *testing.B) {
+			buf, _ := AppendCompressed(nil, plain, c, -1)
+			b.SetBytes(int64(len(plain)))
+			b.ReportAllocs()
+			for b.Loop() {
+				buf, _ = AppendCompressed(buf[:0], plain, c, -1)
+			}
+		})
+	}
+}

@@ -1,0 +1,176 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strconv"
+)
+
+// MaxDocumentNesting is the deepest nesting of embedded documents and arrays
+// accepted in a document (the top-level document counts as 1). Anything
+// deeper is rejected as malformed: recursive BSON decoders would otherwise
+// exhaust the goroutine stack, which is a fatal error rather than a panic,
+// on a message built of nothing but nested empty documents.
+const MaxDocumentNesting = 200
+
+// validateBSON checks that doc is exactly one well-formed BSON document,
+// recursing into embedded documents, arrays and code-with-scope. It is
+// iterative, does not allocate, and returns the offset and reason of the
+// first problem ("" when doc is valid). bsoncore.Document.Validate is not
+// used because it does not look inside embedded documents.
+func validateBSON(doc []byte) (at int, reason string) {
+	// ends[i] is the offset of the terminating NUL of the i-th open document.
+	var ends [MaxDocumentNesting]int
+	depth := 0
+
+	// open checks the document starting at pos, which must end at or
+	// before limit, and pushes it.
+	open := func(pos, limit int) (int, string) {
+		if limit-pos < 5 {
+			return pos, "document shorter than 5 bytes"
+		}
+		n := int64(int32(binary.LittleEndian.Uint32(doc[pos:])))
+		if n < 5 || n > int64(limit-pos) {
+			return pos, "document length " + strconv.FormatInt(n, 10) + " out of bounds"
+		}
+		end := pos + int(n) - 1
+		if doc[end] != 0 {
+			return end, "document not NUL-terminated"
+		}
+		if depth == MaxDocumentNesting {
+			return pos, "documents nested deeper than " + strconv.Itoa(MaxDocumentNesting)
+		}
+		ends[depth] = end
+		depth++
+		return pos, ""
+	}
+	// str checks a BSON string (int32 length including NUL, bytes, NUL)
+	// at pos that must end by limit, returning the offset after it.
+	str := func(pos, limit int) (int, string) {
+		if limit-pos < 4 {
+			return pos, "string length runs past end of document"
+		}
+		n := int64(int32(binary.LittleEndian.Uint32(doc[pos:])))
+		if n < 1 || n > int64(limit-pos-4) {
+			return pos, "string length " + strconv.FormatInt(n, 10) + " out of bounds"
+		}
+		end := pos + 4 + int(n)
+		if doc[end-1] != 0 {
+			return end - 1, "string not NUL-terminated"
+		}
+		return end, ""
+	}
+
+	if at, reason = open(0, len(doc)); reason != "" {
+		return at, reason
+	}
+	if ends[0] != len(doc)-1 {
+		return 0, "document length does not match its section"
+	}
+	pos := 4
+	for depth > 0 {
+		top := ends[depth-1]
+		if pos == top {
+			depth--
+			pos++
+			continue
+		}
+		elemAt := pos
+		t := doc[pos]
+		pos++
+		k := bytes.IndexByte(doc[pos:top], 0)
+		if k < 0 {
+			return elemAt, "element key not NUL-terminated"
+		}
+		pos += k + 1
+		fixed := -1
+		switch t {
+		case 0x01, 0x09, 0x11, 0x12: // double, datetime, timestamp, int64
+			fixed = 8
+		case 0x10: // int32
+			fixed = 4
+		case 0x13: // decimal128
+			fixed = 16
+		case 0x07: // ObjectId
+			fixed = 12
+		case 0x06, 0x0A, 0x7F, 0xFF: // undefined, null, maxKey, minKey
+			fixed = 0
+		case 0x08: // bool
+			if top-pos < 1 {
+				return elemAt, "boolean runs past end of document"
+			}
+			if doc[pos] > 1 {
+				return pos, "boolean value " + strconv.Itoa(int(doc[pos]))
+			}
+			pos++
+		case 0x02, 0x0D, 0x0E: // string, JavaScript, symbol
+			if pos, reason = str(pos, top); reason != "" {
+				return pos, reason
+			}
+		case 0x03, 0x04: // document, array
+			if at, reason = open(pos, top); reason != "" {
+				return at, reason
+			}
+			pos += 4
+		case 0x05: // binary
+			if top-pos < 5 {
+				return elemAt, "binary header runs past end of document"
+			}
+			n := int64(int32(binary.LittleEndian.Uint32(doc[pos:])))
+			if n < 0 || n > int64(top-pos-5) {
+				return pos, "binary length " + strconv.FormatInt(n, 10) + " out of bounds"
+			}
+			if doc[pos+4] == 0x02 { // old binary repeats the length inside
+				if n < 4 || int64(int32(binary.LittleEndian.Uint32(doc[pos+5:]))) != n-4 {
+					return pos, "old-style binary with inconsistent length"
+				}
+			}
+			pos += 5 + int(n)
+		case 0x0B: // regex: pattern and options cstrings
+			for range 2 {
+				k := bytes.IndexByte(doc[pos:top], 0)
+				if k < 0 {
+					return elemAt, "regular expression not NUL-terminated"
+				}
+				pos += k + 1
+			}
+		case 0x0C: // DBPointer
+			if pos, reason = str(pos, top); reason != "" {
+				return pos, reason
+			}
+			fixed = 12
+		case 0x0F: // code with scope: int32 total, string, document
+			if top-pos < 4 {
+				return elemAt, "code with scope runs past end of document"
+			}
+			total := int64(int32(binary.LittleEndian.Uint32(doc[pos:])))
+			if total < 14 || total > int64(top-pos) {
+				return pos, "code with scope length " + strconv.FormatInt(total, 10) + " out of bounds"
+			}
+			limit := pos + int(total)
+			scope, r := str(pos+4, limit)
+			if r != "" {
+				return scope, r
+			}
+			if at, reason = open(scope, limit); reason != "" {
+				return at, reason
+			}
+			if ends[depth-1] != limit-1 {
+				return pos, "code with scope length does not match its contents"
+			}
+			pos = scope + 4
+		default:
+			return elemAt, "unknown element type 0x" + strconv.FormatUint(uint64(t), 16)
+		}
+		if fixed >= 0 {
+			if top-pos < fixed {
+				return elemAt, "element value runs past end of document"
+			}
+			pos += fixed
+		}
+	}
+	if pos != len(doc) {
+		return pos, "trailing bytes after document"
+	}
+	return 0, ""
+}
