@@ -1,0 +1,257 @@
+package blackpipe
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/sturdy-go/sturdy/wire"
+)
+
+// Conn is one client connection to a Server.
+type Conn struct {
+	s      *Server
+	id     int64
+	nc     net.Conn // what we read and write (TLS-wrapped if TLS is on)
+	tcp    net.Conn // the underlying TCP connection, for Reset
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	writeMu sync.Mutex
+
+	mu      sync.Mutex
+	appName string
+	helloed bool
+	values  map[any]any
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func newConn(s *Server, raw net.Conn) *Conn {
+	c := &Conn{s: s, id: s.nextConnID.Add(1), tcp: raw, nc: raw}
+	if s.opts.TLS != nil {
+		c.nc = tls.Server(raw, s.opts.TLS)
+	}
+	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	return c
+}
+
+// ID returns the connection's id, also reported as connectionId in hello.
+func (c *Conn) ID() int64 { return c.id }
+
+// RemoteAddr returns the client's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.tcp.RemoteAddr() }
+
+// AppName returns client.application.name from this connection's first
+// hello, or "".
+func (c *Conn) AppName() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.appName
+}
+
+// Context is canceled when the connection or the server closes.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Value returns per-connection state stored with SetValue.
+func (c *Conn) Value(key any) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.values[key]
+}
+
+// SetValue stores per-connection state for handlers (for example
+// authentication state).
+func (c *Conn) SetValue(key, v any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.values == nil {
+		c.values = make(map[any]any)
+	}
+	c.values[key] = v
+}
+
+// Close closes the connection (FIN). It is idempotent.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		err := c.nc.Close()
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			c.closeErr = err
+		}
+	})
+	return c.closeErr
+}
+
+// reset closes the connection with a TCP RST instead of a FIN.
+func (c *Conn) reset() error {
+	if tc, ok := c.tcp.(*net.TCPConn); ok {
+		if err := tc.SetLinger(0); err != nil {
+			return err
+		}
+	}
+	c.closeOnce.Do(func() {
+		c.cancel()
+		// Close the TCP connection itself: closing a TLS conn would first try
+		// to send close_notify.
+		if err := c.tcp.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			c.closeErr = err
+		}
+	})
+	return c.closeErr
+}
+
+// hangup closes with FIN, first shutting down the write side so the FIN goes
+// out even if the client has sent more data we never read.
+func (c *Conn) hangup() error {
+	if tc, ok := c.tcp.(*net.TCPConn); ok && c.nc == c.tcp {
+		_ = tc.CloseWrite()
+	}
+	return c.Close()
+}
+
+func (c *Conn) write(b []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if c.ctx.Err() != nil {
+		return ErrConnClosed
+	}
+	if _, err := c.nc.Write(b); err != nil {
+		return fmt.Errorf("blackpipe: write to conn %d: %w", c.id, err)
+	}
+	return nil
+}
+
+// serve is the connection's one reader goroutine. It reads the next message
+// only after the current request is resolved.
+func (c *Conn) serve() {
+	s := c.s
+	defer s.wg.Done()
+	defer func() {
+		_ = c.Close()
+		s.removeConn(c)
+		if s.opts.OnConnClose != nil {
+			s.opts.OnConnClose(c)
+		}
+	}()
+	for {
+		b, err := wire.ReadMessage(c.nc, nil, 0)
+		if err != nil {
+			if c.ctx.Err() == nil && !isClosedErr(err) {
+				s.logf("conn %d: read: %v; closing", c.id, err)
+			}
+			return
+		}
+		r, err := c.decodeRequest(b)
+		if err != nil {
+			s.logf("conn %d: malformed request: %v; closing", c.id, err)
+			return
+		}
+		s.requests.Add(1)
+		if !c.dispatch(r) {
+			return
+		}
+		if r.moreToCome() {
+			continue
+		}
+		select {
+		case <-r.done:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+func isClosedErr(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET)
+}
+
+func (c *Conn) decodeRequest(b []byte) (*Request, error) {
+	m, err := wire.Decode(b, 0)
+	if err != nil {
+		return nil, err
+	}
+	r := &Request{
+		Conn:       c,
+		RequestID:  m.Header.RequestID,
+		OpCode:     m.Header.OpCode,
+		Compressor: m.Compressor,
+		done:       make(chan struct{}),
+	}
+	switch {
+	case m.Msg != nil:
+		r.OpCode = wire.OpMsg
+		r.Flags = m.Msg.Flags
+		r.Command = m.Msg.Body
+		r.Sequences = m.Msg.Sequences
+		if v, err := r.Command.LookupErr("$db"); err == nil {
+			r.DB, _ = v.StringValueOK()
+		}
+	case m.Query != nil:
+		r.OpCode = wire.OpQuery
+		r.queryFlags = m.Query.Flags
+		r.Command = m.Query.Query
+		if v, err := r.Command.LookupErr("$query"); err == nil {
+			if d, ok := v.DocumentOK(); ok {
+				r.Command = d
+			}
+		}
+		r.DB, _, _ = strings.Cut(m.Query.FullCollectionName, ".")
+	default:
+		return nil, fmt.Errorf("unexpected opcode %d from a client", m.Header.OpCode)
+	}
+	r.Name = wire.CommandName(r.Command)
+	if r.Name == "" {
+		return nil, fmt.Errorf("empty command document")
+	}
+	return r, nil
+}
+
+// dispatch offers r to the autoresponders, the Handler, the built-in
+// defaults and finally the Receive queue. It returns false if the connection
+// must close (a handler panicked).
+func (c *Conn) dispatch(r *Request) (ok bool) {
+	s := c.s
+	defer func() {
+		if p := recover(); p != nil {
+			s.logf("conn %d: handler panicked on %q: %v\n%s", c.id, r.Name, p, debug.Stack())
+			ok = false
+		}
+	}()
+	if isHello(r.Name) {
+		c.noteHello(r)
+	}
+	for _, a := range s.autoresponders() {
+		if a.m.Match(r) && a.h(r) {
+			return true
+		}
+	}
+	if s.opts.Handler != nil && s.opts.Handler(r) {
+		return true
+	}
+	if !s.opts.NoDefaults && s.defaultRespond(r) {
+		return true
+	}
+	s.enqueue(r)
+	return true
+}
+
+func (c *Conn) noteHello(r *Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.helloed {
+		return
+	}
+	c.helloed = true
+	if v, err := r.Command.LookupErr("client", "application", "name"); err == nil {
+		c.appName, _ = v.StringValueOK()
+	}
+}
