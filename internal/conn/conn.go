@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -45,40 +46,11 @@ type Conn struct {
 
 var requestIDs atomic.Int32
 
-// NetworkError is a failure to reach or talk to the server. The connection
-// it happened on is closed.
-type NetworkError struct {
-	Addr string
-	Op   string
-	Err  error
-}
-
-func (e *NetworkError) Error() string {
-	return fmt.Sprintf("network error during %s with %s: %v", e.Op, e.Addr, e.Err)
-}
-func (e *NetworkError) Unwrap() error { return e.Err }
-
-// CommandError is a command the server answered with {ok: 0}.
-type CommandError struct {
-	Code    int32
-	Name    string
-	Message string
-	Labels  []string
-}
-
-func (e *CommandError) Error() string {
-	return fmt.Sprintf("command failed: %s (%d): %s", e.Name, e.Code, e.Message)
-}
-
-// HasLabel reports whether the server attached the error label.
-func (e *CommandError) HasLabel(label string) bool {
-	for _, l := range e.Labels {
-		if l == label {
-			return true
-		}
-	}
-	return false
-}
+// NetworkError and CommandError are the shared client error types.
+type (
+	NetworkError = mongoerr.NetworkError
+	CommandError = mongoerr.CommandError
+)
 
 // ErrClosed is returned for round trips on a closed connection.
 var ErrClosed = errors.New("conn: connection closed")
@@ -188,7 +160,7 @@ func (c *Conn) RoundTrip(ctx context.Context, db string, cmd bson.D) (bson.Raw, 
 	default:
 		return nil, c.fail(ctx, "decode", errors.New("reply has no document"))
 	}
-	return reply, replyError(reply)
+	return reply, mongoerr.FromReply(reply)
 }
 
 func (c *Conn) fail(ctx context.Context, op string, err error) error {
@@ -202,38 +174,4 @@ func (c *Conn) fail(ctx context.Context, op string, err error) error {
 		err = fmt.Errorf("%w (%v)", ctxErr, err)
 	}
 	return &NetworkError{Addr: c.addr, Op: op, Err: err}
-}
-
-// replyError turns an {ok: 0} reply into a *CommandError.
-func replyError(reply bson.Raw) error {
-	ok, err := reply.LookupErr("ok")
-	if err != nil {
-		return nil
-	}
-	if f, isNum := ok.AsFloat64OK(); isNum && f == 1 {
-		return nil
-	}
-	ce := &CommandError{}
-	if v, err := reply.LookupErr("code"); err == nil {
-		if n, ok := v.AsInt64OK(); ok {
-			ce.Code = int32(n)
-		}
-	}
-	if v, err := reply.LookupErr("codeName"); err == nil {
-		ce.Name, _ = v.StringValueOK()
-	}
-	if v, err := reply.LookupErr("errmsg"); err == nil {
-		ce.Message, _ = v.StringValueOK()
-	}
-	if v, err := reply.LookupErr("errorLabels"); err == nil {
-		if arr, ok := v.ArrayOK(); ok {
-			vals, _ := arr.Values()
-			for _, l := range vals {
-				if s, ok := l.StringValueOK(); ok {
-					ce.Labels = append(ce.Labels, s)
-				}
-			}
-		}
-	}
-	return ce
 }

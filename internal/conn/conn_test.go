@@ -54,7 +54,7 @@ func TestCommandErrorCarriesCodeAndLabels(t *testing.T) {
 	defer c.Close()
 	_, err = c.RoundTrip(context.Background(), "db", bson.D{{Key: "insert", Value: "c"}})
 	var ce *conn.CommandError
-	if !errors.As(err, &ce) || ce.Code != 11602 || !ce.HasLabel("RetryableWriteError") {
+	if !errors.As(err, &ce) || ce.Code != 11602 || !ce.HasErrorLabel("RetryableWriteError") {
 		t.Fatalf("got %v", err)
 	}
 	if c.Closed() {

@@ -1,0 +1,9 @@
+// Command sturdy is the project's command line:
+//
+//	sturdy demo    the seed-001 counter workload under injected faults, strategy by strategy
+//	sturdy sim     run mongosim, the in-memory MongoDB-compatible server, as a process
+//	sturdy proxy   a MongoDB-aware fault-injection proxy (not yet built)
+//	sturdy bench   client benchmarks against the official driver (not yet built)
+//
+// Run "sturdy <command> -h" for a command's flags.
+package main

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// subcommand runs one "sturdy X" command with its own flag set.
+type subcommand struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var subcommands = []subcommand{
+	{"demo", "run the counter workload under injected faults, strategy by strategy", runDemo},
+	{"sim", "run mongosim, the in-memory MongoDB-compatible server", runSim},
+	{"proxy", "fault-injection proxy in front of a real MongoDB (not yet built)", notBuilt("proxy", 6)},
+	{"bench", "benchmarks against the official Go driver (not yet built)", notBuilt("bench", 5)},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range subcommands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			return 2
+		}
+		fmt.Fprintf(stderr, "sturdy %s: %v\n", c.name, err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "sturdy: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// errUsage marks a bad command line; the flag package has already said why.
+var errUsage = errors.New("usage")
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: sturdy <command> [flags]")
+	fmt.Fprintln(w)
+	for _, c := range subcommands {
+		fmt.Fprintf(w, "  %-6s %s\n", c.name, c.summary)
+	}
+}
+
+func notBuilt(name string, issue int) func(context.Context, []string, io.Writer, io.Writer) error {
+	return func(context.Context, []string, io.Writer, io.Writer) error {
+		return fmt.Errorf("%s is not built yet (tracked in issue %d)", name, issue)
+	}
+}
+
+// parseFlags parses args into fs, mapping parse failures to errUsage.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
+		return errUsage
+	}
+	return nil
+}

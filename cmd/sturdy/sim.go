@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/sturdy-go/sturdy/mongosim"
+)
+
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sturdy sim", flag.ContinueOnError)
+	var o mongosim.Options
+	fs.StringVar(&o.Host, "host", "127.0.0.1", "address to listen on")
+	fs.IntVar(&o.Port, "port", 27017, "port of the first member; members use port+i (0: ephemeral)")
+	fs.IntVar(&o.Members, "members", 1, "replica-set members")
+	fs.BoolVar(&o.Standalone, "standalone", false, "run a standalone server instead of a replica set")
+	fs.StringVar(&o.ReplicaSetName, "replset", "rs0", "replica-set name")
+	fs.StringVar(&o.Auth.Username, "user", "", "require SCRAM authentication as this user")
+	fs.StringVar(&o.Auth.Password, "password", "", "password for -user")
+	fs.Float64Var(&o.Limiter.RequestsPerSecond, "rate", 0, "ingress request limit per second per member (0: off)")
+	fs.IntVar(&o.Limiter.Burst, "burst", 0, "ingress request burst capacity (0: same as -rate)")
+	fs.IntVar(&o.Limiter.MaxConnections, "max-conns", 0, "maximum connections per member (0: unlimited)")
+	seed := fs.Int64("seed", 1, "seed for fail point activationProbability")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if o.Auth.Username != "" && o.Auth.Password == "" {
+		fmt.Fprintln(stderr, "-user needs -password")
+		return errUsage
+	}
+	o.Seed = *seed
+	c, err := mongosim.Launch(o)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprintln(stdout, c.URI())
+	<-ctx.Done()
+	return nil
+}

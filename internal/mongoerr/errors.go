@@ -1,0 +1,187 @@
+package mongoerr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Error labels with meaning to the client.
+const (
+	LabelRetryableWrite    = "RetryableWriteError"
+	LabelNoWritesPerformed = "NoWritesPerformed"
+	LabelSystemOverloaded  = "SystemOverloadedError"
+	LabelRetryable         = "RetryableError"
+	LabelTransientTxn      = "TransientTransactionError"
+)
+
+// CommandError is a command the server answered with {ok: 0}.
+type CommandError struct {
+	Code    int32
+	Name    string
+	Message string
+	Labels  []string
+	Raw     bson.Raw // the whole reply
+}
+
+func (e *CommandError) Error() string {
+	if e.Name != "" {
+		return fmt.Sprintf("(%s) %s", e.Name, e.Message)
+	}
+	return fmt.Sprintf("command failed with code %d: %s", e.Code, e.Message)
+}
+
+// HasErrorLabel reports whether the server attached label.
+func (e *CommandError) HasErrorLabel(label string) bool { return slices.Contains(e.Labels, label) }
+
+// WriteError is one failed statement of a write command.
+type WriteError struct {
+	Index   int
+	Code    int32
+	Message string
+	Details bson.Raw
+	Raw     bson.Raw
+}
+
+func (e WriteError) Error() string {
+	return fmt.Sprintf("write error %d at index %d: %s", e.Code, e.Index, e.Message)
+}
+
+// WriteConcernError is the server's report that a write could not satisfy
+// its write concern.
+type WriteConcernError struct {
+	Code    int32
+	Name    string
+	Message string
+	Details bson.Raw
+	Raw     bson.Raw
+}
+
+func (e *WriteConcernError) Error() string {
+	return fmt.Sprintf("write concern error (%s, %d): %s", e.Name, e.Code, e.Message)
+}
+
+// WriteException is a write command that returned ok: 1 with write errors
+// or a write concern error.
+type WriteException struct {
+	WriteErrors       []WriteError
+	WriteConcernError *WriteConcernError
+	Labels            []string
+	Raw               bson.Raw
+}
+
+func (e *WriteException) Error() string {
+	var parts []string
+	for _, we := range e.WriteErrors {
+		parts = append(parts, we.Error())
+	}
+	if e.WriteConcernError != nil {
+		parts = append(parts, e.WriteConcernError.Error())
+	}
+	return "write exception: " + strings.Join(parts, "; ")
+}
+
+// HasErrorLabel reports whether the server attached label.
+func (e *WriteException) HasErrorLabel(label string) bool { return slices.Contains(e.Labels, label) }
+
+// NetworkError is a failure to reach or talk to a server. The connection it
+// happened on is closed and never reused.
+type NetworkError struct {
+	Addr   string
+	Op     string // "dial", "handshake", "write", "read", "decode"
+	Err    error
+	Labels []string // labels the client attached (e.g. RetryableWriteError)
+}
+
+func (e *NetworkError) Error() string {
+	return fmt.Sprintf("network error during %s with %s: %v", e.Op, e.Addr, e.Err)
+}
+func (e *NetworkError) Unwrap() error { return e.Err }
+
+// HasErrorLabel reports whether the client attached label.
+func (e *NetworkError) HasErrorLabel(label string) bool { return slices.Contains(e.Labels, label) }
+
+// Timeout reports whether the network error was a timeout.
+func (e *NetworkError) Timeout() bool { return isTimeout(e.Err) }
+
+// ServerSelectionError is returned when no suitable server was found before
+// the server selection timeout or the context deadline.
+type ServerSelectionError struct {
+	Reason   string // what was wanted ("writable server", "read preference secondary")
+	Topology string // a summary of the topology description at the time
+	Err      error  // the last server error seen, or the context error
+}
+
+func (e *ServerSelectionError) Error() string {
+	s := "server selection error: no " + e.Reason + " available; topology: " + e.Topology
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+func (e *ServerSelectionError) Unwrap() error { return e.Err }
+
+// labeled is implemented by every error that carries labels.
+type labeled interface{ HasErrorLabel(string) bool }
+
+// HasErrorLabel reports whether err, or any error it wraps, carries label.
+func HasErrorLabel(err error, label string) bool {
+	for err != nil {
+		if l, ok := err.(labeled); ok && l.HasErrorLabel(label) {
+			return true
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
+}
+
+// IsNetworkError reports whether err is (or wraps) a network error.
+func IsNetworkError(err error) bool {
+	var ne *NetworkError
+	return errors.As(err, &ne)
+}
+
+// IsTimeout reports whether err is a timeout: a context deadline, a network
+// timeout, or a server time-limit error (MaxTimeMSExpired 50).
+func IsTimeout(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		return true
+	}
+	var ce *CommandError
+	return errors.As(err, &ce) && ce.Code == 50
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// IsDuplicateKey reports whether err is a duplicate-key error (11000, 11001,
+// 12582), as a command error, a write error or a write concern error.
+func IsDuplicateKey(err error) bool {
+	dup := func(code int32) bool { return code == 11000 || code == 11001 || code == 12582 }
+	var ce *CommandError
+	if errors.As(err, &ce) && dup(ce.Code) {
+		return true
+	}
+	var we *WriteException
+	if errors.As(err, &we) {
+		for _, w := range we.WriteErrors {
+			if dup(w.Code) {
+				return true
+			}
+		}
+		if we.WriteConcernError != nil && dup(we.WriteConcernError.Code) {
+			return true
+		}
+	}
+	return false
+}

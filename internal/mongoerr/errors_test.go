@@ -1,0 +1,58 @@
+package mongoerr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+func raw(t *testing.T, d bson.D) bson.Raw {
+	t.Helper()
+	b, err := bson.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestFromReplyCommandError(t *testing.T) {
+	err := FromReply(raw(t, bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "not primary"}, {Key: "code", Value: int32(10107)},
+		{Key: "codeName", Value: "NotWritablePrimary"}, {Key: "errorLabels", Value: bson.A{"RetryableWriteError"}}}))
+	var ce *CommandError
+	if !errors.As(err, &ce) || ce.Code != 10107 || ce.Name != "NotWritablePrimary" || ce.Message != "not primary" {
+		t.Fatalf("got %#v", err)
+	}
+	if !HasErrorLabel(fmt.Errorf("wrapped: %w", err), LabelRetryableWrite) || HasErrorLabel(err, LabelNoWritesPerformed) {
+		t.Error("labels not found through wrapping")
+	}
+}
+
+func TestFromReplyWriteException(t *testing.T) {
+	err := FromReply(raw(t, bson.D{{Key: "ok", Value: 1.0}, {Key: "n", Value: int32(0)},
+		{Key: "writeErrors", Value: bson.A{bson.D{{Key: "index", Value: int32(1)}, {Key: "code", Value: int32(11000)}, {Key: "errmsg", Value: "E11000 dup"}}}},
+		{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: int32(91)}, {Key: "errmsg", Value: "shutdown"}, {Key: "errorLabels", Value: bson.A{"RetryableWriteError"}}}},
+	}))
+	var we *WriteException
+	if !errors.As(err, &we) || len(we.WriteErrors) != 1 || we.WriteErrors[0].Index != 1 || we.WriteConcernError.Code != 91 {
+		t.Fatalf("got %#v", err)
+	}
+	if !IsDuplicateKey(err) || !HasErrorLabel(err, LabelRetryableWrite) {
+		t.Error("classification failed")
+	}
+	if FromReply(raw(t, bson.D{{Key: "ok", Value: int32(1)}})) != nil {
+		t.Error("ok: 1 is not an error")
+	}
+}
+
+func TestNetworkAndTimeout(t *testing.T) {
+	ne := &NetworkError{Addr: "h:1", Op: "read", Err: context.DeadlineExceeded}
+	if !IsNetworkError(fmt.Errorf("x: %w", ne)) || !IsTimeout(ne) {
+		t.Error("network timeout not classified")
+	}
+	if IsTimeout(&CommandError{Code: 2}) || !IsTimeout(&CommandError{Code: 50}) {
+		t.Error("MaxTimeMSExpired classification")
+	}
+}
