@@ -37,13 +37,19 @@ type faultKind struct {
 }
 
 var demoFaults = []faultKind{
-	{"transient", "reply lost after the write applied (20% of operations)", func(i, n int, rng *mrand.Rand, twoStep bool) faultPlan {
+	{"transient", "network error on 20% of operations: half lose the request, half lose the reply after the write applied", func(i, n int, rng *mrand.Rand, twoStep bool) faultPlan {
 		p := noFaults
-		if rng.IntN(5) == 0 {
-			p.dropReplyAt = 0
-			if twoStep {
-				p.dropReplyAt = rng.IntN(2) // either step may lose its reply
-			}
+		if rng.IntN(5) != 0 {
+			return p
+		}
+		at := 0
+		if twoStep {
+			at = rng.IntN(2) // either step may meet the fault
+		}
+		if rng.IntN(2) == 0 {
+			p.dropRequestAt = at
+		} else {
+			p.dropReplyAt = at
 		}
 		return p
 	}},
@@ -165,25 +171,15 @@ func (d *demoClient) command(ctx context.Context, cmd bson.D) (bson.Raw, error) 
 	return d.c.RoundTrip(ctx, demoDB, cmd)
 }
 
-// errWrite is a write error inside an ok:1 reply.
-type errWrite struct{ msg string }
-
-func (e *errWrite) Error() string { return "write error: " + e.msg }
-
 func (d *demoClient) update(ctx context.Context, filter, update bson.D, upsert bool, extra bson.D) error {
 	cmd := bson.D{
 		{Key: "update", Value: demoColl},
 		{Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: filter}, {Key: "u", Value: update}, {Key: "upsert", Value: upsert}}}},
 	}
 	cmd = append(cmd, extra...)
-	reply, err := d.command(ctx, cmd)
-	if err != nil {
-		return err
-	}
-	if we, err := reply.LookupErr("writeErrors"); err == nil {
-		return &errWrite{msg: we.String()}
-	}
-	return nil
+	// Write errors in an ok: 1 reply come back as a WriteException.
+	_, err := d.command(ctx, cmd)
+	return err
 }
 
 // cellResult is one (fault, strategy) measurement.
@@ -233,18 +229,25 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	var results []cellResult
 	total := len(demoFaults) * len(demoStrategies)
+	progress := isTerminal(stderr)
 	for fi, f := range demoFaults {
 		for si, s := range demoStrategies {
-			fmt.Fprintf(stderr, "\r[%2d/%d] %-14s %-24s", fi*len(demoStrategies)+si+1, total, f.name, s.name)
+			if progress {
+				fmt.Fprintf(stderr, "\r%s %-14s %-24s", progressBar(fi*len(demoStrategies)+si, total), f.name, s.name)
+			}
 			res, err := runCell(ctx, rel, f, s, *ops, *seed)
 			if err != nil {
-				fmt.Fprintln(stderr)
+				if progress {
+					fmt.Fprintln(stderr)
+				}
 				return fmt.Errorf("%s / %s: %w", f.name, s.name, err)
 			}
 			results = append(results, res)
 		}
 	}
-	fmt.Fprintf(stderr, "\r%-60s\r", "")
+	if progress {
+		fmt.Fprintf(stderr, "\r%-80s\r", "")
+	}
 	printDemoTable(stdout, results)
 	if *jsonOut != "" {
 		b, err := json.MarshalIndent(results, "", "  ")
@@ -361,4 +364,21 @@ func printDemoTable(w io.Writer, results []cellResult) {
 		fmt.Fprintf(w, "  %-14s %s\n", f.name, f.desc)
 	}
 	fmt.Fprintln(w, "\n  lost: increments never applied; duplicated: extra applications; errors: operations that reported failure to the application")
+}
+
+// isTerminal reports whether w is a character device, where a progress bar
+// redrawn with carriage returns reads well.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func progressBar(done, total int) string {
+	const width = 20
+	filled := done * width / total
+	return "[" + strings.Repeat("#", filled) + strings.Repeat(".", width-filled) + "]"
 }

@@ -17,6 +17,10 @@ type faultPlan struct {
 	// whose reply is swallowed after the server applied it (the connection
 	// is then closed): a transient network error after the write. -1: none.
 	dropReplyAt int
+	// dropRequestAt is the index of the write that is lost on its way to
+	// the server (the connection is closed): a transient network error
+	// before the write. -1: none.
+	dropRequestAt int
 	// outage drops every write before it reaches the server.
 	outage bool
 	// commandError answers every write with a non-retryable command error.
@@ -26,7 +30,7 @@ type faultPlan struct {
 	overloaded int
 }
 
-var noFaults = faultPlan{dropReplyAt: -1}
+var noFaults = faultPlan{dropReplyAt: -1, dropRequestAt: -1}
 
 // relay forwards wire messages between clients and one upstream server and
 // injects the current plan's faults into write commands. It understands
@@ -135,7 +139,7 @@ func (r *relay) decide(msg []byte) (relayAction, int32) {
 	r.writes++
 	p := &r.plan
 	switch {
-	case p.outage:
+	case p.outage, p.dropRequestAt == i:
 		return dropRequest, m.Header.RequestID
 	case p.commandError:
 		return replyCommandError, m.Header.RequestID

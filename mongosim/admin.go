@@ -1,0 +1,282 @@
+package mongosim
+
+import (
+	"os"
+	"runtime"
+	"sort"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+)
+
+// Version is the MongoDB version mongosim claims.
+const Version = "8.0.0"
+
+// setParameter / getParameter names for the overload knobs. The first four
+// follow MongoDB 8.2's ingress admission parameters; the burst is expressed
+// in seconds of the rate, as MongoDB does.
+const (
+	paramRateLimiterEnabled = "ingressRequestRateLimiterEnabled"         // bool
+	paramRatePerSec         = "ingressRequestAdmissionRatePerSec"        // number; 0 = off
+	paramBurstSecs          = "ingressRequestAdmissionBurstCapacitySecs" // number of seconds of the rate
+	paramBaseBackoffMS      = "externalClientBaseBackoffMS"              // baseBackoffMS on overload errors
+	paramMaxConns           = "maxIncomingConnections"                   // per member; 0 = unlimited
+	// mongosim's own: the bucket capacity in requests.
+	paramBurstCapacity = "ingressRequestRateLimiterBurstCapacity"
+)
+
+func okReply() bson.D { return bson.D{{Key: "ok", Value: 1.0}} }
+
+func pingCmd(*request) (bson.D, error) { return okReply(), nil }
+
+func buildInfoCmd(*request) (bson.D, error) {
+	return bson.D{
+		{Key: "version", Value: Version},
+		{Key: "gitVersion", Value: "mongosim"},
+		{Key: "modules", Value: bson.A{}},
+		{Key: "sysInfo", Value: "deprecated"},
+		{Key: "versionArray", Value: bson.A{int32(8), int32(0), int32(0), int32(0)}},
+		{Key: "bits", Value: int32(64)},
+		{Key: "debug", Value: false},
+		{Key: "maxBsonObjectSize", Value: int32(maxBSONObjectSize)},
+		{Key: "storageEngines", Value: bson.A{"inMemory"}},
+		{Key: "ok", Value: 1.0},
+	}, nil
+}
+
+// Session bookkeeping commands: sessions need no server-side state beyond
+// the retryable-write table, which (as in MongoDB) outlives endSessions.
+func sessionsCmd(*request) (bson.D, error) { return okReply(), nil }
+
+func adminOnly(r *request) error {
+	if r.db != "admin" {
+		return cmderr.New(cmderr.Unauthorized, "%s may only be run against the admin database.", r.name)
+	}
+	return nil
+}
+
+func setParameterCmd(r *request) (bson.D, error) {
+	if err := adminOnly(r); err != nil {
+		return nil, err
+	}
+	l := r.cluster.limiter
+	var was any
+	n := 0
+	for _, e := range r.cmd[1:] {
+		if isGenericArg(e.Key) {
+			continue
+		}
+		n++
+		cur, _ := l.options()
+		switch e.Key {
+		case paramRateLimiterEnabled:
+			_, was = l.options()
+			l.setEnabled(asBool(e.Value))
+		case paramRatePerSec:
+			f, ok := asFloat(e.Value)
+			if !ok || f < 0 {
+				return nil, cmderr.New(cmderr.BadValue, "%s must be a non-negative number", e.Key)
+			}
+			was = cur.RequestsPerSecond
+			l.setRate(f)
+		case paramBurstSecs:
+			f, ok := asFloat(e.Value)
+			if !ok || f <= 0 {
+				return nil, cmderr.New(cmderr.BadValue, "%s must be a positive number", e.Key)
+			}
+			if cur.RequestsPerSecond > 0 {
+				was = float64(cur.Burst) / cur.RequestsPerSecond
+			}
+			l.setBurst(f * cur.RequestsPerSecond)
+		case paramBurstCapacity:
+			f, ok := asFloat(e.Value)
+			if !ok || f <= 0 {
+				return nil, cmderr.New(cmderr.BadValue, "%s must be a positive number", e.Key)
+			}
+			was = int32(cur.Burst)
+			l.setBurst(f)
+		case paramBaseBackoffMS:
+			f, ok := asInt64(e.Value)
+			if !ok || f < 0 {
+				return nil, cmderr.New(cmderr.BadValue, "%s must be a non-negative number", e.Key)
+			}
+			was = cur.BaseBackoffMS
+			l.setBackoff(int32(f))
+		case paramMaxConns:
+			f, ok := asInt64(e.Value)
+			if !ok || f < 0 {
+				return nil, cmderr.New(cmderr.BadValue, "%s must be a non-negative number", e.Key)
+			}
+			was = int32(cur.MaxConnections)
+			l.setMaxConnections(int(f))
+		default:
+			return nil, cmderr.New(cmderr.InvalidOptions, "attempted to set unrecognized parameter [%s], use help:true to see options ", e.Key)
+		}
+	}
+	if n == 0 {
+		return nil, cmderr.New(cmderr.InvalidOptions, "no option found to set, use help:true to see options ")
+	}
+	return bson.D{{Key: "was", Value: was}, {Key: "ok", Value: 1.0}}, nil
+}
+
+func getParameterCmd(r *request) (bson.D, error) {
+	if err := adminOnly(r); err != nil {
+		return nil, err
+	}
+	o, enabled := r.cluster.limiter.options()
+	burstSecs := 0.0
+	if o.RequestsPerSecond > 0 {
+		burstSecs = float64(o.Burst) / o.RequestsPerSecond
+	}
+	all := bson.D{
+		{Key: paramRateLimiterEnabled, Value: enabled && o.RequestsPerSecond > 0},
+		{Key: paramRatePerSec, Value: o.RequestsPerSecond},
+		{Key: paramBurstSecs, Value: burstSecs},
+		{Key: paramBurstCapacity, Value: int32(o.Burst)},
+		{Key: paramBaseBackoffMS, Value: o.BaseBackoffMS},
+		{Key: paramMaxConns, Value: int32(o.MaxConnections)},
+	}
+	v, _ := r.get("getParameter")
+	if s, ok := v.(string); ok && s == "*" {
+		return append(all, bson.E{Key: "ok", Value: 1.0}), nil
+	}
+	var out bson.D
+	for _, e := range r.cmd[1:] {
+		if isGenericArg(e.Key) {
+			continue
+		}
+		val, ok := lookupD(all, e.Key)
+		if !ok {
+			return nil, cmderr.New(cmderr.InvalidOptions, "no option found to get")
+		}
+		out = append(out, bson.E{Key: e.Key, Value: val})
+	}
+	if len(out) == 0 {
+		return nil, cmderr.New(cmderr.InvalidOptions, "no option found to get")
+	}
+	return append(out, bson.E{Key: "ok", Value: 1.0}), nil
+}
+
+// isGenericArg reports the arguments any command may carry.
+func isGenericArg(k string) bool {
+	switch k {
+	case "$db", "lsid", "txnNumber", "$clusterTime", "$readPreference", "readConcern", "writeConcern",
+		"maxTimeMS", "comment", "apiVersion", "apiStrict", "apiDeprecationErrors", "$audit", "autocommit",
+		"startTransaction", "help":
+		return true
+	}
+	return false
+}
+
+func serverStatusCmd(r *request) (bson.D, error) {
+	c := r.cluster
+	st := c.Stats()
+	host, _ := os.Hostname()
+	up := r.now.Sub(c.started)
+	var current int64
+	for _, m := range c.Members() {
+		current += m.conns.Load()
+	}
+	return bson.D{
+		{Key: "host", Value: host},
+		{Key: "version", Value: Version},
+		{Key: "process", Value: "mongod"},
+		{Key: "pid", Value: int64(os.Getpid())},
+		{Key: "uptime", Value: up.Seconds()},
+		{Key: "uptimeMillis", Value: up.Milliseconds()},
+		{Key: "localTime", Value: bson.NewDateTimeFromTime(r.now)},
+		{Key: "connections", Value: bson.D{
+			{Key: "current", Value: int32(current)},
+			{Key: "totalCreated", Value: st.ConnsAccepted},
+			{Key: "rejected", Value: st.ConnsRejected},
+		}},
+		{Key: "mongosim", Value: bson.D{
+			{Key: "commands", Value: st.Commands},
+			{Key: "admitted", Value: st.Admitted},
+			{Key: "rejected", Value: st.Rejected},
+			{Key: "failPointsFired", Value: st.FailPointsFired},
+			{Key: "replayedStatements", Value: st.Replayed},
+			{Key: "hangups", Value: st.Hangups},
+			{Key: "stepDowns", Value: st.StepDowns},
+		}},
+		{Key: "ok", Value: 1.0},
+	}, nil
+}
+
+func whatsmyuriCmd(r *request) (bson.D, error) {
+	return bson.D{{Key: "you", Value: r.raw.Conn.RemoteAddr().String()}, {Key: "ok", Value: 1.0}}, nil
+}
+
+func getCmdLineOptsCmd(r *request) (bson.D, error) {
+	parsed := bson.D{{Key: "net", Value: bson.D{{Key: "bindIp", Value: r.cluster.opts.Host}}}}
+	if r.cluster.setName != "" {
+		parsed = append(parsed, bson.E{Key: "replication", Value: bson.D{{Key: "replSet", Value: r.cluster.setName}}})
+	}
+	return bson.D{{Key: "argv", Value: bson.A{"mongosim"}}, {Key: "parsed", Value: parsed}, {Key: "ok", Value: 1.0}}, nil
+}
+
+func hostInfoCmd(r *request) (bson.D, error) {
+	host, _ := os.Hostname()
+	return bson.D{
+		{Key: "system", Value: bson.D{
+			{Key: "currentTime", Value: bson.NewDateTimeFromTime(r.now)},
+			{Key: "hostname", Value: host},
+			{Key: "numCores", Value: int32(runtime.NumCPU())},
+			{Key: "cpuArch", Value: runtime.GOARCH},
+		}},
+		{Key: "os", Value: bson.D{{Key: "type", Value: runtime.GOOS}}},
+		{Key: "extra", Value: bson.D{}},
+		{Key: "ok", Value: 1.0},
+	}, nil
+}
+
+func listCommandsCmd(*request) (bson.D, error) {
+	names := make([]string, 0, len(commands))
+	seen := map[string]bool{}
+	for _, c := range commands {
+		if !seen[c.name] {
+			seen[c.name] = true
+			names = append(names, c.name)
+		}
+	}
+	sort.Strings(names)
+	var list bson.D
+	for _, n := range names {
+		c := lookupCommand(n)
+		list = append(list, bson.E{Key: n, Value: bson.D{
+			{Key: "help", Value: ""},
+			{Key: "requiresAuth", Value: !c.noAuth},
+			{Key: "secondaryOk", Value: !c.write},
+			{Key: "adminOnly", Value: false},
+		}})
+	}
+	return bson.D{{Key: "commands", Value: list}, {Key: "ok", Value: 1.0}}, nil
+}
+
+func unsupportedCmd(what string) func(*request) (bson.D, error) {
+	return func(*request) (bson.D, error) { return nil, cmderr.Unsupported(what) }
+}
+
+func init() {
+	register(
+		&command{name: "ping", run: pingCmd, noAuth: true},
+		&command{name: "buildInfo", run: buildInfoCmd, noAuth: true},
+		&command{name: "endSessions", run: sessionsCmd},
+		&command{name: "refreshSessions", run: sessionsCmd},
+		&command{name: "killSessions", run: sessionsCmd},
+		&command{name: "killAllSessions", run: sessionsCmd},
+		&command{name: "killAllSessionsByPattern", run: sessionsCmd},
+		&command{name: "setParameter", run: setParameterCmd, exempt: true},
+		&command{name: "getParameter", run: getParameterCmd, exempt: true},
+		&command{name: "serverStatus", run: serverStatusCmd},
+		&command{name: "whatsmyuri", run: whatsmyuriCmd},
+		&command{name: "getCmdLineOpts", run: getCmdLineOptsCmd},
+		&command{name: "hostInfo", run: hostInfoCmd},
+		&command{name: "listCommands", run: listCommandsCmd},
+		&command{name: "commitTransaction", run: unsupportedCmd("multi-document transactions (commitTransaction)")},
+		&command{name: "abortTransaction", run: unsupportedCmd("multi-document transactions (abortTransaction)")},
+		&command{name: "killOp", run: unsupportedCmd("killOp")},
+		&command{name: "currentOp", run: unsupportedCmd("currentOp")},
+	)
+}

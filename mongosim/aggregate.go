@@ -1,0 +1,105 @@
+package mongosim
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+func init() {
+	register(
+		&command{name: "aggregate", run: cmdAggregate},
+		&command{name: "explain", run: func(*request) (bson.D, error) { return nil, cmderr.Unsupported("explain") }},
+	)
+}
+
+func cmdAggregate(r *request) (bson.D, error) {
+	if err := checkFields(r, "pipeline", "cursor", "explain", "allowDiskUse", "bypassDocumentValidation",
+		"collation", "hint", "let", "fromMongos", "needsMerge", "isMapReduceCommand",
+		"includeQueryStatsMetrics", "rawData"); err != nil {
+		return nil, err
+	}
+	if v, ok := r.get("explain"); ok && truthy(v) {
+		return nil, cmderr.Unsupported("aggregate explain")
+	}
+	if _, ok := r.get("cursor"); !ok {
+		return nil, cmderr.New(cmderr.FailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
+	}
+	batchSize, err := cursorBatchSize(r)
+	if err != nil {
+		return nil, err
+	}
+	collation, hasCollation := r.get("collation")
+	if err := checkCollation(collation, hasCollation); err != nil {
+		return nil, err
+	}
+	pv, _ := r.get("pipeline")
+	pipeline, ok := pv.(bson.A)
+	if !ok {
+		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'aggregate.pipeline' is the wrong type '%s', expected type 'array'", typeNameOf(pv))
+	}
+	var vars map[string]any
+	if let, ok, err := docArg(r, "let"); err != nil {
+		return nil, err
+	} else if ok {
+		vars = make(map[string]any, len(let))
+		for _, e := range let {
+			vars[e.Key] = value.Clone(e.Value)
+		}
+	}
+
+	// aggregate: "coll" reads a collection; aggregate: 1 is database-level
+	// and only makes sense here with a leading $documents.
+	var coll string
+	switch first := r.cmd[0].Value.(type) {
+	case string:
+		if coll, err = collectionArg(r); err != nil {
+			return nil, err
+		}
+	default:
+		if n, ok := int64Arg(first); !ok || n != 1 {
+			return nil, cmderr.New(cmderr.FailedToParse, "Invalid %s namespace specified '%s.%s'", r.name, r.db, shellString(first))
+		}
+		stage := ""
+		if len(pipeline) > 0 {
+			if d, ok := pipeline[0].(bson.D); ok && len(d) > 0 {
+				stage = d[0].Key
+			}
+		}
+		if stage != "$documents" {
+			return nil, cmderr.Unsupported("database-level aggregate (aggregate: 1) with " + stageOrEmpty(stage))
+		}
+	}
+
+	p, err := agg.Compile(pipeline)
+	if err != nil {
+		return nil, err
+	}
+	s := r.cluster.data
+	var in []bson.D
+	ns := r.db + ".$cmd.aggregate"
+	if coll != "" {
+		ns = r.db + "." + coll
+		hint, _ := r.get("hint")
+		if in, err = s.snapshot(r.db, coll, p.LeadingMatch(), nil, 0, hint); err != nil {
+			return nil, err
+		}
+	}
+	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s}, Now: r.now, Vars: vars})
+	if err != nil {
+		return nil, err
+	}
+	if p.HasWriteStage() {
+		out = nil
+	}
+	return s.cursors.reply(r, ns, out, batchSize, false), nil
+}
+
+func stageOrEmpty(s string) string {
+	if s == "" {
+		return "an empty pipeline"
+	}
+	return s
+}

@@ -1,0 +1,91 @@
+package mongosim
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// reportOps adds an ops/s metric: operations over wall-clock time, which
+// is what parallel clients achieve together.
+func reportOps(b *testing.B, start time.Time) {
+	if s := time.Since(start).Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, "ops/s")
+	}
+}
+
+func BenchmarkInsertOne(b *testing.B) {
+	client, _ := dataClient(b)
+	coll := client.Database("bench").Collection("insert")
+	ctx := context.Background()
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: next.Add(1)}, {Key: "v", Value: "payload"}}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportOps(b, start)
+}
+
+func BenchmarkFindOneByID(b *testing.B) {
+	client, _ := dataClient(b)
+	coll := client.Database("bench").Collection("find")
+	ctx := context.Background()
+	const docs = 1000
+	batch := make([]any, docs)
+	for i := range batch {
+		batch[i] = bson.D{{Key: "_id", Value: i}, {Key: "v", Value: "payload"}, {Key: "n", Value: i}}
+	}
+	if _, err := coll.InsertMany(ctx, batch); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		var doc bson.Raw
+		for pb.Next() {
+			id := int(next.Add(1) % docs)
+			if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportOps(b, start)
+}
+
+func BenchmarkUpdateOne(b *testing.B) {
+	client, _ := dataClient(b)
+	coll := client.Database("bench").Collection("update")
+	ctx := context.Background()
+	const docs = 100
+	batch := make([]any, docs)
+	for i := range batch {
+		batch[i] = bson.D{{Key: "_id", Value: i}, {Key: "n", Value: 0}}
+	}
+	if _, err := coll.InsertMany(ctx, batch); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := int(next.Add(1) % docs)
+			if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportOps(b, start)
+}

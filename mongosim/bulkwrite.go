@@ -1,0 +1,210 @@
+package mongosim
+
+import (
+	"math"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+)
+
+func init() {
+	register(&command{name: "bulkWrite", run: cmdBulkWrite, write: true, retryableWrite: true})
+}
+
+// bulkOp is one parsed operation of the 8.0 bulkWrite command.
+type bulkOp struct {
+	kind     string // "insert", "update", "delete"
+	db, coll string
+	doc      bson.D      // insert
+	upd      *updateStmt // update
+	del      *deleteStmt // delete
+}
+
+func cmdBulkWrite(r *request) (bson.D, error) {
+	if r.db != "admin" {
+		return nil, cmderr.New(cmderr.Unauthorized, "bulkWrite may only be run against the admin database.")
+	}
+	if err := checkFields(r, "ops", "nsInfo", "ordered", "bypassDocumentValidation", "errorsOnly", "let", "cursor", "rawData"); err != nil {
+		return nil, err
+	}
+	if err := checkLet(r); err != nil {
+		return nil, err
+	}
+	if v, ok := r.get("rawData"); ok && truthy(v) {
+		return nil, cmderr.Unsupported("rawData")
+	}
+	nsv, _ := r.get("nsInfo")
+	nsList, ok := nsv.(bson.A)
+	if !ok || len(nsList) == 0 {
+		return nil, cmderr.New(cmderr.BadValue, "BSON field 'bulkWrite.nsInfo' must be a non-empty array")
+	}
+	type nsEntry struct{ db, coll string }
+	nss := make([]nsEntry, len(nsList))
+	for i, v := range nsList {
+		d, _ := v.(bson.D)
+		var ns string
+		for _, e := range d {
+			switch e.Key {
+			case "ns":
+				ns, _ = e.Value.(string)
+			case "collectionUUID", "encryptionInformation", "isTimeseriesNamespace":
+				if e.Key != "collectionUUID" {
+					return nil, cmderr.Unsupported("bulkWrite nsInfo." + e.Key)
+				}
+			default:
+				return nil, cmderr.New(40415, "BSON field 'bulkWrite.nsInfo.%s' is an unknown field.", e.Key)
+			}
+		}
+		db, coll, found := strings.Cut(ns, ".")
+		if !found {
+			return nil, cmderr.New(cmderr.InvalidNamespace, "Invalid namespace specified '%s'", ns)
+		}
+		if err := validateNamespace(db, coll); err != nil {
+			return nil, err
+		}
+		nss[i] = nsEntry{db, coll}
+	}
+	opsList, err := statementsArg(r, "ops")
+	if err != nil {
+		return nil, err
+	}
+	ops := make([]*bulkOp, len(opsList))
+	for i, v := range opsList {
+		d, ok := v.(bson.D)
+		if !ok || len(d) == 0 {
+			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'bulkWrite.ops.%d' must be a non-empty object", i)
+		}
+		op := &bulkOp{kind: d[0].Key}
+		idx, ok := int64Arg(d[0].Value)
+		if !ok || idx < 0 || idx >= int64(len(nss)) {
+			return nil, cmderr.New(cmderr.BadValue, "BulkWrite ops entry %d has an invalid nsInfo index", i)
+		}
+		op.db, op.coll = nss[idx].db, nss[idx].coll
+		rest := d[1:]
+		switch op.kind {
+		case "insert":
+			for _, e := range rest {
+				if e.Key != "document" {
+					return nil, cmderr.New(40415, "BSON field 'bulkWrite.ops.%s' is an unknown field.", e.Key)
+				}
+				if op.doc, ok = e.Value.(bson.D); !ok {
+					return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'bulkWrite.ops.document' is the wrong type '%s', expected type 'object'", typeNameOf(e.Value))
+				}
+			}
+			if op.doc == nil {
+				return nil, cmderr.New(40414, "BSON field 'bulkWrite.ops.document' is missing but a required field")
+			}
+		case "update":
+			renamed := make(bson.D, 0, len(rest))
+			for _, e := range rest {
+				if e.Key == "constants" {
+					e.Key = "c"
+				}
+				renamed = append(renamed, e)
+			}
+			if op.upd, err = parseUpdateStmt(renamed, "bulkWrite.ops", "filter", "updateMods"); err != nil {
+				return nil, err
+			}
+		case "delete":
+			st := &deleteStmt{}
+			have := false
+			for _, e := range rest {
+				switch e.Key {
+				case "filter":
+					if st.filterDoc, ok = e.Value.(bson.D); !ok {
+						return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'bulkWrite.ops.filter' is the wrong type '%s', expected type 'object'", typeNameOf(e.Value))
+					}
+					have = true
+				case "multi":
+					st.multi = truthy(e.Value)
+				case "hint":
+					st.hint = e.Value
+				case "collation":
+					if err := checkCollation(e.Value, true); err != nil {
+						return nil, err
+					}
+				default:
+					return nil, cmderr.New(40415, "BSON field 'bulkWrite.ops.%s' is an unknown field.", e.Key)
+				}
+			}
+			if !have {
+				return nil, cmderr.New(40414, "BSON field 'bulkWrite.ops.filter' is missing but a required field")
+			}
+			op.del = st
+		default:
+			return nil, cmderr.New(cmderr.FailedToParse, "Unrecognized bulkWrite operation: %s", op.kind)
+		}
+		ops[i] = op
+	}
+	ordered := orderedArg(r)
+	errorsOnly := false
+	if v, ok := r.get("errorsOnly"); ok {
+		errorsOnly = truthy(v)
+	}
+	batchSize, err := cursorBatchSize(r)
+	if err != nil {
+		return nil, err
+	}
+	if batchSize < 0 {
+		batchSize = math.MaxInt32
+	}
+
+	s := r.cluster.data
+	var nErrors, nInserted, nMatched, nModified, nUpserted, nDeleted int32
+	var results []bson.D
+	for i, op := range ops {
+		res, err := r.stmt(i, func() (stmtResult, error) {
+			switch op.kind {
+			case "insert":
+				return s.insertOne(op.db, op.coll, op.doc)
+			case "update":
+				return s.execUpdate(op.db, op.coll, op.upd, r.now)
+			default:
+				return s.execDelete(op.db, op.coll, op.del)
+			}
+		})
+		if err != nil {
+			nErrors++
+			code, fields := errorFields(err)
+			item := bson.D{{Key: "ok", Value: 0.0}, {Key: "idx", Value: int32(i)}}
+			item = append(item, fields...)
+			item = append(item, bson.E{Key: "codeName", Value: cmderr.Name(code)})
+			item = append(item, bson.E{Key: "n", Value: int32(0)})
+			results = append(results, item)
+			if ordered {
+				break
+			}
+			continue
+		}
+		item := bson.D{{Key: "ok", Value: 1.0}, {Key: "idx", Value: int32(i)}, {Key: "n", Value: res.N}}
+		switch op.kind {
+		case "insert":
+			nInserted += res.N
+		case "update":
+			item = append(item, bson.E{Key: "nModified", Value: res.NModified})
+			if res.Upserted != nil {
+				nUpserted++
+				item = append(item, bson.E{Key: "upserted", Value: bson.D{{Key: "_id", Value: res.Upserted}}})
+			} else {
+				nMatched += res.N
+			}
+			nModified += res.NModified
+		case "delete":
+			nDeleted += res.N
+		}
+		if !errorsOnly {
+			results = append(results, item)
+		}
+	}
+	reply := s.cursors.reply(r, "admin.$cmd.bulkWrite", results, batchSize, false)
+	return append(reply,
+		bson.E{Key: "nErrors", Value: nErrors},
+		bson.E{Key: "nInserted", Value: nInserted},
+		bson.E{Key: "nMatched", Value: nMatched},
+		bson.E{Key: "nModified", Value: nModified},
+		bson.E{Key: "nUpserted", Value: nUpserted},
+		bson.E{Key: "nDeleted", Value: nDeleted},
+	), nil
+}

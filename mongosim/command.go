@@ -1,0 +1,83 @@
+package mongosim
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/blackpipe"
+)
+
+// request is one command as the handlers see it.
+type request struct {
+	ctx     context.Context
+	cluster *Cluster
+	member  *Member
+	raw     *blackpipe.Request
+	db      string
+	name    string // canonical (registered) command name
+	cmd     bson.D // the command, document sequences folded in as arrays
+	txn     *txnContext
+	now     time.Time
+}
+
+// command describes one registered command.
+type command struct {
+	name string
+	run  func(r *request) (bson.D, error)
+	// write commands need the primary; everything else may run on a
+	// secondary (mongosim serves reads from secondaries as if secondaryOk).
+	write bool
+	// retryableWrite commands may carry lsid+txnNumber and use the
+	// retryable-write table (insert, update, delete, findAndModify, bulkWrite).
+	retryableWrite bool
+	// noAuth commands run before authentication (hello, sasl*, ping...).
+	noAuth bool
+	// exempt commands bypass the ingress request limiter and fail points
+	// that do not name them explicitly (hello, auth).
+	exempt bool
+}
+
+var commands = map[string]*command{}
+
+// register adds commands under their lower-cased names; aliases share one
+// entry (isMaster/ismaster/hello are separate registrations of one run func).
+func register(cs ...*command) {
+	for _, c := range cs {
+		commands[strings.ToLower(c.name)] = c
+	}
+}
+
+func lookupCommand(name string) *command { return commands[strings.ToLower(name)] }
+
+// stmtResult is what the retryable-write table stores per statement so a
+// retried statement replays its original outcome instead of executing again.
+type stmtResult struct {
+	N         int32
+	NModified int32
+	Upserted  any    // upserted _id, nil when none
+	Reply     bson.D // findAndModify: the whole reply
+}
+
+// stmt runs statement i of a write command at most once per (lsid,
+// txnNumber): if this transaction already executed it, the stored result is
+// returned and run is not called; otherwise run executes and, when it
+// succeeds, its result is recorded. Outside a retryable write it just runs.
+func (r *request) stmt(i int, run func() (stmtResult, error)) (stmtResult, error) {
+	if r.txn == nil {
+		return run()
+	}
+	return r.txn.stmt(i, run)
+}
+
+// get returns the top-level field of the command.
+func (r *request) get(key string) (any, bool) {
+	for _, e := range r.cmd {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,841 @@
+package mongosim
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
+	"github.com/sturdy-go/sturdy/mongosim/internal/update"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+func init() {
+	register(
+		&command{name: "insert", run: cmdInsert, write: true, retryableWrite: true},
+		&command{name: "update", run: cmdUpdate, write: true, retryableWrite: true},
+		&command{name: "delete", run: cmdDelete, write: true, retryableWrite: true},
+		&command{name: "findAndModify", run: cmdFindAndModify, write: true, retryableWrite: true},
+	)
+}
+
+// ---- argument helpers shared by the data commands ----
+
+// genericFields are accepted by every command: session, transaction,
+// cluster-time, read/write-concern and API-version plumbing.
+var genericFields = map[string]bool{
+	"$db": true, "lsid": true, "txnNumber": true, "$clusterTime": true, "$readPreference": true,
+	"readConcern": true, "writeConcern": true, "comment": true, "maxTimeMS": true,
+	"apiVersion": true, "apiStrict": true, "apiDeprecationErrors": true, "autocommit": true,
+	"startTransaction": true, "stmtId": true, "stmtIds": true, "$audit": true,
+	"mayBypassWriteBlocking": true, "$client": true, "clientOperationKey": true,
+	"$configServerState": true, "$topologyTime": true, "$configTime": true,
+	"databaseVersion": true, "shardVersion": true, "$queryOptions": true, "readOnce": true,
+}
+
+// checkFields rejects fields the command does not know, as the server's
+// IDL parser does, so an option mongosim does not implement is never
+// silently ignored.
+func checkFields(r *request, allowed ...string) error {
+	for i, e := range r.cmd {
+		if i == 0 || genericFields[e.Key] {
+			continue
+		}
+		known := false
+		for _, a := range allowed {
+			if a == e.Key {
+				known = true
+				break
+			}
+		}
+		if !known {
+			return cmderr.New(40415, "BSON field '%s.%s' is an unknown field.", r.name, e.Key)
+		}
+	}
+	return nil
+}
+
+// checkDocFields is checkFields for a sub-document such as one update
+// statement; where names it in errors ("update.updates").
+func checkDocFields(d bson.D, where string, allowed ...string) error {
+	for _, e := range d {
+		known := false
+		for _, a := range allowed {
+			if a == e.Key {
+				known = true
+				break
+			}
+		}
+		if !known {
+			return cmderr.New(40415, "BSON field '%s.%s' is an unknown field.", where, e.Key)
+		}
+	}
+	return nil
+}
+
+// collectionArg returns the collection named by the command's first field.
+func collectionArg(r *request) (string, error) {
+	if len(r.cmd) == 0 {
+		return "", cmderr.New(cmderr.FailedToParse, "empty command")
+	}
+	s, ok := r.cmd[0].Value.(string)
+	if !ok {
+		return "", cmderr.New(cmderr.InvalidNamespace, "collection name has invalid type %s", typeNameOf(r.cmd[0].Value))
+	}
+	if err := validateNamespace(r.db, s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+func typeNameOf(v any) string {
+	if v == nil {
+		return "missing"
+	}
+	return value.TypeName(v)
+}
+
+func int64Arg(v any) (int64, bool) {
+	if !value.IsNumber(v) {
+		return 0, false
+	}
+	return value.ToInt64(v)
+}
+
+// truthy is the server's coercion of option flags: bools, and numbers
+// (non-zero is true).
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case nil, bson.Null, bson.Undefined:
+		return false
+	}
+	if f, ok := value.ToFloat(v); ok {
+		return f != 0
+	}
+	return true
+}
+
+func docArg(r *request, key string) (bson.D, bool, error) {
+	v, ok := r.get(key)
+	if !ok || v == nil {
+		return nil, false, nil
+	}
+	if _, isNull := v.(bson.Null); isNull {
+		return nil, false, nil
+	}
+	d, isDoc := v.(bson.D)
+	if !isDoc {
+		return nil, false, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'object'", r.name, key, typeNameOf(v))
+	}
+	return d, true, nil
+}
+
+func nonNegArg(r *request, key string) (int64, bool, error) {
+	v, ok := r.get(key)
+	if !ok {
+		return 0, false, nil
+	}
+	n, isInt := int64Arg(v)
+	if !isInt {
+		return 0, false, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected types '[long, int, decimal, double]'", r.name, key, typeNameOf(v))
+	}
+	if n < 0 {
+		return 0, false, cmderr.New(51024, "BSON field '%s' value must be >= 0, actual value '%d'", key, n)
+	}
+	return n, true, nil
+}
+
+// simpleCollation accepts an absent or {locale: "simple"} collation: any
+// other collation changes comparisons and is not implemented.
+func simpleCollation(v any) bool {
+	if v == nil {
+		return true
+	}
+	d, ok := v.(bson.D)
+	if !ok {
+		return false
+	}
+	if len(d) == 0 {
+		return true
+	}
+	loc, _ := value.Get(d, "locale")
+	return loc == "simple"
+}
+
+func checkCollation(v any, present bool) error {
+	if present && !simpleCollation(v) {
+		return cmderr.Unsupported("collation (only {locale: \"simple\"})")
+	}
+	return nil
+}
+
+// checkLet rejects let variables where the query engine cannot see them.
+func checkLet(r *request) error {
+	if v, ok := r.get("let"); ok {
+		if d, isDoc := v.(bson.D); !isDoc || len(d) > 0 {
+			return cmderr.Unsupported("let variables in " + r.name)
+		}
+	}
+	return nil
+}
+
+func orderedArg(r *request) bool {
+	if v, ok := r.get("ordered"); ok {
+		return truthy(v)
+	}
+	return true
+}
+
+func arrayFiltersArg(v any, present bool) ([]bson.D, error) {
+	if !present {
+		return nil, nil
+	}
+	a, ok := v.(bson.A)
+	if !ok {
+		return nil, cmderr.New(cmderr.TypeMismatch, "arrayFilters must be an array, but got %s", typeNameOf(v))
+	}
+	out := make([]bson.D, len(a))
+	for i, e := range a {
+		d, ok := e.(bson.D)
+		if !ok {
+			return nil, cmderr.New(cmderr.TypeMismatch, "arrayFilters entries must be objects, but got %s", typeNameOf(e))
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// writeErrorDoc renders a failed statement as a writeErrors entry.
+func writeErrorDoc(i int, err error) bson.D {
+	_, fields := errorFields(err)
+	return append(bson.D{{Key: "index", Value: int32(i)}}, fields...)
+}
+
+// errorReply renders err as an {ok: 0} reply keeping the keyPattern and
+// keyValue of duplicate-key errors, which a plain command error lacks.
+func errorReply(err error) (bson.D, error) {
+	if _, isDup := err.(*dupKeyError); !isDup {
+		return nil, err
+	}
+	code, fields := errorFields(err)
+	out := bson.D{{Key: "ok", Value: 0.0}}
+	for _, f := range fields {
+		if f.Key == "errmsg" {
+			out = append(out, f)
+		}
+	}
+	out = append(out, bson.E{Key: "code", Value: code}, bson.E{Key: "codeName", Value: cmderr.Name(code)})
+	for _, f := range fields {
+		if f.Key == "keyPattern" || f.Key == "keyValue" {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func statementsArg(r *request, key string) (bson.A, error) {
+	v, ok := r.get(key)
+	if !ok {
+		return nil, cmderr.New(40414, "BSON field '%s.%s' is missing but a required field", r.name, key)
+	}
+	a, ok := v.(bson.A)
+	if !ok {
+		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", r.name, key, typeNameOf(v))
+	}
+	if len(a) == 0 {
+		return nil, cmderr.New(cmderr.InvalidLength, "Write batch sizes must be between 1 and 100000. Got 0 operations.")
+	}
+	if len(a) > 100000 {
+		return nil, cmderr.New(cmderr.InvalidLength, "Write batch sizes must be between 1 and 100000. Got %d operations.", len(a))
+	}
+	return a, nil
+}
+
+// ---- insert ----
+
+func cmdInsert(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFields(r, "documents", "ordered", "bypassDocumentValidation", "let"); err != nil {
+		return nil, err
+	}
+	docs, err := statementsArg(r, "documents")
+	if err != nil {
+		return nil, err
+	}
+	ordered := orderedArg(r)
+	var n int32
+	var writeErrors bson.A
+	for i, v := range docs {
+		doc, ok := v.(bson.D)
+		if !ok {
+			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'insert.documents.%d' is the wrong type '%s', expected type 'object'", i, typeNameOf(v))
+		}
+		res, err := r.stmt(i, func() (stmtResult, error) {
+			return r.cluster.data.insertOne(r.db, coll, doc)
+		})
+		if err != nil {
+			writeErrors = append(writeErrors, writeErrorDoc(i, err))
+			if ordered {
+				break
+			}
+			continue
+		}
+		n += res.N
+	}
+	return writeReply(n, nil, nil, writeErrors), nil
+}
+
+func (s *storage) insertOne(db, coll string, doc bson.D) (stmtResult, error) {
+	prepared, err := prepareInsert(doc)
+	if err != nil {
+		return stmtResult{}, err
+	}
+	err = s.write(db, coll, true, func(c *collection) error { return c.insert(prepared) })
+	if err != nil {
+		return stmtResult{}, err
+	}
+	return stmtResult{N: 1}, nil
+}
+
+func writeReply(n int32, nModified *int32, upserted bson.A, writeErrors bson.A) bson.D {
+	out := bson.D{{Key: "n", Value: n}}
+	if len(upserted) > 0 {
+		out = append(out, bson.E{Key: "upserted", Value: upserted})
+	}
+	if nModified != nil {
+		out = append(out, bson.E{Key: "nModified", Value: *nModified})
+	}
+	if len(writeErrors) > 0 {
+		out = append(out, bson.E{Key: "writeErrors", Value: writeErrors})
+	}
+	return out
+}
+
+// ---- update ----
+
+// updateStmt is one parsed update statement (update command or bulkWrite).
+type updateStmt struct {
+	filterDoc    bson.D
+	updateSpec   any
+	multi        bool
+	upsert       bool
+	arrayFilters []bson.D
+	sort         bson.D
+	hint         any
+}
+
+// compiled filter, update and sort of a statement; compile errors are the
+// statement's write error, as on the server.
+type compiledUpdate struct {
+	*updateStmt
+	filter *query.Filter
+	upd    *update.Update
+	sorter *query.Sort
+}
+
+func (st *updateStmt) compile() (*compiledUpdate, error) {
+	f, err := query.CompileFilter(st.filterDoc)
+	if err != nil {
+		return nil, err
+	}
+	u, err := update.Compile(st.updateSpec)
+	if err != nil {
+		return nil, err
+	}
+	if st.multi && u.IsReplacement() {
+		return nil, cmderr.New(cmderr.FailedToParse, "multi update is not supported for replacement-style update")
+	}
+	cu := &compiledUpdate{updateStmt: st, filter: f, upd: u}
+	if len(st.sort) > 0 {
+		if st.multi {
+			return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify sort with multi=true")
+		}
+		if cu.sorter, err = query.CompileSort(st.sort); err != nil {
+			return nil, err
+		}
+	}
+	return cu, nil
+}
+
+func parseUpdateStmt(d bson.D, where, filterKey, updateKey string) (*updateStmt, error) {
+	st := &updateStmt{}
+	var haveQ, haveU bool
+	for _, e := range d {
+		switch e.Key {
+		case filterKey:
+			q, ok := e.Value.(bson.D)
+			if !ok {
+				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'object'", where, filterKey, typeNameOf(e.Value))
+			}
+			st.filterDoc, haveQ = q, true
+		case updateKey:
+			switch e.Value.(type) {
+			case bson.D, bson.A:
+			default:
+				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected types '[object, array]'", where, updateKey, typeNameOf(e.Value))
+			}
+			st.updateSpec, haveU = e.Value, true
+		case "multi":
+			st.multi = truthy(e.Value)
+		case "upsert":
+			st.upsert = truthy(e.Value)
+		case "arrayFilters":
+			af, err := arrayFiltersArg(e.Value, true)
+			if err != nil {
+				return nil, err
+			}
+			st.arrayFilters = af
+		case "collation":
+			if err := checkCollation(e.Value, true); err != nil {
+				return nil, err
+			}
+		case "hint":
+			st.hint = e.Value
+		case "sort":
+			s, ok := e.Value.(bson.D)
+			if !ok {
+				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.sort' is the wrong type '%s', expected type 'object'", where, typeNameOf(e.Value))
+			}
+			st.sort = s
+		case "c":
+			if c, ok := e.Value.(bson.D); !ok || len(c) > 0 {
+				return nil, cmderr.Unsupported("update constants ('c')")
+			}
+		case "upsertSupplied":
+			if truthy(e.Value) {
+				return nil, cmderr.Unsupported("upsertSupplied")
+			}
+		default:
+			return nil, cmderr.New(40415, "BSON field '%s.%s' is an unknown field.", where, e.Key)
+		}
+	}
+	if !haveQ {
+		return nil, cmderr.New(40414, "BSON field '%s.%s' is missing but a required field", where, filterKey)
+	}
+	if !haveU {
+		return nil, cmderr.New(40414, "BSON field '%s.%s' is missing but a required field", where, updateKey)
+	}
+	return st, nil
+}
+
+func cmdUpdate(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFields(r, "updates", "ordered", "bypassDocumentValidation", "let"); err != nil {
+		return nil, err
+	}
+	if err := checkLet(r); err != nil {
+		return nil, err
+	}
+	list, err := statementsArg(r, "updates")
+	if err != nil {
+		return nil, err
+	}
+	stmts := make([]*updateStmt, len(list))
+	for i, v := range list {
+		d, ok := v.(bson.D)
+		if !ok {
+			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'update.updates.%d' is the wrong type '%s', expected type 'object'", i, typeNameOf(v))
+		}
+		if stmts[i], err = parseUpdateStmt(d, "update.updates", "q", "u"); err != nil {
+			return nil, err
+		}
+	}
+	ordered := orderedArg(r)
+	var n, nModified int32
+	var upserted, writeErrors bson.A
+	for i, st := range stmts {
+		res, err := r.stmt(i, func() (stmtResult, error) {
+			return r.cluster.data.execUpdate(r.db, coll, st, r.now)
+		})
+		if err != nil {
+			writeErrors = append(writeErrors, writeErrorDoc(i, err))
+			if ordered {
+				break
+			}
+			continue
+		}
+		n += res.N
+		nModified += res.NModified
+		if res.Upserted != nil {
+			upserted = append(upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: res.Upserted}})
+		}
+	}
+	return writeReply(n, &nModified, upserted, writeErrors), nil
+}
+
+// execUpdate runs one update statement atomically under the collection lock.
+func (s *storage) execUpdate(db, coll string, st *updateStmt, now time.Time) (stmtResult, error) {
+	cu, err := st.compile()
+	if err != nil {
+		return stmtResult{}, err
+	}
+	var res stmtResult
+	err = s.write(db, coll, st.upsert, func(c *collection) error {
+		if c == nil {
+			return nil
+		}
+		if err := checkHint(c, st.hint); err != nil {
+			return err
+		}
+		limit := 1
+		if st.multi || cu.sorter != nil {
+			limit = 0
+		}
+		matched := c.match(cu.filter, st.filterDoc, limit)
+		if cu.sorter != nil && len(matched) > 1 {
+			matched = []*record{firstBySort(cu.sorter, matched)}
+		}
+		env := update.Env{Now: now, ArrayFilters: st.arrayFilters}
+		for _, rec := range matched {
+			_, env.Position = cu.filter.MatchPosition(rec.doc)
+			out, modified, err := cu.upd.Apply(rec.doc, env)
+			if err != nil {
+				return err
+			}
+			if modified {
+				if err := c.replace(rec, value.CloneDoc(out)); err != nil {
+					return err
+				}
+				res.NModified++
+			}
+			res.N++
+		}
+		if len(matched) > 0 || !st.upsert {
+			return nil
+		}
+		id, _, err := upsertInto(c, cu, now)
+		if err != nil {
+			return err
+		}
+		res.N = 1
+		res.Upserted = id
+		return nil
+	})
+	return res, err
+}
+
+// upsertInto inserts the document an upsert builds from its filter and
+// update; it returns the new _id and document.
+func upsertInto(c *collection, cu *compiledUpdate, now time.Time) (any, bson.D, error) {
+	seed, err := query.UpsertSeed(cu.filterDoc)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, err := cu.upd.Upsert(seed, update.Env{Now: now, Insert: true, ArrayFilters: cu.arrayFilters, Position: -1})
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, err = prepareInsert(doc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.insert(doc); err != nil {
+		return nil, nil, err
+	}
+	id, _ := value.Get(doc, "_id")
+	return value.Clone(id), doc, nil
+}
+
+func firstBySort(s *query.Sort, recs []*record) *record {
+	best := recs[0]
+	for _, r := range recs[1:] {
+		if s.Compare(r.doc, best.doc) < 0 {
+			best = r
+		}
+	}
+	return best
+}
+
+// ---- delete ----
+
+type deleteStmt struct {
+	filterDoc bson.D
+	multi     bool
+	hint      any
+}
+
+func cmdDelete(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFields(r, "deletes", "ordered", "let"); err != nil {
+		return nil, err
+	}
+	if err := checkLet(r); err != nil {
+		return nil, err
+	}
+	list, err := statementsArg(r, "deletes")
+	if err != nil {
+		return nil, err
+	}
+	stmts := make([]*deleteStmt, len(list))
+	for i, v := range list {
+		d, ok := v.(bson.D)
+		if !ok {
+			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'delete.deletes.%d' is the wrong type '%s', expected type 'object'", i, typeNameOf(v))
+		}
+		st := &deleteStmt{}
+		var haveQ, haveLimit bool
+		for _, e := range d {
+			switch e.Key {
+			case "q":
+				q, ok := e.Value.(bson.D)
+				if !ok {
+					return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'delete.deletes.q' is the wrong type '%s', expected type 'object'", typeNameOf(e.Value))
+				}
+				st.filterDoc, haveQ = q, true
+			case "limit":
+				n, ok := int64Arg(e.Value)
+				if !ok || (n != 0 && n != 1) {
+					return nil, cmderr.New(cmderr.FailedToParse, "The limit field in delete objects must be 0 or 1. Got %s", shellString(e.Value))
+				}
+				st.multi, haveLimit = n == 0, true
+			case "collation":
+				if err := checkCollation(e.Value, true); err != nil {
+					return nil, err
+				}
+			case "hint":
+				st.hint = e.Value
+			default:
+				return nil, cmderr.New(40415, "BSON field 'delete.deletes.%s' is an unknown field.", e.Key)
+			}
+		}
+		if !haveQ {
+			return nil, cmderr.New(40414, "BSON field 'delete.deletes.q' is missing but a required field")
+		}
+		if !haveLimit {
+			return nil, cmderr.New(40414, "BSON field 'delete.deletes.limit' is missing but a required field")
+		}
+		stmts[i] = st
+	}
+	ordered := orderedArg(r)
+	var n int32
+	var writeErrors bson.A
+	for i, st := range stmts {
+		res, err := r.stmt(i, func() (stmtResult, error) {
+			return r.cluster.data.execDelete(r.db, coll, st)
+		})
+		if err != nil {
+			writeErrors = append(writeErrors, writeErrorDoc(i, err))
+			if ordered {
+				break
+			}
+			continue
+		}
+		n += res.N
+	}
+	return writeReply(n, nil, nil, writeErrors), nil
+}
+
+func (s *storage) execDelete(db, coll string, st *deleteStmt) (stmtResult, error) {
+	f, err := query.CompileFilter(st.filterDoc)
+	if err != nil {
+		return stmtResult{}, err
+	}
+	var res stmtResult
+	err = s.write(db, coll, false, func(c *collection) error {
+		if c == nil {
+			return nil
+		}
+		if err := checkHint(c, st.hint); err != nil {
+			return err
+		}
+		limit := 1
+		if st.multi {
+			limit = 0
+		}
+		for _, rec := range c.match(f, st.filterDoc, limit) {
+			c.remove(rec)
+			res.N++
+		}
+		return nil
+	})
+	return res, err
+}
+
+// ---- findAndModify ----
+
+func cmdFindAndModify(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFields(r, "query", "sort", "remove", "update", "new", "fields", "upsert",
+		"bypassDocumentValidation", "collation", "arrayFilters", "hint", "let"); err != nil {
+		return nil, err
+	}
+	if err := checkLet(r); err != nil {
+		return nil, err
+	}
+	filterDoc, _, err := docArg(r, "query")
+	if err != nil {
+		return nil, err
+	}
+	if filterDoc == nil {
+		filterDoc = bson.D{}
+	}
+	sortDoc, _, err := docArg(r, "sort")
+	if err != nil {
+		return nil, err
+	}
+	fields, _, err := docArg(r, "fields")
+	if err != nil {
+		return nil, err
+	}
+	flag := func(k string) bool { v, ok := r.get(k); return ok && truthy(v) }
+	remove, returnNew, upsert := flag("remove"), flag("new"), flag("upsert")
+	updateSpec, hasUpdate := r.get("update")
+	if hasUpdate {
+		if _, isNull := updateSpec.(bson.Null); isNull || updateSpec == nil {
+			hasUpdate = false
+		}
+	}
+	switch {
+	case remove && hasUpdate:
+		return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify both an update and remove=true")
+	case !remove && !hasUpdate:
+		return nil, cmderr.New(cmderr.FailedToParse, "Either an update or remove=true must be specified")
+	case remove && upsert:
+		return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify both upsert=true and remove=true ")
+	case remove && returnNew:
+		return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document")
+	}
+	collation, hasCollation := r.get("collation")
+	if err := checkCollation(collation, hasCollation); err != nil {
+		return nil, err
+	}
+	af, hasAF := r.get("arrayFilters")
+	arrayFilters, err := arrayFiltersArg(af, hasAF)
+	if err != nil {
+		return nil, err
+	}
+	hint, _ := r.get("hint")
+
+	f, err := query.CompileFilter(filterDoc)
+	if err != nil {
+		return nil, err
+	}
+	var sorter *query.Sort
+	if len(sortDoc) > 0 {
+		if sorter, err = query.CompileSort(sortDoc); err != nil {
+			return nil, err
+		}
+	}
+	var proj *query.Projection
+	if len(fields) > 0 {
+		if proj, err = query.CompileProjection(fields); err != nil {
+			return nil, err
+		}
+	}
+	var cu *compiledUpdate
+	if hasUpdate {
+		switch updateSpec.(type) {
+		case bson.D, bson.A:
+		default:
+			return nil, cmderr.New(cmderr.FailedToParse, "Update argument must be either an object or an array")
+		}
+		st := &updateStmt{filterDoc: filterDoc, updateSpec: updateSpec, upsert: upsert, arrayFilters: arrayFilters}
+		if cu, err = st.compile(); err != nil {
+			return nil, err
+		}
+		cu.filter = f
+	}
+	project := func(d bson.D) any {
+		if d == nil {
+			return nil
+		}
+		d = value.CloneDoc(d)
+		if proj != nil {
+			d = proj.Apply(d)
+		}
+		return d
+	}
+
+	res, err := r.stmt(0, func() (stmtResult, error) {
+		var reply bson.D
+		err := r.cluster.data.write(r.db, coll, upsert, func(c *collection) error {
+			if c != nil {
+				if err := checkHint(c, hint); err != nil {
+					return err
+				}
+			}
+			var target *record
+			if c != nil {
+				limit := 1
+				if sorter != nil {
+					limit = 0
+				}
+				if m := c.match(f, filterDoc, limit); len(m) > 0 {
+					target = m[0]
+					if sorter != nil {
+						target = firstBySort(sorter, m)
+					}
+				}
+			}
+			if remove {
+				if target == nil {
+					reply = famReply(bson.D{{Key: "n", Value: int32(0)}}, nil)
+					return nil
+				}
+				c.remove(target)
+				reply = famReply(bson.D{{Key: "n", Value: int32(1)}}, project(target.doc))
+				return nil
+			}
+			if target == nil {
+				if !upsert {
+					reply = famReply(bson.D{{Key: "n", Value: int32(0)}, {Key: "updatedExisting", Value: false}}, nil)
+					return nil
+				}
+				id, doc, err := upsertInto(c, cu, r.now)
+				if err != nil {
+					return err
+				}
+				var v any
+				if returnNew {
+					v = project(doc)
+				}
+				reply = famReply(bson.D{{Key: "n", Value: int32(1)}, {Key: "updatedExisting", Value: false}, {Key: "upserted", Value: id}}, v)
+				return nil
+			}
+			_, pos := f.MatchPosition(target.doc)
+			before := target.doc
+			out, modified, err := cu.upd.Apply(target.doc, update.Env{Now: r.now, ArrayFilters: arrayFilters, Position: pos})
+			if err != nil {
+				return err
+			}
+			if modified {
+				if err := c.replace(target, value.CloneDoc(out)); err != nil {
+					return err
+				}
+			}
+			v := project(before)
+			if returnNew {
+				v = project(target.doc)
+			}
+			reply = famReply(bson.D{{Key: "n", Value: int32(1)}, {Key: "updatedExisting", Value: true}}, v)
+			return nil
+		})
+		return stmtResult{Reply: reply}, err
+	})
+	if err != nil {
+		return errorReply(err)
+	}
+	return value.CloneDoc(res.Reply), nil
+}
+
+func famReply(lastError bson.D, v any) bson.D {
+	if v == nil {
+		v = bson.Null{}
+	}
+	return bson.D{{Key: "lastErrorObject", Value: lastError}, {Key: "value", Value: v}}
+}

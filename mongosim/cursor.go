@@ -1,0 +1,230 @@
+package mongosim
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+)
+
+// defaultFirstBatch is the server's default first batch size in documents.
+const defaultFirstBatch = 101
+
+// maxBatchBytes bounds one batch so the reply stays under 16 MiB plus the
+// reply's own framing.
+const maxBatchBytes = maxBSONSize
+
+// cursorTable holds the open cursors. A cursor holds its remaining results,
+// computed when it was opened (so it reads a snapshot); it is removed when
+// exhausted, killed, or when its collection or database is dropped.
+type cursorTable struct {
+	mu        sync.Mutex
+	m         map[int64]*cursor
+	lastSweep time.Time
+}
+
+// cursorIdleTimeout is the server's default cursorTimeoutMillis: a cursor
+// unused for this long is removed (lazily, when another cursor opens).
+const cursorIdleTimeout = 10 * time.Minute
+
+type cursor struct {
+	id       int64
+	ns       string
+	mu       sync.Mutex // one getMore at a time
+	docs     []bson.D
+	lastUsed atomic.Int64 // unix nanoseconds
+}
+
+// reply builds a command's cursor reply: the first batch of docs, and a
+// cursor for the rest unless singleBatch or nothing is left. batchSize < 0
+// means the default (101 documents).
+func (t *cursorTable) reply(r *request, ns string, docs []bson.D, batchSize int, singleBatch bool) bson.D {
+	if batchSize < 0 {
+		batchSize = defaultFirstBatch
+	}
+	first, rest := splitBatch(docs, batchSize)
+	var id int64
+	if len(rest) > 0 && !singleBatch {
+		id = t.open(ns, rest)
+	}
+	return bson.D{{Key: "cursor", Value: bson.D{
+		{Key: "firstBatch", Value: toArray(first)},
+		{Key: "id", Value: id},
+		{Key: "ns", Value: ns},
+	}}}
+}
+
+// splitBatch takes up to n documents (n == 0 → none; n < 0 → no count
+// limit) that fit in maxBatchBytes; the first document always fits.
+func splitBatch(docs []bson.D, n int) (batch, rest []bson.D) {
+	size := 0
+	i := 0
+	for ; i < len(docs); i++ {
+		if n >= 0 && i >= n {
+			break
+		}
+		s := bsonSize(docs[i])
+		if i > 0 && size+s > maxBatchBytes {
+			break
+		}
+		size += s
+	}
+	return docs[:i], docs[i:]
+}
+
+func toArray(docs []bson.D) bson.A {
+	a := make(bson.A, len(docs))
+	for i, d := range docs {
+		a[i] = d
+	}
+	return a
+}
+
+func (t *cursorTable) open(ns string, docs []bson.D) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	if now.Sub(t.lastSweep) > time.Minute {
+		t.lastSweep = now
+		for id, c := range t.m {
+			if now.Sub(time.Unix(0, c.lastUsed.Load())) > cursorIdleTimeout {
+				delete(t.m, id)
+			}
+		}
+	}
+	for {
+		id := rand.Int64()
+		if id != 0 && t.m[id] == nil {
+			c := &cursor{id: id, ns: ns, docs: docs}
+			c.lastUsed.Store(now.UnixNano())
+			t.m[id] = c
+			return id
+		}
+	}
+}
+
+func (t *cursorTable) get(id int64) *cursor {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[id]
+}
+
+func (t *cursorTable) remove(id int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.m[id]
+	delete(t.m, id)
+	return ok
+}
+
+// killNS removes every cursor on namespace ns (drop).
+func (t *cursorTable) killNS(ns string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, c := range t.m {
+		if c.ns == ns {
+			delete(t.m, id)
+		}
+	}
+}
+
+func init() {
+	register(
+		&command{name: "getMore", run: cmdGetMore},
+		&command{name: "killCursors", run: cmdKillCursors},
+	)
+}
+
+func cmdGetMore(r *request) (bson.D, error) {
+	if err := checkFields(r, "collection", "batchSize", "term", "lastKnownCommittedOpTime", "includeQueryStatsMetrics"); err != nil {
+		return nil, err
+	}
+	v, _ := r.get("getMore")
+	id, ok := int64Arg(v)
+	if !ok {
+		return nil, cmderr.New(cmderr.TypeMismatch, "Field 'getMore' must be of type long in: %s", shellString(r.cmd))
+	}
+	cv, ok := r.get("collection")
+	coll, isStr := cv.(string)
+	if !ok || !isStr {
+		return nil, cmderr.New(cmderr.TypeMismatch, "Field 'collection' must be of type string in: %s", shellString(r.cmd))
+	}
+	batchSize := -1
+	if bv, ok := r.get("batchSize"); ok {
+		n, ok := int64Arg(bv)
+		if !ok || n < 0 {
+			return nil, cmderr.New(51024, "BSON field 'batchSize' value must be >= 0, actual value '%s'", shellString(bv))
+		}
+		if n > 0 {
+			batchSize = int(n)
+		}
+	}
+	ns := r.db + "." + coll
+	t := &r.cluster.data.cursors
+	c := t.get(id)
+	if c == nil {
+		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", id)
+	}
+	if c.ns != ns {
+		return nil, cmderr.New(cmderr.Unauthorized, "Requested getMore on namespace '%s', but cursor belongs to a different namespace %s", ns, c.ns)
+	}
+	if !c.mu.TryLock() {
+		return nil, cmderr.New(292, "cursor id %d is already in use", id)
+	}
+	defer c.mu.Unlock()
+	c.lastUsed.Store(time.Now().UnixNano())
+	if t.get(id) == nil { // killed while we waited
+		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", id)
+	}
+	batch, rest := splitBatch(c.docs, batchSize)
+	c.docs = rest
+	outID := id
+	if len(rest) == 0 {
+		t.remove(id)
+		outID = 0
+	}
+	return bson.D{{Key: "cursor", Value: bson.D{
+		{Key: "nextBatch", Value: toArray(batch)},
+		{Key: "id", Value: outID},
+		{Key: "ns", Value: ns},
+	}}}, nil
+}
+
+func cmdKillCursors(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFields(r, "cursors"); err != nil {
+		return nil, err
+	}
+	raw, _ := r.get("cursors")
+	ids, ok := raw.(bson.A)
+	if !ok {
+		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'killCursors.cursors' is the wrong type '%s', expected type 'array'", typeNameOf(raw))
+	}
+	ns := r.db + "." + coll
+	t := &r.cluster.data.cursors
+	killed, notFound := bson.A{}, bson.A{}
+	for _, v := range ids {
+		id, ok := int64Arg(v)
+		if !ok {
+			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'killCursors.cursors' elements must be longs")
+		}
+		if c := t.get(id); c != nil && c.ns == ns && t.remove(id) {
+			killed = append(killed, id)
+		} else {
+			notFound = append(notFound, id)
+		}
+	}
+	return bson.D{
+		{Key: "cursorsKilled", Value: killed},
+		{Key: "cursorsNotFound", Value: notFound},
+		{Key: "cursorsAlive", Value: bson.A{}},
+		{Key: "cursorsUnknown", Value: bson.A{}},
+	}, nil
+}

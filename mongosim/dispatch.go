@@ -1,0 +1,446 @@
+package mongosim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/blackpipe"
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/wire"
+)
+
+// Error codes and labels used by the dispatcher.
+const (
+	codeInternalError              = 1
+	codeUnsupportedOpQueryCommand  = 352
+	codeNoReplicationEnabled       = 76
+	codeTxnNumberNotAllowed        = 50768
+	codeOpMsgRequiresDB            = 40571
+	codeProtocolError              = 17
+	labelRetryableWrite            = "RetryableWriteError"
+	labelSystemOverloaded          = "SystemOverloadedError"
+	labelRetryable                 = "RetryableError"
+	failCommandMessage             = "Failing command via 'failCommand' failpoint"
+	failBeforeCommitMessage        = "Failing write via 'onPrimaryTransactionalWrite' failpoint"
+	notPrimaryMessage              = "not primary"
+	ingressRateLimitExceededErrmsg = "Rate limiter 'ingressRequestRateLimiter' rate exceeded"
+)
+
+// retryableWriteCodes are the codes a 4.4+ server labels RetryableWriteError
+// on a command that carries a txnNumber.
+var retryableWriteCodes = []int32{
+	cmderr.InterruptedAtShutdown, cmderr.InterruptedDueToReplState, cmderr.NotWritablePrimary,
+	cmderr.NotPrimaryNoSecondaryOk, cmderr.NotPrimaryOrSecondary, cmderr.PrimarySteppedDown,
+	cmderr.ShutdownInProgress, cmderr.HostNotFound, cmderr.HostUnreachable, cmderr.NetworkTimeout,
+	cmderr.SocketException, cmderr.ExceededTimeLimit,
+}
+
+// outcome is what the dispatcher learned about a request on its way through,
+// used to decorate the reply.
+type outcome struct {
+	hasTxnNumber   bool
+	explicitLabels []string // a fail point's errorLabels, replacing the server's own
+	labelsSet      bool
+}
+
+// handle is the member's blackpipe Handler: every request ends here.
+func (m *Member) handle(br *blackpipe.Request) bool {
+	c := m.cluster
+	c.stats.commands.Add(1)
+	defer func() {
+		if p := recover(); p != nil {
+			c.logf("mongosim %s: %s panicked: %v\n%s", m.addr, br.Name, p, debug.Stack())
+			if !br.Replied() {
+				_ = br.Reply(errorDoc(cmderr.New(codeInternalError, "mongosim internal error in %s: %v", br.Name, p), nil))
+			}
+		}
+	}()
+	if br.OpCode != wire.OpMsg && !isHelloName(br.Name) {
+		_ = br.Reply(errorDoc(cmderr.New(codeUnsupportedOpQueryCommand,
+			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal", br.Name), nil))
+		return true
+	}
+	cmd := lookupCommand(br.Name)
+	if cmd == nil {
+		_ = br.Reply(errorDoc(cmderr.New(cmderr.CommandNotFound, "no such command: '%s'", br.Name), nil))
+		return true
+	}
+	doc, err := br.Doc()
+	if err != nil {
+		_ = br.Reply(errorDoc(cmderr.New(cmderr.FailedToParse, "%v", err), nil))
+		return true
+	}
+	if br.OpCode == wire.OpMsg && br.DB == "" {
+		_ = br.Reply(errorDoc(cmderr.New(codeOpMsgRequiresDB, "OP_MSG requests require a $db argument"), nil))
+		return true
+	}
+	r := &request{
+		ctx:     br.Context(),
+		cluster: c,
+		member:  m,
+		raw:     br,
+		db:      br.DB,
+		name:    cmd.name,
+		cmd:     doc,
+		now:     c.now(),
+	}
+	var cancel context.CancelFunc = func() {}
+	if ms, ok := r.get("maxTimeMS"); ok {
+		if n, ok := asInt64(ms); ok && n > 0 {
+			r.ctx, cancel = context.WithTimeout(r.ctx, time.Duration(n)*time.Millisecond)
+		}
+	}
+	defer cancel()
+	m.run(r, cmd)
+	return true
+}
+
+// run takes a decoded request through the checks in order: authentication,
+// the ingress limiter, failCommand, writability, the retryable-write table,
+// the handler and onPrimaryTransactionalWrite; then it replies.
+func (m *Member) run(r *request, cmd *command) {
+	c := m.cluster
+	var out outcome
+	if c.auth != nil && !cmd.noAuth && !c.auth.authenticated(r.raw.Conn) {
+		m.replyErr(r, &out, cmderr.New(cmderr.Unauthorized, "Command %s requires authentication", cmd.name))
+		return
+	}
+	if !cmd.exempt && (c.auth == nil || c.auth.authenticated(r.raw.Conn)) {
+		admitted, on := c.limiter.admit()
+		if on && !admitted {
+			c.stats.rejected.Add(1)
+			e := cmderr.New(cmderr.IngressRequestRateLimitExceeded, ingressRateLimitExceededErrmsg)
+			e.Labels = []string{labelSystemOverloaded, labelRetryable}
+			m.replyErr(r, &out, e)
+			return
+		}
+		if on {
+			c.stats.admitted.Add(1)
+		}
+	}
+
+	txnNumber, hasTxn, err := txnNumberOf(r)
+	if err != nil {
+		m.replyErr(r, &out, err)
+		return
+	}
+	out.hasTxnNumber = hasTxn
+	if _, ok := r.get("startTransaction"); ok {
+		m.replyErr(r, &out, cmderr.Unsupported("multi-document transactions"))
+		return
+	}
+	if _, ok := r.get("autocommit"); ok {
+		m.replyErr(r, &out, cmderr.Unsupported("multi-document transactions"))
+		return
+	}
+
+	var wce bson.D
+	if act := m.evalFailCommand(r); act != nil {
+		c.stats.failPointsFired.Add(1)
+		if act.errorLabels != nil {
+			out.labelsSet, out.explicitLabels = true, act.errorLabels
+		}
+		if act.closeConnection {
+			c.stats.hangups.Add(1)
+			_ = r.raw.Hangup()
+			return
+		}
+		if act.blockConnection {
+			if !sleepCtx(r.raw.Context(), act.blockTime) {
+				return // the connection or server closed while blocked
+			}
+		}
+		if act.errorCode != 0 {
+			e := cmderr.New(act.errorCode, failCommandMessage)
+			m.replyErr(r, &out, e)
+			return
+		}
+		wce = act.writeConcernError
+	}
+
+	if cmd.write && !m.IsPrimary() {
+		m.replyErr(r, &out, cmderr.New(cmderr.NotWritablePrimary, notPrimaryMessage))
+		return
+	}
+
+	if hasTxn {
+		if c.setName == "" {
+			m.replyErr(r, &out, cmderr.New(cmderr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos"))
+			return
+		}
+		if !cmd.retryableWrite {
+			m.replyErr(r, &out, cmderr.New(codeTxnNumberNotAllowed,
+				"txnNumber may only be provided for multi-document transactions and retryable write commands. autocommit:false was not provided, and %s is not a retryable write command.", cmd.name))
+			return
+		}
+		lsid, err := lsidOf(r)
+		if err != nil {
+			m.replyErr(r, &out, err)
+			return
+		}
+		txn, err := c.txns.begin(r.ctx, lsid, txnNumber)
+		if err != nil {
+			m.replyErr(r, &out, err)
+			return
+		}
+		defer txn.release()
+		r.txn = txn
+	}
+
+	var opw *fpAction
+	if r.txn != nil && m.IsPrimary() {
+		if opw = m.evalTransactionalWrite(r); opw != nil {
+			c.stats.failPointsFired.Add(1)
+			if opw.failBeforeCommitCode != 0 {
+				m.replyErr(r, &out, cmderr.New(opw.failBeforeCommitCode, failBeforeCommitMessage))
+				return
+			}
+		}
+	}
+
+	reply, err := cmd.run(r)
+	if r.txn != nil {
+		c.stats.replayed.Add(int64(r.txn.replayed))
+	}
+	if errors.Is(err, errReplied) {
+		return
+	}
+	if err != nil {
+		m.replyErr(r, &out, err)
+		return
+	}
+	if opw != nil && opw.closeConnection {
+		// The write committed and is in the transaction table; the client
+		// sees only a dropped connection and must retry to learn the result.
+		c.stats.hangups.Add(1)
+		_ = r.raw.Hangup()
+		return
+	}
+	if wce != nil {
+		reply = setField(reply, "writeConcernError", normaliseWCE(wce))
+	}
+	if labels := m.replyLabels(&out, reply); len(labels) > 0 {
+		reply = setField(reply, "errorLabels", labels)
+	}
+	if err := r.raw.Reply(reply); err != nil {
+		c.logf("mongosim %s: reply to %s: %v", m.addr, cmd.name, err)
+	}
+}
+
+// errReplied is returned by handlers that answered the request themselves.
+var errReplied = errors.New("mongosim: request already answered")
+
+// replyLabels decides the errorLabels of a successful reply: a fail point's
+// explicit labels, else RetryableWriteError when a retryable write got a
+// retryable writeConcernError.
+func (m *Member) replyLabels(out *outcome, reply bson.D) []string {
+	if out.labelsSet {
+		return out.explicitLabels
+	}
+	if !out.hasTxnNumber {
+		return nil
+	}
+	for _, e := range reply {
+		if e.Key != "writeConcernError" {
+			continue
+		}
+		if d, ok := e.Value.(bson.D); ok {
+			for _, f := range d {
+				if f.Key == "code" {
+					if code, ok := asInt64(f.Value); ok && slices.Contains(retryableWriteCodes, int32(code)) {
+						return []string{labelRetryableWrite}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// replyErr answers with a command error, labelled as a 4.4+ server would.
+func (m *Member) replyErr(r *request, out *outcome, err error) {
+	var ce *cmderr.Error
+	if !errors.As(err, &ce) {
+		ce = cmderr.New(codeInternalError, "%v", err)
+	}
+	e := *ce
+	switch {
+	case out.labelsSet:
+		e.Labels = out.explicitLabels
+	case out.hasTxnNumber && slices.Contains(retryableWriteCodes, e.Code) && !slices.Contains(e.Labels, labelRetryableWrite):
+		e.Labels = append(slices.Clone(e.Labels), labelRetryableWrite)
+	}
+	var extra bson.D
+	if slices.Contains(e.Labels, labelSystemOverloaded) {
+		if ms := m.cluster.limiter.baseBackoffMS(); ms > 0 {
+			extra = append(extra, bson.E{Key: "baseBackoffMS", Value: ms})
+		}
+	}
+	if e.Code == cmderr.NotWritablePrimary || e.Code == cmderr.PrimarySteppedDown {
+		counter, _ := m.topologyVersion()
+		extra = append(extra, bson.E{Key: "topologyVersion", Value: bson.D{
+			{Key: "processId", Value: m.processID}, {Key: "counter", Value: counter},
+		}})
+	}
+	if err := r.raw.Reply(errorDoc(&e, extra)); err != nil {
+		m.cluster.logf("mongosim %s: reply to %s: %v", m.addr, r.name, err)
+	}
+}
+
+// extraCodeNames are codeNames of codes only the dispatcher uses.
+var extraCodeNames = map[int32]string{
+	codeInternalError:             "InternalError",
+	codeProtocolError:             "ProtocolError",
+	codeNoReplicationEnabled:      "NoReplicationEnabled",
+	codeUnsupportedOpQueryCommand: "UnsupportedOpQueryCommand",
+}
+
+// errorDoc renders {ok: 0, errmsg, code, codeName, errorLabels, extra...}.
+func errorDoc(e *cmderr.Error, extra bson.D) bson.D {
+	name := e.Name
+	if name == "" || strings.HasPrefix(name, "Location") {
+		name = cmderr.Name(e.Code)
+		if n, ok := extraCodeNames[e.Code]; ok {
+			name = n
+		}
+	}
+	d := bson.D{
+		{Key: "ok", Value: 0.0},
+		{Key: "errmsg", Value: e.Message},
+		{Key: "code", Value: e.Code},
+		{Key: "codeName", Value: name},
+	}
+	if len(e.Labels) > 0 {
+		d = append(d, bson.E{Key: "errorLabels", Value: e.Labels})
+	}
+	return append(d, extra...)
+}
+
+// normaliseWCE fills in codeName of a fail point's writeConcernError.
+func normaliseWCE(wce bson.D) bson.D {
+	out := slices.Clone(wce)
+	var code int64
+	hasName := false
+	for _, e := range out {
+		switch e.Key {
+		case "code":
+			code, _ = asInt64(e.Value)
+		case "codeName":
+			hasName = true
+		}
+	}
+	if !hasName {
+		out = append(out, bson.E{Key: "codeName", Value: cmderr.Name(int32(code))})
+	}
+	return out
+}
+
+// setField returns d with key set to v (replaced in place or appended
+// before a trailing "ok").
+func setField(d bson.D, key string, v any) bson.D {
+	for i := range d {
+		if d[i].Key == key {
+			d[i].Value = v
+			return d
+		}
+	}
+	if n := len(d); n > 0 && d[n-1].Key == "ok" {
+		return slices.Insert(d, n-1, bson.E{Key: key, Value: v})
+	}
+	return append(d, bson.E{Key: key, Value: v})
+}
+
+func isHelloName(name string) bool {
+	return name == "hello" || strings.EqualFold(name, "isMaster")
+}
+
+// asInt64 converts a BSON number to int64 (doubles truncated).
+func asInt64(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int32:
+		return int64(n), true
+	case int64:
+		return n, true
+	case float64:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+// asFloat converts a BSON number to float64.
+func asFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int32:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// asBool interprets a BSON value as MongoDB does for flags: booleans, and
+// numbers (non-zero is true).
+func asBool(v any) bool {
+	if b, ok := v.(bool); ok {
+		return b
+	}
+	if f, ok := asFloat(v); ok {
+		return f != 0
+	}
+	return false
+}
+
+// lookupD returns the value of key in d.
+func lookupD(d bson.D, key string) (any, bool) {
+	for _, e := range d {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	return nil, false
+}
+
+func typeErr(field, want string, v any) error {
+	return cmderr.New(cmderr.TypeMismatch, "BSON field '%s' is the wrong type '%s', expected type '%s'", field, bsonTypeName(v), want)
+}
+
+func bsonTypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "bool"
+	case int32:
+		return "int"
+	case int64:
+		return "long"
+	case float64:
+		return "double"
+	case string:
+		return "string"
+	case bson.D, bson.M:
+		return "object"
+	case bson.A:
+		return "array"
+	case bson.Binary:
+		return "binData"
+	case bson.ObjectID:
+		return "objectId"
+	case bson.DateTime:
+		return "date"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,333 @@
+package mongosim
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+)
+
+// Fail point names mongosim implements.
+const (
+	fpFailCommand                 = "failCommand"
+	fpOnPrimaryTransactionalWrite = "onPrimaryTransactionalWrite"
+)
+
+type fpMode int
+
+const (
+	modeAlwaysOn fpMode = iota
+	modeTimes
+	modeSkip
+	modeProbability
+)
+
+// failPoint is one configured fail point.
+type failPoint struct {
+	mode        fpMode
+	remaining   int64 // modeTimes: activations left; modeSkip: matches still to skip
+	probability float64
+	act         fpAction
+	commands    []string // failCommands
+	appName     string
+	namespace   string
+}
+
+// fpAction is what an activated fail point does.
+type fpAction struct {
+	closeConnection      bool
+	errorCode            int32
+	errorLabels          []string // non-nil (possibly empty) when the fail point names them
+	writeConcernError    bson.D
+	blockConnection      bool
+	blockTime            time.Duration
+	failBeforeCommitCode int32 // onPrimaryTransactionalWrite
+}
+
+// failPoints is a set of fail points by name. A Member has one (the
+// configureFailPoint command) and the Cluster has one (SetFailPoint).
+type failPoints struct {
+	mu      sync.Mutex
+	points  map[string]*failPoint
+	entered map[string]int64 // activations per name, reported as "count"
+}
+
+func newFailPoints() *failPoints {
+	return &failPoints{points: make(map[string]*failPoint), entered: make(map[string]int64)}
+}
+
+// configure applies a configureFailPoint document and returns the number of
+// times the fail point had activated.
+func (f *failPoints) configure(cmd bson.D) (int64, error) {
+	if len(cmd) == 0 || cmd[0].Key != "configureFailPoint" {
+		return 0, cmderr.New(cmderr.BadValue, "fail point document must start with configureFailPoint")
+	}
+	name, ok := cmd[0].Value.(string)
+	if !ok {
+		return 0, typeErr("configureFailPoint", "string", cmd[0].Value)
+	}
+	if name != fpFailCommand && name != fpOnPrimaryTransactionalWrite {
+		return 0, cmderr.Unsupported("fail point " + name)
+	}
+	modeV, ok := lookupD(cmd, "mode")
+	if !ok {
+		return 0, cmderr.New(cmderr.NoSuchKey, "Missing mode argument")
+	}
+	fp := &failPoint{}
+	off := false
+	switch m := modeV.(type) {
+	case string:
+		switch m {
+		case "alwaysOn":
+			fp.mode = modeAlwaysOn
+		case "off":
+			off = true
+		default:
+			return 0, cmderr.New(cmderr.BadValue, "unknown mode: %s", m)
+		}
+	case bson.D:
+		if len(m) != 1 {
+			return 0, cmderr.New(cmderr.BadValue, "mode object can include only one of 'times', 'skip' and 'activationProbability'")
+		}
+		switch m[0].Key {
+		case "times", "skip":
+			n, ok := asInt64(m[0].Value)
+			if !ok || n < 0 {
+				return 0, cmderr.New(cmderr.BadValue, "'%s' must be a non-negative number", m[0].Key)
+			}
+			fp.mode, fp.remaining = modeTimes, n
+			if m[0].Key == "skip" {
+				fp.mode = modeSkip
+			} else if n == 0 {
+				off = true
+			}
+		case "activationProbability":
+			p, ok := asFloat(m[0].Value)
+			if !ok || p < 0 || p > 1 {
+				return 0, cmderr.New(cmderr.BadValue, "activationProbability must be between 0.0 and 1.0")
+			}
+			fp.mode, fp.probability = modeProbability, p
+		default:
+			return 0, cmderr.New(cmderr.BadValue, "unknown mode field: %s", m[0].Key)
+		}
+	default:
+		return 0, cmderr.New(cmderr.TypeMismatch, "'mode' must be a string or an object")
+	}
+	if !off {
+		if err := parseFailPointData(name, fp, cmd); err != nil {
+			return 0, err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	count := f.entered[name]
+	if off {
+		delete(f.points, name)
+	} else {
+		f.points[name] = fp
+	}
+	f.entered[name] = 0
+	return count, nil
+}
+
+func parseFailPointData(name string, fp *failPoint, cmd bson.D) error {
+	dataV, ok := lookupD(cmd, "data")
+	if !ok || dataV == nil {
+		if name == fpFailCommand {
+			return cmderr.New(cmderr.BadValue, "failCommand fail point requires data.failCommands")
+		}
+		fp.act.closeConnection = true // onPrimaryTransactionalWrite's default
+		return nil
+	}
+	data, ok := dataV.(bson.D)
+	if !ok {
+		return typeErr("data", "object", dataV)
+	}
+	if name == fpOnPrimaryTransactionalWrite {
+		fp.act.closeConnection = true
+		for _, e := range data {
+			switch e.Key {
+			case "closeConnection":
+				fp.act.closeConnection = asBool(e.Value)
+			case "failBeforeCommitExceptionCode":
+				n, ok := asInt64(e.Value)
+				if !ok {
+					return typeErr("failBeforeCommitExceptionCode", "int", e.Value)
+				}
+				fp.act.failBeforeCommitCode = int32(n)
+			default:
+				return cmderr.Unsupported("onPrimaryTransactionalWrite option " + e.Key)
+			}
+		}
+		return nil
+	}
+	for _, e := range data {
+		switch e.Key {
+		case "failCommands":
+			arr, ok := e.Value.(bson.A)
+			if !ok {
+				return typeErr("failCommands", "array", e.Value)
+			}
+			for _, v := range arr {
+				s, ok := v.(string)
+				if !ok {
+					return typeErr("failCommands element", "string", v)
+				}
+				fp.commands = append(fp.commands, s)
+			}
+		case "closeConnection":
+			fp.act.closeConnection = asBool(e.Value)
+		case "errorCode":
+			n, ok := asInt64(e.Value)
+			if !ok {
+				return typeErr("errorCode", "int", e.Value)
+			}
+			fp.act.errorCode = int32(n)
+		case "errorLabels":
+			arr, ok := e.Value.(bson.A)
+			if !ok {
+				return typeErr("errorLabels", "array", e.Value)
+			}
+			fp.act.errorLabels = []string{}
+			for _, v := range arr {
+				s, ok := v.(string)
+				if !ok {
+					return typeErr("errorLabels element", "string", v)
+				}
+				fp.act.errorLabels = append(fp.act.errorLabels, s)
+			}
+		case "writeConcernError":
+			d, ok := e.Value.(bson.D)
+			if !ok {
+				return typeErr("writeConcernError", "object", e.Value)
+			}
+			fp.act.writeConcernError = d
+		case "blockConnection":
+			fp.act.blockConnection = asBool(e.Value)
+		case "blockTimeMS":
+			n, ok := asInt64(e.Value)
+			if !ok || n < 0 {
+				return typeErr("blockTimeMS", "int", e.Value)
+			}
+			fp.act.blockTime = time.Duration(n) * time.Millisecond
+		case "appName":
+			s, ok := e.Value.(string)
+			if !ok {
+				return typeErr("appName", "string", e.Value)
+			}
+			fp.appName = s
+		case "namespace":
+			s, ok := e.Value.(string)
+			if !ok {
+				return typeErr("namespace", "string", e.Value)
+			}
+			fp.namespace = s
+		case "threadName", "failInternalCommands", "errorExtraInfo":
+			// threadName and internal commands do not exist in mongosim.
+			return cmderr.Unsupported("failCommand option " + e.Key)
+		default:
+			return cmderr.New(cmderr.BadValue, "unknown failCommand option: %s", e.Key)
+		}
+	}
+	if len(fp.commands) == 0 {
+		return cmderr.New(cmderr.BadValue, "failCommand fail point requires data.failCommands")
+	}
+	if fp.act.blockConnection && fp.act.blockTime == 0 {
+		if _, ok := lookupD(data, "blockTimeMS"); !ok {
+			return cmderr.New(cmderr.BadValue, "blockTimeMS is required when blockConnection is true")
+		}
+	}
+	return nil
+}
+
+// evaluate decides whether the named fail point activates for a request
+// that passes match; it consumes times/skip counts only for matching
+// requests.
+func (f *failPoints) evaluate(name string, c *Cluster, match func(*failPoint) bool) *fpAction {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fp := f.points[name]
+	if fp == nil || !match(fp) {
+		return nil
+	}
+	switch fp.mode {
+	case modeTimes:
+		fp.remaining--
+		if fp.remaining <= 0 {
+			delete(f.points, name)
+		}
+	case modeSkip:
+		if fp.remaining > 0 {
+			fp.remaining--
+			return nil
+		}
+	case modeProbability:
+		if c.randFloat() >= fp.probability {
+			return nil
+		}
+	}
+	f.entered[name]++
+	act := fp.act
+	return &act
+}
+
+// evalFailCommand returns the failCommand action for r: the member's own
+// fail point first, then the cluster-wide one.
+func (m *Member) evalFailCommand(r *request) *fpAction {
+	match := func(fp *failPoint) bool {
+		named := false
+		for _, n := range fp.commands {
+			if strings.EqualFold(n, r.raw.Name) || strings.EqualFold(n, r.name) {
+				named = true
+				break
+			}
+		}
+		if !named {
+			return false
+		}
+		if fp.appName != "" && fp.appName != r.raw.Conn.AppName() {
+			return false
+		}
+		if fp.namespace != "" {
+			coll, _ := r.get(r.raw.Name)
+			s, _ := coll.(string)
+			if fp.namespace != r.db+"."+s {
+				return false
+			}
+		}
+		return true
+	}
+	if act := m.fails.evaluate(fpFailCommand, m.cluster, match); act != nil {
+		return act
+	}
+	return m.cluster.fails.evaluate(fpFailCommand, m.cluster, match)
+}
+
+// evalTransactionalWrite returns the onPrimaryTransactionalWrite action for
+// a retryable write on the primary.
+func (m *Member) evalTransactionalWrite(_ *request) *fpAction {
+	all := func(*failPoint) bool { return true }
+	if act := m.fails.evaluate(fpOnPrimaryTransactionalWrite, m.cluster, all); act != nil {
+		return act
+	}
+	return m.cluster.fails.evaluate(fpOnPrimaryTransactionalWrite, m.cluster, all)
+}
+
+// configureFailPoint is the command: admin only, on this member.
+func configureFailPointCmd(r *request) (bson.D, error) {
+	if r.db != "admin" {
+		return nil, cmderr.New(cmderr.Unauthorized, "configureFailPoint may only be run against the admin database.")
+	}
+	count, err := r.member.fails.configure(r.cmd)
+	if err != nil {
+		return nil, err
+	}
+	return bson.D{{Key: "count", Value: count}, {Key: "ok", Value: 1.0}}, nil
+}
+
+func init() {
+	register(&command{name: "configureFailPoint", run: configureFailPointCmd, exempt: true})
+}

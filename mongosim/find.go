@@ -1,0 +1,290 @@
+package mongosim
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+func init() {
+	register(
+		&command{name: "find", run: cmdFind},
+		&command{name: "count", run: cmdCount},
+		&command{name: "distinct", run: cmdDistinct},
+	)
+}
+
+// snapshot returns deep copies of the documents of db.coll matching f, in
+// natural order; limit > 0 stops early. A missing collection has none.
+func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, limit int, hint any) ([]bson.D, error) {
+	var out []bson.D
+	err := s.read(db, coll, func(c *collection) error {
+		if c == nil {
+			return nil
+		}
+		if err := checkHint(c, hint); err != nil {
+			return err
+		}
+		for _, rec := range c.candidates(filterDoc) {
+			if f == nil || f.Match(rec.doc) {
+				out = append(out, value.CloneDoc(rec.doc))
+				if limit > 0 && len(out) == limit {
+					break
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func cmdFind(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFields(r, "filter", "sort", "projection", "hint", "skip", "limit", "batchSize",
+		"singleBatch", "max", "min", "returnKey", "showRecordId", "tailable", "oplogReplay",
+		"noCursorTimeout", "awaitData", "allowPartialResults", "collation", "allowDiskUse", "let",
+		"term", "includeQueryStatsMetrics"); err != nil {
+		return nil, err
+	}
+	if err := checkLet(r); err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"returnKey", "showRecordId", "tailable", "awaitData", "oplogReplay"} {
+		if v, ok := r.get(k); ok && truthy(v) {
+			return nil, cmderr.Unsupported("find option " + k)
+		}
+	}
+	for _, k := range []string{"min", "max"} {
+		if d, ok, _ := docArg(r, k); ok && len(d) > 0 {
+			return nil, cmderr.Unsupported("find option " + k)
+		}
+	}
+	collation, hasCollation := r.get("collation")
+	if err := checkCollation(collation, hasCollation); err != nil {
+		return nil, err
+	}
+	filterDoc, _, err := docArg(r, "filter")
+	if err != nil {
+		return nil, err
+	}
+	sortDoc, _, err := docArg(r, "sort")
+	if err != nil {
+		return nil, err
+	}
+	projDoc, _, err := docArg(r, "projection")
+	if err != nil {
+		return nil, err
+	}
+	skip, _, err := nonNegArg(r, "skip")
+	if err != nil {
+		return nil, err
+	}
+	var limit int64
+	singleBatch := false
+	if v, ok := r.get("limit"); ok {
+		n, isInt := int64Arg(v)
+		if !isInt {
+			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'find.limit' is the wrong type '%s', expected types '[long, int, decimal, double]'", typeNameOf(v))
+		}
+		if n < 0 { // legacy negative limit: one batch of at most -n
+			n, singleBatch = -n, true
+		}
+		limit = n
+	}
+	batchSize := -1
+	if bs, ok, err := nonNegArg(r, "batchSize"); err != nil {
+		return nil, err
+	} else if ok {
+		batchSize = int(bs)
+	}
+	if v, ok := r.get("singleBatch"); ok && truthy(v) {
+		singleBatch = true
+	}
+	if singleBatch && limit > 0 && (batchSize < 0 || int64(batchSize) > limit) {
+		batchSize = int(limit)
+	}
+	hint, _ := r.get("hint")
+
+	f, err := query.CompileFilter(filterDoc)
+	if err != nil {
+		return nil, err
+	}
+	var sorter *query.Sort
+	if len(sortDoc) > 0 {
+		if sorter, err = compileSort(sortDoc); err != nil {
+			return nil, err
+		}
+	}
+	var proj *query.Projection
+	if len(projDoc) > 0 {
+		if proj, err = query.CompileProjection(projDoc); err != nil {
+			return nil, err
+		}
+	}
+	early := 0
+	if sorter == nil && limit > 0 {
+		early = int(skip + limit)
+	}
+	docs, err := r.cluster.data.snapshot(r.db, coll, f, filterDoc, early, hint)
+	if err != nil {
+		return nil, err
+	}
+	if sorter != nil {
+		sorter.SortDocs(docs)
+	}
+	docs = skipLimit(docs, skip, limit)
+	if proj != nil {
+		for i, d := range docs {
+			docs[i] = proj.Apply(d)
+		}
+	}
+	return r.cluster.data.cursors.reply(r, r.db+"."+coll, docs, batchSize, singleBatch), nil
+}
+
+// compileSort accepts {$natural: 1}, which is natural order anyway.
+func compileSort(spec bson.D) (*query.Sort, error) {
+	if len(spec) == 1 && spec[0].Key == "$natural" {
+		if n, ok := int64Arg(spec[0].Value); ok && n == 1 {
+			return nil, nil
+		}
+		return nil, cmderr.Unsupported("sort {$natural: -1}")
+	}
+	return query.CompileSort(spec)
+}
+
+func skipLimit(docs []bson.D, skip, limit int64) []bson.D {
+	if skip >= int64(len(docs)) {
+		return nil
+	}
+	docs = docs[skip:]
+	if limit > 0 && limit < int64(len(docs)) {
+		docs = docs[:limit]
+	}
+	return docs
+}
+
+func cmdCount(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFields(r, "query", "limit", "skip", "hint", "collation", "fields"); err != nil {
+		return nil, err
+	}
+	collation, hasCollation := r.get("collation")
+	if err := checkCollation(collation, hasCollation); err != nil {
+		return nil, err
+	}
+	filterDoc, _, err := docArg(r, "query")
+	if err != nil {
+		return nil, err
+	}
+	skip, _, err := nonNegArg(r, "skip")
+	if err != nil {
+		return nil, err
+	}
+	var limit int64
+	if v, ok := r.get("limit"); ok {
+		n, isInt := int64Arg(v)
+		if !isInt {
+			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'count.limit' is the wrong type '%s', expected types '[long, int, decimal, double]'", typeNameOf(v))
+		}
+		if n < 0 {
+			n = -n
+		}
+		limit = n
+	}
+	hint, _ := r.get("hint")
+	f, err := query.CompileFilter(filterDoc)
+	if err != nil {
+		return nil, err
+	}
+	var n int64
+	err = r.cluster.data.read(r.db, coll, func(c *collection) error {
+		if c == nil {
+			return nil
+		}
+		if err := checkHint(c, hint); err != nil {
+			return err
+		}
+		for _, rec := range c.candidates(filterDoc) {
+			if f.Match(rec.doc) {
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	n = max(0, n-skip)
+	if limit > 0 && n > limit {
+		n = limit
+	}
+	return bson.D{{Key: "n", Value: int32(n)}}, nil
+}
+
+func cmdDistinct(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFields(r, "key", "query", "collation", "hint", "rawData"); err != nil {
+		return nil, err
+	}
+	collation, hasCollation := r.get("collation")
+	if err := checkCollation(collation, hasCollation); err != nil {
+		return nil, err
+	}
+	kv, _ := r.get("key")
+	key, ok := kv.(string)
+	if !ok {
+		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'distinct.key' is the wrong type '%s', expected type 'string'", typeNameOf(kv))
+	}
+	filterDoc, _, err := docArg(r, "query")
+	if err != nil {
+		return nil, err
+	}
+	hint, _ := r.get("hint")
+	f, err := query.CompileFilter(filterDoc)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := r.cluster.data.snapshot(r.db, coll, f, filterDoc, 0, hint)
+	if err != nil {
+		return nil, err
+	}
+	parts := splitPath(key)
+	seen := map[string]bool{}
+	values := bson.A{}
+	for _, d := range docs {
+		for _, v := range pathValues(d, parts, nil, true) {
+			if _, undef := v.(bson.Undefined); undef {
+				continue // an empty array has no values
+			}
+			k := keyOf(v)
+			if !seen[k] {
+				seen[k] = true
+				values = append(values, v)
+			}
+		}
+	}
+	return bson.D{{Key: "values", Value: values}}, nil
+}
+
+func splitPath(p string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(p); i++ {
+		if p[i] == '.' {
+			out = append(out, p[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, p[start:])
+}

@@ -1,0 +1,599 @@
+package mongosim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+// index is one index of a collection. Only unique indexes keep entries:
+// queries scan documents, so a non-unique index is metadata that listIndexes
+// reports and hint accepts.
+type index struct {
+	name    string
+	key     bson.D
+	fields  []string
+	unique  bool
+	sparse  bool
+	partial *query.Filter
+	spec    bson.D             // as listIndexes reports it
+	entries map[string]*record // unique indexes: key → the record holding it
+}
+
+func idIndex() *index {
+	return &index{
+		name:   "_id_",
+		key:    bson.D{{Key: "_id", Value: int32(1)}},
+		fields: []string{"_id"},
+		spec:   bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "name", Value: "_id_"}},
+	}
+}
+
+// indexKey is one key a document produces in a unique index.
+type indexKey struct {
+	ix    *index
+	key   string
+	value bson.D // {field: value, ...} for the duplicate-key error
+}
+
+// indexKeys computes the keys doc produces in every secondary unique index.
+func (c *collection) indexKeys(doc bson.D) ([]indexKey, error) {
+	var out []indexKey
+	for _, ix := range c.indexes[1:] {
+		if !ix.unique {
+			continue
+		}
+		keys, err := ix.keysOf(doc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, keys...)
+	}
+	return out, nil
+}
+
+// keysOf returns the index keys of doc: one per element of the (at most
+// one) array-valued field, as MongoDB's multikey indexes do. A missing field
+// is null; a sparse index skips documents missing every field.
+func (ix *index) keysOf(doc bson.D) ([]indexKey, error) {
+	if ix.partial != nil && !ix.partial.Match(doc) {
+		return nil, nil
+	}
+	perField := make([][]any, len(ix.fields))
+	multi := -1
+	present := false
+	for i, f := range ix.fields {
+		vals := pathValues(doc, strings.Split(f, "."), nil, true)
+		if len(vals) == 0 {
+			vals = []any{nil}
+		} else {
+			present = true
+		}
+		vals = dedupe(vals)
+		if len(vals) > 1 {
+			if multi >= 0 {
+				return nil, cmderr.New(171, "cannot index parallel arrays [%s] [%s]", lastPart(f), lastPart(ix.fields[multi]))
+			}
+			multi = i
+		}
+		perField[i] = vals
+	}
+	if ix.sparse && !present {
+		return nil, nil
+	}
+	n := 1
+	if multi >= 0 {
+		n = len(perField[multi])
+	}
+	out := make([]indexKey, 0, n)
+	for j := 0; j < n; j++ {
+		var b []byte
+		kv := make(bson.D, len(ix.fields))
+		for i, f := range ix.fields {
+			v := perField[i][0]
+			if i == multi {
+				v = perField[i][j]
+			}
+			b = appendKey(b, v)
+			kv[i] = bson.E{Key: f, Value: v}
+		}
+		out = append(out, indexKey{ix: ix, key: string(b), value: kv})
+	}
+	return out, nil
+}
+
+func lastPart(path string) string {
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
+
+func dedupe(vals []any) []any {
+	if len(vals) < 2 {
+		return vals
+	}
+	seen := map[string]bool{}
+	out := vals[:0:0]
+	for _, v := range vals {
+		k := keyOf(v)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// pathValues collects the values at a dotted path, traversing arrays of
+// documents on the way. With expandLeaf an array at the end of the path
+// contributes its elements (an empty array contributes undefined), as an
+// index or distinct sees it.
+func pathValues(v any, parts []string, out []any, expandLeaf bool) []any {
+	if len(parts) == 0 {
+		if a, ok := v.(bson.A); ok && expandLeaf {
+			if len(a) == 0 {
+				return append(out, bson.Undefined{})
+			}
+			return append(out, a...)
+		}
+		return append(out, v)
+	}
+	switch x := v.(type) {
+	case bson.D:
+		if f, ok := value.Get(x, parts[0]); ok {
+			return pathValues(f, parts[1:], out, expandLeaf)
+		}
+	case bson.A:
+		if i, err := strconv.Atoi(parts[0]); err == nil && i >= 0 {
+			if i < len(x) {
+				out = pathValues(x[i], parts[1:], out, expandLeaf)
+			}
+			return out
+		}
+		for _, e := range x {
+			if _, ok := e.(bson.D); ok {
+				out = pathValues(e, parts, out, expandLeaf)
+			}
+		}
+	}
+	return out
+}
+
+func (c *collection) checkUnique(keys []indexKey, self *record) error {
+	for _, k := range keys {
+		if r := k.ix.entries[k.key]; r != nil && r != self {
+			return c.dupKey(k.ix, k.value)
+		}
+	}
+	return nil
+}
+
+func (c *collection) addKeys(keys []indexKey, r *record) {
+	for _, k := range keys {
+		k.ix.entries[k.key] = r
+	}
+}
+
+func (c *collection) removeKeys(keys []indexKey, r *record) {
+	for _, k := range keys {
+		if k.ix.entries[k.key] == r {
+			delete(k.ix.entries, k.key)
+		}
+	}
+}
+
+// findIndex returns the index named by a hint (a name or a key pattern).
+func (c *collection) findIndex(hint any) *index {
+	switch h := hint.(type) {
+	case string:
+		for _, ix := range c.indexes {
+			if ix.name == h {
+				return ix
+			}
+		}
+	case bson.D:
+		for _, ix := range c.indexes {
+			if sameKeyPattern(ix.key, h) {
+				return ix
+			}
+		}
+	}
+	return nil
+}
+
+func sameKeyPattern(a, b bson.D) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Key != b[i].Key || !value.Equal(a[i].Value, b[i].Value) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkHint validates a hint option against the collection's indexes.
+func checkHint(c *collection, hint any) error {
+	if hint == nil || c == nil {
+		return nil
+	}
+	if d, ok := hint.(bson.D); ok && len(d) == 1 && d[0].Key == "$natural" {
+		return nil
+	}
+	if s, ok := hint.(string); ok && s == "" {
+		return nil
+	}
+	if c.findIndex(hint) == nil {
+		return cmderr.New(cmderr.BadValue, "hint provided does not correspond to an existing index")
+	}
+	return nil
+}
+
+// indexName generates MongoDB's default name: {a: 1, b: -1} → "a_1_b_-1".
+func indexName(key bson.D) string {
+	parts := make([]string, 0, 2*len(key))
+	for _, e := range key {
+		parts = append(parts, e.Key)
+		switch v := e.Value.(type) {
+		case string:
+			parts = append(parts, v)
+		case float64:
+			parts = append(parts, strconv.FormatFloat(v, 'g', -1, 64))
+		default:
+			if n, ok := value.ToInt64(v); ok {
+				parts = append(parts, strconv.FormatInt(n, 10))
+			} else {
+				parts = append(parts, fmt.Sprint(v))
+			}
+		}
+	}
+	return strings.Join(parts, "_")
+}
+
+// parseIndexSpec turns one createIndexes spec into an index.
+func parseIndexSpec(spec bson.D) (*index, error) {
+	ix := &index{}
+	var keySet bool
+	out := bson.D{{Key: "v", Value: int32(2)}}
+	var extra bson.D
+	for _, e := range spec {
+		switch e.Key {
+		case "key":
+			k, ok := e.Value.(bson.D)
+			if !ok {
+				return nil, cmderr.New(cmderr.TypeMismatch, "The field 'key' must be an object, but got %s", value.TypeName(e.Value))
+			}
+			if len(k) == 0 {
+				return nil, cmderr.New(67, "Index keys cannot be empty.")
+			}
+			for _, f := range k {
+				if f.Key == "" {
+					return nil, cmderr.New(67, "Index keys cannot be an empty field.")
+				}
+				switch v := f.Value.(type) {
+				case string:
+					if v != "hashed" {
+						return nil, cmderr.Unsupported("index type '" + v + "'")
+					}
+				default:
+					fv, ok := value.ToFloat(v)
+					if !ok || fv == 0 {
+						return nil, cmderr.New(67, "Values in index key pattern can't be 0 or non-numbers: %s", shellString(k))
+					}
+				}
+				ix.fields = append(ix.fields, f.Key)
+			}
+			ix.key = value.CloneDoc(k)
+			keySet = true
+		case "name":
+			s, ok := e.Value.(string)
+			if !ok {
+				return nil, cmderr.New(cmderr.TypeMismatch, "The field 'name' must be a string, but got %s", value.TypeName(e.Value))
+			}
+			if s == "" || s == "*" {
+				return nil, cmderr.New(67, "The index name '%s' is not valid", s)
+			}
+			ix.name = s
+		case "unique":
+			ix.unique = truthy(e.Value)
+			if ix.unique {
+				extra = append(extra, bson.E{Key: "unique", Value: true})
+			}
+		case "sparse":
+			ix.sparse = truthy(e.Value)
+			if ix.sparse {
+				extra = append(extra, bson.E{Key: "sparse", Value: true})
+			}
+		case "partialFilterExpression":
+			d, ok := e.Value.(bson.D)
+			if !ok {
+				return nil, cmderr.New(cmderr.TypeMismatch, "The field 'partialFilterExpression' must be an object")
+			}
+			f, err := query.CompileFilter(d)
+			if err != nil {
+				return nil, err
+			}
+			ix.partial = f
+			extra = append(extra, bson.E{Key: "partialFilterExpression", Value: value.CloneDoc(d)})
+		case "background", "hidden", "v", "ns":
+			if e.Key == "hidden" && truthy(e.Value) {
+				extra = append(extra, bson.E{Key: "hidden", Value: true})
+			}
+		case "expireAfterSeconds":
+			return nil, cmderr.Unsupported("TTL indexes (expireAfterSeconds)")
+		case "collation":
+			if !simpleCollation(e.Value) {
+				return nil, cmderr.Unsupported("collation")
+			}
+		default:
+			return nil, cmderr.Unsupported("index option '" + e.Key + "'")
+		}
+	}
+	if !keySet {
+		return nil, cmderr.New(cmderr.FailedToParse, "The 'key' field is a required property of an index specification")
+	}
+	for _, v := range ix.key {
+		if _, hashed := v.Value.(string); hashed && ix.unique {
+			return nil, cmderr.New(67, "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.")
+		}
+	}
+	if ix.name == "" {
+		ix.name = indexName(ix.key)
+	}
+	out = append(out, bson.E{Key: "key", Value: ix.key}, bson.E{Key: "name", Value: ix.name})
+	ix.spec = append(out, extra...)
+	if ix.unique {
+		ix.entries = map[string]*record{}
+	}
+	return ix, nil
+}
+
+// sameOptions compares the options that make two indexes different.
+func sameOptions(a, b *index) bool {
+	pa, _ := value.Get(a.spec, "partialFilterExpression")
+	pb, _ := value.Get(b.spec, "partialFilterExpression")
+	return a.unique == b.unique && a.sparse == b.sparse && keyOf(pa) == keyOf(pb)
+}
+
+// addIndex adds ix to c, building its entries; it reports whether the
+// index was new.
+func (c *collection) addIndex(ix *index) (bool, error) {
+	for _, old := range c.indexes {
+		if old.name == ix.name {
+			if !sameKeyPattern(old.key, ix.key) {
+				return false, cmderr.New(cmderr.IndexKeySpecsConflict,
+					"An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: %s, existing index: %s",
+					shellString(ix.spec), shellString(old.spec))
+			}
+			if old.name == "_id_" || sameOptions(old, ix) {
+				return false, nil
+			}
+			return false, cmderr.New(cmderr.IndexOptionsConflict,
+				"An equivalent index already exists with the same name but different options. Requested index: %s, existing index: %s",
+				shellString(ix.spec), shellString(old.spec))
+		}
+	}
+	for _, old := range c.indexes {
+		if sameKeyPattern(old.key, ix.key) {
+			pa, _ := value.Get(old.spec, "partialFilterExpression")
+			pb, _ := value.Get(ix.spec, "partialFilterExpression")
+			if keyOf(pa) == keyOf(pb) {
+				return false, cmderr.New(cmderr.IndexOptionsConflict, "Index already exists with a different name: %s", old.name)
+			}
+		}
+	}
+	if ix.unique {
+		var err error
+		c.each(func(r *record) bool {
+			var keys []indexKey
+			if keys, err = ix.keysOf(r.doc); err != nil {
+				return false
+			}
+			if err = c.checkUnique(keys, r); err != nil {
+				return false
+			}
+			c.addKeys(keys, r)
+			return true
+		})
+		if err != nil {
+			ix.entries = map[string]*record{}
+			return false, err
+		}
+	} else {
+		var err error
+		c.each(func(r *record) bool { _, err = ix.keysOf(r.doc); return err == nil })
+		if err != nil {
+			return false, err
+		}
+	}
+	c.indexes = append(c.indexes, ix)
+	return true, nil
+}
+
+// ---- commands ----
+
+func init() {
+	register(
+		&command{name: "createIndexes", run: cmdCreateIndexes, write: true},
+		&command{name: "listIndexes", run: cmdListIndexes},
+		&command{name: "dropIndexes", run: cmdDropIndexes, write: true},
+		&command{name: "deleteIndexes", run: cmdDropIndexes, write: true},
+	)
+}
+
+func cmdCreateIndexes(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFields(r, "indexes", "commitQuorum", "ignoreUnknownIndexOptions", "isTimeseriesNamespace", "returnOnStart"); err != nil {
+		return nil, err
+	}
+	raw, _ := r.get("indexes")
+	list, ok := raw.(bson.A)
+	if !ok {
+		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'createIndexes.indexes' is the wrong type '%s', expected type 'array'", value.TypeName(raw))
+	}
+	if len(list) == 0 {
+		return nil, cmderr.New(cmderr.BadValue, "Must specify at least one index to create")
+	}
+	specs := make([]*index, 0, len(list))
+	for _, e := range list {
+		d, ok := e.(bson.D)
+		if !ok {
+			return nil, cmderr.New(cmderr.TypeMismatch, "The elements of the 'indexes' array must be objects, but got %s", value.TypeName(e))
+		}
+		ix, err := parseIndexSpec(d)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, ix)
+	}
+	var before, after int
+	var created bool
+	err = r.cluster.data.write(r.db, coll, true, func(c *collection) error {
+		created = c.live == 0 && len(c.indexes) == 1 && len(c.order) == 0
+		before = len(c.indexes)
+		n := len(c.indexes)
+		for _, ix := range specs {
+			if _, err := c.addIndex(ix); err != nil {
+				c.indexes = c.indexes[:n] // all or nothing
+				return err
+			}
+		}
+		after = len(c.indexes)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	reply := bson.D{
+		{Key: "numIndexesBefore", Value: int32(before)},
+		{Key: "numIndexesAfter", Value: int32(after)},
+		{Key: "createdCollectionAutomatically", Value: created && before == 1},
+	}
+	if before == after {
+		reply = append(reply, bson.E{Key: "note", Value: "all indexes already exist"})
+	}
+	return reply, nil
+}
+
+func cmdListIndexes(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFields(r, "cursor", "includeBuildUUIDs", "includeIndexBuildInfo", "rawData"); err != nil {
+		return nil, err
+	}
+	batchSize, err := cursorBatchSize(r)
+	if err != nil {
+		return nil, err
+	}
+	var docs []bson.D
+	err = r.cluster.data.read(r.db, coll, func(c *collection) error {
+		if c == nil {
+			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
+		}
+		for _, ix := range c.indexes {
+			docs = append(docs, value.CloneDoc(ix.spec))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.cluster.data.cursors.reply(r, r.db+".$cmd.listIndexes", docs, batchSize, false), nil
+}
+
+func cmdDropIndexes(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFields(r, "index"); err != nil {
+		return nil, err
+	}
+	which, ok := r.get("index")
+	if !ok {
+		return nil, cmderr.New(40414, "BSON field 'dropIndexes.index' is missing but a required field")
+	}
+	var was int
+	err = r.cluster.data.write(r.db, coll, false, func(c *collection) error {
+		if c == nil {
+			return cmderr.New(cmderr.NamespaceNotFound, "ns not found %s.%s", r.db, coll)
+		}
+		was = len(c.indexes)
+		drop := func(pred func(ix *index) bool) int {
+			kept := c.indexes[:1]
+			n := 0
+			for _, ix := range c.indexes[1:] {
+				if pred(ix) {
+					n++
+					continue
+				}
+				kept = append(kept, ix)
+			}
+			c.indexes = kept
+			return n
+		}
+		switch w := which.(type) {
+		case string:
+			if w == "*" {
+				drop(func(*index) bool { return true })
+				return nil
+			}
+			if w == "_id_" {
+				return cmderr.New(cmderr.InvalidOptions, "cannot drop _id index")
+			}
+			if c.findIndex(w) == nil {
+				return cmderr.New(cmderr.IndexNotFound, "index not found with name [%s]", w)
+			}
+			drop(func(ix *index) bool { return ix.name == w })
+		case bson.A:
+			names := map[string]bool{}
+			for _, e := range w {
+				s, ok := e.(string)
+				if !ok {
+					return cmderr.New(cmderr.TypeMismatch, "dropIndexes.index must be a string or an array of strings")
+				}
+				if s == "_id_" {
+					return cmderr.New(cmderr.InvalidOptions, "cannot drop _id index")
+				}
+				if c.findIndex(s) == nil {
+					return cmderr.New(cmderr.IndexNotFound, "index not found with name [%s]", s)
+				}
+				names[s] = true
+			}
+			drop(func(ix *index) bool { return names[ix.name] })
+		case bson.D:
+			ix := c.findIndex(w)
+			if ix == nil {
+				return cmderr.New(cmderr.IndexNotFound, "can't find index with key: %s", shellString(w))
+			}
+			if ix.name == "_id_" {
+				return cmderr.New(cmderr.InvalidOptions, "cannot drop _id index")
+			}
+			drop(func(x *index) bool { return x == ix })
+		default:
+			return cmderr.New(cmderr.TypeMismatch, "dropIndexes.index must be a string, an object or an array of strings")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	reply := bson.D{{Key: "nIndexesWas", Value: int32(was)}}
+	if s, ok := which.(string); ok && s == "*" {
+		reply = append(reply, bson.E{Key: "msg", Value: "non-_id indexes dropped for collection"})
+	}
+	return reply, nil
+}

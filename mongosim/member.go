@@ -1,0 +1,80 @@
+package mongosim
+
+import (
+	"sync/atomic"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/blackpipe"
+)
+
+// Member is one server of a deployment, with its own listener.
+type Member struct {
+	cluster   *Cluster
+	index     int
+	srv       *blackpipe.Server
+	addr      string
+	processID bson.ObjectID // topologyVersion.processId
+	fails     *failPoints   // set with the configureFailPoint command on this member
+	conns     atomic.Int64  // open connections, for the connection limiter
+
+	// topologyVersion counter and the channel closed when it changes; both
+	// guarded by cluster.mu.
+	tvCounter int64
+	tvChanged chan struct{}
+}
+
+// Addr returns the member's "host:port".
+func (m *Member) Addr() string { return m.addr }
+
+// URI returns a connection string for a direct connection to this member.
+func (m *Member) URI() string {
+	u := "mongodb://" + m.addr + "/?directConnection=true"
+	if m.cluster.opts.TLS != nil {
+		u += "&tls=true"
+	}
+	return u
+}
+
+// IsPrimary reports whether the member is the primary (always true for a
+// standalone server).
+func (m *Member) IsPrimary() bool {
+	c := m.cluster
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.primary == m.index
+}
+
+// topologyVersion returns the member's current counter and a channel closed
+// at its next change.
+func (m *Member) topologyVersion() (int64, <-chan struct{}) {
+	c := m.cluster
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return m.tvCounter, m.tvChanged
+}
+
+// bumpTopologyLocked advances the topologyVersion and wakes awaitable
+// hellos; cluster.mu must be held.
+func (m *Member) bumpTopologyLocked() {
+	m.tvCounter++
+	close(m.tvChanged)
+	m.tvChanged = make(chan struct{})
+}
+
+// acceptConn is the connection limiter: beyond MaxConnections open
+// connections, new ones are closed at once.
+func (m *Member) acceptConn(_ *blackpipe.Conn) bool {
+	c := m.cluster
+	limit := c.limiter.maxConnections()
+	n := m.conns.Add(1)
+	if limit > 0 && n > int64(limit) {
+		m.conns.Add(-1)
+		c.stats.connsRejected.Add(1)
+		return false
+	}
+	c.stats.connsAccepted.Add(1)
+	return true
+}
+
+func (m *Member) connClosed(_ *blackpipe.Conn) { m.conns.Add(-1) }

@@ -1,0 +1,61 @@
+package mongosim
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"time"
+)
+
+// Options configures a mongosim deployment. The zero value is a
+// single-member replica set "rs0" on an ephemeral loopback port.
+type Options struct {
+	// Members is the number of replica-set members; 0 means 1.
+	Members int
+	// Standalone runs one server that is not a replica-set member, so
+	// drivers see no retryable-write support, as with a real standalone.
+	Standalone bool
+	// ReplicaSetName defaults to "rs0".
+	ReplicaSetName string
+	// Host to listen on; default "127.0.0.1".
+	Host string
+	// Port of the first member; members listen on Port+i. 0 picks
+	// ephemeral ports.
+	Port int
+	// TLS, when set, makes every member accept only TLS connections.
+	TLS *tls.Config
+	// Auth, when Username is set, requires SCRAM authentication.
+	Auth AuthOptions
+	// Limiter configures the ingress request and connection limiters.
+	Limiter LimiterOptions
+	// Now is the clock used for dates, cursors and the limiter; default time.Now.
+	Now func() time.Time
+	// Seed seeds fail point activationProbability; 0 means 1, so runs are
+	// reproducible unless a seed is chosen.
+	Seed int64
+	// Compressors the servers accept; nil means zstd, zlib and snappy.
+	Compressors []string
+	// Logger receives debug records; nil discards them.
+	Logger *slog.Logger
+}
+
+// AuthOptions holds the one user mongosim knows when auth is on.
+type AuthOptions struct {
+	Username string
+	Password string
+}
+
+// LimiterOptions configures overload simulation. Zero values disable each
+// limiter.
+type LimiterOptions struct {
+	// RequestsPerSecond is the refill rate of the ingress token bucket; a
+	// request finding it empty fails with code 462 and the
+	// SystemOverloadedError and RetryableError labels. 0 disables it.
+	RequestsPerSecond float64
+	// Burst is the bucket capacity; 0 means max(1, RequestsPerSecond).
+	Burst int
+	// BaseBackoffMS, when positive, is sent as baseBackoffMS in 462 errors.
+	BaseBackoffMS int32
+	// MaxConnections caps open connections per member; further connections
+	// are closed at once. 0 means unlimited.
+	MaxConnections int
+}

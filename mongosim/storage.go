@@ -1,0 +1,716 @@
+package mongosim
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+// maxBSONSize is MongoDB's maxBsonObjectSize: the largest document a
+// collection accepts and the budget of one reply batch.
+const maxBSONSize = 16 * 1024 * 1024
+
+// storage is the data of a deployment: databases → collections → documents
+// with their indexes, plus the open cursors. All members of a replica set
+// share one storage, so replication is instant.
+//
+// Stored documents are deep copies that are never mutated in place: a write
+// replaces a record's document with a new one, so a reader holding the old
+// one sees a consistent snapshot. Documents still are cloned on the way out
+// so that nothing a handler does to a reply can reach the store.
+type storage struct {
+	now     func() time.Time
+	mu      sync.RWMutex // guards dbs and each database's colls map
+	dbs     map[string]*database
+	cursors cursorTable
+}
+
+type database struct {
+	name  string
+	colls map[string]*collection
+}
+
+// collection is one collection's documents and indexes. mu serialises
+// writers, so every write statement (match, apply, index update) is atomic.
+type collection struct {
+	db, name string
+	uuid     bson.Binary
+
+	mu      sync.RWMutex
+	dropped bool // set under mu when the collection leaves its database
+	byID    map[string]*record
+	order   []*record // insertion (natural) order; nil where deleted
+	live    int
+	indexes []*index // indexes[0] is _id_
+}
+
+type record struct {
+	doc   bson.D
+	idKey string
+	pos   int
+}
+
+func newStorage(now func() time.Time) *storage {
+	if now == nil {
+		now = time.Now
+	}
+	return &storage{now: now, dbs: map[string]*database{}, cursors: cursorTable{m: map[int64]*cursor{}}}
+}
+
+func newCollection(db, name string) *collection {
+	var u [16]byte
+	_, _ = rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	c := &collection{db: db, name: name, uuid: bson.Binary{Subtype: 4, Data: u[:]}, byID: map[string]*record{}}
+	c.indexes = []*index{idIndex()}
+	return c
+}
+
+func (c *collection) ns() string { return c.db + "." + c.name }
+
+// lookup returns the collection or nil.
+func (s *storage) lookup(db, coll string) *collection {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if d := s.dbs[db]; d != nil {
+		return d.colls[coll]
+	}
+	return nil
+}
+
+// ensure returns the collection, creating it (and its database) if missing.
+func (s *storage) ensure(db, coll string) (*collection, bool, error) {
+	if c := s.lookup(db, coll); c != nil {
+		return c, false, nil
+	}
+	if err := validateNamespace(db, coll); err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.dbs[db]
+	if d == nil {
+		d = &database{name: db, colls: map[string]*collection{}}
+		s.dbs[db] = d
+	}
+	if c := d.colls[coll]; c != nil {
+		return c, false, nil
+	}
+	c := newCollection(db, coll)
+	d.colls[coll] = c
+	return c, true, nil
+}
+
+// write runs fn holding the collection's write lock. With create the
+// collection is created if missing; without, fn gets nil for a missing one.
+// A collection dropped between lookup and lock is looked up again, so a
+// write never lands in a dropped collection.
+func (s *storage) write(db, coll string, create bool, fn func(c *collection) error) error {
+	for {
+		var c *collection
+		if create {
+			var err error
+			if c, _, err = s.ensure(db, coll); err != nil {
+				return err
+			}
+		} else if c = s.lookup(db, coll); c == nil {
+			return fn(nil)
+		}
+		c.mu.Lock()
+		if c.dropped {
+			c.mu.Unlock()
+			continue
+		}
+		err := fn(c)
+		c.mu.Unlock()
+		return err
+	}
+}
+
+// read runs fn holding the collection's read lock; fn gets nil for a
+// missing collection.
+func (s *storage) read(db, coll string, fn func(c *collection) error) error {
+	for {
+		c := s.lookup(db, coll)
+		if c == nil {
+			return fn(nil)
+		}
+		c.mu.RLock()
+		if c.dropped {
+			c.mu.RUnlock()
+			continue
+		}
+		err := fn(c)
+		c.mu.RUnlock()
+		return err
+	}
+}
+
+// dropCollection removes a collection; it reports whether it existed and
+// how many indexes it had.
+func (s *storage) dropCollection(db, coll string) (bool, int) {
+	s.mu.Lock()
+	d := s.dbs[db]
+	var c *collection
+	if d != nil {
+		c = d.colls[coll]
+		delete(d.colls, coll)
+		if len(d.colls) == 0 {
+			delete(s.dbs, db)
+		}
+	}
+	s.mu.Unlock()
+	if c == nil {
+		return false, 0
+	}
+	c.mu.Lock()
+	c.dropped = true
+	n := len(c.indexes)
+	c.mu.Unlock()
+	s.cursors.killNS(db + "." + coll)
+	return true, n
+}
+
+func (s *storage) dropDatabase(db string) {
+	s.mu.Lock()
+	d := s.dbs[db]
+	delete(s.dbs, db)
+	s.mu.Unlock()
+	if d == nil {
+		return
+	}
+	for _, c := range d.colls {
+		c.mu.Lock()
+		c.dropped = true
+		c.mu.Unlock()
+		s.cursors.killNS(c.ns())
+	}
+}
+
+// collectionNames lists db's collections, sorted.
+func (s *storage) collectionNames(db string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.dbs[db]
+	if d == nil {
+		return nil
+	}
+	names := make([]string, 0, len(d.colls))
+	for n := range d.colls {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (s *storage) databaseNames() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	names := make([]string, 0, len(s.dbs))
+	for n := range s.dbs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// validateNamespace rejects the names MongoDB rejects.
+func validateNamespace(db, coll string) error {
+	if db == "" || strings.ContainsAny(db, "/\\. \"$\x00") || len(db) >= 64 {
+		return cmderr.New(cmderr.InvalidNamespace, "Invalid database name: '%s'", db)
+	}
+	if coll == "" || strings.ContainsAny(coll, "$\x00") || strings.HasPrefix(coll, ".") {
+		return cmderr.New(cmderr.InvalidNamespace, "Invalid namespace specified '%s.%s'", db, coll)
+	}
+	if len(db)+1+len(coll) > 255 {
+		return cmderr.New(cmderr.InvalidNamespace, "Fully qualified namespace is too long. Namespace: %s.%s Max: 255", db, coll)
+	}
+	return nil
+}
+
+// ---- documents ----
+
+// each calls fn for the live records in natural order until fn returns false.
+func (c *collection) each(fn func(r *record) bool) {
+	for _, r := range c.order {
+		if r != nil && !fn(r) {
+			return
+		}
+	}
+}
+
+// candidates returns the records filter may match, in natural order: the
+// one record named by a top-level _id equality when the filter has one,
+// else all of them. The caller still runs the filter.
+func (c *collection) candidates(filterDoc bson.D) []*record {
+	if id, ok := idEquality(filterDoc); ok {
+		if r := c.byID[keyOf(id)]; r != nil {
+			return []*record{r}
+		}
+		return nil
+	}
+	out := make([]*record, 0, c.live)
+	c.each(func(r *record) bool { out = append(out, r); return true })
+	return out
+}
+
+// idEquality reports the value of a top-level {_id: v} or {_id: {$eq: v}}
+// in filterDoc when v is a plain value an equality index lookup can find.
+func idEquality(filterDoc bson.D) (any, bool) {
+	v, ok := value.Get(filterDoc, "_id")
+	if !ok {
+		return nil, false
+	}
+	if d, isDoc := v.(bson.D); isDoc && len(d) > 0 && strings.HasPrefix(d[0].Key, "$") {
+		if len(d) != 1 || d[0].Key != "$eq" {
+			return nil, false
+		}
+		v = d[0].Value
+	}
+	switch v.(type) {
+	case bson.A, bson.Regex, bson.M, bson.Raw, nil, bson.Null, bson.Undefined:
+		return nil, false
+	case bson.D:
+		if d := v.(bson.D); len(d) > 0 && strings.HasPrefix(d[0].Key, "$") {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// match returns the records matching f (in natural order), at most limit
+// when limit > 0.
+func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) []*record {
+	var out []*record
+	visit := func(r *record) bool {
+		if f.Match(r.doc) {
+			out = append(out, r)
+			if limit > 0 && len(out) == limit {
+				return false
+			}
+		}
+		return true
+	}
+	if _, ok := idEquality(filterDoc); ok {
+		for _, r := range c.candidates(filterDoc) {
+			visit(r)
+		}
+		return out
+	}
+	c.each(visit)
+	return out
+}
+
+// prepareInsert validates doc for insertion and returns the document to
+// store: a deep copy with _id first, generating an ObjectID when missing.
+func prepareInsert(doc bson.D) (bson.D, error) {
+	out := make(bson.D, 0, len(doc)+1)
+	id, ok := value.Get(doc, "_id")
+	if !ok {
+		id = bson.NewObjectID()
+	}
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	out = append(out, bson.E{Key: "_id", Value: value.Clone(id)})
+	for _, e := range doc {
+		if e.Key == "_id" {
+			continue
+		}
+		out = append(out, bson.E{Key: e.Key, Value: value.Clone(e.Value)})
+	}
+	if n := bsonSize(out); n > maxBSONSize {
+		return nil, cmderr.New(cmderr.BSONObjectTooLarge, "object to insert too large. size in bytes: %d, max size: %d", n, maxBSONSize)
+	}
+	return out, nil
+}
+
+func checkID(id any) error {
+	switch id.(type) {
+	case bson.A:
+		return cmderr.New(cmderr.InvalidIdField, "The '_id' value cannot be of type array")
+	case bson.Regex:
+		return cmderr.New(cmderr.InvalidIdField, "can't use a regex for _id")
+	case bson.Undefined:
+		return cmderr.New(cmderr.InvalidIdField, "can't use a undefined for _id")
+	}
+	if d, ok := id.(bson.D); ok {
+		for _, e := range d {
+			if strings.HasPrefix(e.Key, "$") {
+				return cmderr.New(cmderr.DollarPrefixedFieldName, "_id fields may not contain '$'-prefixed fields: %s is not valid for storage.", e.Key)
+			}
+		}
+	}
+	return nil
+}
+
+// insert stores doc (already prepared) after checking every unique index.
+func (c *collection) insert(doc bson.D) error {
+	id, _ := value.Get(doc, "_id")
+	idKey := keyOf(id)
+	if c.byID[idKey] != nil {
+		return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
+	}
+	keys, err := c.indexKeys(doc)
+	if err != nil {
+		return err
+	}
+	r := &record{doc: doc, idKey: idKey}
+	if err := c.checkUnique(keys, r); err != nil {
+		return err
+	}
+	r.pos = len(c.order)
+	c.order = append(c.order, r)
+	c.byID[idKey] = r
+	c.live++
+	c.addKeys(keys, r)
+	return nil
+}
+
+// replace swaps r's document for doc (the result of an update), keeping
+// the _id and every unique index consistent.
+func (c *collection) replace(r *record, doc bson.D) error {
+	oldID, _ := value.Get(r.doc, "_id")
+	newID, ok := value.Get(doc, "_id")
+	if !ok {
+		doc = append(bson.D{{Key: "_id", Value: oldID}}, doc...)
+	} else if !sameValue(oldID, newID) {
+		return cmderr.New(cmderr.ImmutableField, "After applying the update, the (immutable) field '_id' was found to have been altered to _id: %s", shellString(newID))
+	} else if doc[0].Key != "_id" {
+		rest := make(bson.D, 0, len(doc))
+		rest = append(rest, bson.E{Key: "_id", Value: newID})
+		for _, e := range doc {
+			if e.Key != "_id" {
+				rest = append(rest, e)
+			}
+		}
+		doc = rest
+	}
+	if n := bsonSize(doc); n > maxBSONSize {
+		return cmderr.New(17419, "Resulting document after update is larger than %d", maxBSONSize)
+	}
+	oldKeys, err := c.indexKeys(r.doc)
+	if err != nil {
+		return err
+	}
+	newKeys, err := c.indexKeys(doc)
+	if err != nil {
+		return err
+	}
+	if err := c.checkUnique(newKeys, r); err != nil {
+		return err
+	}
+	c.removeKeys(oldKeys, r)
+	c.addKeys(newKeys, r)
+	r.doc = doc
+	return nil
+}
+
+// sameValue is exact identity for _id: same BSON type class and value.
+func sameValue(a, b any) bool { return keyOf(a) == keyOf(b) }
+
+func (c *collection) remove(r *record) {
+	if keys, err := c.indexKeys(r.doc); err == nil {
+		c.removeKeys(keys, r)
+	}
+	delete(c.byID, r.idKey)
+	c.order[r.pos] = nil
+	c.live--
+	if len(c.order) > 64 && c.live < len(c.order)/2 {
+		c.compact()
+	}
+}
+
+func (c *collection) compact() {
+	out := make([]*record, 0, c.live)
+	for _, r := range c.order {
+		if r != nil {
+			r.pos = len(out)
+			out = append(out, r)
+		}
+	}
+	c.order = out
+}
+
+// truncate empties the collection, keeping its indexes.
+func (c *collection) truncate() {
+	c.byID = map[string]*record{}
+	c.order = nil
+	c.live = 0
+	for _, ix := range c.indexes[1:] {
+		if ix.entries != nil {
+			ix.entries = map[string]*record{}
+		}
+	}
+}
+
+// ---- duplicate key errors ----
+
+// dupKeyError is a duplicate-key error with the keyPattern and keyValue
+// fields MongoDB attaches to it; it unwraps to its *cmderr.Error.
+type dupKeyError struct {
+	err        *cmderr.Error
+	keyPattern bson.D
+	keyValue   bson.D
+}
+
+func (e *dupKeyError) Error() string { return e.err.Error() }
+func (e *dupKeyError) Unwrap() error { return e.err }
+
+func (c *collection) dupKey(ix *index, keyValue bson.D) error {
+	var b strings.Builder
+	b.WriteString("{ ")
+	for i, e := range keyValue {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(e.Key)
+		b.WriteString(": ")
+		b.WriteString(shellString(e.Value))
+	}
+	b.WriteString(" }")
+	return &dupKeyError{
+		err: cmderr.New(cmderr.DuplicateKey, "E11000 duplicate key error collection: %s index: %s dup key: %s",
+			c.ns(), ix.name, b.String()),
+		keyPattern: value.CloneDoc(ix.key),
+		keyValue:   value.CloneDoc(keyValue),
+	}
+}
+
+// errorFields renders err as the code/errmsg (+ keyPattern/keyValue) fields
+// of a write error or an error reply.
+func errorFields(err error) (code int32, fields bson.D) {
+	var dk *dupKeyError
+	if errors.As(err, &dk) {
+		return dk.err.Code, bson.D{
+			{Key: "code", Value: dk.err.Code},
+			{Key: "keyPattern", Value: dk.keyPattern},
+			{Key: "keyValue", Value: dk.keyValue},
+			{Key: "errmsg", Value: dk.err.Message},
+		}
+	}
+	var ce *cmderr.Error
+	if errors.As(err, &ce) {
+		return ce.Code, bson.D{{Key: "code", Value: ce.Code}, {Key: "errmsg", Value: ce.Message}}
+	}
+	return cmderr.UnknownError, bson.D{{Key: "code", Value: int32(cmderr.UnknownError)}, {Key: "errmsg", Value: err.Error()}}
+}
+
+// shellString renders v the way the server prints values in messages.
+func shellString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return strconv.Quote(x)
+	case int32:
+		return strconv.FormatInt(int64(x), 10)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case int:
+		return strconv.Itoa(x)
+	case float64:
+		if x == math.Trunc(x) && !math.IsInf(x, 0) && math.Abs(x) < 1e15 {
+			return strconv.FormatFloat(x, 'f', 1, 64)
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	case nil, bson.Null:
+		return "null"
+	case bson.Undefined:
+		return "undefined"
+	case bson.ObjectID:
+		return "ObjectId('" + x.Hex() + "')"
+	case bson.DateTime:
+		return fmt.Sprintf("new Date(%d)", int64(x))
+	case bson.Timestamp:
+		return fmt.Sprintf("Timestamp(%d, %d)", x.T, x.I)
+	case bson.Decimal128:
+		return "NumberDecimal(\"" + x.String() + "\")"
+	case bson.Binary:
+		return fmt.Sprintf("BinData(%d, %X)", x.Subtype, x.Data)
+	case bson.Regex:
+		return "/" + x.Pattern + "/" + x.Options
+	case bson.MinKey:
+		return "MinKey"
+	case bson.MaxKey:
+		return "MaxKey"
+	case bson.D:
+		if len(x) == 0 {
+			return "{}"
+		}
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = e.Key + ": " + shellString(e.Value)
+		}
+		return "{ " + strings.Join(parts, ", ") + " }"
+	case bson.A:
+		if len(x) == 0 {
+			return "[]"
+		}
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = shellString(e)
+		}
+		return "[ " + strings.Join(parts, ", ") + " ]"
+	}
+	return fmt.Sprint(v)
+}
+
+// ---- canonical keys ----
+
+// keyOf returns a canonical string for v such that two values equal under
+// MongoDB's index comparison (1, 1.0 and NumberLong(1) alike) give the same
+// key.
+func keyOf(v any) string {
+	var b []byte
+	b = appendKey(b, v)
+	return string(b)
+}
+
+func appendKey(b []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil, bson.Null, bson.Undefined:
+		return append(b, 'z')
+	case int32:
+		return appendIntKey(b, int64(x))
+	case int64:
+		return appendIntKey(b, x)
+	case int:
+		return appendIntKey(b, int64(x))
+	case float64:
+		return appendFloatKey(b, x)
+	case bson.Decimal128:
+		f, _ := value.ToFloat(x)
+		return appendFloatKey(b, f)
+	case string:
+		return appendStr(append(b, 's'), x)
+	case bson.Symbol:
+		return appendStr(append(b, 's'), string(x))
+	case bson.D:
+		b = append(b, '{')
+		for _, e := range x {
+			b = appendStr(b, e.Key)
+			b = appendKey(b, e.Value)
+		}
+		return append(b, '}')
+	case bson.M, bson.Raw:
+		return appendKey(b, value.AsDoc(x))
+	case bson.A:
+		b = append(b, '[')
+		for _, e := range x {
+			b = appendKey(b, e)
+		}
+		return append(b, ']')
+	case bson.ObjectID:
+		return append(append(b, 'o'), x[:]...)
+	case bool:
+		if x {
+			return append(b, 'b', '1')
+		}
+		return append(b, 'b', '0')
+	case bson.DateTime:
+		return strconv.AppendInt(append(b, 'd'), int64(x), 10)
+	case bson.Timestamp:
+		b = strconv.AppendUint(append(b, 't'), uint64(x.T), 10)
+		return strconv.AppendUint(append(b, '.'), uint64(x.I), 10)
+	case bson.Binary:
+		b = strconv.AppendInt(append(b, 'x'), int64(x.Subtype), 10)
+		return appendStr(b, string(x.Data))
+	case bson.Regex:
+		return appendStr(appendStr(append(b, 'r'), x.Pattern), x.Options)
+	case bson.MinKey:
+		return append(b, 'm')
+	case bson.MaxKey:
+		return append(b, 'M')
+	case bson.JavaScript:
+		return appendStr(append(b, 'j'), string(x))
+	}
+	return appendStr(append(b, '?'), fmt.Sprintf("%T:%v", v, v))
+}
+
+func appendIntKey(b []byte, n int64) []byte { return strconv.AppendInt(append(b, 'n'), n, 10) }
+
+func appendFloatKey(b []byte, f float64) []byte {
+	if f == math.Trunc(f) && f >= -9.2e18 && f <= 9.2e18 {
+		return appendIntKey(b, int64(f))
+	}
+	if math.IsNaN(f) {
+		return append(b, 'n', 'N')
+	}
+	return strconv.AppendFloat(append(b, 'n', 'f'), f, 'g', -1, 64)
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}
+
+// ---- BSON sizes ----
+
+// bsonSize returns the encoded size of a document without encoding it.
+func bsonSize(d bson.D) int {
+	n := 5
+	for _, e := range d {
+		n += 2 + len(e.Key) + valueSize(e.Value)
+	}
+	return n
+}
+
+func valueSize(v any) int {
+	switch x := v.(type) {
+	case float64, int64, int, bson.DateTime, bson.Timestamp:
+		return 8
+	case int32:
+		return 4
+	case string:
+		return 5 + len(x)
+	case bson.Symbol:
+		return 5 + len(x)
+	case bson.JavaScript:
+		return 5 + len(x)
+	case bson.D:
+		return bsonSize(x)
+	case bson.M:
+		return bsonSize(value.AsDoc(x))
+	case bson.Raw:
+		return len(x)
+	case bson.A:
+		n := 5
+		for i, e := range x {
+			n += 2 + len(strconv.Itoa(i)) + valueSize(e)
+		}
+		return n
+	case bson.Binary:
+		if x.Subtype == 2 {
+			return 9 + len(x.Data)
+		}
+		return 5 + len(x.Data)
+	case bson.ObjectID:
+		return 12
+	case bool:
+		return 1
+	case bson.Regex:
+		return len(x.Pattern) + len(x.Options) + 2
+	case bson.DBPointer:
+		return 5 + len(x.DB) + 12
+	case bson.CodeWithScope:
+		return 4 + 5 + len(x.Code) + valueSize(x.Scope)
+	case bson.Decimal128:
+		return 16
+	}
+	return 0
+}

@@ -1,0 +1,134 @@
+package mongosim
+
+import (
+	"context"
+	"encoding/hex"
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+)
+
+// txnTable is the retryable-write transaction table: per logical session
+// the latest txnNumber and the results of the statements it executed. It is
+// owned by the Cluster, so it survives connection loss and step-downs as the
+// replicated config.transactions collection does.
+type txnTable struct {
+	mu       sync.Mutex
+	sessions map[string]*sessionTxn // key: lsid.id bytes
+}
+
+// sessionTxn is one session's record. sem serialises commands that use the
+// session concurrently (a retry racing the original attempt).
+type sessionTxn struct {
+	sem       chan struct{}
+	id        []byte
+	txnNumber int64
+	started   bool
+	stmts     map[int]stmtResult
+}
+
+// txnContext is one command's hold on its session's record.
+type txnContext struct {
+	sess      *sessionTxn
+	txnNumber int64
+	replayed  int
+}
+
+func newTxnTable() *txnTable { return &txnTable{sessions: make(map[string]*sessionTxn)} }
+
+// begin acquires the session for a command with txnNumber n: a newer n
+// starts a new transaction (forgetting the old statements), the same n
+// continues it (so executed statements replay), an older n is
+// TransactionTooOld. The caller must release the context.
+func (t *txnTable) begin(ctx context.Context, lsid []byte, n int64) (*txnContext, error) {
+	t.mu.Lock()
+	s := t.sessions[string(lsid)]
+	if s == nil {
+		s = &sessionTxn{sem: make(chan struct{}, 1), id: lsid}
+		t.sessions[string(lsid)] = s
+	}
+	t.mu.Unlock()
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, cmderr.New(cmderr.MaxTimeMSExpired, "operation exceeded time limit waiting for session %s", hex.EncodeToString(lsid))
+	}
+	switch {
+	case s.started && n < s.txnNumber:
+		latest := s.txnNumber
+		<-s.sem
+		return nil, cmderr.New(cmderr.TransactionTooOld,
+			"Retryable write with txnNumber %d is prohibited on session %s because a newer retryable write with txnNumber %d has already started on this session.",
+			n, uuidString(lsid), latest)
+	case !s.started || n > s.txnNumber:
+		s.started = true
+		s.txnNumber = n
+		s.stmts = make(map[int]stmtResult)
+	}
+	return &txnContext{sess: s, txnNumber: n}, nil
+}
+
+// release lets the next command use the session.
+func (tc *txnContext) release() { <-tc.sess.sem }
+
+// stmt runs statement i at most once per transaction: a recorded result is
+// replayed, otherwise run executes and a successful result is recorded.
+func (tc *txnContext) stmt(i int, run func() (stmtResult, error)) (stmtResult, error) {
+	if res, ok := tc.sess.stmts[i]; ok {
+		tc.replayed++
+		return res, nil
+	}
+	res, err := run()
+	if err != nil {
+		return res, err
+	}
+	tc.sess.stmts[i] = res
+	return res, nil
+}
+
+// txnNumberOf returns the command's txnNumber, which must be a long.
+func txnNumberOf(r *request) (int64, bool, error) {
+	v, ok := r.get("txnNumber")
+	if !ok {
+		return 0, false, nil
+	}
+	n, isLong := v.(int64)
+	if !isLong {
+		return 0, false, typeErr("OperationSessionInfo.txnNumber", "long", v)
+	}
+	if n < 0 {
+		return 0, false, cmderr.New(cmderr.BadValue, "TxnNumber cannot be negative")
+	}
+	return n, true, nil
+}
+
+// lsidOf returns lsid.id, which must be a UUID.
+func lsidOf(r *request) ([]byte, error) {
+	v, ok := r.get("lsid")
+	if !ok {
+		return nil, cmderr.New(cmderr.InvalidOptions, "Transaction number requires a session ID to also be specified")
+	}
+	d, ok := v.(bson.D)
+	if !ok {
+		return nil, typeErr("OperationSessionInfo.lsid", "object", v)
+	}
+	id, ok := lookupD(d, "id")
+	if !ok {
+		return nil, cmderr.New(cmderr.NoSuchKey, "BSON field 'OperationSessionInfo.lsid.id' is missing but a required field")
+	}
+	b, ok := id.(bson.Binary)
+	if !ok || b.Subtype != bson.TypeBinaryUUID || len(b.Data) != 16 {
+		return nil, cmderr.New(cmderr.BadValue, "lsid.id must be a UUID (binary subtype 4)")
+	}
+	return b.Data, nil
+}
+
+func uuidString(b []byte) string {
+	if len(b) != 16 {
+		return hex.EncodeToString(b)
+	}
+	h := hex.EncodeToString(b)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
