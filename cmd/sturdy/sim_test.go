@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// sturdy sim prints a connection string a real driver can use, and stops
+// cleanly when its context ends.
+func TestSimServesAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"sim", "-port", "0", "-members", "3"}, pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, pr)
+	uri := strings.TrimSpace(line)
+	if !strings.Contains(uri, "replicaSet=rs0") || strings.Count(uri, ",") != 2 {
+		t.Fatalf("connection string %q does not name a 3-member set", uri)
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetHeartbeatInterval(500 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opCtx, opCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer opCancel()
+	coll := client.Database("db").Collection("c")
+	if _, err := coll.InsertOne(opCtx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := coll.CountDocuments(opCtx, bson.D{}); err != nil || n != 1 {
+		t.Fatalf("count %d, %v", n, err)
+	}
+	if err := client.Disconnect(opCtx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("sim exited %d", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sim did not stop")
+	}
+}
+
+func TestSimRejectsBadFlags(t *testing.T) {
+	if code := run(context.Background(), []string{"sim", "-user", "u"}, io.Discard, io.Discard); code != 2 {
+		t.Errorf("-user without -password exited %d", code)
+	}
+	if code := run(context.Background(), []string{"sim", "-members", "x"}, io.Discard, io.Discard); code != 2 {
+		t.Errorf("bad -members exited %d", code)
+	}
+}
