@@ -1,7 +1,9 @@
 package conn
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -15,97 +17,125 @@ import (
 	"github.com/sturdy-go/sturdy/wire"
 )
 
-// Options configures Dial. The zero value dials with a 10 s timeout and no
-// application name.
-type Options struct {
-	AppName     string
-	DialTimeout time.Duration // default 10 s
-}
-
-// Description is what the server's hello reply said about it.
-type Description struct {
-	MaxWireVersion               int32
-	SetName                      string
-	IsWritablePrimary            bool
-	Secondary                    bool
-	Hosts                        []string
-	Primary                      string
-	LogicalSessionTimeoutMinutes *int32
-	MaxMessageSizeBytes          int32
-}
-
-// Conn is one connection. It is not safe for concurrent round trips.
-type Conn struct {
-	nc     net.Conn
-	addr   string
-	desc   Description
-	buf    []byte
-	closed atomic.Bool
-	mu     sync.Mutex
-}
-
-var requestIDs atomic.Int32
-
 // NetworkError and CommandError are the shared client error types.
 type (
 	NetworkError = mongoerr.NetworkError
 	CommandError = mongoerr.CommandError
 )
 
-// ErrClosed is returned for round trips on a closed connection.
-var ErrClosed = errors.New("conn: connection closed")
+var (
+	// ErrClosed is returned (wrapped in a *NetworkError) for round trips on
+	// a closed connection.
+	ErrClosed = errors.New("conn: connection closed")
+	// ErrStreaming is returned by Send while the server is still streaming
+	// replies (exhaust): the caller must drain them with ReadReply first.
+	ErrStreaming = errors.New("conn: connection is streaming replies; call ReadReply")
+	// ErrNotStreaming is returned by ReadReply when no reply is pending.
+	ErrNotStreaming = errors.New("conn: no streamed reply is pending")
+)
 
-// Dial connects to addr and runs the hello handshake.
-func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
-	timeout := o.DialTimeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
-	d := net.Dialer{Timeout: timeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, &NetworkError{Addr: addr, Op: "dial", Err: err}
-	}
-	c := &Conn{nc: nc, addr: addr}
-	hello := bson.D{{Key: "hello", Value: int32(1)}, {Key: "helloOk", Value: true}}
-	client := bson.D{
-		{Key: "driver", Value: bson.D{{Key: "name", Value: "sturdy"}, {Key: "version", Value: "0.1"}}},
-		{Key: "os", Value: bson.D{{Key: "type", Value: "linux"}}},
-	}
-	if o.AppName != "" {
-		client = append(client, bson.E{Key: "application", Value: bson.D{{Key: "name", Value: o.AppName}}})
-	}
-	hello = append(hello, bson.E{Key: "client", Value: client}, bson.E{Key: "backpressure", Value: true})
-	raw, err := c.RoundTrip(ctx, "admin", hello)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	var desc struct {
-		MaxWireVersion               int32    `bson:"maxWireVersion"`
-		SetName                      string   `bson:"setName"`
-		IsWritablePrimary            bool     `bson:"isWritablePrimary"`
-		Secondary                    bool     `bson:"secondary"`
-		Hosts                        []string `bson:"hosts"`
-		Primary                      string   `bson:"primary"`
-		LogicalSessionTimeoutMinutes *int32   `bson:"logicalSessionTimeoutMinutes"`
-		MaxMessageSizeBytes          int32    `bson:"maxMessageSizeBytes"`
-	}
-	if err := bson.Unmarshal(raw, &desc); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("conn: decoding hello reply from %s: %w", addr, err)
-	}
-	c.desc = Description(desc)
-	return c, nil
+// Request is one command to send.
+type Request struct {
+	DB string
+	// Command is the command document without $db; Send appends $db.
+	Command bson.Raw
+	// Sequences are sent as OP_MSG kind-1 sections (e.g. insert's documents).
+	Sequences []wire.DocumentSequence
+	// MoreToCome asks for no reply (unacknowledged writes): Send writes the
+	// message and returns (nil, nil) without reading.
+	MoreToCome bool
+	// ExhaustAllowed lets the server stream replies (awaitable hello).
+	ExhaustAllowed bool
+	// RequestID is set by Send to the wire request id, for events.
+	RequestID int32
 }
+
+// Reply is a server reply.
+type Reply struct {
+	Body bson.Raw // owned by the caller
+	// MoreToCome means the server will send another reply without a
+	// request; read it with ReadReply.
+	MoreToCome bool
+}
+
+// Conn is one connection. Its methods may be called from any goroutine, but
+// round trips are serialized: a connection carries one command at a time.
+type Conn struct {
+	nc           net.Conn
+	addr         string
+	id           int64
+	desc         Description
+	serverConnID *int64
+	createdAt    time.Time
+	handshakeRTT time.Duration
+
+	compressor wire.Compressor
+	compress   bool
+	zlibLevel  int
+
+	closed     atomic.Bool
+	generation atomic.Uint64
+	lastUsed   atomic.Int64 // unix nanoseconds
+
+	mu          sync.Mutex // serializes round trips; guards the fields below
+	wbuf        []byte     // outgoing message
+	cbuf        []byte     // outgoing compressed message
+	rbuf        []byte     // incoming message
+	cmd         []byte     // command body with $db
+	deadlineSet bool       // a deadline is set on nc
+	streaming   bool       // the last reply had moreToCome
+	lastReplyID int32      // requestID of the last streamed reply
+	maxMsgSize  int32      // largest reply accepted
+	maxSendSize int32      // largest message sent (server's maxMessageSizeBytes)
+	abortFn     func()     // sets a past deadline; allocated once
+}
+
+// Process-wide counters: request ids must be unique per process so that
+// events and server logs can be correlated.
+var (
+	requestIDs atomic.Int32
+	connIDs    atomic.Int64
+)
+
+// nextRequestID returns a positive id; after 2^31 ids it wraps around.
+func nextRequestID() int32 {
+	for {
+		if id := requestIDs.Add(1) & 0x7fffffff; id != 0 {
+			return id
+		}
+	}
+}
+
+// Buffers that grew beyond this are released after use so that one huge
+// reply does not pin memory for the life of a pooled connection.
+const keepBufferMax = 4 << 20
+
+// ID is the client-side connection id, unique per process and > 0.
+func (c *Conn) ID() int64 { return c.id }
+
+// ServerConnectionID is hello's connectionId, nil if the server sent none.
+func (c *Conn) ServerConnectionID() *int64 { return c.serverConnID }
 
 // Description returns what the handshake learned.
 func (c *Conn) Description() Description { return c.desc }
 
-// Addr is the server address.
+// Addr is the server address as dialed.
 func (c *Conn) Addr() string { return c.addr }
 
-// Close closes the connection; it is safe to call more than once.
+// Generation is the pool generation the connection belongs to.
+func (c *Conn) Generation() uint64 { return c.generation.Load() }
+
+// SetGeneration is called by the pool when it creates the connection.
+func (c *Conn) SetGeneration(g uint64) { c.generation.Store(g) }
+
+// CreatedAt is when the connection was established.
+func (c *Conn) CreatedAt() time.Time { return c.createdAt }
+
+// LastUsed is when the last round trip finished (CreatedAt before any).
+func (c *Conn) LastUsed() time.Time { return time.Unix(0, c.lastUsed.Load()) }
+
+// Close closes the connection; it is safe to call more than once and
+// concurrently with a round trip, which then fails.
 func (c *Conn) Close() error {
 	if c.closed.Swap(true) {
 		return nil
@@ -116,62 +146,241 @@ func (c *Conn) Close() error {
 // Closed reports whether the connection was closed (by Close or a network error).
 func (c *Conn) Closed() bool { return c.closed.Load() }
 
-// RoundTrip sends cmd to database db and returns the reply. An {ok: 0}
-// reply gives a *CommandError; an I/O failure closes the connection and
-// gives a *NetworkError. The returned document is only valid until the next
-// round trip on this connection.
+// RoundTrip sends cmd to database db and returns the reply, which the
+// caller owns. An {ok: 0} reply gives a *CommandError (and the reply); an
+// I/O failure closes the connection and gives a *NetworkError.
 func (c *Conn) RoundTrip(ctx context.Context, db string, cmd bson.D) (bson.Raw, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed.Load() {
-		return nil, ErrClosed
-	}
-	body, err := bson.Marshal(append(cmd[:len(cmd):len(cmd)], bson.E{Key: "$db", Value: db}))
+	body, err := bson.Marshal(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("conn: encoding command: %w", err)
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.nc.SetDeadline(dl)
-	} else {
-		_ = c.nc.SetDeadline(time.Time{})
+	r, err := c.Send(ctx, &Request{DB: db, Command: body})
+	if r == nil {
+		return nil, err
 	}
-	// Abort blocked I/O when ctx is canceled without a deadline.
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	return r.Body, err
+}
 
-	c.buf = wire.AppendMsg(c.buf[:0], requestIDs.Add(1), 0, &wire.Msg{Body: body})
-	if _, err := c.nc.Write(c.buf); err != nil {
+// Send sends req and reads its reply. The message is compressed when a
+// compressor was negotiated, except for the handshake and authentication
+// commands. A reply reporting a server error is returned together with the
+// error from mongoerr.FromReply. Network and protocol failures close the
+// connection and return a *NetworkError.
+func (c *Conn) Send(ctx context.Context, req *Request) (*Reply, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return nil, &NetworkError{Addr: c.addr, Op: "write", Err: ErrClosed}
+	}
+	if c.streaming {
+		return nil, ErrStreaming
+	}
+	if err := ctx.Err(); err != nil {
+		// Nothing was written, but the caller gave up: treat it as the
+		// timeout it is, and keep the invariant that a NetworkError means
+		// a closed connection.
 		return nil, c.fail(ctx, "write", err)
 	}
-	c.buf, err = wire.ReadMessage(c.nc, c.buf[:0], 0)
+	body, err := appendDB(c.cmd[:0], req.Command, req.DB)
 	if err != nil {
+		return nil, err
+	}
+	c.cmd = body
+	id := nextRequestID()
+	req.RequestID = id
+	var flags wire.MsgFlags
+	if req.MoreToCome {
+		flags |= wire.MoreToCome
+	}
+	if req.ExhaustAllowed {
+		flags |= wire.ExhaustAllowed
+	}
+	m := wire.Msg{Flags: flags, Body: body, Sequences: req.Sequences}
+	c.wbuf = wire.AppendMsg(c.wbuf[:0], id, 0, &m)
+	out := c.wbuf
+	if c.compress && compressible(body) {
+		c.cbuf, err = wire.AppendCompressed(c.cbuf[:0], c.wbuf, c.compressor, c.zlibLevel)
+		if err != nil {
+			return nil, fmt.Errorf("conn: compressing with %s: %w", c.compressor, err)
+		}
+		out = c.cbuf
+	}
+	if len(out) > int(c.maxSendSize) {
+		return nil, fmt.Errorf("conn: message of %d bytes exceeds the server's maxMessageSizeBytes %d", len(out), c.maxSendSize)
+	}
+
+	stop := c.arm(ctx)
+	_, err = c.nc.Write(out)
+	var reply *Reply
+	if err != nil {
+		err = c.fail(ctx, "write", err)
+	} else if req.MoreToCome {
+		c.lastUsed.Store(time.Now().UnixNano())
+	} else {
+		reply, err = c.read(ctx, id)
+	}
+	c.disarm(stop)
+	c.trimBuffers()
+	return reply, err
+}
+
+// ReadReply reads the next reply the server streams after a reply that had
+// moreToCome set (exhaust, e.g. a streaming awaitable hello).
+func (c *Conn) ReadReply(ctx context.Context) (*Reply, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return nil, &NetworkError{Addr: c.addr, Op: "read", Err: ErrClosed}
+	}
+	if !c.streaming {
+		return nil, ErrNotStreaming
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, c.fail(ctx, "read", err)
 	}
-	m, err := wire.Decode(c.buf, 0)
+	stop := c.arm(ctx)
+	reply, err := c.read(ctx, c.lastReplyID)
+	c.disarm(stop)
+	c.trimBuffers()
+	return reply, err
+}
+
+// read reads one reply that must answer responseTo. The caller holds c.mu.
+func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
+	var err error
+	c.rbuf, err = wire.ReadMessage(c.nc, c.rbuf[:0], c.maxMsgSize)
+	if err != nil {
+		if errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrMessageTooLarge) {
+			return nil, c.fail(ctx, "decode", err)
+		}
+		return nil, c.fail(ctx, "read", err)
+	}
+	m, err := wire.Decode(c.rbuf, c.maxMsgSize)
 	if err != nil {
 		return nil, c.fail(ctx, "decode", err)
 	}
-	var reply bson.Raw
-	switch {
-	case m.Msg != nil:
-		reply = m.Msg.Body
-	case m.Reply != nil && len(m.Reply.Documents) > 0:
-		reply = m.Reply.Documents[0]
-	default:
-		return nil, c.fail(ctx, "decode", errors.New("reply has no document"))
+	if m.Header.ResponseTo != responseTo {
+		return nil, c.fail(ctx, "decode", fmt.Errorf("conn: reply answers request %d, expected %d", m.Header.ResponseTo, responseTo))
 	}
-	return reply, mongoerr.FromReply(reply)
+	if m.Msg == nil {
+		return nil, c.fail(ctx, "decode", fmt.Errorf("conn: reply is %s, expected OP_MSG", m.Header.OpCode))
+	}
+	body := make(bson.Raw, len(m.Msg.Body))
+	copy(body, m.Msg.Body)
+	r := &Reply{Body: body, MoreToCome: m.Msg.Flags&wire.MoreToCome != 0}
+	c.streaming = r.MoreToCome
+	c.lastReplyID = m.Header.RequestID
+	c.lastUsed.Store(time.Now().UnixNano())
+	return r, mongoerr.FromReply(body)
 }
 
+// arm applies ctx to the socket: its deadline, and an abort on cancellation.
+// It returns the function that stops the abort, or nil.
+func (c *Conn) arm(ctx context.Context) func() bool {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.nc.SetDeadline(dl)
+		c.deadlineSet = true
+	} else if c.deadlineSet {
+		_ = c.nc.SetDeadline(time.Time{})
+		c.deadlineSet = false
+	}
+	if ctx.Done() == nil {
+		return nil // never canceled: spare the allocation
+	}
+	return context.AfterFunc(ctx, c.abortFn)
+}
+
+// disarm stops the cancellation abort. If it already fired, the socket has a
+// deadline in the past (possibly set after the round trip finished), so the
+// connection cannot be trusted and is closed.
+func (c *Conn) disarm(stop func() bool) {
+	if stop != nil && !stop() {
+		c.Close()
+	}
+}
+
+func (c *Conn) abort() { _ = c.nc.SetDeadline(time.Unix(1, 0)) }
+
+func (c *Conn) trimBuffers() {
+	if cap(c.rbuf) > keepBufferMax {
+		c.rbuf = nil
+	}
+	if cap(c.wbuf) > keepBufferMax {
+		c.wbuf = nil
+	}
+	if cap(c.cbuf) > keepBufferMax {
+		c.cbuf = nil
+	}
+	if cap(c.cmd) > keepBufferMax {
+		c.cmd = nil
+	}
+}
+
+// fail closes the connection and builds the NetworkError for err. When the
+// context caused the failure (deadline or cancellation), the error wraps the
+// context's error too, so errors.Is(err, context.DeadlineExceeded) holds.
 func (c *Conn) fail(ctx context.Context, op string, err error) error {
 	c.Close()
+	return netError(ctx, c.addr, op, err)
+}
+
+func netError(ctx context.Context, addr, op string, err error) *NetworkError {
 	ctxErr := ctx.Err()
-	if dl, ok := ctx.Deadline(); ok && ctxErr == nil && !time.Now().Before(dl) {
-		// The socket deadline can fire a moment before the context's timer.
-		ctxErr = context.DeadlineExceeded
+	if ctxErr == nil {
+		// The socket deadline fires a moment before the context's timer.
+		var ne net.Error
+		if dl, ok := ctx.Deadline(); ok && errors.As(err, &ne) && ne.Timeout() && !time.Now().Before(dl.Add(-time.Millisecond)) {
+			ctxErr = context.DeadlineExceeded
+		}
 	}
-	if ctxErr != nil {
-		err = fmt.Errorf("%w (%v)", ctxErr, err)
+	if ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = fmt.Errorf("%w: %w", ctxErr, err)
 	}
-	return &NetworkError{Addr: c.addr, Op: op, Err: err}
+	return &NetworkError{Addr: addr, Op: op, Err: err}
+}
+
+// appendDB appends cmd with a trailing $db element to dst.
+func appendDB(dst []byte, cmd bson.Raw, db string) ([]byte, error) {
+	if len(cmd) < 5 || int(binary.LittleEndian.Uint32(cmd)) != len(cmd) || cmd[len(cmd)-1] != 0 {
+		return dst, errors.New("conn: command is not a BSON document")
+	}
+	if db == "" {
+		return dst, errors.New("conn: command has no database")
+	}
+	start := len(dst)
+	dst = append(dst, cmd[:len(cmd)-1]...)
+	dst = append(dst, byte(bson.TypeString))
+	dst = append(dst, "$db"...)
+	dst = append(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(db)+1))
+	dst = append(dst, db...)
+	dst = append(dst, 0, 0)
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(dst)-start))
+	return dst, nil
+}
+
+// uncompressedCommands must never be compressed (compression spec): the
+// handshake and everything that carries credentials.
+var uncompressedCommands = [][]byte{
+	[]byte("hello"), []byte("isMaster"), []byte("saslStart"), []byte("saslContinue"),
+	[]byte("getnonce"), []byte("authenticate"), []byte("createUser"), []byte("updateUser"),
+	[]byte("copydbSaslStart"), []byte("copydbgetnonce"), []byte("copydb"),
+}
+
+// compressible reports whether the command in body may be compressed.
+func compressible(body []byte) bool {
+	if len(body) < 6 {
+		return true
+	}
+	end := bytes.IndexByte(body[5:], 0)
+	if end < 0 {
+		return true
+	}
+	name := body[5 : 5+end]
+	for _, n := range uncompressedCommands {
+		if bytes.EqualFold(name, n) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,298 @@
+package conn
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/wire"
+)
+
+// DriverName and DriverVersion identify sturdy in the handshake metadata.
+const (
+	DriverName    = "sturdy"
+	DriverVersion = "0.1.0"
+)
+
+// DefaultDialTimeout bounds dialing, TLS and the handshake when
+// Options.DialTimeout is 0.
+const DefaultDialTimeout = 10 * time.Second
+
+// Metadata limits from the handshake specification.
+const (
+	maxMetadataSize = 512
+	maxAppNameSize  = 128
+)
+
+// Options configures Dial. The zero value dials plain TCP with a 10 s timeout,
+// no compression and no authentication.
+type Options struct {
+	// AppName is sent as client.application.name (at most 128 bytes).
+	AppName string
+	// DialTimeout bounds connecting, TLS and the handshake together; 0
+	// means 10 s. The ctx given to Dial can end it sooner.
+	DialTimeout time.Duration
+	// TLSConfig turns on TLS; nil means plain TCP. ServerName defaults to
+	// the host part of the address.
+	TLSConfig *tls.Config
+	// Compressors are offered in the handshake in order of preference:
+	// "zstd", "zlib", "snappy". The first one the server accepts is used.
+	Compressors []string
+	// ZlibLevel is the zlib level, -1 to 9; 0 means zlib's default (-1),
+	// since storing without compression would defeat the purpose.
+	ZlibLevel int
+	// Credential, if set, authenticates the connection.
+	Credential *Credential
+	// Dialer replaces net.Dialer (e.g. for a proxy or a test).
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// DriverName, DriverVersion and DriverPlatform are appended (after a
+	// "|") to sturdy's metadata by libraries that wrap sturdy.
+	DriverName, DriverVersion, DriverPlatform string
+	// LoadBalanced mode is not supported; Dial fails if it is set.
+	LoadBalanced bool
+}
+
+// ErrLoadBalanced is returned by Dial when Options.LoadBalanced is set.
+var ErrLoadBalanced = errors.New("conn: load-balanced mode is not supported")
+
+// Dial connects to addr (host:port), runs the hello handshake and
+// authenticates if a Credential is set. Failures to connect or during the
+// handshake are *NetworkError with Op "dial" or "handshake"; a rejected
+// authentication is an *AuthError. Option mistakes are plain errors.
+func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
+	if o.LoadBalanced {
+		return nil, ErrLoadBalanced
+	}
+	comp, err := offeredCompressors(o.Compressors)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.AppName) > maxAppNameSize {
+		return nil, fmt.Errorf("conn: application name is %d bytes, more than the %d allowed", len(o.AppName), maxAppNameSize)
+	}
+	zlibLevel := o.ZlibLevel
+	if zlibLevel == 0 {
+		zlibLevel = -1
+	}
+	if zlibLevel < -1 || zlibLevel > 9 {
+		return nil, fmt.Errorf("conn: zlib level %d out of range -1..9", o.ZlibLevel)
+	}
+	meta, err := clientMetadata(o)
+	if err != nil {
+		return nil, err
+	}
+	var auth authenticator
+	if o.Credential != nil {
+		if auth, err = newAuthenticator(o.Credential); err != nil {
+			return nil, err
+		}
+	}
+
+	timeout := o.DialTimeout
+	if timeout <= 0 {
+		timeout = DefaultDialTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	nc, err := dialNet(ctx, addr, o)
+	if err != nil {
+		return nil, netError(ctx, addr, "dial", err)
+	}
+	now := time.Now()
+	c := &Conn{
+		nc:          nc,
+		addr:        addr,
+		id:          connIDs.Add(1),
+		createdAt:   now,
+		zlibLevel:   zlibLevel,
+		maxMsgSize:  wire.DefaultMaxMessageSize,
+		maxSendSize: wire.DefaultMaxMessageSize,
+	}
+	c.lastUsed.Store(now.UnixNano())
+	c.abortFn = c.abort
+
+	hello := bson.D{
+		{Key: "hello", Value: int32(1)},
+		{Key: "helloOk", Value: true},
+		{Key: "client", Value: meta},
+	}
+	if len(comp) > 0 {
+		hello = append(hello, bson.E{Key: "compression", Value: comp})
+	}
+	hello = append(hello, bson.E{Key: "backpressure", Value: true})
+	if auth != nil {
+		if u := auth.mechsQuery(); u != "" {
+			hello = append(hello, bson.E{Key: "saslSupportedMechs", Value: u})
+		}
+		spec, err := auth.speculative()
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		if spec != nil {
+			hello = append(hello, bson.E{Key: "speculativeAuthenticate", Value: spec})
+		}
+	}
+	body, err := bson.Marshal(hello)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("conn: encoding hello: %w", err)
+	}
+	start := time.Now()
+	reply, err := c.Send(ctx, &Request{DB: "admin", Command: body})
+	if err != nil {
+		c.Close()
+		var ne *NetworkError
+		if errors.As(err, &ne) {
+			ne.Op = "handshake"
+			return nil, ne
+		}
+		return nil, netError(ctx, addr, "handshake", err)
+	}
+	c.handshakeRTT = time.Since(start)
+	desc, err := parseDescription(reply.Body)
+	if err != nil {
+		c.Close()
+		return nil, netError(ctx, addr, "handshake", fmt.Errorf("conn: decoding hello reply: %w", err))
+	}
+	c.desc = desc
+	c.serverConnID = desc.ConnectionID
+	if desc.MaxMessageSizeBytes > 0 {
+		// Replies are accepted up to the larger of the advertised and the
+		// default size; what we send must fit what the server accepts.
+		c.maxSendSize = desc.MaxMessageSizeBytes
+		c.maxMsgSize = max(desc.MaxMessageSizeBytes, wire.DefaultMaxMessageSize)
+	}
+	if desc.Compression != "" {
+		id, known := wire.CompressorByName(desc.Compression)
+		offered := false
+		for _, name := range comp {
+			offered = offered || name == desc.Compression
+		}
+		if !known || !offered {
+			c.Close()
+			return nil, netError(ctx, addr, "handshake", fmt.Errorf("conn: server chose compressor %q, which was not offered", desc.Compression))
+		}
+		c.compressor, c.compress = id, true
+	}
+	if auth != nil {
+		if err := auth.authenticate(ctx, c); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// HandshakeRTT is how long the hello round trip of the handshake took.
+func (c *Conn) HandshakeRTT() time.Duration { return c.handshakeRTT }
+
+func dialNet(ctx context.Context, addr string, o Options) (net.Conn, error) {
+	dial := o.Dialer
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tcp, ok := nc.(*net.TCPConn); ok {
+		_ = tcp.SetKeepAlive(true)
+		_ = tcp.SetNoDelay(true)
+	}
+	if o.TLSConfig == nil {
+		return nc, nil
+	}
+	cfg := o.TLSConfig.Clone()
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		cfg.ServerName = host
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// offeredCompressors validates the configured compressor names.
+func offeredCompressors(names []string) (bson.A, error) {
+	var out bson.A
+	for _, n := range names {
+		c, ok := wire.CompressorByName(n)
+		if !ok || c == wire.CompressorNoop {
+			return nil, fmt.Errorf("conn: unknown compressor %q (want zstd, zlib or snappy)", n)
+		}
+		out = append(out, c.String())
+	}
+	return out, nil
+}
+
+// clientMetadata builds hello's client document, shrinking it below 512 bytes
+// as the handshake specification orders: first os keeps only its type, then
+// platform is truncated.
+func clientMetadata(o Options) (bson.D, error) {
+	name, version, platform := DriverName, DriverVersion, runtime.Version()
+	if o.DriverName != "" {
+		name += "|" + o.DriverName
+	}
+	if o.DriverVersion != "" {
+		version += "|" + o.DriverVersion
+	}
+	if o.DriverPlatform != "" {
+		platform += "|" + o.DriverPlatform
+	}
+	build := func(fullOS bool, platform string) bson.D {
+		var d bson.D
+		if o.AppName != "" {
+			d = append(d, bson.E{Key: "application", Value: bson.D{{Key: "name", Value: o.AppName}}})
+		}
+		d = append(d, bson.E{Key: "driver", Value: bson.D{{Key: "name", Value: name}, {Key: "version", Value: version}}})
+		osDoc := bson.D{{Key: "type", Value: runtime.GOOS}}
+		if fullOS {
+			osDoc = append(osDoc, bson.E{Key: "name", Value: runtime.GOOS}, bson.E{Key: "architecture", Value: runtime.GOARCH})
+		}
+		d = append(d, bson.E{Key: "os", Value: osDoc})
+		if platform != "" {
+			d = append(d, bson.E{Key: "platform", Value: platform})
+		}
+		return d
+	}
+	size := func(d bson.D) int {
+		b, err := bson.Marshal(d)
+		if err != nil {
+			return maxMetadataSize + 1
+		}
+		return len(b)
+	}
+	d := build(true, platform)
+	if size(d) <= maxMetadataSize {
+		return d, nil
+	}
+	d = build(false, platform)
+	if n := size(d); n <= maxMetadataSize {
+		return d, nil
+	} else if cut := n - maxMetadataSize; cut < len(platform) {
+		d = build(false, platform[:len(platform)-cut])
+		if size(d) <= maxMetadataSize {
+			return d, nil
+		}
+	}
+	d = build(false, "")
+	if size(d) <= maxMetadataSize {
+		return d, nil
+	}
+	return nil, fmt.Errorf("conn: client metadata exceeds %d bytes even without optional fields; shorten the driver name or version", maxMetadataSize)
+}

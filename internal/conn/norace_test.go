@@ -1,0 +1,5 @@
+//go:build !race
+
+package conn_test
+
+const raceEnabled = false

@@ -1,0 +1,477 @@
+package sturdy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/sturdy-go/sturdy/event"
+)
+
+// Options configures a Client. The zero value of every field means its
+// default, so Options{Hosts: []string{"localhost:27017"}} is a complete
+// configuration. ParseURI builds an Options from a connection string.
+type Options struct {
+	// Hosts are the seed addresses as "host:port" ("[::1]:27017" for IPv6
+	// literals) or UNIX socket paths ending in ".sock". Exactly one of Hosts
+	// and SRVHost must be set.
+	Hosts []string
+	// SRVHost is the DNS name of a mongodb+srv connection string. Connect
+	// looks up its SRV records (and TXT options) to find the seeds. SRVHost
+	// does not switch TLS on by itself; ParseURI does that for mongodb+srv.
+	SRVHost string
+	// SRVServiceName is the service name of the SRV lookup. Default "mongodb".
+	SRVServiceName string
+	// SRVMaxHosts caps how many of the SRV results are used (picked at
+	// random). Default 0: all of them.
+	SRVMaxHosts int
+
+	// ReplicaSet is the required replica set name. Default "": any.
+	ReplicaSet string
+	// Direct connects to the single host only (Single topology), without
+	// discovering the rest of the deployment. Default false.
+	Direct bool
+	// LoadBalanced says the single host is a load balancer. Default false.
+	LoadBalanced bool
+
+	// TLS enables TLS with this configuration. Default nil: plain TCP.
+	TLS *tls.Config
+	// Auth is the credential to authenticate every connection with.
+	// Default nil: no authentication.
+	Auth *Credential
+	// AppName is sent in the handshake's client metadata (at most 128
+	// bytes). Default "".
+	AppName string
+
+	// MaxPoolSize is the largest number of connections per server.
+	// Default 0: 100; a negative value means unlimited.
+	MaxPoolSize int
+	// MinPoolSize is the number of connections per server kept open in the
+	// background. Default 0.
+	MinPoolSize int
+	// MaxConnecting is how many connections a pool establishes at once.
+	// Default 0: 2.
+	MaxConnecting int
+	// MaxIdleTime closes pooled connections idle for longer. Default 0: never.
+	MaxIdleTime time.Duration
+
+	// ConnectTimeout bounds establishing a connection (TCP, TLS, handshake
+	// and authentication). Default 0: 10 s; a negative value means no
+	// timeout (connectTimeoutMS=0 in a URI).
+	ConnectTimeout time.Duration
+	// SocketTimeout bounds each network read or write. Default 0: none (the
+	// operation's context governs).
+	SocketTimeout time.Duration
+	// ServerSelectionTimeout bounds the wait for a suitable server.
+	// Default 0: 30 s.
+	ServerSelectionTimeout time.Duration
+	// HeartbeatInterval is the time between server checks; at least 500 ms.
+	// Default 0: 10 s.
+	HeartbeatInterval time.Duration
+	// LocalThreshold is the width of the latency window in server
+	// selection. Default nil: 15 ms; a pointer to 0 selects only the fastest.
+	LocalThreshold *time.Duration
+	// Timeout is a client-wide operation timeout (timeoutMS), applied when
+	// the operation's context has no earlier deadline. Default 0: none.
+	Timeout time.Duration
+	// ServerMonitoringMode is "auto", "stream" or "poll". Default "": auto.
+	ServerMonitoringMode string
+
+	// WriteConcern is the default write concern. Default nil: the server's.
+	WriteConcern *WriteConcern
+	// ReadPreference is the default read preference. Default nil: primary.
+	ReadPreference *ReadPreference
+	// ReadConcernLevel is the default read concern level. Default "": the
+	// server's.
+	ReadConcernLevel string
+
+	// Compressors lists the wire compressors offered to the server in order
+	// of preference: "zstd", "zlib", "snappy". Default nil: no compression.
+	Compressors []string
+	// ZlibLevel is the zlib level, -1 to 9. Default nil: -1 (zlib default).
+	ZlibLevel *int
+
+	// RetryWrites retries eligible writes once after a retryable error.
+	// Default nil: true.
+	RetryWrites *bool
+	// RetryReads retries eligible reads once after a retryable error.
+	// Default nil: true.
+	RetryReads *bool
+	// MaxAdaptiveRetries is the largest number of retries after overload
+	// errors (SystemOverloadedError). Default nil: 5.
+	MaxAdaptiveRetries *int
+	// AdaptiveRetries enables the client-wide retry token bucket that
+	// limits overload retries. Default nil: true.
+	AdaptiveRetries *bool
+	// EnableOverloadRetargeting makes a retry after an overload error
+	// prefer another server. Default nil: true.
+	EnableOverloadRetargeting *bool
+
+	// Monitor receives command, retry, pool and topology events. Default nil.
+	Monitor *event.Monitor
+	// Logger receives warnings and retry logs. Default nil: no logging.
+	Logger *slog.Logger
+	// Resolver looks up SRV and TXT records for SRVHost. Default nil:
+	// net.DefaultResolver.
+	Resolver *net.Resolver
+	// Dialer opens network connections. Default nil: a net.Dialer.
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// Warnings are the problems ParseURI tolerated, such as unknown URI
+	// options; Connect logs them through Logger. Default nil.
+	Warnings []string
+
+	// uri records which settings a connection string gave explicitly, so
+	// the options of an SRV TXT record do not override them.
+	uri uriExplicit
+}
+
+// uriExplicit records how ParseURI set the options an SRV TXT record may
+// also set: URI options win over the TXT record, defaults do not.
+type uriExplicit struct {
+	authSource      bool // authSource was given
+	defaultedSource bool // Auth.Source is a default (from the path or the mechanism)
+	loadBalanced    bool // loadBalanced was given
+}
+
+// Credential is what a connection authenticates with.
+type Credential struct {
+	// Mechanism is "SCRAM-SHA-256", "SCRAM-SHA-1", "MONGODB-X509" or
+	// "PLAIN". Default "": negotiated with the server (SCRAM-SHA-256 if it
+	// supports it, else SCRAM-SHA-1).
+	Mechanism string
+	// Source is the database the user is defined in. Default "": "admin"
+	// ("$external" for MONGODB-X509).
+	Source string
+	// Username is the user name (for MONGODB-X509 it may be empty: the
+	// certificate's subject is used).
+	Username string
+	// Password is the password; see PasswordSet.
+	Password string
+	// PasswordSet tells an empty password from none.
+	PasswordSet bool
+	// MechanismProperties are the mechanism's extra settings. Default nil.
+	MechanismProperties map[string]string
+}
+
+// The authentication mechanisms a Credential may name.
+const (
+	MechanismSCRAMSHA1   = "SCRAM-SHA-1"
+	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
+	MechanismX509        = "MONGODB-X509"
+	MechanismPLAIN       = "PLAIN"
+)
+
+// WriteConcern is the acknowledgement a write asks for.
+type WriteConcern struct {
+	// W is nil (server default), a non-negative int (number of members;
+	// 0 = unacknowledged), "majority" or a tag set name.
+	W any
+	// WTimeout bounds waiting for the acknowledgement. Default 0: none.
+	WTimeout time.Duration
+	// Journal requests on-disk journal acknowledgement. Default nil: the
+	// server's.
+	Journal *bool
+}
+
+// Unacknowledged reports whether the write concern is w: 0 without journal.
+func (wc *WriteConcern) Unacknowledged() bool {
+	if wc == nil {
+		return false
+	}
+	n, ok := wc.W.(int)
+	return ok && n == 0 && (wc.Journal == nil || !*wc.Journal)
+}
+
+func (wc *WriteConcern) validate() error {
+	if wc == nil {
+		return nil
+	}
+	switch w := wc.W.(type) {
+	case nil:
+	case int:
+		if w < 0 {
+			return fmt.Errorf("sturdy: invalid write concern: w must be non-negative, got %d", w)
+		}
+		if w == 0 && wc.Journal != nil && *wc.Journal {
+			return errors.New("sturdy: invalid write concern: w: 0 cannot be combined with journal: true")
+		}
+	case string:
+		if w == "" {
+			return errors.New("sturdy: invalid write concern: w must not be an empty string")
+		}
+	default:
+		return fmt.Errorf("sturdy: invalid write concern: w must be an int or a string, got %T", wc.W)
+	}
+	if wc.WTimeout < 0 {
+		return fmt.Errorf("sturdy: invalid write concern: negative wtimeout %v", wc.WTimeout)
+	}
+	return nil
+}
+
+// ReadMode says which members of a replica set may serve a read.
+type ReadMode int
+
+// The read preference modes. The zero value is PrimaryMode.
+const (
+	PrimaryMode ReadMode = iota
+	PrimaryPreferredMode
+	SecondaryMode
+	SecondaryPreferredMode
+	NearestMode
+)
+
+var readModeNames = [...]string{"primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest"}
+
+// String returns the mode as the server and connection strings spell it,
+// e.g. "secondaryPreferred".
+func (m ReadMode) String() string {
+	if m >= 0 && int(m) < len(readModeNames) {
+		return readModeNames[m]
+	}
+	return fmt.Sprintf("ReadMode(%d)", int(m))
+}
+
+// ParseReadMode parses a mode name such as "primaryPreferred" (ignoring case).
+func ParseReadMode(s string) (ReadMode, error) {
+	for i, n := range readModeNames {
+		if strings.EqualFold(n, s) {
+			return ReadMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("sturdy: unknown read preference mode %q", s)
+}
+
+// TagSet is one set of server tags a read may be routed by; an empty set
+// matches every server.
+type TagSet map[string]string
+
+// ReadPreference routes reads to replica set members.
+type ReadPreference struct {
+	// Mode selects the eligible members. Default PrimaryMode.
+	Mode ReadMode
+	// TagSets are tried in order; the first that matches a member wins.
+	// Not allowed with PrimaryMode. Default nil: any member.
+	TagSets []TagSet
+	// MaxStaleness excludes secondaries lagging further behind the primary;
+	// at least 90 s. Not allowed with PrimaryMode. Default 0: no limit.
+	MaxStaleness time.Duration
+}
+
+// minMaxStaleness is the smallest maxStalenessSeconds the server selection
+// rules accept; idleWritePeriod is the primary's idle write interval they
+// add to the heartbeat interval.
+const (
+	minMaxStaleness = 90 * time.Second
+	idleWritePeriod = 10 * time.Second
+)
+
+func (rp *ReadPreference) validate(heartbeat time.Duration) error {
+	if rp == nil {
+		return nil
+	}
+	if rp.Mode < PrimaryMode || rp.Mode > NearestMode {
+		return fmt.Errorf("sturdy: invalid read preference mode %d", int(rp.Mode))
+	}
+	if rp.Mode == PrimaryMode && len(rp.TagSets) > 0 {
+		// One empty tag set is the same as none.
+		if len(rp.TagSets) > 1 || len(rp.TagSets[0]) > 0 {
+			return errors.New("sturdy: invalid read preference: tag sets cannot be used with mode primary")
+		}
+	}
+	if rp.MaxStaleness < 0 {
+		return fmt.Errorf("sturdy: invalid read preference: negative maxStaleness %v", rp.MaxStaleness)
+	}
+	if rp.MaxStaleness > 0 {
+		if rp.Mode == PrimaryMode {
+			return errors.New("sturdy: invalid read preference: maxStaleness cannot be used with mode primary")
+		}
+		if heartbeat <= 0 {
+			heartbeat = optionDefaults.HeartbeatInterval
+		}
+		least := max(minMaxStaleness, heartbeat+idleWritePeriod)
+		if rp.MaxStaleness < least {
+			return fmt.Errorf("sturdy: invalid read preference: maxStaleness %v is below the minimum %v", rp.MaxStaleness, least)
+		}
+	}
+	return nil
+}
+
+// optionDefaults are the values zero-valued options stand for, and the
+// limits validate enforces. One identifier, so it cannot clash with the
+// other files of the package.
+var optionDefaults = struct {
+	MaxPoolSize          int
+	HeartbeatInterval    time.Duration
+	MinHeartbeatInterval time.Duration
+	MaxAppNameBytes      int
+}{
+	MaxPoolSize:          100,
+	HeartbeatInterval:    10 * time.Second,
+	MinHeartbeatInterval: 500 * time.Millisecond,
+	MaxAppNameBytes:      128,
+}
+
+// validate checks the rules that involve more than one field, and the
+// ranges of single fields, so a bad configuration fails before Connect
+// opens any connection.
+func (o Options) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("sturdy: invalid options: "+format, args...))
+	}
+
+	switch {
+	case o.SRVHost == "" && len(o.Hosts) == 0:
+		bad("no hosts: set Hosts or SRVHost")
+	case o.SRVHost != "" && len(o.Hosts) > 0:
+		bad("Hosts and SRVHost are mutually exclusive")
+	}
+	for _, h := range o.Hosts {
+		if h == "" {
+			bad("empty host in Hosts")
+		}
+	}
+	if o.SRVHost == "" {
+		if o.SRVServiceName != "" {
+			bad("SRVServiceName requires SRVHost (a mongodb+srv URI)")
+		}
+		if o.SRVMaxHosts != 0 {
+			bad("SRVMaxHosts requires SRVHost (a mongodb+srv URI)")
+		}
+	}
+	if o.SRVMaxHosts < 0 {
+		bad("SRVMaxHosts must be non-negative, got %d", o.SRVMaxHosts)
+	}
+	if o.SRVMaxHosts > 0 && o.ReplicaSet != "" {
+		bad("SRVMaxHosts cannot be combined with ReplicaSet")
+	}
+	if o.Direct {
+		if len(o.Hosts) > 1 {
+			bad("a direct connection needs exactly one host, got %d", len(o.Hosts))
+		}
+		if o.SRVHost != "" {
+			bad("a direct connection cannot use SRVHost")
+		}
+	}
+	if o.LoadBalanced {
+		if len(o.Hosts) > 1 {
+			bad("load-balanced mode needs exactly one host, got %d", len(o.Hosts))
+		}
+		if o.Direct {
+			bad("load-balanced mode cannot be combined with a direct connection")
+		}
+		if o.ReplicaSet != "" {
+			bad("load-balanced mode cannot be combined with ReplicaSet")
+		}
+		if o.SRVMaxHosts > 0 {
+			bad("load-balanced mode cannot be combined with SRVMaxHosts")
+		}
+	}
+	if len(o.AppName) > optionDefaults.MaxAppNameBytes {
+		bad("AppName is %d bytes, at most %d allowed", len(o.AppName), optionDefaults.MaxAppNameBytes)
+	}
+
+	if o.MinPoolSize < 0 {
+		bad("MinPoolSize must be non-negative, got %d", o.MinPoolSize)
+	}
+	maxPool := o.MaxPoolSize
+	if maxPool == 0 {
+		maxPool = optionDefaults.MaxPoolSize
+	}
+	if maxPool > 0 && o.MinPoolSize > maxPool {
+		bad("MinPoolSize %d is greater than MaxPoolSize %d", o.MinPoolSize, maxPool)
+	}
+	if o.MaxConnecting < 0 {
+		bad("MaxConnecting must be non-negative, got %d", o.MaxConnecting)
+	}
+	for name, d := range map[string]time.Duration{
+		"MaxIdleTime": o.MaxIdleTime, "SocketTimeout": o.SocketTimeout,
+		"ServerSelectionTimeout": o.ServerSelectionTimeout, "HeartbeatInterval": o.HeartbeatInterval,
+		"Timeout": o.Timeout,
+	} {
+		if d < 0 {
+			bad("%s must be non-negative, got %v", name, d)
+		}
+	}
+	if o.HeartbeatInterval > 0 && o.HeartbeatInterval < optionDefaults.MinHeartbeatInterval {
+		bad("HeartbeatInterval must be at least %v, got %v", optionDefaults.MinHeartbeatInterval, o.HeartbeatInterval)
+	}
+	if o.LocalThreshold != nil && *o.LocalThreshold < 0 {
+		bad("LocalThreshold must be non-negative, got %v", *o.LocalThreshold)
+	}
+	switch o.ServerMonitoringMode {
+	case "", "auto", "stream", "poll":
+	default:
+		bad("ServerMonitoringMode must be auto, stream or poll, got %q", o.ServerMonitoringMode)
+	}
+	for _, c := range o.Compressors {
+		if c != "zstd" && c != "zlib" && c != "snappy" {
+			bad("unknown compressor %q (supported: zstd, zlib, snappy)", c)
+		}
+	}
+	if o.ZlibLevel != nil && (*o.ZlibLevel < -1 || *o.ZlibLevel > 9) {
+		bad("ZlibLevel must be between -1 and 9, got %d", *o.ZlibLevel)
+	}
+	if o.MaxAdaptiveRetries != nil && *o.MaxAdaptiveRetries < 0 {
+		bad("MaxAdaptiveRetries must be non-negative, got %d", *o.MaxAdaptiveRetries)
+	}
+	if err := o.WriteConcern.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.ReadPreference.validate(o.HeartbeatInterval); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.Auth.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// validate checks a credential against its mechanism's rules.
+func (c *Credential) validate() error {
+	if c == nil {
+		return nil
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("sturdy: invalid credential: "+format, args...)
+	}
+	switch c.Mechanism {
+	case "", MechanismSCRAMSHA1, MechanismSCRAMSHA256:
+		if c.Username == "" {
+			return fail("%s needs a username", credentialMechanismName(c.Mechanism))
+		}
+		if len(c.MechanismProperties) > 0 {
+			return fail("%s takes no mechanism properties", credentialMechanismName(c.Mechanism))
+		}
+	case MechanismPLAIN:
+		if c.Username == "" {
+			return fail("PLAIN needs a username")
+		}
+		if !c.PasswordSet && c.Password == "" {
+			return fail("PLAIN needs a password")
+		}
+	case MechanismX509:
+		if c.PasswordSet || c.Password != "" {
+			return fail("MONGODB-X509 takes no password")
+		}
+		if c.Source != "" && c.Source != "$external" {
+			return fail("MONGODB-X509 must authenticate against $external, not %q", c.Source)
+		}
+	default:
+		return fail("authentication mechanism %q is not supported (supported: SCRAM-SHA-256, SCRAM-SHA-1, MONGODB-X509, PLAIN)", c.Mechanism)
+	}
+	return nil
+}
+
+func credentialMechanismName(m string) string {
+	if m == "" {
+		return "the default mechanism (SCRAM)"
+	}
+	return m
+}
