@@ -56,6 +56,10 @@ type Options struct {
 	DriverName, DriverVersion, DriverPlatform string
 	// LoadBalanced mode is not supported; Dial fails if it is set.
 	LoadBalanced bool
+	// ID, when positive, is the connection's id; a pool passes the id its
+	// CMAP events use so command and pool events name one connection alike.
+	// 0 takes the next id of a process-wide counter.
+	ID int64
 }
 
 // ErrLoadBalanced is returned by Dial when Options.LoadBalanced is set.
@@ -109,7 +113,7 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 	c := &Conn{
 		nc:          nc,
 		addr:        addr,
-		id:          connIDs.Add(1),
+		id:          connID(o.ID),
 		createdAt:   now,
 		zlibLevel:   zlibLevel,
 		maxMsgSize:  wire.DefaultMaxMessageSize,
@@ -295,4 +299,11 @@ func clientMetadata(o Options) (bson.D, error) {
 		return d, nil
 	}
 	return nil, fmt.Errorf("conn: client metadata exceeds %d bytes even without optional fields; shorten the driver name or version", maxMetadataSize)
+}
+
+func connID(id int64) int64 {
+	if id > 0 {
+		return id
+	}
+	return connIDs.Add(1)
 }

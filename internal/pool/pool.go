@@ -1,0 +1,649 @@
+package pool
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/internal/conn"
+)
+
+// Options configures a Pool. The zero value is an unlimited pool with no
+// minimum, two concurrent dials and no idle timeout.
+type Options struct {
+	// MaxPoolSize caps the connections (pending, idle and in use); 0 means
+	// unlimited. The client resolves its own default (100) before this.
+	MaxPoolSize int
+	// MinPoolSize is kept established by a background goroutine while the
+	// pool is ready.
+	MinPoolSize int
+	// MaxConnecting caps concurrent connection establishments; 0 means 2.
+	MaxConnecting int
+	// MaxIdleTime closes connections idle for longer; 0 means never.
+	MaxIdleTime time.Duration
+	// WaitQueueTimeout bounds how long a check-out waits in the queue for a
+	// connection or for permission to dial (not the dial itself); 0 means
+	// only the check-out's context bounds it.
+	WaitQueueTimeout time.Duration
+	// Conn configures each new connection.
+	Conn conn.Options
+	// Monitor receives the pool's events; nil means none.
+	Monitor *event.Monitor
+	// BackgroundInterval is the pause between runs of the background
+	// goroutine that keeps MinPoolSize and closes idle connections; 0 means
+	// 100ms, negative means no background goroutine (tests only).
+	BackgroundInterval time.Duration
+	// EstablishError, if set, is called (without the pool's lock held) with
+	// an error establishing a connection that no check-out will report:
+	// populating MinPoolSize, or a dial whose check-out gave up waiting.
+	// The topology passes it to SDAM error handling (a pre-handshake error
+	// of the given connection generation).
+	EstablishError func(err error, generation uint64)
+}
+
+const (
+	defaultMaxConnecting      = 2
+	defaultBackgroundInterval = 100 * time.Millisecond
+)
+
+// Stats is a snapshot of the pool's connection counts.
+type Stats struct {
+	Total   int // Pending + Idle + InUse
+	Idle    int
+	InUse   int
+	Pending int // being established
+	Waiting int // check-outs in the wait queue
+}
+
+type poolState int
+
+const (
+	statePaused poolState = iota
+	stateReady
+	stateClosed
+)
+
+type connState int
+
+const (
+	connPending connState = iota
+	connIdle
+	connInUse
+	connClosed
+)
+
+// member is the pool's record of one connection.
+type member struct {
+	c         *conn.Conn // nil while pending
+	id        int64
+	gen       uint64
+	state     connState
+	created   time.Time
+	idleSince time.Time
+	cancel    context.CancelFunc // aborts the dial while pending
+	w         *waiter            // the check-out waiting for this dial; nil for background dials or an abandoned wait
+}
+
+// waiter is one check-out in progress.
+type waiter struct {
+	start   time.Time
+	elem    *list.Element // set while in the wait queue
+	dialing *member       // set while waiting for its own dial
+	done    bool
+	ready   chan struct{} // closed when done
+	m       *member
+	err     error
+}
+
+// Pool is the connection pool for one server. It is safe for concurrent use.
+type Pool struct {
+	addr          string
+	opts          Options
+	maxConnecting int
+	mon           *event.Monitor
+
+	ctx    context.Context // canceled by Close; parent of every dial
+	cancel context.CancelFunc
+	wake   chan struct{} // nudges the background goroutine
+	stop   chan struct{} // closed by Close
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	state      poolState
+	generation uint64
+	clearCause error
+	nextID     int64
+	idle       []*member // LIFO: the end is the most recently checked in
+	conns      map[*conn.Conn]*member
+	pendingSet map[*member]struct{}
+	pending    int
+	inUse      int
+	queue      list.List        // of *waiter, FIFO
+	doomed     []*conn.Conn     // closed by unlock, outside the lock
+	now        func() time.Time // time source; time.Now
+}
+
+// New creates a paused pool for addr and publishes PoolCreated.
+func New(addr string, o Options) *Pool {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool{
+		addr:          addr,
+		opts:          o,
+		maxConnecting: o.MaxConnecting,
+		mon:           o.Monitor,
+		ctx:           ctx,
+		cancel:        cancel,
+		wake:          make(chan struct{}, 1),
+		stop:          make(chan struct{}),
+		conns:         make(map[*conn.Conn]*member),
+		pendingSet:    make(map[*member]struct{}),
+		now:           time.Now,
+	}
+	if p.maxConnecting <= 0 {
+		p.maxConnecting = defaultMaxConnecting
+	}
+	p.publish(&event.PoolEvent{Type: event.PoolCreated, Options: &event.PoolOptions{
+		MaxPoolSize:   o.MaxPoolSize,
+		MinPoolSize:   o.MinPoolSize,
+		MaxConnecting: p.maxConnecting,
+		MaxIdleTime:   o.MaxIdleTime,
+	}})
+	if o.BackgroundInterval >= 0 {
+		interval := o.BackgroundInterval
+		if interval == 0 {
+			interval = defaultBackgroundInterval
+		}
+		p.wg.Add(1)
+		go p.background(interval)
+	}
+	return p
+}
+
+// Addr is the server address the pool connects to.
+func (p *Pool) Addr() string { return p.addr }
+
+func (p *Pool) publish(e *event.PoolEvent) {
+	e.Address = p.addr
+	p.mon.PublishPool(e)
+}
+
+// unlock releases the lock, then closes the sockets doomed while it was
+// held: closing may block, and must not hold up the pool.
+func (p *Pool) unlock() {
+	doomed := p.doomed
+	p.doomed = nil
+	p.mu.Unlock()
+	for _, c := range doomed {
+		_ = c.Close()
+	}
+}
+
+// Ready marks a paused pool ready: check-outs are served and the background
+// goroutine may establish connections. It does nothing on a ready or closed
+// pool.
+func (p *Pool) Ready() {
+	p.mu.Lock()
+	if p.state != statePaused {
+		p.mu.Unlock()
+		return
+	}
+	p.state = stateReady
+	p.publish(&event.PoolEvent{Type: event.PoolReady})
+	p.unlock()
+	p.nudge()
+}
+
+func (p *Pool) nudge() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Generation is the pool's current generation: the number of clears.
+func (p *Pool) Generation() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.generation
+}
+
+// Stats returns the current connection counts.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Stats{
+		Total:   p.pending + len(p.idle) + p.inUse,
+		Idle:    len(p.idle),
+		InUse:   p.inUse,
+		Pending: p.pending,
+		Waiting: p.queue.Len(),
+	}
+}
+
+// CheckOut returns an established connection, reusing an idle one or
+// dialling a new one. It waits in a FIFO queue while the pool is at
+// MaxPoolSize or MaxConnecting dials are in progress. Errors:
+// *PoolClearedError while the pool is paused or when it is cleared during
+// the wait, ErrPoolClosed, *WaitQueueTimeoutError when ctx ends (or
+// WaitQueueTimeout passes) first, or the dial's own error (a
+// *mongoerr.NetworkError, a command error from the handshake, an
+// authentication error).
+func (p *Pool) CheckOut(ctx context.Context) (*conn.Conn, error) {
+	start := p.now()
+	p.mu.Lock()
+	p.publish(&event.PoolEvent{Type: event.ConnectionCheckOutStarted})
+	w := &waiter{start: start, ready: make(chan struct{})}
+	switch {
+	case p.state == stateClosed:
+		p.resolveLocked(w, nil, ErrPoolClosed)
+	case p.state == statePaused:
+		p.resolveLocked(w, nil, p.clearedErrLocked())
+	case ctx.Err() != nil:
+		p.failTimeoutLocked(w)
+		p.unlock()
+		return nil, &WaitQueueTimeoutError{Addr: p.addr, Wait: p.now().Sub(start), Err: ctx.Err()}
+	default:
+		w.elem = p.queue.PushBack(w)
+		p.serveLocked()
+	}
+	p.unlock()
+
+	var timeout <-chan time.Time
+	if p.opts.WaitQueueTimeout > 0 {
+		t := time.NewTimer(p.opts.WaitQueueTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		select {
+		case <-w.ready:
+			return w.result()
+		case <-ctx.Done():
+			return p.giveUp(w, ctx.Err(), false)
+		case <-timeout:
+			timeout = nil
+			if c, err := p.giveUp(w, context.DeadlineExceeded, true); c != nil || err != nil {
+				return c, err
+			}
+			// Dialling already: the wait-queue timeout no longer applies.
+		}
+	}
+}
+
+func (w *waiter) result() (*conn.Conn, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	return w.m.c, nil
+}
+
+// giveUp ends a check-out whose wait ran out, unless it was resolved in the
+// meantime (then its result stands). With onlyQueued, a check-out that is
+// waiting for its own dial is left alone and (nil, nil) returned.
+func (p *Pool) giveUp(w *waiter, cause error, onlyQueued bool) (*conn.Conn, error) {
+	p.mu.Lock()
+	if w.done {
+		p.mu.Unlock()
+		return w.result()
+	}
+	if onlyQueued && w.elem == nil {
+		p.mu.Unlock()
+		return nil, nil
+	}
+	if w.elem != nil {
+		p.queue.Remove(w.elem)
+		w.elem = nil
+	}
+	if w.dialing != nil {
+		// The dial goes on; its connection will join the pool.
+		w.dialing.w = nil
+		w.dialing = nil
+	}
+	p.failTimeoutLocked(w)
+	p.serveLocked()
+	p.unlock()
+	return nil, &WaitQueueTimeoutError{Addr: p.addr, Wait: p.now().Sub(w.start), Err: cause}
+}
+
+func (p *Pool) failTimeoutLocked(w *waiter) {
+	w.done = true
+	p.publish(&event.PoolEvent{Type: event.ConnectionCheckOutFailed, Reason: event.ReasonTimeout,
+		Duration: p.now().Sub(w.start)})
+	close(w.ready)
+}
+
+// resolveLocked completes a check-out with a connection or an error and
+// publishes ConnectionCheckedOut or ConnectionCheckOutFailed.
+func (p *Pool) resolveLocked(w *waiter, m *member, err error) {
+	if w.elem != nil {
+		p.queue.Remove(w.elem)
+		w.elem = nil
+	}
+	w.dialing = nil
+	w.done = true
+	w.m, w.err = m, err
+	// The event goes out before the check-out returns.
+	defer close(w.ready)
+	d := p.now().Sub(w.start)
+	if err != nil {
+		reason := event.ReasonConnectionError
+		if err == ErrPoolClosed {
+			reason = event.ReasonPoolClosed
+		}
+		p.publish(&event.PoolEvent{Type: event.ConnectionCheckOutFailed, Reason: reason, Error: err, Duration: d})
+		return
+	}
+	m.state = connInUse
+	p.inUse++
+	p.publish(&event.PoolEvent{Type: event.ConnectionCheckedOut, ConnectionID: m.id, Duration: d})
+}
+
+func (p *Pool) clearedErrLocked() error {
+	return &PoolClearedError{Addr: p.addr, Cause: p.clearCause}
+}
+
+func (p *Pool) totalLocked() int { return p.pending + len(p.idle) + p.inUse }
+
+func (p *Pool) canDialLocked() bool {
+	return p.state == stateReady && p.pending < p.maxConnecting &&
+		(p.opts.MaxPoolSize <= 0 || p.totalLocked() < p.opts.MaxPoolSize)
+}
+
+// serveLocked hands idle connections, or permission to dial, to the
+// check-outs at the head of the queue, in order.
+func (p *Pool) serveLocked() {
+	for p.queue.Len() > 0 && p.state == stateReady {
+		w := p.queue.Front().Value.(*waiter)
+		if m := p.takeIdleLocked(); m != nil {
+			p.resolveLocked(w, m, nil)
+			continue
+		}
+		if !p.canDialLocked() {
+			return
+		}
+		p.queue.Remove(w.elem)
+		w.elem = nil
+		w.dialing = p.startDialLocked(w)
+	}
+}
+
+// takeIdleLocked pops the most recently used idle connection that has not
+// perished, closing the perished ones it meets.
+func (p *Pool) takeIdleLocked() *member {
+	for len(p.idle) > 0 {
+		m := p.idle[len(p.idle)-1]
+		p.idle[len(p.idle)-1] = nil
+		p.idle = p.idle[:len(p.idle)-1]
+		if reason := p.perishedLocked(m); reason != "" {
+			p.closeLocked(m, reason)
+			continue
+		}
+		return m
+	}
+	return nil
+}
+
+// perishedLocked says why an idle connection must not be used, or "".
+func (p *Pool) perishedLocked(m *member) string {
+	switch {
+	case m.gen != p.generation:
+		return event.ReasonStale
+	case m.c.Closed():
+		return event.ReasonError
+	case p.opts.MaxIdleTime > 0 && p.now().Sub(m.idleSince) > p.opts.MaxIdleTime:
+		return event.ReasonIdle
+	}
+	return ""
+}
+
+// closeLocked removes an established connection (already taken off the idle
+// list or in use) from the pool and schedules its socket to be closed.
+func (p *Pool) closeLocked(m *member, reason string) {
+	m.state = connClosed
+	delete(p.conns, m.c)
+	p.doomed = append(p.doomed, m.c)
+	p.publish(&event.PoolEvent{Type: event.ConnectionClosed, ConnectionID: m.id, Reason: reason})
+}
+
+// startDialLocked creates a pending connection and dials it in a new
+// goroutine; w, if not nil, is the check-out that will get it.
+func (p *Pool) startDialLocked(w *waiter) *member {
+	p.nextID++
+	ctx, cancel := context.WithCancel(p.ctx)
+	m := &member{id: p.nextID, gen: p.generation, state: connPending, created: p.now(), cancel: cancel, w: w}
+	p.pending++
+	p.pendingSet[m] = struct{}{}
+	p.publish(&event.PoolEvent{Type: event.ConnectionCreated, ConnectionID: m.id})
+	p.wg.Add(1)
+	go p.dial(ctx, m)
+	return m
+}
+
+func (p *Pool) dial(ctx context.Context, m *member) {
+	defer p.wg.Done()
+	o := p.opts.Conn
+	o.ID = m.id // command events then name the connection as pool events do
+	c, err := conn.Dial(ctx, p.addr, o)
+	m.cancel()
+	if err != nil {
+		err = addBackpressureLabels(err)
+	}
+
+	p.mu.Lock()
+	p.pending--
+	delete(p.pendingSet, m)
+	w := m.w
+	m.w = nil
+	switch {
+	case err == nil && p.state == stateClosed:
+		m.c = c
+		p.closeLocked(m, event.ReasonPoolClosed)
+		if w != nil {
+			p.resolveLocked(w, nil, ErrPoolClosed)
+		}
+	case err == nil && m.gen != p.generation:
+		// Made before a clear: as stale as the rest of its generation.
+		m.c = c
+		p.closeLocked(m, event.ReasonStale)
+		if w != nil {
+			p.resolveLocked(w, nil, p.clearedErrLocked())
+		}
+	case err == nil:
+		m.c = c
+		c.SetGeneration(m.gen)
+		p.conns[c] = m
+		p.publish(&event.PoolEvent{Type: event.ConnectionReady, ConnectionID: m.id, Duration: p.now().Sub(m.created)})
+		if w != nil {
+			p.resolveLocked(w, m, nil)
+		} else {
+			m.state = connIdle
+			m.idleSince = p.now()
+			p.idle = append(p.idle, m)
+		}
+	default:
+		m.state = connClosed
+		reason, fail := event.ReasonError, err
+		switch {
+		case p.state == stateClosed:
+			reason, fail = event.ReasonPoolClosed, ErrPoolClosed
+		case m.gen != p.generation:
+			// Interrupted by a clear, or failed after one.
+			reason, fail = event.ReasonStale, p.clearedErrLocked()
+		case w == nil && p.opts.EstablishError != nil:
+			// Nobody will see this error: hand it to SDAM first, as a
+			// check-out's caller would, then report the closed connection.
+			p.mu.Unlock()
+			p.opts.EstablishError(err, m.gen)
+			p.mu.Lock()
+		}
+		p.publish(&event.PoolEvent{Type: event.ConnectionClosed, ConnectionID: m.id, Reason: reason, Error: err})
+		if w != nil && !w.done {
+			p.resolveLocked(w, nil, fail)
+		}
+	}
+	p.serveLocked()
+	p.unlock()
+}
+
+// CheckIn returns a connection checked out of this pool. A closed or stale
+// connection, or any connection once the pool is closed, is closed instead
+// of pooled. Connections from other pools, and repeated check-ins, are
+// ignored.
+func (p *Pool) CheckIn(c *conn.Conn) {
+	if c == nil {
+		return
+	}
+	p.mu.Lock()
+	m := p.conns[c]
+	if m == nil || (m.state != connInUse && m.state != connClosed) {
+		p.mu.Unlock()
+		return
+	}
+	p.publish(&event.PoolEvent{Type: event.ConnectionCheckedIn, ConnectionID: m.id})
+	if m.state == connClosed {
+		// Interrupted by a clear; already closed and counted out.
+		delete(p.conns, c)
+		p.unlock()
+		return
+	}
+	p.inUse--
+	switch {
+	case p.state == stateClosed:
+		p.closeLocked(m, event.ReasonPoolClosed)
+	case c.Closed():
+		p.closeLocked(m, event.ReasonError)
+	case m.gen != p.generation:
+		p.closeLocked(m, event.ReasonStale)
+	default:
+		m.state = connIdle
+		m.idleSince = p.now()
+		p.idle = append(p.idle, m)
+		p.serveLocked()
+	}
+	p.unlock()
+}
+
+// Clear marks every existing connection stale (generation++), pauses the
+// pool and fails every queued check-out with a *PoolClearedError carrying
+// cause. Idle connections are closed now, in-use ones when checked in, or
+// now if interruptInUse (their operations then fail with network errors),
+// which also aborts connections being established. It does nothing on a
+// closed pool; on a paused one it publishes no PoolCleared.
+func (p *Pool) Clear(cause error, interruptInUse bool) {
+	p.mu.Lock()
+	if p.state == stateClosed {
+		p.mu.Unlock()
+		return
+	}
+	wasPaused := p.state == statePaused
+	p.generation++
+	p.state = statePaused
+	p.clearCause = cause
+	if !wasPaused {
+		p.publish(&event.PoolEvent{Type: event.PoolCleared, Interruptible: interruptInUse, Error: cause})
+	}
+	for p.queue.Len() > 0 {
+		p.resolveLocked(p.queue.Front().Value.(*waiter), nil, p.clearedErrLocked())
+	}
+	for _, m := range p.idle {
+		p.closeLocked(m, event.ReasonStale)
+	}
+	clear(p.idle)
+	p.idle = p.idle[:0]
+	if interruptInUse {
+		for _, m := range p.conns {
+			if m.state == connInUse && m.gen < p.generation {
+				p.inUse--
+				m.state = connClosed
+				p.doomed = append(p.doomed, m.c)
+				// Stays in conns until checked in, so CheckIn recognises it.
+				p.publish(&event.PoolEvent{Type: event.ConnectionClosed, ConnectionID: m.id, Reason: event.ReasonStale})
+			}
+		}
+		for m := range p.pendingSet {
+			if m.gen < p.generation {
+				m.cancel()
+			}
+		}
+	}
+	p.unlock()
+}
+
+// Close closes the pool: queued check-outs fail with ErrPoolClosed, idle
+// connections are closed, dials in progress are aborted and in-use
+// connections are closed when checked in. It waits for the pool's
+// goroutines to end, or for ctx. Closing a closed pool only waits.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.state != stateClosed {
+		p.state = stateClosed
+		for p.queue.Len() > 0 {
+			p.resolveLocked(p.queue.Front().Value.(*waiter), nil, ErrPoolClosed)
+		}
+		for _, m := range p.idle {
+			p.closeLocked(m, event.ReasonPoolClosed)
+		}
+		clear(p.idle)
+		p.idle = nil
+		p.publish(&event.PoolEvent{Type: event.PoolClosed})
+		p.cancel()
+		close(p.stop)
+	}
+	p.unlock()
+
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// background keeps MinPoolSize established and closes perished idle
+// connections, once per interval or when nudged.
+func (p *Pool) background(interval time.Duration) {
+	defer p.wg.Done()
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.wake:
+		case <-t.C:
+		}
+		p.maintain()
+		t.Reset(interval)
+	}
+}
+
+// maintain is one background run: it does the work available now and
+// returns, never waiting for a dial slot.
+func (p *Pool) maintain() {
+	p.mu.Lock()
+	if p.state == stateClosed {
+		p.mu.Unlock()
+		return
+	}
+	keep := p.idle[:0]
+	for _, m := range p.idle {
+		if reason := p.perishedLocked(m); reason != "" {
+			p.closeLocked(m, reason)
+			continue
+		}
+		keep = append(keep, m)
+	}
+	clear(p.idle[len(keep):])
+	p.idle = keep
+	for p.totalLocked() < p.opts.MinPoolSize && p.canDialLocked() {
+		p.startDialLocked(nil)
+	}
+	p.unlock()
+}

@@ -1,0 +1,320 @@
+package topology
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// ReadMode is a read preference mode.
+type ReadMode int
+
+// Read preference modes; the zero value is Primary.
+const (
+	Primary ReadMode = iota
+	PrimaryPreferred
+	Secondary
+	SecondaryPreferred
+	Nearest
+)
+
+var readModeNames = [...]string{"primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest"}
+
+func (m ReadMode) String() string {
+	if m >= 0 && int(m) < len(readModeNames) {
+		return readModeNames[m]
+	}
+	return "ReadMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseReadMode accepts the mode names of the connection string, in any case.
+func ParseReadMode(s string) (ReadMode, bool) {
+	for i, n := range readModeNames {
+		if equalFold(n, s) {
+			return ReadMode(i), true
+		}
+	}
+	return Primary, false
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// ReadPref is a read preference. The zero value reads from the primary.
+type ReadPref struct {
+	Mode ReadMode
+	// TagSets are tried in order; the first that matches any eligible
+	// server wins. An empty tag set matches every server.
+	TagSets []map[string]string
+	// MaxStaleness excludes secondaries lagging more than this; 0 means no
+	// limit. When set it must be at least 90 s and at least the heartbeat
+	// interval plus 10 s.
+	MaxStaleness time.Duration
+}
+
+// Minimums for MaxStaleness from the max-staleness spec.
+const (
+	smallestMaxStaleness = 90 * time.Second
+	idleWritePeriod      = 10 * time.Second
+)
+
+// ReadPrefError is a read preference that can never be satisfied as given.
+type ReadPrefError struct{ Reason string }
+
+func (e *ReadPrefError) Error() string { return "topology: invalid read preference: " + e.Reason }
+
+// Validate checks the parts of a read preference that do not depend on the
+// deployment.
+func (rp ReadPref) Validate() error {
+	if rp.Mode < Primary || rp.Mode > Nearest {
+		return &ReadPrefError{Reason: "unknown mode " + rp.Mode.String()}
+	}
+	if rp.MaxStaleness < 0 {
+		return &ReadPrefError{Reason: "negative maxStaleness"}
+	}
+	if rp.Mode == Primary {
+		if rp.MaxStaleness > 0 {
+			return &ReadPrefError{Reason: "maxStaleness is not allowed with mode primary"}
+		}
+		for _, ts := range rp.TagSets {
+			if len(ts) > 0 {
+				return &ReadPrefError{Reason: "tag sets are not allowed with mode primary"}
+			}
+		}
+	}
+	return nil
+}
+
+// Selector picks the servers suitable for an operation from candidates,
+// which are servers of d (some may have been left out because they are
+// deprioritized). The latency window is applied afterwards by the caller.
+type Selector interface {
+	Select(d Description, candidates []ServerDescription) ([]ServerDescription, error)
+}
+
+// WriteSelector selects servers that accept writes.
+func WriteSelector() Selector { return writeSelector{} }
+
+type writeSelector struct{}
+
+func (writeSelector) String() string { return "writable server" }
+
+func (writeSelector) Select(d Description, candidates []ServerDescription) ([]ServerDescription, error) {
+	switch d.Kind {
+	case Single:
+		return filter(candidates, ServerDescription.Available), nil
+	case Sharded:
+		return ofKind(candidates, Mongos), nil
+	case ReplicaSetWithPrimary:
+		return ofKind(candidates, RSPrimary), nil
+	}
+	return nil, nil
+}
+
+// ReadPrefSelector selects servers for a read with the given preference.
+// heartbeat is the heartbeat interval, used to validate and compute
+// staleness.
+func ReadPrefSelector(rp ReadPref, heartbeat time.Duration) Selector {
+	if heartbeat <= 0 {
+		heartbeat = defaultHeartbeat
+	}
+	return readPrefSelector{rp: rp, heartbeat: heartbeat}
+}
+
+type readPrefSelector struct {
+	rp        ReadPref
+	heartbeat time.Duration
+}
+
+func (s readPrefSelector) String() string {
+	str := "server for read preference " + s.rp.Mode.String()
+	if len(s.rp.TagSets) > 0 {
+		str += fmt.Sprintf(" with tag sets %v", s.rp.TagSets)
+	}
+	if s.rp.MaxStaleness > 0 {
+		str += " and maxStaleness " + s.rp.MaxStaleness.String()
+	}
+	return str
+}
+
+func (s readPrefSelector) Select(d Description, candidates []ServerDescription) ([]ServerDescription, error) {
+	if err := s.rp.Validate(); err != nil {
+		return nil, err
+	}
+	switch d.Kind {
+	case Single:
+		return filter(candidates, ServerDescription.Available), nil
+	case Sharded:
+		return ofKind(candidates, Mongos), nil
+	case ReplicaSetNoPrimary, ReplicaSetWithPrimary:
+	default:
+		return nil, nil
+	}
+	if s.rp.MaxStaleness > 0 {
+		if s.rp.MaxStaleness < smallestMaxStaleness {
+			return nil, &ReadPrefError{Reason: fmt.Sprintf("maxStaleness %v is below the minimum of %v", s.rp.MaxStaleness, smallestMaxStaleness)}
+		}
+		if s.rp.MaxStaleness < s.heartbeat+idleWritePeriod {
+			return nil, &ReadPrefError{Reason: fmt.Sprintf("maxStaleness %v is below the heartbeat interval plus %v (%v)", s.rp.MaxStaleness, idleWritePeriod, s.heartbeat+idleWritePeriod)}
+		}
+	}
+	primaries := ofKind(candidates, RSPrimary)
+	switch s.rp.Mode {
+	case Primary:
+		return primaries, nil
+	case PrimaryPreferred:
+		if len(primaries) > 0 {
+			return primaries, nil
+		}
+		return s.eligible(d, ofKind(candidates, RSSecondary)), nil
+	case Secondary:
+		return s.eligible(d, ofKind(candidates, RSSecondary)), nil
+	case SecondaryPreferred:
+		if sec := s.eligible(d, ofKind(candidates, RSSecondary)); len(sec) > 0 {
+			return sec, nil
+		}
+		return primaries, nil
+	case Nearest:
+		return s.eligible(d, filter(candidates, func(sd ServerDescription) bool {
+			return sd.Kind == RSPrimary || sd.Kind == RSSecondary
+		})), nil
+	}
+	return nil, nil
+}
+
+// eligible applies maxStaleness and then the tag sets.
+func (s readPrefSelector) eligible(d Description, servers []ServerDescription) []ServerDescription {
+	if s.rp.MaxStaleness > 0 {
+		servers = filter(servers, func(sd ServerDescription) bool {
+			return staleness(d, sd, s.heartbeat) <= s.rp.MaxStaleness
+		})
+	}
+	if len(s.rp.TagSets) == 0 {
+		return servers
+	}
+	for _, ts := range s.rp.TagSets {
+		if m := filter(servers, func(sd ServerDescription) bool { return tagsMatch(ts, sd.Tags) }); len(m) > 0 {
+			return m
+		}
+	}
+	return nil
+}
+
+func tagsMatch(want, have map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// staleness estimates how far a secondary lags, per the max-staleness spec.
+func staleness(d Description, sd ServerDescription, heartbeat time.Duration) time.Duration {
+	if sd.Kind != RSSecondary {
+		return 0
+	}
+	if d.Kind == ReplicaSetWithPrimary {
+		for _, p := range d.Servers {
+			if p.Kind == RSPrimary {
+				return sd.LastUpdateTime.Sub(sd.LastWriteDate) - p.LastUpdateTime.Sub(p.LastWriteDate) + heartbeat
+			}
+		}
+	}
+	var maxWrite time.Time
+	for _, x := range d.Servers {
+		if x.Kind == RSSecondary && x.LastWriteDate.After(maxWrite) {
+			maxWrite = x.LastWriteDate
+		}
+	}
+	return maxWrite.Sub(sd.LastWriteDate) + heartbeat
+}
+
+func filter(servers []ServerDescription, keep func(ServerDescription) bool) []ServerDescription {
+	var out []ServerDescription
+	for _, s := range servers {
+		if keep(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func ofKind(servers []ServerDescription, k ServerKind) []ServerDescription {
+	return filter(servers, func(s ServerDescription) bool { return s.Kind == k })
+}
+
+// suitable runs sel over d's servers minus the deprioritized ones; when
+// that leaves nothing it runs it again over all servers, so deprioritized
+// servers are used only when no other suitable server remains.
+func suitable(d Description, sel Selector, deprioritized []string) ([]ServerDescription, error) {
+	if len(deprioritized) > 0 {
+		rest := filter(d.Servers, func(s ServerDescription) bool {
+			return !slices.Contains(deprioritized, s.Addr)
+		})
+		if len(rest) < len(d.Servers) {
+			out, err := sel.Select(d, rest)
+			if err != nil || len(out) > 0 {
+				return out, err
+			}
+		}
+	}
+	return sel.Select(d, d.Servers)
+}
+
+// inLatencyWindow keeps the servers whose RTT is within threshold of the
+// fastest one.
+func inLatencyWindow(servers []ServerDescription, threshold time.Duration) []ServerDescription {
+	if len(servers) <= 1 {
+		return servers
+	}
+	fastest := servers[0].RTT
+	for _, s := range servers[1:] {
+		fastest = min(fastest, s.RTT)
+	}
+	return filter(servers, func(s ServerDescription) bool { return s.RTT <= fastest+threshold })
+}
+
+// pickTwoChoices picks two distinct servers at random and returns the one
+// with fewer operations in progress ("power of two choices").
+func pickTwoChoices(window []ServerDescription, opCount func(addr string) int64, r *rand.Rand) ServerDescription {
+	if len(window) == 1 {
+		return window[0]
+	}
+	i := r.IntN(len(window))
+	j := r.IntN(len(window) - 1)
+	if j >= i {
+		j++
+	}
+	a, b := window[i], window[j]
+	if opCount(b.Addr) < opCount(a.Addr) {
+		return b
+	}
+	return a
+}
+
+// selectorName describes what sel wants, for errors.
+func selectorName(sel Selector) string {
+	if s, ok := sel.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return "suitable server"
+}

@@ -1,0 +1,103 @@
+package topology
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/sturdy-go/sturdy/internal/pool"
+)
+
+// Server is one server of the topology: its pool, its monitor and its
+// count of operations in progress.
+type Server struct {
+	addr    string
+	t       *Topology
+	pool    *pool.Pool
+	opCount atomic.Int64
+
+	mu      sync.Mutex
+	monitor *monitor // nil until the topology connects
+}
+
+// Addr is the server's normalized address.
+func (s *Server) Addr() string { return s.addr }
+
+// Pool is the server's connection pool.
+func (s *Server) Pool() *pool.Pool { return s.pool }
+
+// Description returns the server's current description; a server no
+// longer in the topology reads as Unknown.
+func (s *Server) Description() ServerDescription {
+	d := s.t.Description()
+	if sd, ok := d.Server(s.addr); ok {
+		return sd
+	}
+	return unknownServer(s.addr, nil)
+}
+
+// OperationCount is the number of operations selected for this server and
+// not yet finished.
+func (s *Server) OperationCount() int { return int(s.opCount.Load()) }
+
+// Inc counts one more operation in progress. SelectServer does it for the
+// server it returns.
+func (s *Server) Inc() { s.opCount.Add(1) }
+
+// Dec counts one operation as finished.
+func (s *Server) Dec() { s.opCount.Add(-1) }
+
+// ProcessError applies the SDAM error-handling rules to an error an
+// application operation met on this server. connGeneration is the pool
+// generation of the connection used; beforeHandshakeComplete says the
+// error happened while the connection was being established (dial, hello
+// or authentication). Errors from a connection older than the pool's last
+// clear are ignored, as are errors the pool raised by itself.
+func (s *Server) ProcessError(err error, connGeneration uint64, beforeHandshakeComplete bool) {
+	s.t.handleAppError(s.addr, err, connGeneration, beforeHandshakeComplete)
+}
+
+// RequestImmediateCheck asks this server's monitor to check it now.
+func (s *Server) RequestImmediateCheck() { s.requestCheck() }
+
+func (s *Server) requestCheck() {
+	s.mu.Lock()
+	m := s.monitor
+	s.mu.Unlock()
+	if m != nil {
+		m.requestCheck()
+	}
+}
+
+func (s *Server) cancelCheck() {
+	s.mu.Lock()
+	m := s.monitor
+	s.mu.Unlock()
+	if m != nil {
+		m.cancelCheck()
+	}
+}
+
+func (s *Server) stopMonitor() {
+	s.mu.Lock()
+	m := s.monitor
+	s.mu.Unlock()
+	if m != nil {
+		m.stop()
+	}
+}
+
+// startMonitorLocked starts the monitor goroutine; t.mu is held.
+func (t *Topology) startMonitorLocked(s *Server) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.monitor != nil {
+		return
+	}
+	m := newMonitor(t, s)
+	s.monitor = m
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		m.run()
+	}()
+}

@@ -1,0 +1,380 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/mongosim"
+)
+
+// connect starts a topology and disconnects it when the test ends.
+func connect(t *testing.T, o Options) *Topology {
+	t.Helper()
+	topo, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := topo.Disconnect(ctx); err != nil {
+			t.Errorf("disconnect: %v", err)
+		}
+	})
+	return topo
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func selectWrite(t *testing.T, topo *Topology, timeout time.Duration) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	s, err := topo.SelectServer(ctx, WriteSelector(), nil)
+	if err != nil {
+		t.Fatalf("select writable: %v", err)
+	}
+	s.Dec()
+	return s
+}
+
+// unusedAddr returns a loopback address nothing listens on.
+func unusedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func TestDiscoversReplicaSetFromOneSeed(t *testing.T) {
+	cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 3})
+	members := cluster.Members()
+	var mu sync.Mutex
+	var heartbeats, serverChanges, topoChanges int
+	mon := &event.Monitor{
+		ServerHeartbeatSucceeded: func(*event.ServerHeartbeatSucceededEvent) { mu.Lock(); heartbeats++; mu.Unlock() },
+		ServerDescriptionChanged: func(*event.ServerDescriptionChangedEvent) { mu.Lock(); serverChanges++; mu.Unlock() },
+		TopologyDescriptionChanged: func(*event.TopologyDescriptionChangedEvent) {
+			mu.Lock()
+			topoChanges++
+			mu.Unlock()
+		},
+	}
+	// Seed with a secondary: discovery must follow its hosts list.
+	topo := connect(t, Options{Hosts: []string{members[1].Addr()}, Monitor: mon})
+
+	primary := selectWrite(t, topo, 5*time.Second)
+	if primary.Addr() != members[0].Addr() {
+		t.Fatalf("selected %s for writes, want the primary %s", primary.Addr(), members[0].Addr())
+	}
+	waitFor(t, 5*time.Second, "three known members", func() bool {
+		d := topo.Description()
+		known := 0
+		for _, s := range d.Servers {
+			if s.Kind == RSPrimary || s.Kind == RSSecondary {
+				known++
+			}
+		}
+		return known == 3 && len(d.Servers) == 3
+	})
+	d := topo.Description()
+	if d.Kind != ReplicaSetWithPrimary || d.SetName != "rs0" {
+		t.Fatalf("description %s, want ReplicaSetWithPrimary rs0", d)
+	}
+	if !d.SupportsSessions() || !d.SupportsRetryableWrites() {
+		t.Fatalf("a 8.0 replica set supports sessions and retryable writes: %+v", d)
+	}
+	if d.CompatibilityErr != nil {
+		t.Fatal(d.CompatibilityErr)
+	}
+	for _, s := range d.Servers {
+		if s.RTT <= 0 {
+			t.Errorf("%s has no RTT", s.Addr)
+		}
+	}
+	mu.Lock()
+	if heartbeats < 3 || serverChanges < 3 || topoChanges < 2 {
+		t.Errorf("events: %d heartbeats, %d server changes, %d topology changes", heartbeats, serverChanges, topoChanges)
+	}
+	mu.Unlock()
+
+	// The pool of a discovered server is ready: a connection can be had.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := primary.Pool().CheckOut(ctx)
+	if err != nil {
+		t.Fatalf("check out from the primary's pool: %v", err)
+	}
+	if _, err := c.RoundTrip(ctx, "admin", bson.D{{Key: "ping", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	primary.Pool().CheckIn(c)
+}
+
+func TestStepDownNewPrimarySelected(t *testing.T) {
+	cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 3})
+	topo := connect(t, Options{Hosts: strings.Split(strings.TrimSuffix(strings.TrimPrefix(cluster.URI(), "mongodb://"), "/?replicaSet=rs0"), ","), SetName: "rs0"})
+	old := selectWrite(t, topo, 5*time.Second)
+	if err := cluster.StepDown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := cluster.Primary().Addr()
+	if want == old.Addr() {
+		t.Fatal("step down kept the same primary")
+	}
+	start := time.Now()
+	topo.RequestImmediateCheck()
+	waitFor(t, 3*time.Second, "writes to go to the new primary", func() bool {
+		return selectWrite(t, topo, 3*time.Second).Addr() == want
+	})
+	t.Logf("new primary selected after %v", time.Since(start))
+	waitFor(t, 3*time.Second, "the old primary to be seen as secondary", func() bool {
+		sd, _ := topo.Description().Server(old.Addr())
+		return sd.Kind == RSSecondary
+	})
+	if d := topo.Description(); d.MaxElectionID == nil || d.MaxSetVersion == nil || *d.MaxSetVersion < 2 {
+		t.Fatalf("max election id / set version not advanced: %s", d)
+	}
+}
+
+func TestStateChangeErrorMarksUnknownAndRechecks(t *testing.T) {
+	cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 3})
+	topo := connect(t, Options{Hosts: []string{cluster.Members()[0].Addr()}, SetName: "rs0"})
+	primary := selectWrite(t, topo, 5*time.Second)
+	gen := primary.Pool().Generation()
+
+	// A stale-looking error (older connection generation) is ignored.
+	if gen > 0 {
+		primary.ProcessError(&mongoerr.NetworkError{Addr: primary.Addr(), Op: "read", Err: io.EOF}, gen-1, false)
+	}
+	// A timeout after the handshake says nothing about availability.
+	primary.ProcessError(&mongoerr.NetworkError{Addr: primary.Addr(), Op: "read", Err: context.DeadlineExceeded}, gen, false)
+	if sd := primary.Description(); sd.Kind != RSPrimary {
+		t.Fatalf("after a timeout the primary is %s", sd.Kind)
+	}
+
+	// "not writable primary" without a topologyVersion: Unknown, no clear,
+	// and an immediate check brings it back.
+	notPrimary := mongoerr.FromReply(mustMarshal(t, bson.D{{Key: "ok", Value: 0}, {Key: "code", Value: 10107}, {Key: "errmsg", Value: "not primary"}}))
+	primary.ProcessError(notPrimary, gen, false)
+	if sd := primary.Description(); sd.Kind != ServerUnknown || !errors.Is(sd.Err, notPrimary) {
+		t.Fatalf("after not-primary the server is %s (%v)", sd.Kind, sd.Err)
+	}
+	if g := primary.Pool().Generation(); g != gen {
+		t.Fatalf("a not-primary error cleared the pool (generation %d → %d)", gen, g)
+	}
+	waitFor(t, 3*time.Second, "the primary to be rediscovered", func() bool {
+		return primary.Description().Kind == RSPrimary
+	})
+
+	// A network error after the handshake: Unknown and the pool cleared.
+	primary.ProcessError(&mongoerr.NetworkError{Addr: primary.Addr(), Op: "read", Err: io.EOF}, gen, false)
+	if sd := primary.Description(); sd.Kind != ServerUnknown {
+		t.Fatalf("after a network error the server is %s", sd.Kind)
+	}
+	if g := primary.Pool().Generation(); g != gen+1 {
+		t.Fatalf("pool generation %d, want %d", g, gen+1)
+	}
+	if s := selectWrite(t, topo, 5*time.Second); s.Addr() != primary.Addr() {
+		t.Fatalf("reselected %s", s.Addr())
+	}
+}
+
+func mustMarshal(t *testing.T, d bson.D) bson.Raw {
+	t.Helper()
+	b, err := bson.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestSelectionTimeoutUnreachable(t *testing.T) {
+	addr := unusedAddr(t)
+	var mu sync.Mutex
+	failed := 0
+	topo := connect(t, Options{
+		Hosts:                  []string{addr},
+		ServerSelectionTimeout: 300 * time.Millisecond,
+		Monitor: &event.Monitor{ServerHeartbeatFailed: func(*event.ServerHeartbeatFailedEvent) {
+			mu.Lock()
+			failed++
+			mu.Unlock()
+		}},
+	})
+	start := time.Now()
+	_, err := topo.SelectServer(context.Background(), WriteSelector(), nil)
+	elapsed := time.Since(start)
+	var sse *mongoerr.ServerSelectionError
+	if !errors.As(err, &sse) {
+		t.Fatalf("got %v, want a ServerSelectionError", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error does not wrap DeadlineExceeded: %v", err)
+	}
+	if !strings.Contains(err.Error(), "writable server") || !strings.Contains(err.Error(), addr) {
+		t.Errorf("error does not say what was wanted and what was seen: %v", err)
+	}
+	if !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("error does not report the server's last error: %v", err)
+	}
+	// The server's error is reported, not wrapped: a selection failure must
+	// not look like a network error to retry logic, as nothing was sent.
+	if mongoerr.IsNetworkError(err) {
+		t.Errorf("selection error classifies as a network error: %v", err)
+	}
+	if elapsed < 250*time.Millisecond || elapsed > 3*time.Second {
+		t.Errorf("selection took %v, want about 300ms", elapsed)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failed == 0 {
+		t.Error("no heartbeat failure event")
+	}
+}
+
+func TestSelectionHonoursContext(t *testing.T) {
+	topo := connect(t, Options{Hosts: []string{unusedAddr(t)}})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := topo.SelectServer(ctx, ReadPrefSelector(ReadPref{Mode: Nearest}, 0), nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("cancellation took %v", d)
+	}
+	if !strings.Contains(err.Error(), "nearest") {
+		t.Errorf("error does not name the read preference: %v", err)
+	}
+}
+
+func TestDeprioritizedServersSkippedWhileOthersRemain(t *testing.T) {
+	cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 3})
+	ms := cluster.Members()
+	topo := connect(t, Options{Hosts: []string{ms[0].Addr()}, SetName: "rs0", LocalThreshold: time.Hour})
+	waitFor(t, 5*time.Second, "all members known", func() bool {
+		n := 0
+		for _, s := range topo.Description().Servers {
+			if s.Available() {
+				n++
+			}
+		}
+		return n == 3
+	})
+	nearest := ReadPrefSelector(ReadPref{Mode: Nearest}, 0)
+	ctx := context.Background()
+	for range 20 {
+		s, err := topo.SelectServer(ctx, nearest, []string{ms[0].Addr(), ms[1].Addr()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Dec()
+		if s.Addr() != ms[2].Addr() {
+			t.Fatalf("selected deprioritized %s", s.Addr())
+		}
+	}
+	// With every candidate deprioritized, one is still chosen.
+	s, err := topo.SelectServer(ctx, WriteSelector(), []string{ms[0].Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Dec()
+	if s.Addr() != ms[0].Addr() {
+		t.Fatalf("write went to %s, want the (deprioritized) primary", s.Addr())
+	}
+	if s.OperationCount() != 1 {
+		t.Fatalf("operation count %d after selection, want 1", s.OperationCount())
+	}
+}
+
+func TestDirectConnectionToSecondary(t *testing.T) {
+	cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 2})
+	sec := cluster.Members()[1].Addr()
+	topo := connect(t, Options{Hosts: []string{sec}, Direct: true})
+	s := selectWrite(t, topo, 5*time.Second)
+	if s.Addr() != sec {
+		t.Fatalf("selected %s", s.Addr())
+	}
+	d := topo.Description()
+	if d.Kind != Single || len(d.Servers) != 1 || d.Servers[0].Kind != RSSecondary {
+		t.Fatalf("description %s, want Single with one RSSecondary", d)
+	}
+}
+
+func TestStandaloneNoRetryableWrites(t *testing.T) {
+	cluster := mongosim.StartWithOptions(t, mongosim.Options{Standalone: true})
+	topo := connect(t, Options{Hosts: []string{cluster.Members()[0].Addr()}})
+	selectWrite(t, topo, 5*time.Second)
+	d := topo.Description()
+	if d.Kind != Single || d.Servers[0].Kind != Standalone {
+		t.Fatalf("description %s, want Single standalone", d)
+	}
+	if d.SupportsRetryableWrites() {
+		t.Fatal("a standalone does not support retryable writes")
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	if _, err := New(Options{}); err == nil {
+		t.Error("no hosts accepted")
+	}
+	if _, err := New(Options{Hosts: []string{"a", "b"}, Direct: true}); err == nil {
+		t.Error("direct connection with two hosts accepted")
+	}
+}
+
+func TestDisconnectStopsSelection(t *testing.T) {
+	topo, err := New(Options{Hosts: []string{unusedAddr(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := topo.SelectServer(context.Background(), WriteSelector(), nil)
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := topo.Disconnect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrTopologyClosed) {
+			t.Fatalf("got %v, want ErrTopologyClosed", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("selection still waiting after Disconnect")
+	}
+}
