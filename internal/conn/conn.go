@@ -48,6 +48,9 @@ type Request struct {
 	ExhaustAllowed bool
 	// RequestID is set by Send to the wire request id, for events.
 	RequestID int32
+	// OnSend, if set, is called with the request id just before the
+	// message is written, so a command-started event precedes the send.
+	OnSend func(requestID int32)
 }
 
 // Reply is a server reply.
@@ -188,6 +191,9 @@ func (c *Conn) Send(ctx context.Context, req *Request) (*Reply, error) {
 	c.cmd = body
 	id := nextRequestID()
 	req.RequestID = id
+	if req.OnSend != nil {
+		req.OnSend(id)
+	}
 	var flags wire.MsgFlags
 	if req.MoreToCome {
 		flags |= wire.MoreToCome

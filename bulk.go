@@ -1,0 +1,451 @@
+package sturdy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/internal/exec"
+	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/wire"
+)
+
+// stmtKind is the write command a statement belongs to.
+type stmtKind int
+
+const (
+	kindInsert stmtKind = iota
+	kindUpdate
+	kindDelete
+)
+
+func (k stmtKind) command() string { return [...]string{"insert", "update", "delete"}[k] }
+
+// sequence is the OP_MSG document-sequence identifier of the statements.
+func (k stmtKind) sequence() string { return [...]string{"documents", "updates", "deletes"}[k] }
+
+// writeStmt is one statement of a write command.
+type writeStmt struct {
+	doc   bson.Raw
+	index int  // position in the caller's slice
+	multi bool // update with multi: true or delete with limit: 0: not retryable
+}
+
+// writeGroup is a run of statements sent as commands of one kind.
+type writeGroup struct {
+	kind  stmtKind
+	stmts []writeStmt
+}
+
+// writeOpts are the command-level options of a write.
+type writeOpts struct {
+	ordered bool
+	bypass  bool
+	let     any
+	comment any
+	session *Session
+}
+
+// Server limits used when the selected server does not report them.
+const (
+	defaultMaxWriteBatchSize   = 100_000
+	defaultMaxMessageSizeBytes = 48_000_000
+	defaultMaxBSONObjectSize   = 16 * 1024 * 1024
+	// commandReserve is left free in every message for the fields the
+	// executor adds to the command (lsid, txnNumber, $db, $clusterTime,
+	// $readPreference) and the OP_MSG framing.
+	commandReserve = 16 * 1024
+)
+
+// writeLimits are the batch limits of the server writes go to.
+type writeLimits struct {
+	maxCount, maxMessage, maxDoc int
+}
+
+// limits selects a writable server and reads its hello limits.
+func (c *Client) limits(ctx context.Context) (writeLimits, error) {
+	l := writeLimits{defaultMaxWriteBatchSize, defaultMaxMessageSizeBytes, defaultMaxBSONObjectSize}
+	if c.closed.Load() {
+		return l, ErrClientDisconnected
+	}
+	srv, err := c.topo.SelectServer(ctx, topology.WriteSelector(), nil)
+	if err != nil {
+		return l, err
+	}
+	d := srv.Description()
+	if d.MaxWriteBatchSize > 0 {
+		l.maxCount = int(d.MaxWriteBatchSize)
+	}
+	if d.MaxMessageSizeBytes > 0 {
+		l.maxMessage = int(d.MaxMessageSizeBytes)
+	}
+	if d.MaxBSONObjectSize > 0 {
+		l.maxDoc = int(d.MaxBSONObjectSize)
+	}
+	return l, nil
+}
+
+// writeCommand is the command document of a write of kind, without its
+// statements (they go in a document sequence).
+func (coll *Collection) writeCommand(kind stmtKind, o *writeOpts) bson.D {
+	cmd := cmdBuilder{{Key: kind.command(), Value: coll.name}, {Key: "ordered", Value: o.ordered}}
+	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
+	if kind != kindDelete {
+		cmd.addTrue("bypassDocumentValidation", o.bypass)
+	}
+	if kind != kindInsert {
+		cmd.addIf("let", o.let)
+	}
+	cmd.addIf("comment", o.comment)
+	return bson.D(cmd)
+}
+
+// sendWrite sends one write command carrying stmts.
+func (coll *Collection) sendWrite(ctx context.Context, kind stmtKind, stmts []writeStmt, o *writeOpts, opID int64) (exec.Result, error) {
+	docs := make([]bson.Raw, len(stmts))
+	retryable := !coll.wc.Unacknowledged()
+	for i, s := range stmts {
+		docs[i] = s.doc
+		if s.multi {
+			retryable = false
+		}
+	}
+	op := &exec.Operation{
+		Name:           kind.command(),
+		DB:             coll.db,
+		Command:        coll.writeCommand(kind, o),
+		Sequences:      []wire.DocumentSequence{{Identifier: kind.sequence(), Documents: docs}},
+		Write:          true,
+		RetryableWrite: retryable,
+		Unacknowledged: coll.wc.Unacknowledged(),
+		OperationID:    opID,
+	}
+	return coll.client.execute(ctx, op, o.session)
+}
+
+// writeOne sends a single-statement write and returns its reply (nil for an
+// unacknowledged write). Write errors come back as a *WriteException.
+func (coll *Collection) writeOne(ctx context.Context, kind stmtKind, stmt writeStmt, o *writeOpts) (bson.Raw, error) {
+	if coll.wc.Unacknowledged() && o.session != nil {
+		return nil, ErrUnacknowledgedSession
+	}
+	o.ordered = true
+	res, err := coll.sendWrite(ctx, kind, []writeStmt{stmt}, o, 0)
+	return res.Reply, err
+}
+
+// splitBatch returns how many of stmts fit in one command: at most maxCount
+// statements, and a message no larger than maxMessage.
+func splitBatch(stmts []writeStmt, kind stmtKind, cmdSize int, l writeLimits) int {
+	budget := l.maxMessage - cmdSize - commandReserve - (1 + 4 + len(kind.sequence()) + 1)
+	size, n := 0, 0
+	for n < len(stmts) && n < l.maxCount {
+		if n > 0 && size+len(stmts[n].doc) > budget {
+			break
+		}
+		size += len(stmts[n].doc)
+		n++
+	}
+	return n
+}
+
+// runWrites sends groups of statements as few commands as the server's
+// limits allow, in order, and merges the replies. models (nil for
+// InsertMany) are the caller's, for the errors' Model field.
+func (coll *Collection) runWrites(ctx context.Context, groups []writeGroup, o *writeOpts, models []WriteModel) (*BulkWriteResult, error) {
+	unack := coll.wc.Unacknowledged()
+	if unack && o.session != nil {
+		return nil, ErrUnacknowledgedSession
+	}
+	l, err := coll.client.limits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &BulkWriteResult{Acknowledged: !unack, UpsertedIDs: map[int64]any{}}
+	var (
+		bwe  BulkWriteException
+		opID int64
+	)
+	for _, g := range groups {
+		if g.kind == kindInsert {
+			for _, s := range g.stmts {
+				if len(s.doc) > l.maxDoc {
+					return res, argError("document at index %d is %d bytes, larger than the server's maxBsonObjectSize %d", s.index, len(s.doc), l.maxDoc)
+				}
+			}
+		}
+		cmd, err := bson.Marshal(coll.writeCommand(g.kind, o))
+		if err != nil {
+			return res, fmt.Errorf("sturdy: encoding %s command: %w", g.kind.command(), err)
+		}
+		for rest := g.stmts; len(rest) > 0; {
+			n := splitBatch(rest, g.kind, len(cmd), l)
+			batch := rest[:n]
+			rest = rest[n:]
+			r, err := coll.sendWrite(ctx, g.kind, batch, o, opID)
+			if opID == 0 {
+				opID = r.OperationID
+			}
+			if unack {
+				if err != nil {
+					return res, err
+				}
+				continue
+			}
+			reply := r.Reply
+			if err != nil {
+				var we *WriteException
+				if !errors.As(err, &we) || we.Raw == nil {
+					return res, err
+				}
+				reply = we.Raw
+			}
+			failed := mergeReply(reply, g.kind, batch, res, &bwe, models)
+			if failed && o.ordered {
+				return res, bwe.finish(res)
+			}
+		}
+	}
+	return res, bwe.finish(res)
+}
+
+// finish returns the exception if any write failed, else nil.
+func (e *BulkWriteException) finish(res *BulkWriteResult) error {
+	if len(e.WriteErrors) == 0 && e.WriteConcernError == nil {
+		return nil
+	}
+	e.PartialResult = res
+	return e
+}
+
+// mergeReply adds one command's reply to res and its errors to bwe, mapping
+// statement indexes in the batch back to the caller's indexes. It reports
+// whether the command had write errors.
+func mergeReply(reply bson.Raw, kind stmtKind, batch []writeStmt, res *BulkWriteResult, bwe *BulkWriteException, models []WriteModel) bool {
+	n := int64Of(reply, "n")
+	switch kind {
+	case kindInsert:
+		res.InsertedCount += n
+	case kindDelete:
+		res.DeletedCount += n
+	case kindUpdate:
+		upserted := 0
+		if v, err := reply.LookupErr("upserted"); err == nil {
+			if arr, ok := v.ArrayOK(); ok {
+				vals, _ := arr.Values()
+				for _, u := range vals {
+					ud, ok := u.DocumentOK()
+					if !ok {
+						continue
+					}
+					i := int(int64Of(ud, "index"))
+					if i < 0 || i >= len(batch) {
+						continue
+					}
+					var id any
+					if idv, err := ud.LookupErr("_id"); err == nil {
+						_ = idv.Unmarshal(&id)
+					}
+					res.UpsertedIDs[int64(batch[i].index)] = id
+					upserted++
+				}
+			}
+		}
+		res.UpsertedCount += int64(upserted)
+		res.MatchedCount += n - int64(upserted)
+		res.ModifiedCount += int64Of(reply, "nModified")
+	}
+	var we *WriteException
+	if !errors.As(mongoerr.FromReply(reply), &we) {
+		return false
+	}
+	for _, e := range we.WriteErrors {
+		if e.Index >= 0 && e.Index < len(batch) {
+			e.Index = batch[e.Index].index
+		}
+		bw := BulkWriteError{WriteError: e}
+		if models != nil && e.Index >= 0 && e.Index < len(models) {
+			bw.Model = models[e.Index]
+		}
+		bwe.WriteErrors = append(bwe.WriteErrors, bw)
+	}
+	if we.WriteConcernError != nil {
+		bwe.WriteConcernError = we.WriteConcernError
+	}
+	for _, lbl := range we.Labels {
+		if !bwe.HasErrorLabel(lbl) {
+			bwe.Labels = append(bwe.Labels, lbl)
+		}
+	}
+	return len(we.WriteErrors) > 0
+}
+
+// BulkWrite runs models as insert, update and delete commands: consecutive
+// models of one kind (all models of one kind when unordered) share commands,
+// split to respect the server's maxWriteBatchSize and maxMessageSizeBytes.
+// Ordered writes (the default) stop at the first error. Write errors and
+// write concern errors are returned as a *BulkWriteException whose indexes
+// are positions in models.
+func (coll *Collection) BulkWrite(ctx context.Context, models []WriteModel, opts *BulkWriteOptions) (*BulkWriteResult, error) {
+	if opts == nil {
+		opts = &BulkWriteOptions{}
+	}
+	if len(models) == 0 {
+		return nil, ErrEmptySlice
+	}
+	o := &writeOpts{ordered: opts.Ordered == nil || *opts.Ordered, bypass: opts.BypassDocumentValidation, comment: opts.Comment, session: opts.Session}
+	var err error
+	if o.let, err = docOrNil(opts.Let); err != nil {
+		return nil, err
+	}
+	var groups []writeGroup
+	groupOf := map[stmtKind]int{} // unordered: one group per kind
+	for i, m := range models {
+		kind, doc, multi, err := modelStmt(m)
+		if err != nil {
+			return nil, fmt.Errorf("model %d: %w", i, err)
+		}
+		st := writeStmt{doc: doc, index: i, multi: multi}
+		switch {
+		case o.ordered && len(groups) > 0 && groups[len(groups)-1].kind == kind:
+			groups[len(groups)-1].stmts = append(groups[len(groups)-1].stmts, st)
+		case !o.ordered:
+			if gi, ok := groupOf[kind]; ok {
+				groups[gi].stmts = append(groups[gi].stmts, st)
+				continue
+			}
+			groupOf[kind] = len(groups)
+			fallthrough
+		default:
+			groups = append(groups, writeGroup{kind: kind, stmts: []writeStmt{st}})
+		}
+	}
+	return coll.runWrites(ctx, groups, o, models)
+}
+
+// modelStmt turns a write model into a statement.
+func modelStmt(m WriteModel) (stmtKind, bson.Raw, bool, error) {
+	switch m := m.(type) {
+	case *InsertOneModel:
+		if m == nil {
+			break
+		}
+		return modelStmt(*m)
+	case InsertOneModel:
+		doc, err := toDoc(m.Document, false)
+		if err != nil {
+			return 0, nil, false, err
+		}
+		doc, _, err = ensureID(doc)
+		return kindInsert, doc, false, err
+	case *UpdateOneModel:
+		if m == nil {
+			break
+		}
+		return modelStmt(*m)
+	case UpdateOneModel:
+		doc, err := updateStmt(m.Filter, m.Update, false, m.Upsert, m.ArrayFilters, m.Collation, m.Hint, m.Sort)
+		return kindUpdate, doc, false, err
+	case *UpdateManyModel:
+		if m == nil {
+			break
+		}
+		return modelStmt(*m)
+	case UpdateManyModel:
+		doc, err := updateStmt(m.Filter, m.Update, true, m.Upsert, m.ArrayFilters, m.Collation, m.Hint, nil)
+		return kindUpdate, doc, true, err
+	case *ReplaceOneModel:
+		if m == nil {
+			break
+		}
+		return modelStmt(*m)
+	case ReplaceOneModel:
+		doc, err := replaceStmt(m.Filter, m.Replacement, m.Upsert, m.Collation, m.Hint, m.Sort)
+		return kindUpdate, doc, false, err
+	case *DeleteOneModel:
+		if m == nil {
+			break
+		}
+		return modelStmt(*m)
+	case DeleteOneModel:
+		doc, err := deleteStmt(m.Filter, 1, m.Collation, m.Hint)
+		return kindDelete, doc, false, err
+	case *DeleteManyModel:
+		if m == nil {
+			break
+		}
+		return modelStmt(*m)
+	case DeleteManyModel:
+		doc, err := deleteStmt(m.Filter, 0, m.Collation, m.Hint)
+		return kindDelete, doc, true, err
+	}
+	return 0, nil, false, argError("unsupported or nil write model %T", m)
+}
+
+// updateStmt builds an update statement {q, u, upsert, multi, ...}.
+func updateStmt(filter, update any, multi, upsert bool, arrayFilters []any, coll *Collation, hint, sort any) (bson.Raw, error) {
+	q, err := toDoc(filter, true)
+	if err != nil {
+		return nil, err
+	}
+	u, err := updateValue(update)
+	if err != nil {
+		return nil, err
+	}
+	return stmtDoc(q, u, multi, upsert, arrayFilters, coll, hint, sort)
+}
+
+// replaceStmt builds a replacement statement.
+func replaceStmt(filter, replacement any, upsert bool, coll *Collation, hint, sort any) (bson.Raw, error) {
+	q, err := toDoc(filter, true)
+	if err != nil {
+		return nil, err
+	}
+	r, err := replacementDoc(replacement)
+	if err != nil {
+		return nil, err
+	}
+	return stmtDoc(q, r, false, upsert, nil, coll, hint, sort)
+}
+
+func stmtDoc(q bson.Raw, u any, multi, upsert bool, arrayFilters []any, coll *Collation, hint, sort any) (bson.Raw, error) {
+	d := cmdBuilder{{Key: "q", Value: q}, {Key: "u", Value: u}}
+	d.addTrue("upsert", upsert)
+	d.addTrue("multi", multi)
+	if arrayFilters != nil {
+		d.add("arrayFilters", arrayFilters)
+	}
+	d.addCollation(coll)
+	d.addIf("hint", hint)
+	if sort != nil {
+		s, err := toDoc(sort, false)
+		if err != nil {
+			return nil, err
+		}
+		d.add("sort", s)
+	}
+	b, err := bson.Marshal(bson.D(d))
+	if err != nil {
+		return nil, fmt.Errorf("%w: encoding update statement: %v", ErrInvalidArgument, err)
+	}
+	return b, nil
+}
+
+// deleteStmt builds a delete statement {q, limit, ...}; limit 0 deletes all.
+func deleteStmt(filter any, limit int32, coll *Collation, hint any) (bson.Raw, error) {
+	q, err := toDoc(filter, true)
+	if err != nil {
+		return nil, err
+	}
+	d := cmdBuilder{{Key: "q", Value: q}, {Key: "limit", Value: limit}}
+	d.addCollation(coll)
+	d.addIf("hint", hint)
+	b, err := bson.Marshal(bson.D(d))
+	if err != nil {
+		return nil, fmt.Errorf("%w: encoding delete statement: %v", ErrInvalidArgument, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,395 @@
+package sturdy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/internal/exec"
+	"github.com/sturdy-go/sturdy/internal/pool"
+	"github.com/sturdy-go/sturdy/internal/session"
+	"github.com/sturdy-go/sturdy/internal/topology"
+)
+
+// Client is a handle to a MongoDB deployment: it monitors the servers, pools
+// connections and sessions, and runs every operation through one execution
+// path. It is safe for concurrent use; create one per deployment and share it.
+type Client struct {
+	opts     Options // with defaults resolved
+	topo     *topology.Topology
+	sessions *session.Pool
+	exec     *exec.Executor
+	closed   atomic.Bool
+}
+
+// endSessionsBatch is the most session ids one endSessions command may carry.
+const endSessionsBatch = 10_000
+
+// clientDefaults are what zero-valued Options fields stand for at Connect.
+var clientDefaults = struct {
+	MaxPoolSize, MaxConnecting                                                int
+	ConnectTimeout, ServerSelectionTimeout, HeartbeatInterval, LocalThreshold time.Duration
+	MaxAdaptiveRetries                                                        int
+}{
+	MaxPoolSize: 100, MaxConnecting: 2,
+	ConnectTimeout: 10 * time.Second, ServerSelectionTimeout: 30 * time.Second,
+	HeartbeatInterval: 10 * time.Second, LocalThreshold: 15 * time.Millisecond,
+	MaxAdaptiveRetries: 5,
+}
+
+// Connect parses a connection string and connects. See ConnectWithOptions.
+func Connect(ctx context.Context, uri string) (*Client, error) {
+	o, err := ParseURI(uri)
+	if err != nil {
+		return nil, err
+	}
+	return ConnectWithOptions(ctx, o)
+}
+
+// ConnectWithOptions starts monitoring the deployment described by o and
+// returns at once: servers are discovered in the background and operations
+// wait (up to ServerSelectionTimeout or their context's deadline) for a
+// suitable one. Call Disconnect to release everything.
+func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.SRVHost != "" {
+		resolved, err := o.resolveSRV(ctx)
+		if err != nil {
+			return nil, err
+		}
+		o = resolved
+	}
+	o = withDefaults(o)
+	for _, w := range o.Warnings {
+		if o.Logger != nil {
+			o.Logger.Warn("sturdy: connection string", "warning", w)
+		}
+	}
+
+	co := conn.Options{
+		AppName:      o.AppName,
+		DialTimeout:  o.ConnectTimeout,
+		TLSConfig:    o.TLS,
+		Compressors:  o.Compressors,
+		ZlibLevel:    *o.ZlibLevel,
+		Dialer:       o.Dialer,
+		LoadBalanced: o.LoadBalanced,
+	}
+	if o.Auth != nil {
+		co.Credential = &conn.Credential{
+			Mechanism: o.Auth.Mechanism, Source: o.Auth.Source, Username: o.Auth.Username,
+			Password: o.Auth.Password, PasswordSet: o.Auth.PasswordSet, MechanismProperties: o.Auth.MechanismProperties,
+		}
+	}
+	maxPool := o.MaxPoolSize
+	if maxPool < 0 {
+		maxPool = 0 // unlimited
+	}
+	topo, err := topology.New(topology.Options{
+		Hosts:                  o.Hosts,
+		SetName:                o.ReplicaSet,
+		Direct:                 o.Direct,
+		HeartbeatInterval:      o.HeartbeatInterval,
+		ServerSelectionTimeout: o.ServerSelectionTimeout,
+		LocalThreshold:         *o.LocalThreshold,
+		Pool: pool.Options{
+			MaxPoolSize:   maxPool,
+			MinPoolSize:   o.MinPoolSize,
+			MaxConnecting: o.MaxConnecting,
+			MaxIdleTime:   o.MaxIdleTime,
+			Conn:          co,
+			Monitor:       o.Monitor,
+		},
+		Conn:    co,
+		Monitor: o.Monitor,
+		Logger:  o.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := topo.Connect(ctx); err != nil {
+		return nil, err
+	}
+	sessions := session.NewPool(nil)
+	c := &Client{
+		opts:     o,
+		topo:     topo,
+		sessions: sessions,
+		exec: &exec.Executor{
+			Topology:    topo,
+			Sessions:    sessions,
+			Monitor:     o.Monitor,
+			Logger:      o.Logger,
+			RetryWrites: *o.RetryWrites,
+			RetryReads:  *o.RetryReads,
+		},
+	}
+	return c, nil
+}
+
+// withDefaults fills every zero-valued option with its default.
+func withDefaults(o Options) Options {
+	if o.MaxPoolSize == 0 {
+		o.MaxPoolSize = clientDefaults.MaxPoolSize
+	}
+	if o.MaxConnecting == 0 {
+		o.MaxConnecting = clientDefaults.MaxConnecting
+	}
+	switch {
+	case o.ConnectTimeout == 0:
+		o.ConnectTimeout = clientDefaults.ConnectTimeout
+	case o.ConnectTimeout < 0:
+		// No timeout of its own (connectTimeoutMS=0): the operation's
+		// context governs. conn reads 0 as its 10 s default, so use a
+		// bound no dial reaches.
+		o.ConnectTimeout = 24 * time.Hour
+	}
+	if o.ServerSelectionTimeout == 0 {
+		o.ServerSelectionTimeout = clientDefaults.ServerSelectionTimeout
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = clientDefaults.HeartbeatInterval
+	}
+	if o.LocalThreshold == nil {
+		lt := clientDefaults.LocalThreshold
+		o.LocalThreshold = &lt
+	}
+	if o.ZlibLevel == nil {
+		l := -1
+		o.ZlibLevel = &l
+	}
+	t := true
+	if o.RetryWrites == nil {
+		o.RetryWrites = &t
+	}
+	if o.RetryReads == nil {
+		o.RetryReads = &t
+	}
+	if o.AdaptiveRetries == nil {
+		o.AdaptiveRetries = &t
+	}
+	if o.EnableOverloadRetargeting == nil {
+		o.EnableOverloadRetargeting = &t
+	}
+	if o.MaxAdaptiveRetries == nil {
+		n := clientDefaults.MaxAdaptiveRetries
+		o.MaxAdaptiveRetries = &n
+	}
+	return o
+}
+
+// Disconnect ends the client's pooled server sessions on the server (best
+// effort), stops monitoring and closes every connection. No goroutine the
+// client started survives it. Operations afterwards fail with
+// ErrClientDisconnected.
+func (c *Client) Disconnect(ctx context.Context) error {
+	if c.closed.Swap(true) {
+		return ErrClientDisconnected
+	}
+	c.endSessions(ctx)
+	return c.topo.Disconnect(ctx)
+}
+
+// endSessions tells the server to forget the pooled sessions, in batches of
+// at most 10 000 ids. It is best effort: it gives up at the first error and
+// does not wait for a server to become available.
+func (c *Client) endSessions(ctx context.Context) {
+	ids := c.sessions.Drain()
+	if len(ids) == 0 || !c.hasSelectableServer() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rp := &topology.ReadPref{Mode: topology.PrimaryPreferred}
+	for len(ids) > 0 {
+		n := min(len(ids), endSessionsBatch)
+		batch := make(bson.A, n)
+		for i, id := range ids[:n] {
+			batch[i] = id
+		}
+		ids = ids[n:]
+		// An executor without a session pool: endSessions carries no lsid.
+		noSessions := &exec.Executor{Topology: c.topo, Monitor: c.opts.Monitor, Logger: c.opts.Logger}
+		_, err := noSessions.Execute(ctx, &exec.Operation{
+			Name: "endSessions", DB: "admin",
+			Command:  bson.D{{Key: "endSessions", Value: batch}},
+			ReadPref: rp,
+		})
+		if err != nil {
+			return
+		}
+	}
+}
+
+// hasSelectableServer reports whether monitoring knows a data-bearing server.
+func (c *Client) hasSelectableServer() bool {
+	for _, s := range c.topo.Description().Servers {
+		if s.Kind.DataBearing() {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionsSupported waits for a data-bearing server to be known, then reports
+// whether the deployment supports sessions.
+func (c *Client) sessionsSupported(ctx context.Context) (bool, error) {
+	if !c.hasSelectableServer() {
+		sel := topology.ReadPrefSelector(topology.ReadPref{Mode: topology.PrimaryPreferred}, c.opts.HeartbeatInterval)
+		if _, err := c.topo.SelectServer(ctx, sel, nil); err != nil {
+			return false, err
+		}
+	}
+	return c.topo.Description().SupportsSessions(), nil
+}
+
+// Ping checks that a server matching the client's read preference answers.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := c.Database("admin").RunCommand(ctx, bson.D{{Key: "ping", Value: int32(1)}},
+		&RunCommandOptions{ReadPreference: c.opts.ReadPreference})
+	return err
+}
+
+// Database returns a handle to the named database. Nothing is sent to the
+// server. opts override the client's write concern, read preference and read
+// concern.
+func (c *Client) Database(name string, opts ...*DatabaseOptions) *Database {
+	db := &Database{client: c, name: name, wc: c.opts.WriteConcern, rp: c.opts.ReadPreference, rc: c.opts.ReadConcernLevel}
+	for _, o := range opts {
+		db.wc, db.rp, db.rc = inherit(o, db.wc, db.rp, db.rc)
+	}
+	return db
+}
+
+func inherit(o *DatabaseOptions, wc *WriteConcern, rp *ReadPreference, rc string) (*WriteConcern, *ReadPreference, string) {
+	if o == nil {
+		return wc, rp, rc
+	}
+	if o.WriteConcern != nil {
+		wc = o.WriteConcern
+	}
+	if o.ReadPreference != nil {
+		rp = o.ReadPreference
+	}
+	if o.ReadConcernLevel != "" {
+		rc = o.ReadConcernLevel
+	}
+	return wc, rp, rc
+}
+
+// ListDatabaseNames returns the names of the databases matching filter (nil:
+// all).
+func (c *Client) ListDatabaseNames(ctx context.Context, filter any, opts *ListOptions) ([]string, error) {
+	if opts == nil {
+		opts = &ListOptions{}
+	}
+	f, err := toDoc(filter, true)
+	if err != nil {
+		return nil, err
+	}
+	cmd := cmdBuilder{{Key: "listDatabases", Value: int32(1)}, {Key: "nameOnly", Value: true}}
+	if len(f) > 5 {
+		cmd.add("filter", f)
+	}
+	cmd.addIf("comment", opts.Comment)
+	res, err := c.execute(ctx, &exec.Operation{Name: "listDatabases", DB: "admin", Command: bson.D(cmd), RetryableRead: true}, opts.Session)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Databases []struct {
+			Name string `bson:"name"`
+		} `bson:"databases"`
+	}
+	if err := bson.Unmarshal(res.Reply, &out); err != nil {
+		return nil, fmt.Errorf("sturdy: decoding listDatabases reply: %w", err)
+	}
+	names := make([]string, len(out.Databases))
+	for i, d := range out.Databases {
+		names[i] = d.Name
+	}
+	return names, nil
+}
+
+// execute runs op with the explicit session s (nil: an implicit one), under
+// the client-wide Timeout when the context has no earlier deadline.
+func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (exec.Result, error) {
+	if c.closed.Load() {
+		return exec.Result{}, ErrClientDisconnected
+	}
+	if s != nil {
+		sc, err := s.use(c)
+		if err != nil {
+			return exec.Result{}, err
+		}
+		if op.Unacknowledged {
+			return exec.Result{}, ErrUnacknowledgedSession
+		}
+		op.Session = sc
+		op.KeepSession = false
+	}
+	if c.opts.Timeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > c.opts.Timeout {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+			defer cancel()
+		}
+	}
+	res, err := c.exec.Execute(ctx, op)
+	if err != nil && errors.Is(err, session.ErrSessionEnded) {
+		err = ErrSessionEnded
+	}
+	return res, err
+}
+
+// readPref converts a public read preference (nil: primary) to the
+// topology's.
+func readPref(rp *ReadPreference) *topology.ReadPref {
+	if rp == nil || rp.Mode == PrimaryMode {
+		return nil
+	}
+	out := &topology.ReadPref{MaxStaleness: rp.MaxStaleness}
+	switch rp.Mode {
+	case PrimaryPreferredMode:
+		out.Mode = topology.PrimaryPreferred
+	case SecondaryMode:
+		out.Mode = topology.Secondary
+	case SecondaryPreferredMode:
+		out.Mode = topology.SecondaryPreferred
+	case NearestMode:
+		out.Mode = topology.Nearest
+	}
+	for _, ts := range rp.TagSets {
+		out.TagSets = append(out.TagSets, map[string]string(ts))
+	}
+	return out
+}
+
+// writeConcernDoc is the writeConcern field of a write command, or an
+// untyped nil for the server's default.
+func writeConcernDoc(wc *WriteConcern) any {
+	if wc == nil {
+		return nil
+	}
+	var d bson.D
+	if wc.W != nil {
+		d = append(d, bson.E{Key: "w", Value: wc.W})
+	}
+	if wc.Journal != nil {
+		d = append(d, bson.E{Key: "j", Value: *wc.Journal})
+	}
+	if wc.WTimeout > 0 {
+		d = append(d, bson.E{Key: "wtimeout", Value: wc.WTimeout.Milliseconds()})
+	}
+	if len(d) == 0 {
+		return nil
+	}
+	return d
+}

@@ -1,0 +1,638 @@
+package sturdy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/internal/exec"
+)
+
+// Collection is a handle to a collection. It is cheap to create and safe for
+// concurrent use. Every method takes a context first and an optional options
+// struct last (nil: defaults). Documents and filters are anything
+// bson.Marshal accepts: bson.D, bson.M, bson.Raw or a tagged struct; a nil
+// filter matches every document.
+type Collection struct {
+	client *Client
+	db     string
+	name   string
+	wc     *WriteConcern
+	rp     *ReadPreference
+	rc     string
+}
+
+// Name returns the collection's name.
+func (coll *Collection) Name() string { return coll.name }
+
+// Database returns the collection's database.
+func (coll *Collection) Database() *Database {
+	return &Database{client: coll.client, name: coll.db, wc: coll.wc, rp: coll.rp, rc: coll.rc}
+}
+
+// readConcern is the readConcern field of a read command, or nil.
+func (coll *Collection) readConcern() any {
+	if coll.rc == "" {
+		return nil
+	}
+	return bson.D{{Key: "level", Value: coll.rc}}
+}
+
+// InsertOne inserts doc. If doc has no _id, an ObjectID is generated and
+// placed first; InsertedID reports it either way.
+func (coll *Collection) InsertOne(ctx context.Context, doc any, opts *InsertOneOptions) (*InsertOneResult, error) {
+	if opts == nil {
+		opts = &InsertOneOptions{}
+	}
+	raw, err := toDoc(doc, false)
+	if err != nil {
+		return nil, err
+	}
+	raw, id, err := ensureID(raw)
+	if err != nil {
+		return nil, err
+	}
+	o := &writeOpts{bypass: opts.BypassDocumentValidation, comment: opts.Comment, session: opts.Session}
+	if _, err := coll.writeOne(ctx, kindInsert, writeStmt{doc: raw}, o); err != nil {
+		return nil, err
+	}
+	return &InsertOneResult{InsertedID: id, Acknowledged: !coll.wc.Unacknowledged()}, nil
+}
+
+// InsertMany inserts docs, split into as few insert commands as the server's
+// limits allow. Ordered (the default) stops at the first error. Write
+// errors are returned as a *BulkWriteException indexed by position in docs.
+func (coll *Collection) InsertMany(ctx context.Context, docs []any, opts *InsertManyOptions) (*InsertManyResult, error) {
+	if opts == nil {
+		opts = &InsertManyOptions{}
+	}
+	if len(docs) == 0 {
+		return nil, ErrEmptySlice
+	}
+	stmts := make([]writeStmt, len(docs))
+	ids := make([]any, len(docs))
+	for i, d := range docs {
+		raw, err := toDoc(d, false)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if stmts[i].doc, ids[i], err = ensureID(raw); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		stmts[i].index = i
+	}
+	o := &writeOpts{ordered: opts.Ordered == nil || *opts.Ordered, bypass: opts.BypassDocumentValidation, comment: opts.Comment, session: opts.Session}
+	_, err := coll.runWrites(ctx, []writeGroup{{kind: kindInsert, stmts: stmts}}, o, nil)
+	var bwe *BulkWriteException
+	if err != nil && !errors.As(err, &bwe) {
+		return nil, err
+	}
+	return &InsertManyResult{InsertedIDs: ids, Acknowledged: !coll.wc.Unacknowledged()}, err
+}
+
+// UpdateOne applies update (a document of $-operators, or a pipeline) to
+// the first document matching filter.
+func (coll *Collection) UpdateOne(ctx context.Context, filter, update any, opts *UpdateOptions) (*UpdateResult, error) {
+	return coll.update(ctx, filter, update, false, opts)
+}
+
+// UpdateMany applies update to every document matching filter.
+func (coll *Collection) UpdateMany(ctx context.Context, filter, update any, opts *UpdateOptions) (*UpdateResult, error) {
+	if opts != nil && opts.Sort != nil {
+		return nil, argError("UpdateMany does not take a sort")
+	}
+	return coll.update(ctx, filter, update, true, opts)
+}
+
+func (coll *Collection) update(ctx context.Context, filter, update any, multi bool, opts *UpdateOptions) (*UpdateResult, error) {
+	if opts == nil {
+		opts = &UpdateOptions{}
+	}
+	stmt, err := updateStmt(filter, update, multi, opts.Upsert, opts.ArrayFilters, opts.Collation, opts.Hint, opts.Sort)
+	if err != nil {
+		return nil, err
+	}
+	return coll.runUpdate(ctx, stmt, multi, opts.BypassDocumentValidation, opts.Let, opts.Comment, opts.Session)
+}
+
+// ReplaceOne replaces the first document matching filter with replacement,
+// which must not contain $-operators.
+func (coll *Collection) ReplaceOne(ctx context.Context, filter, replacement any, opts *ReplaceOptions) (*UpdateResult, error) {
+	if opts == nil {
+		opts = &ReplaceOptions{}
+	}
+	stmt, err := replaceStmt(filter, replacement, opts.Upsert, opts.Collation, opts.Hint, opts.Sort)
+	if err != nil {
+		return nil, err
+	}
+	return coll.runUpdate(ctx, stmt, false, opts.BypassDocumentValidation, opts.Let, opts.Comment, opts.Session)
+}
+
+func (coll *Collection) runUpdate(ctx context.Context, stmt bson.Raw, multi, bypass bool, let, comment any, s *Session) (*UpdateResult, error) {
+	o := &writeOpts{bypass: bypass, comment: comment, session: s}
+	var err error
+	if o.let, err = docOrNil(let); err != nil {
+		return nil, err
+	}
+	reply, err := coll.writeOne(ctx, kindUpdate, writeStmt{doc: stmt, multi: multi}, o)
+	if err != nil {
+		return nil, err
+	}
+	if reply == nil {
+		return &UpdateResult{}, nil
+	}
+	res := &UpdateResult{Acknowledged: true, ModifiedCount: int64Of(reply, "nModified")}
+	n := int64Of(reply, "n")
+	if v, err := reply.LookupErr("upserted"); err == nil {
+		if arr, ok := v.ArrayOK(); ok {
+			if vals, _ := arr.Values(); len(vals) > 0 {
+				if d, ok := vals[0].DocumentOK(); ok {
+					if idv, err := d.LookupErr("_id"); err == nil {
+						_ = idv.Unmarshal(&res.UpsertedID)
+					}
+				}
+				res.UpsertedCount = int64(len(vals))
+			}
+		}
+	}
+	res.MatchedCount = n - res.UpsertedCount
+	return res, nil
+}
+
+// DeleteOne deletes the first document matching filter.
+func (coll *Collection) DeleteOne(ctx context.Context, filter any, opts *DeleteOptions) (*DeleteResult, error) {
+	return coll.delete(ctx, filter, 1, opts)
+}
+
+// DeleteMany deletes every document matching filter.
+func (coll *Collection) DeleteMany(ctx context.Context, filter any, opts *DeleteOptions) (*DeleteResult, error) {
+	return coll.delete(ctx, filter, 0, opts)
+}
+
+func (coll *Collection) delete(ctx context.Context, filter any, limit int32, opts *DeleteOptions) (*DeleteResult, error) {
+	if opts == nil {
+		opts = &DeleteOptions{}
+	}
+	stmt, err := deleteStmt(filter, limit, opts.Collation, opts.Hint)
+	if err != nil {
+		return nil, err
+	}
+	o := &writeOpts{comment: opts.Comment, session: opts.Session}
+	if o.let, err = docOrNil(opts.Let); err != nil {
+		return nil, err
+	}
+	reply, err := coll.writeOne(ctx, kindDelete, writeStmt{doc: stmt, multi: limit == 0}, o)
+	if err != nil {
+		return nil, err
+	}
+	if reply == nil {
+		return &DeleteResult{}, nil
+	}
+	return &DeleteResult{DeletedCount: int64Of(reply, "n"), Acknowledged: true}, nil
+}
+
+// findAndModify runs a findAndModify command and wraps its value.
+func (coll *Collection) findAndModify(ctx context.Context, cmd cmdBuilder, s *Session) *SingleResult {
+	if coll.wc.Unacknowledged() {
+		// findAndModify returns a document, which w: 0 would discard.
+		return &SingleResult{err: argError("findAndModify cannot use an unacknowledged write concern")}
+	}
+	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
+	op := &exec.Operation{Name: "findAndModify", DB: coll.db, Command: bson.D(cmd), Write: true, RetryableWrite: true}
+	res, err := coll.client.execute(ctx, op, s)
+	if err != nil {
+		return &SingleResult{err: err}
+	}
+	v, lerr := res.Reply.LookupErr("value")
+	if lerr != nil || v.Type == bson.TypeNull {
+		return &SingleResult{err: ErrNoDocuments}
+	}
+	doc, ok := v.DocumentOK()
+	if !ok {
+		return &SingleResult{err: fmt.Errorf("sturdy: findAndModify value is a %v, not a document", v.Type)}
+	}
+	return &SingleResult{raw: doc}
+}
+
+// famBase is the part of a findAndModify command common to all three forms.
+func (coll *Collection) famBase(filter, sort, projection any, coll2 *Collation, hint, let, comment any) (cmdBuilder, error) {
+	q, err := toDoc(filter, true)
+	if err != nil {
+		return nil, err
+	}
+	cmd := cmdBuilder{{Key: "findAndModify", Value: coll.name}, {Key: "query", Value: q}}
+	if sort != nil {
+		s, err := toDoc(sort, false)
+		if err != nil {
+			return nil, err
+		}
+		cmd.add("sort", s)
+	}
+	if projection != nil {
+		p, err := toDoc(projection, false)
+		if err != nil {
+			return nil, err
+		}
+		cmd.add("fields", p)
+	}
+	cmd.addCollation(coll2)
+	cmd.addIf("hint", hint)
+	l, err := docOrNil(let)
+	if err != nil {
+		return nil, err
+	}
+	cmd.addIf("let", l)
+	cmd.addIf("comment", comment)
+	return cmd, nil
+}
+
+// FindOneAndUpdate updates the first document matching filter (in Sort
+// order) and returns it as it was before the update, or after with
+// ReturnDocument: After. It returns ErrNoDocuments if nothing matched and
+// nothing was upserted.
+func (coll *Collection) FindOneAndUpdate(ctx context.Context, filter, update any, opts *FindOneAndUpdateOptions) *SingleResult {
+	if opts == nil {
+		opts = &FindOneAndUpdateOptions{}
+	}
+	u, err := updateValue(update)
+	if err != nil {
+		return &SingleResult{err: err}
+	}
+	cmd, err := coll.famBase(filter, opts.Sort, opts.Projection, opts.Collation, opts.Hint, opts.Let, opts.Comment)
+	if err != nil {
+		return &SingleResult{err: err}
+	}
+	cmd.add("update", u)
+	cmd.addTrue("new", opts.ReturnDocument == After)
+	cmd.addTrue("upsert", opts.Upsert)
+	if opts.ArrayFilters != nil {
+		cmd.add("arrayFilters", opts.ArrayFilters)
+	}
+	cmd.addTrue("bypassDocumentValidation", opts.BypassDocumentValidation)
+	cmd.addMaxTime(opts.MaxTime)
+	return coll.findAndModify(ctx, cmd, opts.Session)
+}
+
+// FindOneAndReplace replaces the first document matching filter and returns
+// it as it was before (or after, with ReturnDocument: After).
+func (coll *Collection) FindOneAndReplace(ctx context.Context, filter, replacement any, opts *FindOneAndReplaceOptions) *SingleResult {
+	if opts == nil {
+		opts = &FindOneAndReplaceOptions{}
+	}
+	r, err := replacementDoc(replacement)
+	if err != nil {
+		return &SingleResult{err: err}
+	}
+	cmd, err := coll.famBase(filter, opts.Sort, opts.Projection, opts.Collation, opts.Hint, opts.Let, opts.Comment)
+	if err != nil {
+		return &SingleResult{err: err}
+	}
+	cmd.add("update", r)
+	cmd.addTrue("new", opts.ReturnDocument == After)
+	cmd.addTrue("upsert", opts.Upsert)
+	cmd.addTrue("bypassDocumentValidation", opts.BypassDocumentValidation)
+	cmd.addMaxTime(opts.MaxTime)
+	return coll.findAndModify(ctx, cmd, opts.Session)
+}
+
+// FindOneAndDelete deletes the first document matching filter and returns it.
+func (coll *Collection) FindOneAndDelete(ctx context.Context, filter any, opts *FindOneAndDeleteOptions) *SingleResult {
+	if opts == nil {
+		opts = &FindOneAndDeleteOptions{}
+	}
+	cmd, err := coll.famBase(filter, opts.Sort, opts.Projection, opts.Collation, opts.Hint, opts.Let, opts.Comment)
+	if err != nil {
+		return &SingleResult{err: err}
+	}
+	cmd.add("remove", true)
+	cmd.addMaxTime(opts.MaxTime)
+	return coll.findAndModify(ctx, cmd, opts.Session)
+}
+
+// Find returns a cursor over the documents matching filter.
+func (coll *Collection) Find(ctx context.Context, filter any, opts *FindOptions) (*Cursor, error) {
+	if opts == nil {
+		opts = &FindOptions{}
+	}
+	cmd, err := coll.findCommand(filter, opts)
+	if err != nil {
+		return nil, err
+	}
+	op := &exec.Operation{Name: "find", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), RetryableRead: true}
+	return openCursor(ctx, coll.client, op, opts.Session, opts.BatchSize, opts.Comment)
+}
+
+func (coll *Collection) findCommand(filter any, opts *FindOptions) (cmdBuilder, error) {
+	f, err := toDoc(filter, true)
+	if err != nil {
+		return nil, err
+	}
+	cmd := cmdBuilder{{Key: "find", Value: coll.name}, {Key: "filter", Value: f}}
+	for _, field := range []struct {
+		key string
+		v   any
+	}{{"sort", opts.Sort}, {"projection", opts.Projection}, {"min", opts.Min}, {"max", opts.Max}, {"let", opts.Let}} {
+		d, err := docOrNil(field.v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field.key, err)
+		}
+		cmd.addIf(field.key, d)
+	}
+	cmd.addIf("hint", opts.Hint)
+	if opts.Skip < 0 {
+		return nil, argError("negative skip %d", opts.Skip)
+	}
+	if opts.Skip > 0 {
+		cmd.add("skip", opts.Skip)
+	}
+	switch {
+	case opts.Limit > 0:
+		cmd.add("limit", opts.Limit)
+	case opts.Limit < 0:
+		cmd.add("limit", -opts.Limit)
+		cmd.add("singleBatch", true)
+	}
+	if opts.BatchSize < 0 {
+		return nil, argError("negative batch size %d", opts.BatchSize)
+	}
+	if opts.BatchSize > 0 {
+		cmd.add("batchSize", opts.BatchSize)
+	}
+	cmd.addCollation(opts.Collation)
+	cmd.addIf("comment", opts.Comment)
+	cmd.addMaxTime(opts.MaxTime)
+	cmd.addBoolPtr("allowDiskUse", opts.AllowDiskUse)
+	cmd.addTrue("allowPartialResults", opts.AllowPartialResults)
+	cmd.addTrue("noCursorTimeout", opts.NoCursorTimeout)
+	cmd.addTrue("returnKey", opts.ReturnKey)
+	cmd.addTrue("showRecordId", opts.ShowRecordID)
+	cmd.addIf("readConcern", coll.readConcern())
+	return cmd, nil
+}
+
+// FindOne returns the first document matching filter (in Sort order), or
+// ErrNoDocuments through the result's Err and Decode.
+func (coll *Collection) FindOne(ctx context.Context, filter any, opts *FindOneOptions) *SingleResult {
+	if opts == nil {
+		opts = &FindOneOptions{}
+	}
+	fo := &FindOptions{Sort: opts.Sort, Projection: opts.Projection, Skip: opts.Skip, Hint: opts.Hint, Collation: opts.Collation,
+		Let: opts.Let, Comment: opts.Comment, MaxTime: opts.MaxTime, ReturnKey: opts.ReturnKey, ShowRecordID: opts.ShowRecordID,
+		Session: opts.Session, Limit: -1}
+	cur, err := coll.Find(ctx, filter, fo)
+	if err != nil {
+		return &SingleResult{err: err}
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	if !cur.Next(ctx) {
+		if err := cur.Err(); err != nil {
+			return &SingleResult{err: err}
+		}
+		return &SingleResult{err: ErrNoDocuments}
+	}
+	return &SingleResult{raw: cur.Current}
+}
+
+// Aggregate runs an aggregation pipeline (e.g. []bson.D or bson.A) and
+// returns a cursor over its results. A pipeline ending in $out or $merge
+// is a write: it goes to the primary with the collection's write concern.
+func (coll *Collection) Aggregate(ctx context.Context, pipeline any, opts *AggregateOptions) (*Cursor, error) {
+	return aggregate(ctx, coll.client, coll.db, coll.name, coll.rp, coll.rc, coll.wc, pipeline, opts)
+}
+
+// aggregate runs a collection aggregation, or a database one when coll is "".
+func aggregate(ctx context.Context, client *Client, db, coll string, rp *ReadPreference, rc string, wc *WriteConcern, pipeline any, opts *AggregateOptions) (*Cursor, error) {
+	if opts == nil {
+		opts = &AggregateOptions{}
+	}
+	pv, err := pipelineValue(pipeline)
+	if err != nil {
+		return nil, err
+	}
+	write := hasWriteStage(pv)
+	var target any = coll
+	if coll == "" {
+		target = int32(1)
+	}
+	cmd := cmdBuilder{{Key: "aggregate", Value: target}, {Key: "pipeline", Value: pv}}
+	cursor := bson.D{}
+	if opts.BatchSize > 0 && !write {
+		cursor = append(cursor, bson.E{Key: "batchSize", Value: opts.BatchSize})
+	}
+	cmd.add("cursor", cursor)
+	cmd.addBoolPtr("allowDiskUse", opts.AllowDiskUse)
+	cmd.addCollation(opts.Collation)
+	cmd.addIf("hint", opts.Hint)
+	l, err := docOrNil(opts.Let)
+	if err != nil {
+		return nil, err
+	}
+	cmd.addIf("let", l)
+	cmd.addIf("comment", opts.Comment)
+	cmd.addMaxTime(opts.MaxTime)
+	cmd.addTrue("bypassDocumentValidation", opts.BypassDocumentValidation && write)
+	if rc != "" {
+		cmd.add("readConcern", bson.D{{Key: "level", Value: rc}})
+	}
+	op := &exec.Operation{Name: "aggregate", DB: db, Command: nil}
+	if write {
+		cmd.addIf("writeConcern", writeConcernDoc(wc))
+		op.Write = true
+	} else {
+		op.ReadPref = readPref(rp)
+		op.RetryableRead = true
+	}
+	op.Command = bson.D(cmd)
+	return openCursor(ctx, client, op, opts.Session, opts.BatchSize, opts.Comment)
+}
+
+// pipelineValue marshals a pipeline and checks it is an array of documents.
+func pipelineValue(pipeline any) (bson.RawValue, error) {
+	if pipeline == nil {
+		return toValue(bson.A{})
+	}
+	pv, err := toValue(pipeline)
+	if err != nil {
+		return pv, err
+	}
+	arr, ok := pv.ArrayOK()
+	if !ok {
+		return pv, argError("pipeline must be an array of stages, not %T", pipeline)
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return pv, argError("invalid pipeline: %v", err)
+	}
+	for i, v := range vals {
+		if _, ok := v.DocumentOK(); !ok {
+			return pv, argError("pipeline stage %d is not a document", i)
+		}
+	}
+	return pv, nil
+}
+
+// hasWriteStage reports whether the pipeline's last stage is $out or $merge.
+func hasWriteStage(pv bson.RawValue) bool {
+	vals, _ := pv.Array().Values()
+	if len(vals) == 0 {
+		return false
+	}
+	k := firstKey(vals[len(vals)-1].Document())
+	return k == "$out" || k == "$merge"
+}
+
+// CountDocuments counts the documents matching filter exactly, with an
+// aggregation ($match, $skip, $limit, $group).
+func (coll *Collection) CountDocuments(ctx context.Context, filter any, opts *CountOptions) (int64, error) {
+	if opts == nil {
+		opts = &CountOptions{}
+	}
+	f, err := toDoc(filter, true)
+	if err != nil {
+		return 0, err
+	}
+	pipeline := bson.A{bson.D{{Key: "$match", Value: f}}}
+	if opts.Skip > 0 {
+		pipeline = append(pipeline, bson.D{{Key: "$skip", Value: opts.Skip}})
+	}
+	if opts.Limit > 0 {
+		pipeline = append(pipeline, bson.D{{Key: "$limit", Value: opts.Limit}})
+	}
+	pipeline = append(pipeline, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: int32(1)}, {Key: "n", Value: bson.D{{Key: "$sum", Value: int32(1)}}}}}})
+	cur, err := coll.Aggregate(ctx, pipeline, &AggregateOptions{Hint: opts.Hint, Collation: opts.Collation, Comment: opts.Comment, MaxTime: opts.MaxTime, Session: opts.Session})
+	if err != nil {
+		return 0, err
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	if !cur.Next(ctx) {
+		return 0, cur.Err()
+	}
+	return int64Of(cur.Current, "n"), nil
+}
+
+// EstimatedDocumentCount returns the collection's document count from its
+// metadata (the count command), without scanning.
+func (coll *Collection) EstimatedDocumentCount(ctx context.Context, opts *EstimatedDocumentCountOptions) (int64, error) {
+	if opts == nil {
+		opts = &EstimatedDocumentCountOptions{}
+	}
+	cmd := cmdBuilder{{Key: "count", Value: coll.name}}
+	cmd.addIf("comment", opts.Comment)
+	cmd.addMaxTime(opts.MaxTime)
+	cmd.addIf("readConcern", coll.readConcern())
+	res, err := coll.client.execute(ctx, &exec.Operation{Name: "count", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), RetryableRead: true}, opts.Session)
+	if err != nil {
+		var ce *CommandError
+		if errors.As(err, &ce) && ce.Code == 26 { // NamespaceNotFound: no collection, no documents
+			return 0, nil
+		}
+		return 0, err
+	}
+	return int64Of(res.Reply, "n"), nil
+}
+
+// Distinct returns the distinct values of field among the documents
+// matching filter.
+func (coll *Collection) Distinct(ctx context.Context, field string, filter any, opts *DistinctOptions) ([]any, error) {
+	if opts == nil {
+		opts = &DistinctOptions{}
+	}
+	f, err := toDoc(filter, true)
+	if err != nil {
+		return nil, err
+	}
+	cmd := cmdBuilder{{Key: "distinct", Value: coll.name}, {Key: "key", Value: field}, {Key: "query", Value: f}}
+	cmd.addCollation(opts.Collation)
+	cmd.addIf("hint", opts.Hint)
+	cmd.addIf("comment", opts.Comment)
+	cmd.addMaxTime(opts.MaxTime)
+	cmd.addIf("readConcern", coll.readConcern())
+	res, err := coll.client.execute(ctx, &exec.Operation{Name: "distinct", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), RetryableRead: true}, opts.Session)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Values []any `bson:"values"`
+	}
+	if err := bson.Unmarshal(res.Reply, &out); err != nil {
+		return nil, fmt.Errorf("sturdy: decoding distinct reply: %w", err)
+	}
+	return out.Values, nil
+}
+
+// CreateIndex creates an index and returns its name.
+func (coll *Collection) CreateIndex(ctx context.Context, model IndexModel, opts *CreateIndexOptions) (string, error) {
+	if opts == nil {
+		opts = &CreateIndexOptions{}
+	}
+	keys, err := toDoc(model.Keys, false)
+	if err != nil {
+		return "", fmt.Errorf("index keys: %w", err)
+	}
+	io := model.Options
+	if io == nil {
+		io = &IndexOptions{}
+	}
+	var name string
+	if io.Name != nil {
+		name = *io.Name
+	} else if name, err = indexName(keys); err != nil {
+		return "", err
+	}
+	spec := cmdBuilder{{Key: "key", Value: keys}, {Key: "name", Value: name}}
+	spec.addBoolPtr("unique", io.Unique)
+	spec.addBoolPtr("sparse", io.Sparse)
+	spec.addBoolPtr("hidden", io.Hidden)
+	if io.ExpireAfterSeconds != nil {
+		spec.add("expireAfterSeconds", *io.ExpireAfterSeconds)
+	}
+	pfe, err := docOrNil(io.PartialFilterExpression)
+	if err != nil {
+		return "", err
+	}
+	spec.addIf("partialFilterExpression", pfe)
+	spec.addCollation(io.Collation)
+	cmd := cmdBuilder{{Key: "createIndexes", Value: coll.name}, {Key: "indexes", Value: bson.A{bson.D(spec)}}}
+	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
+	cmd.addIf("comment", opts.Comment)
+	cmd.addMaxTime(opts.MaxTime)
+	_, err = coll.client.execute(ctx, &exec.Operation{Name: "createIndexes", DB: coll.db, Command: bson.D(cmd), Write: true}, opts.Session)
+	if err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// ListIndexes returns a cursor over the collection's index specifications.
+func (coll *Collection) ListIndexes(ctx context.Context, opts *ListOptions) (*Cursor, error) {
+	if opts == nil {
+		opts = &ListOptions{}
+	}
+	cmd := cmdBuilder{{Key: "listIndexes", Value: coll.name}}
+	cmd.addIf("comment", opts.Comment)
+	op := &exec.Operation{Name: "listIndexes", DB: coll.db, Command: bson.D(cmd), RetryableRead: true}
+	return openCursor(ctx, coll.client, op, opts.Session, 0, opts.Comment)
+}
+
+// DropIndex drops the named index.
+func (coll *Collection) DropIndex(ctx context.Context, name string) error {
+	cmd := cmdBuilder{{Key: "dropIndexes", Value: coll.name}, {Key: "index", Value: name}}
+	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
+	_, err := coll.client.execute(ctx, &exec.Operation{Name: "dropIndexes", DB: coll.db, Command: bson.D(cmd), Write: true}, nil)
+	return err
+}
+
+// Drop drops the collection; dropping a collection that does not exist is
+// not an error.
+func (coll *Collection) Drop(ctx context.Context) error {
+	cmd := cmdBuilder{{Key: "drop", Value: coll.name}}
+	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
+	_, err := coll.client.execute(ctx, &exec.Operation{Name: "drop", DB: coll.db, Command: bson.D(cmd), Write: true}, nil)
+	var ce *CommandError
+	if errors.As(err, &ce) && ce.Code == 26 { // NamespaceNotFound
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,194 @@
+package sturdy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/internal/exec"
+	"github.com/sturdy-go/sturdy/internal/session"
+	"github.com/sturdy-go/sturdy/internal/topology"
+)
+
+// Cursor iterates over the results of Find, Aggregate and the list commands,
+// fetching further batches with getMore from the server that opened it.
+// Call Close when done before it is exhausted, so the server can free the
+// cursor. A Cursor is for one goroutine at a time.
+type Cursor struct {
+	// Current is the document Next moved to; valid until the next call.
+	Current bson.Raw
+
+	client    *Client
+	db, coll  string
+	id        int64
+	batch     []bson.Raw
+	pos       int
+	server    *topology.Server
+	sess      *session.Client
+	ownsSess  bool // the implicit session lives as long as the cursor
+	batchSize int32
+	comment   any
+	err       error
+	closed    bool
+}
+
+// openCursor runs a cursor-returning command and wraps its first batch.
+// Without an explicit session the implicit one is kept for the cursor's
+// life, as getMore must use the lsid of the command that opened the cursor.
+func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Session, batchSize int32, comment any) (*Cursor, error) {
+	if s == nil {
+		op.KeepSession = true
+	}
+	res, err := client.execute(ctx, op, s)
+	if err != nil {
+		if s == nil && res.Session != nil {
+			res.Session.End()
+		}
+		return nil, err
+	}
+	c := &Cursor{client: client, server: res.Server, sess: res.Session, ownsSess: s == nil, batchSize: batchSize, comment: comment}
+	if err := c.load(res.Reply); err != nil {
+		c.releaseSession()
+		return nil, err
+	}
+	if c.db == "" {
+		c.db = op.DB
+	}
+	if c.id == 0 {
+		c.releaseSession()
+	}
+	return c, nil
+}
+
+// load takes the cursor id, namespace and batch from a reply.
+func (c *Cursor) load(reply bson.Raw) error {
+	id, ns, batch, err := cursorBatch(reply)
+	if err != nil {
+		return err
+	}
+	c.id, c.batch, c.pos = id, batch, 0
+	if ns != "" {
+		db, coll, ok := strings.Cut(ns, ".")
+		if ok {
+			c.db, c.coll = db, coll
+		}
+	}
+	return nil
+}
+
+// ID returns the server's cursor id; 0 once the cursor is exhausted or closed.
+func (c *Cursor) ID() int64 { return c.id }
+
+// RemainingBatchLength is the number of documents Next returns before it
+// needs another getMore.
+func (c *Cursor) RemainingBatchLength() int { return len(c.batch) - c.pos }
+
+// Next moves to the next document, fetching the next batch if needed. It
+// returns false when the cursor is exhausted or on error (see Err).
+func (c *Cursor) Next(ctx context.Context) bool {
+	for {
+		if c.pos < len(c.batch) {
+			c.Current = c.batch[c.pos]
+			c.pos++
+			return true
+		}
+		c.Current = nil
+		if c.id == 0 || c.err != nil || c.closed {
+			return false
+		}
+		c.getMore(ctx)
+	}
+}
+
+func (c *Cursor) getMore(ctx context.Context) {
+	cmd := cmdBuilder{{Key: "getMore", Value: c.id}, {Key: "collection", Value: c.coll}}
+	if c.batchSize > 0 {
+		cmd.add("batchSize", c.batchSize)
+	}
+	cmd.addIf("comment", c.comment)
+	res, err := c.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess}, nil)
+	if err != nil {
+		c.err = err
+		var ce *CommandError
+		if errors.As(err, &ce) {
+			// The server rejected the getMore (e.g. CursorNotFound); the
+			// cursor is gone.
+			c.id = 0
+			c.releaseSession()
+		}
+		return
+	}
+	if err := c.load(res.Reply); err != nil {
+		c.err = err
+		return
+	}
+	if c.id == 0 {
+		c.releaseSession()
+	}
+}
+
+// Decode unmarshals Current into v.
+func (c *Cursor) Decode(v any) error {
+	if c.Current == nil {
+		return errors.New("sturdy: Decode called without a current document (call Next first)")
+	}
+	return bson.Unmarshal(c.Current, v)
+}
+
+// Err returns the error that stopped Next, if any.
+func (c *Cursor) Err() error { return c.err }
+
+// All decodes every remaining document into results, a pointer to a slice,
+// and closes the cursor.
+func (c *Cursor) All(ctx context.Context, results any) (err error) {
+	defer func() {
+		if cerr := c.Close(context.WithoutCancel(ctx)); err == nil {
+			err = cerr
+		}
+	}()
+	rv := reflect.ValueOf(results)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Slice {
+		return argError("All needs a non-nil pointer to a slice, got %T", results)
+	}
+	slice := rv.Elem()
+	slice.SetLen(0)
+	elemType := slice.Type().Elem()
+	for c.Next(ctx) {
+		elem := reflect.New(elemType)
+		if err := bson.Unmarshal(c.Current, elem.Interface()); err != nil {
+			return fmt.Errorf("sturdy: decoding document %d: %w", slice.Len(), err)
+		}
+		slice = reflect.Append(slice, elem.Elem())
+	}
+	rv.Elem().Set(slice)
+	return c.Err()
+}
+
+// Close kills the server cursor if it is not exhausted and releases the
+// cursor's implicit session. It is safe to call more than once.
+func (c *Cursor) Close(ctx context.Context) error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	c.batch, c.pos = nil, 0
+	var err error
+	if c.id != 0 {
+		cmd := bson.D{{Key: "killCursors", Value: c.coll}, {Key: "cursors", Value: bson.A{c.id}}}
+		_, err = c.client.execute(ctx, &exec.Operation{Name: "killCursors", DB: c.db, Command: cmd, Server: c.server, Session: c.sess}, nil)
+		c.id = 0
+	}
+	c.releaseSession()
+	return err
+}
+
+func (c *Cursor) releaseSession() {
+	if c.ownsSess && c.sess != nil {
+		c.sess.End()
+		c.sess = nil
+	}
+}

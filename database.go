@@ -1,0 +1,116 @@
+package sturdy
+
+import (
+	"context"
+	"errors"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/internal/exec"
+)
+
+// Database is a handle to a database. It is cheap to create and safe for
+// concurrent use.
+type Database struct {
+	client *Client
+	name   string
+	wc     *WriteConcern
+	rp     *ReadPreference
+	rc     string
+}
+
+// Name returns the database's name.
+func (db *Database) Name() string { return db.name }
+
+// Client returns the client the database belongs to.
+func (db *Database) Client() *Client { return db.client }
+
+// Collection returns a handle to the named collection. Nothing is sent to
+// the server.
+func (db *Database) Collection(name string, opts ...*CollectionOptions) *Collection {
+	coll := &Collection{client: db.client, db: db.name, name: name, wc: db.wc, rp: db.rp, rc: db.rc}
+	for _, o := range opts {
+		coll.wc, coll.rp, coll.rc = inherit(o, coll.wc, coll.rp, coll.rc)
+	}
+	return coll
+}
+
+// RunCommand runs cmd (an ordered document such as bson.D whose first key is
+// the command name) and returns the server's reply. An {ok: 0} reply is
+// returned as a *CommandError, together with the reply. The command goes to
+// the primary unless opts gives another read preference, and is never
+// retried as a write.
+func (db *Database) RunCommand(ctx context.Context, cmd any, opts *RunCommandOptions) (bson.Raw, error) {
+	if opts == nil {
+		opts = &RunCommandOptions{}
+	}
+	raw, err := toDoc(cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	elems, err := raw.Elements()
+	if err != nil {
+		return nil, argError("invalid command document: %v", err)
+	}
+	if len(elems) == 0 {
+		return nil, argError("command document is empty")
+	}
+	// Keep the caller's values byte for byte.
+	d := make(bson.D, 0, len(elems))
+	for _, e := range elems {
+		d = append(d, bson.E{Key: e.Key(), Value: e.Value()})
+	}
+	op := &exec.Operation{Name: elems[0].Key(), DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference)}
+	res, err := db.client.execute(ctx, op, opts.Session)
+	if err != nil {
+		var ce *CommandError
+		if errors.As(err, &ce) && res.Reply == nil {
+			return ce.Raw, err
+		}
+		return res.Reply, err
+	}
+	return res.Reply, nil
+}
+
+// Aggregate runs a database-level aggregation (for stages such as
+// $currentOp or $documents) and returns a cursor over its results.
+func (db *Database) Aggregate(ctx context.Context, pipeline any, opts *AggregateOptions) (*Cursor, error) {
+	return aggregate(ctx, db.client, db.name, "", db.rp, db.rc, db.wc, pipeline, opts)
+}
+
+// Drop drops the database.
+func (db *Database) Drop(ctx context.Context) error {
+	cmd := cmdBuilder{{Key: "dropDatabase", Value: int32(1)}}
+	cmd.addIf("writeConcern", writeConcernDoc(db.wc))
+	_, err := db.client.execute(ctx, &exec.Operation{Name: "dropDatabase", DB: db.name, Command: bson.D(cmd), Write: true}, nil)
+	return err
+}
+
+// ListCollectionNames returns the names of the collections matching filter
+// (nil: all).
+func (db *Database) ListCollectionNames(ctx context.Context, filter any, opts *ListOptions) ([]string, error) {
+	if opts == nil {
+		opts = &ListOptions{}
+	}
+	f, err := toDoc(filter, true)
+	if err != nil {
+		return nil, err
+	}
+	cmd := cmdBuilder{{Key: "listCollections", Value: int32(1)}, {Key: "filter", Value: f}, {Key: "nameOnly", Value: true}}
+	cmd.addIf("comment", opts.Comment)
+	cur, err := openCursor(ctx, db.client, &exec.Operation{Name: "listCollections", DB: db.name, Command: bson.D(cmd), RetryableRead: true},
+		opts.Session, 0, opts.Comment)
+	if err != nil {
+		return nil, err
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	var names []string
+	for cur.Next(ctx) {
+		if v, err := cur.Current.LookupErr("name"); err == nil {
+			if s, ok := v.StringValueOK(); ok {
+				names = append(names, s)
+			}
+		}
+	}
+	return names, cur.Err()
+}

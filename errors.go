@@ -1,0 +1,128 @@
+package sturdy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sturdy-go/sturdy/internal/mongoerr"
+)
+
+// The error types every operation can return. They are aliases of the types
+// the driver core produces, so errors.As works with these names whichever
+// layer the error came from.
+type (
+	// CommandError is a command the server answered with {ok: 0}.
+	CommandError = mongoerr.CommandError
+	// WriteException is a write that returned write errors or a write
+	// concern error.
+	WriteException = mongoerr.WriteException
+	// WriteError is one failed statement of a write.
+	WriteError = mongoerr.WriteError
+	// WriteConcernError reports that a write did not satisfy its write concern.
+	WriteConcernError = mongoerr.WriteConcernError
+	// NetworkError is a failure to reach or talk to a server.
+	NetworkError = mongoerr.NetworkError
+	// ServerSelectionError means no suitable server was found in time.
+	ServerSelectionError = mongoerr.ServerSelectionError
+)
+
+// Error labels a server or the client attaches to errors.
+const (
+	LabelRetryableWrite    = mongoerr.LabelRetryableWrite
+	LabelNoWritesPerformed = mongoerr.LabelNoWritesPerformed
+	LabelSystemOverloaded  = mongoerr.LabelSystemOverloaded
+	LabelRetryable         = mongoerr.LabelRetryable
+)
+
+var (
+	// ErrNoDocuments is returned by SingleResult when the query matched nothing.
+	ErrNoDocuments = errors.New("sturdy: no documents in result")
+	// ErrClientDisconnected is returned by operations on a client after Disconnect.
+	ErrClientDisconnected = errors.New("sturdy: client is disconnected")
+	// ErrSessionEnded is returned when an ended session is used.
+	ErrSessionEnded = errors.New("sturdy: session has ended")
+	// ErrNilDocument is returned when a required document is nil.
+	ErrNilDocument = errors.New("sturdy: document is nil")
+	// ErrEmptySlice is returned when a write is given no documents or models.
+	ErrEmptySlice = errors.New("sturdy: must provide at least one element")
+	// ErrInvalidArgument is wrapped by errors about arguments the client
+	// rejects before sending anything (an update without $-operators, a
+	// replacement with them, a cursor decoded into a non-slice...).
+	ErrInvalidArgument = errors.New("sturdy: invalid argument")
+	// ErrUnacknowledgedSession is returned when an unacknowledged (w: 0)
+	// write is given an explicit session: the server could not tell the
+	// client whether the session's state changed.
+	ErrUnacknowledgedSession = errors.New("sturdy: unacknowledged writes cannot use an explicit session")
+)
+
+func argError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// BulkWriteError is one failed write of a BulkWrite or InsertMany. Index is
+// the position of the failed model in the caller's slice (not in the batch
+// the server saw).
+type BulkWriteError struct {
+	WriteError
+	Model WriteModel // the model that failed; nil for InsertMany
+}
+
+func (e BulkWriteError) Error() string { return e.WriteError.Error() }
+
+// BulkWriteException is the error of a BulkWrite or InsertMany that returned
+// write errors or a write concern error. PartialResult counts what was
+// written; with an ordered write, models after the first error were not
+// attempted.
+type BulkWriteException struct {
+	WriteErrors       []BulkWriteError
+	WriteConcernError *WriteConcernError
+	Labels            []string
+	PartialResult     *BulkWriteResult
+}
+
+func (e *BulkWriteException) Error() string {
+	var parts []string
+	for _, we := range e.WriteErrors {
+		parts = append(parts, we.Error())
+	}
+	if e.WriteConcernError != nil {
+		parts = append(parts, e.WriteConcernError.Error())
+	}
+	return "bulk write exception: " + strings.Join(parts, "; ")
+}
+
+// HasErrorLabel reports whether the server attached label.
+func (e *BulkWriteException) HasErrorLabel(label string) bool {
+	return slices.Contains(e.Labels, label)
+}
+
+// HasErrorLabel reports whether err, or an error it wraps, carries label.
+func HasErrorLabel(err error, label string) bool { return mongoerr.HasErrorLabel(err, label) }
+
+// IsNetworkError reports whether err is (or wraps) a network error.
+func IsNetworkError(err error) bool { return mongoerr.IsNetworkError(err) }
+
+// IsTimeout reports whether err is a timeout: a context deadline, a network
+// timeout or a server time limit (MaxTimeMSExpired).
+func IsTimeout(err error) bool { return mongoerr.IsTimeout(err) }
+
+// IsDuplicateKey reports whether err is a duplicate-key error, as a command
+// error, a write error, a bulk write error or a write concern error.
+func IsDuplicateKey(err error) bool {
+	var bwe *BulkWriteException
+	if errors.As(err, &bwe) {
+		for _, we := range bwe.WriteErrors {
+			if isDupCode(we.Code) {
+				return true
+			}
+		}
+		if bwe.WriteConcernError != nil && isDupCode(bwe.WriteConcernError.Code) {
+			return true
+		}
+	}
+	return mongoerr.IsDuplicateKey(err)
+}
+
+func isDupCode(code int32) bool { return code == 11000 || code == 11001 || code == 12582 }

@@ -1,0 +1,485 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/internal/pool"
+	"github.com/sturdy-go/sturdy/internal/session"
+	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/wire"
+)
+
+// Errors Execute returns for operations it refuses to run.
+var (
+	// ErrUnacknowledgedSession: an explicit session cannot be used with an
+	// unacknowledged (w:0) write, since nothing would tell the client when
+	// the server is done with the session.
+	ErrUnacknowledgedSession = errors.New("exec: an explicit session cannot be used with an unacknowledged (w:0) write")
+	// ErrSessionsNotSupported: an explicit session was used with a server
+	// that does not support sessions (its hello had no
+	// logicalSessionTimeoutMinutes).
+	ErrSessionsNotSupported = errors.New("exec: the server does not support sessions")
+	// ErrEmptyCommand: Operation.Command is empty.
+	ErrEmptyCommand = errors.New("exec: empty command")
+)
+
+// Executor runs operations against a topology. Its zero value is not
+// usable: Topology is required; Sessions nil means no lsid is ever sent.
+// An Executor is safe for concurrent use.
+type Executor struct {
+	Topology *topology.Topology
+	Sessions *session.Pool
+	Monitor  *event.Monitor
+	Logger   *slog.Logger // nil: no logging
+	// RetryWrites enables the transaction number on retryable writes (and,
+	// with issue 4, their retry); RetryReads enables retryable reads.
+	RetryWrites, RetryReads bool
+
+	clockMu     sync.Mutex
+	clusterTime bson.Raw // highest $clusterTime received from any server
+}
+
+// Operation is one command to run.
+type Operation struct {
+	Name      string // command name for events; "" → the command's first key
+	DB        string
+	Command   bson.D // without $db, lsid, txnNumber, $readPreference, $clusterTime
+	Sequences []wire.DocumentSequence
+	// Write selects a writable server; otherwise ReadPref applies.
+	Write    bool
+	ReadPref *topology.ReadPref // nil = primary
+	// RetryableWrite marks a write command eligible for a transaction
+	// number (seed 002's whitelist, judged per command after batch
+	// splitting): it is sent when Executor.RetryWrites is set and the
+	// selected server supports retryable writes.
+	RetryableWrite bool
+	RetryableRead  bool
+	// Unacknowledged is a w:0 write: sent with moreToCome, no reply read,
+	// and never with a session id.
+	Unacknowledged bool
+	// Session is an explicit session (or a cursor's implicit one); nil
+	// makes Execute use an implicit session for this operation.
+	Session *session.Client
+	// KeepSession keeps the implicit session alive past Execute (for a
+	// cursor): Result.Session must then be ended by the caller.
+	KeepSession bool
+	// Server pins the operation to a server (getMore, killCursors).
+	Server *topology.Server
+	// OperationID links the events of all attempts; 0 → Execute assigns one.
+	OperationID int64
+}
+
+// Result is a successful operation's outcome.
+type Result struct {
+	Reply       bson.Raw         // nil for unacknowledged writes
+	Server      *topology.Server // the server that answered
+	Session     *session.Client  // the session used (kept alive only with KeepSession or when explicit)
+	OperationID int64
+}
+
+var operationIDs atomic.Int64
+
+// NextOperationID returns a new process-unique operation id, for callers
+// that group several Execute calls (the commands of one bulk write).
+func NextOperationID() int64 { return operationIDs.Add(1) }
+
+// opState is what an operation carries from one attempt to the next.
+type opState struct {
+	opID int64
+	name string
+	// sess is the client session; nil for unacknowledged writes (and when
+	// the executor has no session pool). ownSession: Execute started it.
+	sess       *session.Client
+	ownSession bool
+	// txnNumber is taken from the server session by the first attempt that
+	// may carry one; every retry sends the same number.
+	txnNumber *int64
+	// attempts counts finished attempts (including failed selection).
+	attempts int
+	// deprioritized lists servers selection should avoid (seed 003).
+	deprioritized []string
+	// server is the server of the last attempt, nil if selection failed.
+	server *topology.Server
+	// checkedOut is set once an attempt got a connection: the policy can
+	// tell driver-side failures (nothing sent) from server-side ones.
+	checkedOut bool
+}
+
+// Execute runs op: a loop of server selection and attempt, once for now;
+// see retryPolicy for where retries go.
+func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
+	if len(op.Command) == 0 {
+		return Result{}, ErrEmptyCommand
+	}
+	st := &opState{opID: op.OperationID, name: op.Name}
+	if st.opID == 0 {
+		st.opID = NextOperationID()
+	}
+	if st.name == "" {
+		st.name = op.Command[0].Key
+	}
+	switch {
+	case op.Session != nil:
+		if op.Session.Ended {
+			return Result{OperationID: st.opID}, session.ErrSessionEnded
+		}
+		if op.Unacknowledged && !op.Session.Implicit {
+			return Result{OperationID: st.opID}, ErrUnacknowledgedSession
+		}
+		if !op.Unacknowledged {
+			st.sess = op.Session
+		}
+	case !op.Unacknowledged && e.Sessions != nil:
+		// Implicit session: its server session is taken from the pool only
+		// after a connection was checked out (Client.Acquire in attempt).
+		st.sess = session.NewClient(e.Sessions, true)
+		st.ownSession = true
+	}
+
+	reply, err := e.run(ctx, op, st)
+
+	res := Result{Reply: reply, Server: st.server, OperationID: st.opID}
+	if st.ownSession {
+		if err == nil && op.KeepSession {
+			res.Session = st.sess
+		} else {
+			st.sess.End()
+		}
+	} else {
+		res.Session = op.Session
+	}
+	return res, err
+}
+
+// policyFor returns the retry policy for op. Issues 4 and 5 return the
+// retryable-write/read and overload policies here (using e.RetryWrites,
+// e.RetryReads, op.RetryableWrite, op.RetryableRead and st.txnNumber).
+func (e *Executor) policyFor(*Operation) retryPolicy { return noRetry{} }
+
+// run is the attempt loop.
+func (e *Executor) run(ctx context.Context, op *Operation, st *opState) (bson.Raw, error) {
+	policy := e.policyFor(op)
+	for {
+		var reply bson.Raw
+		srv, err := e.selectServer(ctx, op, st)
+		st.server = srv
+		// Issue 4 checks here, on retries, that srv still supports
+		// retryable writes (else the policy returns the original error).
+		if err == nil {
+			reply, err = e.attempt(ctx, op, st, srv)
+		}
+		st.attempts++
+		if err == nil {
+			policy.succeeded(st)
+			return reply, nil
+		}
+		again, final := policy.retry(ctx, st, err)
+		if !again {
+			return reply, final
+		}
+	}
+}
+
+// selectServer picks the server for the next attempt: the pinned one, or a
+// writable one, or one matching the read preference. The server's
+// operation count is incremented; attempt decrements it.
+func (e *Executor) selectServer(ctx context.Context, op *Operation, st *opState) (*topology.Server, error) {
+	if op.Server != nil {
+		op.Server.Inc() // as SelectServer does for the server it returns
+		return op.Server, nil
+	}
+	var sel topology.Selector
+	if op.Write {
+		sel = topology.WriteSelector()
+	} else {
+		rp := topology.ReadPref{Mode: topology.Primary}
+		if op.ReadPref != nil {
+			rp = *op.ReadPref
+		}
+		sel = topology.ReadPrefSelector(rp, e.Topology.Options().HeartbeatInterval)
+	}
+	return e.Topology.SelectServer(ctx, sel, st.deprioritized)
+}
+
+// attempt runs the command once on srv: check out a connection, assemble
+// the command, publish started, send, publish succeeded or failed, hand
+// errors to SDAM, check the connection back in.
+func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv *topology.Server) (reply bson.Raw, err error) {
+	defer srv.Dec() // counted in progress since selection
+	defer func() {
+		if err != nil {
+			e.logFailure(ctx, st, srv, err)
+		}
+	}()
+
+	p := srv.Pool()
+	gen := p.Generation()
+	c, err := p.CheckOut(ctx)
+	if err != nil {
+		if establishmentFailure(ctx, err) {
+			srv.ProcessError(err, gen, true)
+		}
+		return nil, err
+	}
+	defer p.CheckIn(c)
+	st.checkedOut = true
+	cd := c.Description()
+
+	// The session: acquired only now that a connection is ours.
+	var ss *session.Server
+	if st.sess != nil {
+		if cd.LogicalSessionTimeoutMinutes != nil {
+			if ss, err = st.sess.Acquire(e.sessionTimeout(cd)); err != nil {
+				return nil, err
+			}
+		} else if !st.sess.Implicit {
+			return nil, ErrSessionsNotSupported
+		}
+	}
+	if ss != nil && st.txnNumber == nil && op.RetryableWrite && e.RetryWrites &&
+		supportsRetryableWrites(srv.Description(), cd) {
+		n := ss.NextTxnNumber()
+		st.txnNumber = &n
+	}
+
+	cmd := e.assemble(op, st, srv, cd, ss)
+	body, err := bson.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("exec: encoding %s command: %w", st.name, err)
+	}
+	req := &conn.Request{DB: op.DB, Command: body, Sequences: op.Sequences, MoreToCome: op.Unacknowledged}
+	ids := e.identity(st, op, c, ss)
+
+	start := time.Now()
+	if ss != nil {
+		ss.LastUse = start
+	}
+	r, err := e.send(ctx, c, req, func(requestID int32) {
+		ids.requestID = requestID
+		e.publishStarted(ctx, op, st, cmd, ids)
+	})
+	dur := time.Since(start)
+	if r != nil {
+		reply = r.Body
+		e.advanceClusterTime(st.sess, reply)
+	}
+	if err != nil {
+		e.publishFailed(ctx, st, ids, dur, err)
+		if mongoerr.IsNetworkError(err) && st.sess != nil {
+			st.sess.MarkDirty()
+		}
+		if !errors.Is(err, context.Canceled) {
+			srv.ProcessError(err, c.Generation(), false)
+		}
+		return reply, err
+	}
+	e.publishSucceeded(ctx, st, ids, dur, reply)
+	return reply, nil
+}
+
+// send sends req on c; started runs with the wire request id just before
+// the message is written.
+func (e *Executor) send(ctx context.Context, c *conn.Conn, req *conn.Request, started func(requestID int32)) (*conn.Reply, error) {
+	req.OnSend = started
+	return c.Send(ctx, req)
+}
+
+// establishmentFailure reports whether a check-out error is a failure to
+// open or authenticate a new connection that SDAM must hear about — not
+// the pool's own errors, and not the caller's context ending.
+func establishmentFailure(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var cleared *pool.PoolClearedError
+	if errors.As(err, &cleared) || errors.Is(err, pool.ErrPoolClosed) {
+		return false
+	}
+	var authErr *conn.AuthError
+	return mongoerr.IsNetworkError(err) || errors.As(err, &authErr)
+}
+
+// sessionTimeout is the logicalSessionTimeoutMinutes the session pool
+// judges expiry by: the deployment's (the minimum over its servers), or
+// this connection's while the topology has none.
+func (e *Executor) sessionTimeout(cd conn.Description) *int64 {
+	if t := e.Topology.Description().LogicalSessionTimeoutMinutes; t != nil {
+		return t
+	}
+	if cd.LogicalSessionTimeoutMinutes != nil {
+		n := int64(*cd.LogicalSessionTimeoutMinutes)
+		return &n
+	}
+	return nil
+}
+
+// supportsRetryableWrites is seed 002's test, on the selected server's
+// description and on the connection's own handshake: wire version 6+,
+// sessions supported, not a standalone.
+func supportsRetryableWrites(sd topology.ServerDescription, cd conn.Description) bool {
+	return sd.SupportsRetryableWrites() && cd.MaxWireVersion >= 6 && cd.LogicalSessionTimeoutMinutes != nil
+}
+
+// assemble builds the command sent: the operation's fields, then lsid,
+// txnNumber, $clusterTime and $readPreference.
+func (e *Executor) assemble(op *Operation, st *opState, srv *topology.Server, cd conn.Description, ss *session.Server) bson.D {
+	cmd := make(bson.D, 0, len(op.Command)+4)
+	cmd = append(cmd, op.Command...)
+	if ss != nil {
+		cmd = append(cmd, bson.E{Key: "lsid", Value: ss.ID})
+		if st.txnNumber != nil {
+			cmd = append(cmd, bson.E{Key: "txnNumber", Value: *st.txnNumber})
+		}
+	}
+	if ct := e.clusterTimeFor(st.sess); ct != nil {
+		cmd = append(cmd, bson.E{Key: "$clusterTime", Value: ct})
+	}
+	if rp := readPrefFor(op, e.Topology.Description().Kind, srv.Description().Kind, cd); rp != nil {
+		cmd = append(cmd, bson.E{Key: "$readPreference", Value: rp})
+	}
+	return cmd
+}
+
+// readPrefFor applies the server-selection spec's rules for sending
+// $readPreference over OP_MSG. Writes never carry one, nor do operations
+// pinned to a server without an explicit read preference (getMore,
+// killCursors).
+func readPrefFor(op *Operation, tk topology.TopologyKind, sk topology.ServerKind, cd conn.Description) bson.D {
+	if op.Write || (op.Server != nil && op.ReadPref == nil) {
+		return nil
+	}
+	rp := topology.ReadPref{Mode: topology.Primary}
+	if op.ReadPref != nil {
+		rp = *op.ReadPref
+	}
+	mongos := sk == topology.Mongos || cd.IsMongos()
+	switch {
+	case mongos:
+		// Sent for every mode but primary.
+		if rp.Mode == topology.Primary {
+			return nil
+		}
+		return readPrefDoc(rp)
+	case sk == topology.Standalone:
+		return nil
+	case tk == topology.Single:
+		// A direct connection to a replica-set member: make any member
+		// accept the read.
+		if rp.Mode == topology.Primary {
+			return bson.D{{Key: "mode", Value: "primaryPreferred"}}
+		}
+		return readPrefDoc(rp)
+	case rp.Mode == topology.Primary:
+		return nil
+	default:
+		return readPrefDoc(rp)
+	}
+}
+
+// readPrefDoc encodes rp as a $readPreference document.
+func readPrefDoc(rp topology.ReadPref) bson.D {
+	d := bson.D{{Key: "mode", Value: modeName(rp.Mode)}}
+	if rp.Mode == topology.Primary {
+		return d
+	}
+	if len(rp.TagSets) > 0 {
+		tags := make(bson.A, 0, len(rp.TagSets))
+		for _, ts := range rp.TagSets {
+			doc := make(bson.D, 0, len(ts))
+			for _, k := range slices.Sorted(maps.Keys(ts)) {
+				doc = append(doc, bson.E{Key: k, Value: ts[k]})
+			}
+			tags = append(tags, doc)
+		}
+		d = append(d, bson.E{Key: "tags", Value: tags})
+	}
+	if rp.MaxStaleness > 0 {
+		d = append(d, bson.E{Key: "maxStalenessSeconds", Value: int64(rp.MaxStaleness / time.Second)})
+	}
+	return d
+}
+
+func modeName(m topology.ReadMode) string {
+	switch m {
+	case topology.PrimaryPreferred:
+		return "primaryPreferred"
+	case topology.Secondary:
+		return "secondary"
+	case topology.SecondaryPreferred:
+		return "secondaryPreferred"
+	case topology.Nearest:
+		return "nearest"
+	}
+	return "primary"
+}
+
+// clusterTimeFor is the $clusterTime to send: the later of the client's and
+// the session's.
+func (e *Executor) clusterTimeFor(sess *session.Client) bson.Raw {
+	e.clockMu.Lock()
+	ct := e.clusterTime
+	e.clockMu.Unlock()
+	if sess != nil {
+		ct = session.MaxClusterTime(ct, sess.ClusterTime())
+	}
+	return ct
+}
+
+// advanceClusterTime records the reply's $clusterTime in the client and the
+// session.
+func (e *Executor) advanceClusterTime(sess *session.Client, reply bson.Raw) {
+	v, err := reply.LookupErr("$clusterTime")
+	if err != nil {
+		return
+	}
+	doc, ok := v.DocumentOK()
+	if !ok {
+		return
+	}
+	doc = append(bson.Raw(nil), doc...)
+	e.clockMu.Lock()
+	e.clusterTime = session.MaxClusterTime(e.clusterTime, doc)
+	e.clockMu.Unlock()
+	if sess != nil {
+		sess.AdvanceClusterTime(doc)
+	}
+}
+
+// ClusterTime returns the highest $clusterTime the executor has seen.
+func (e *Executor) ClusterTime() bson.Raw {
+	e.clockMu.Lock()
+	defer e.clockMu.Unlock()
+	return e.clusterTime
+}
+
+// logFailure writes one debug record per failed attempt.
+func (e *Executor) logFailure(ctx context.Context, st *opState, srv *topology.Server, err error) {
+	if e.Logger == nil || !e.Logger.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("command", st.name),
+		slog.Int64("operationId", st.opID),
+		slog.Int("attempt", st.attempts+1),
+		slog.String("server", srv.Addr()),
+		slog.Bool("networkError", mongoerr.IsNetworkError(err)),
+		slog.String("error", err.Error()),
+	}
+	if st.txnNumber != nil {
+		attrs = append(attrs, slog.Int64("txnNumber", *st.txnNumber))
+	}
+	e.Logger.LogAttrs(ctx, slog.LevelDebug, "command attempt failed", attrs...)
+}

@@ -1,0 +1,294 @@
+package session
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Errors returned by client sessions.
+var (
+	// ErrSessionEnded is returned when an operation is attempted with a
+	// client session that has been ended.
+	ErrSessionEnded = errors.New("session: the session has been ended")
+)
+
+// expiryMargin is how long a server session must still be valid for to be
+// handed out or pooled: an operation started with it must not find it
+// expired on the server.
+const expiryMargin = time.Minute
+
+// Server is a server session: the lsid sent with commands, when it was last
+// sent, and the last transaction number used with it.
+type Server struct {
+	ID        bson.Raw  // {id: UUID v4 as binary subtype 4}
+	LastUse   time.Time // updated each time the id is sent to a server
+	TxnNumber int64     // last transaction number used; survives pooling
+	Dirty     bool      // saw a network error: never pooled again
+
+	epoch uint64 // pool epoch it was created in; see Pool.Clear
+}
+
+// NextTxnNumber increments the transaction number and returns it. Retryable
+// writes call it once per write command; a retry reuses the number.
+func (s *Server) NextTxnNumber() int64 {
+	s.TxnNumber++
+	return s.TxnNumber
+}
+
+// UUID returns the 16 bytes of the session id.
+func (s *Server) UUID() []byte {
+	v, err := s.ID.LookupErr("id")
+	if err != nil {
+		return nil
+	}
+	_, data, ok := v.BinaryOK()
+	if !ok {
+		return nil
+	}
+	return data
+}
+
+// newServer creates a server session with a fresh random id.
+func newServer(now time.Time, epoch uint64) *Server {
+	var u [16]byte
+	_, _ = rand.Read(u[:])  // crypto/rand.Read never fails (Go 1.24+)
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	// {id: BinData(4, u)} laid out by hand: it cannot fail.
+	id := make([]byte, 0, 30)
+	id = binary.LittleEndian.AppendUint32(id, 30)
+	id = append(id, byte(bson.TypeBinary), 'i', 'd', 0)
+	id = binary.LittleEndian.AppendUint32(id, 16)
+	id = append(id, bson.TypeBinaryUUID)
+	id = append(id, u[:]...)
+	id = append(id, 0)
+	return &Server{ID: id, LastUse: now, epoch: epoch}
+}
+
+// Pool is the server-session pool of one client. It is safe for concurrent
+// use. The zero value is not usable; call NewPool.
+type Pool struct {
+	now func() time.Time
+
+	mu    sync.Mutex
+	stack []*Server // the most recently returned session is last
+	epoch uint64
+}
+
+// NewPool returns an empty pool. now is the clock (nil: time.Now).
+func NewPool(now func() time.Time) *Pool {
+	if now == nil {
+		now = time.Now
+	}
+	return &Pool{now: now}
+}
+
+// expiresSoon reports whether s has less than a minute left before the
+// server considers it stale. A nil timeout means the deployment reported
+// none (sessions unsupported or not yet known): nothing expires.
+func expiresSoon(s *Server, now time.Time, timeoutMinutes *int64) bool {
+	if timeoutMinutes == nil {
+		return false
+	}
+	expires := s.LastUse.Add(time.Duration(*timeoutMinutes) * time.Minute)
+	return expires.Sub(now) < expiryMargin
+}
+
+// Get returns the most recently returned session that still has at least a
+// minute to live, discarding the stale ones it passes over, or a new session
+// if there is none. timeoutMinutes is the deployment's
+// logicalSessionTimeoutMinutes.
+func (p *Pool) Get(timeoutMinutes *int64) *Server {
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.stack) > 0 {
+		s := p.stack[len(p.stack)-1]
+		p.stack[len(p.stack)-1] = nil
+		p.stack = p.stack[:len(p.stack)-1]
+		if !expiresSoon(s, now, timeoutMinutes) {
+			return s
+		}
+	}
+	return newServer(now, p.epoch)
+}
+
+// Put returns s to the pool. Sessions about to expire are first pruned from
+// the least recently used end; s itself is dropped if it is dirty, about to
+// expire, or was handed out before the last Clear. Its transaction number
+// is kept for the next user.
+func (p *Pool) Put(s *Server, timeoutMinutes *int64) {
+	if s == nil {
+		return
+	}
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// The least recently used sessions are at the front of the slice.
+	drop := 0
+	for drop < len(p.stack) && expiresSoon(p.stack[drop], now, timeoutMinutes) {
+		p.stack[drop] = nil
+		drop++
+	}
+	p.stack = p.stack[drop:]
+	if s.Dirty || s.epoch != p.epoch || expiresSoon(s, now, timeoutMinutes) {
+		return
+	}
+	p.stack = append(p.stack, s)
+}
+
+// Drain empties the pool and returns the ids of its sessions, most recently
+// used first, for endSessions (which the caller sends in batches of at most
+// 10 000). Sessions checked out at the time are not affected and may still
+// be returned later.
+func (p *Pool) Drain() []bson.Raw {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := make([]bson.Raw, 0, len(p.stack))
+	for i := len(p.stack) - 1; i >= 0; i-- {
+		ids = append(ids, p.stack[i].ID)
+	}
+	p.stack = nil
+	return ids
+}
+
+// Clear empties the pool without ending the sessions on the server (for
+// example after the process forked). Sessions checked out at the time are
+// dropped when returned instead of rejoining the pool.
+func (p *Pool) Clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stack = nil
+	p.epoch++
+}
+
+// Len is the number of pooled sessions.
+func (p *Pool) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.stack)
+}
+
+// Client is a client session: the session an operation runs with. It holds
+// a server session from the pool from the first time one is needed until
+// End. Like the sessions specification's ClientSession it is meant for one
+// goroutine at a time and is not safe for concurrent use.
+type Client struct {
+	// Server is the server session, nil until the first Acquire and again
+	// after End.
+	Server *Server
+	// Implicit is set for sessions the executor starts for one operation
+	// (or one cursor) on the application's behalf.
+	Implicit bool
+	// Ended is set by End; an ended session cannot run operations.
+	Ended bool
+
+	pool        *Pool
+	lastTimeout *int64   // logicalSessionTimeoutMinutes seen at the last Acquire
+	clusterTime bson.Raw // highest $clusterTime seen with this session
+}
+
+// NewClient starts a client session backed by p. No server session is
+// taken from the pool until Acquire.
+func NewClient(p *Pool, implicit bool) *Client {
+	return &Client{pool: p, Implicit: implicit}
+}
+
+// Acquire returns the session's server session, taking one from the pool
+// on first use. It fails with ErrSessionEnded once the session has ended.
+// timeoutMinutes is the deployment's logicalSessionTimeoutMinutes.
+func (c *Client) Acquire(timeoutMinutes *int64) (*Server, error) {
+	if c.Ended {
+		return nil, ErrSessionEnded
+	}
+	if timeoutMinutes != nil {
+		t := *timeoutMinutes
+		c.lastTimeout = &t
+	}
+	if c.Server == nil {
+		c.Server = c.pool.Get(timeoutMinutes)
+	}
+	return c.Server, nil
+}
+
+// ID returns the lsid of the acquired server session, or nil.
+func (c *Client) ID() bson.Raw {
+	if c.Server != nil {
+		return c.Server.ID
+	}
+	return nil
+}
+
+// MarkDirty records that the session saw a network error, so its server
+// session is discarded, not pooled, when the session ends. It stays usable
+// until then.
+func (c *Client) MarkDirty() {
+	if c.Server != nil {
+		c.Server.Dirty = true
+	}
+}
+
+// CheckUsable returns ErrSessionEnded if the session has ended.
+func (c *Client) CheckUsable() error {
+	if c.Ended {
+		return ErrSessionEnded
+	}
+	return nil
+}
+
+// End ends the session and returns its server session to the pool. Calls
+// after the first do nothing.
+func (c *Client) End() {
+	if c.Ended {
+		return
+	}
+	c.Ended = true
+	if c.Server != nil {
+		c.pool.Put(c.Server, c.lastTimeout)
+		c.Server = nil
+	}
+}
+
+// ClusterTime returns the highest $clusterTime document this session has
+// seen, or nil.
+func (c *Client) ClusterTime() bson.Raw { return c.clusterTime }
+
+// AdvanceClusterTime records ct ({clusterTime: Timestamp, signature: ...})
+// if it is later than the one the session holds; others are ignored.
+func (c *Client) AdvanceClusterTime(ct bson.Raw) {
+	c.clusterTime = MaxClusterTime(c.clusterTime, ct)
+}
+
+// MaxClusterTime returns the later of two $clusterTime documents, compared
+// by their clusterTime timestamps; either may be nil. A document without a
+// readable timestamp never wins.
+func MaxClusterTime(a, b bson.Raw) bson.Raw {
+	ta, okA := clusterTimestamp(a)
+	tb, okB := clusterTimestamp(b)
+	switch {
+	case !okB:
+		return a
+	case !okA:
+		return b
+	case tb.After(ta):
+		return b
+	}
+	return a
+}
+
+func clusterTimestamp(ct bson.Raw) (bson.Timestamp, bool) {
+	if len(ct) == 0 {
+		return bson.Timestamp{}, false
+	}
+	v, err := ct.LookupErr("clusterTime")
+	if err != nil {
+		return bson.Timestamp{}, false
+	}
+	t, i, ok := v.TimestampOK()
+	return bson.Timestamp{T: t, I: i}, ok
+}

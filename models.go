@@ -1,0 +1,319 @@
+package sturdy
+
+import (
+	"time"
+)
+
+// WriteModel is one write of a BulkWrite: *InsertOneModel, *UpdateOneModel,
+// *UpdateManyModel, *ReplaceOneModel, *DeleteOneModel or *DeleteManyModel
+// (the value forms are accepted too).
+type WriteModel interface{ writeModel() }
+
+// InsertOneModel inserts Document; an _id is generated if it has none.
+type InsertOneModel struct {
+	Document any
+}
+
+// UpdateOneModel applies Update (a document of $-operators or a pipeline)
+// to the first document matching Filter.
+type UpdateOneModel struct {
+	Filter       any
+	Update       any
+	Upsert       bool
+	ArrayFilters []any
+	Collation    *Collation
+	Hint         any
+	Sort         any // MongoDB 8.0+
+}
+
+// UpdateManyModel applies Update to every document matching Filter.
+type UpdateManyModel struct {
+	Filter       any
+	Update       any
+	Upsert       bool
+	ArrayFilters []any
+	Collation    *Collation
+	Hint         any
+}
+
+// ReplaceOneModel replaces the first document matching Filter.
+type ReplaceOneModel struct {
+	Filter      any
+	Replacement any
+	Upsert      bool
+	Collation   *Collation
+	Hint        any
+	Sort        any // MongoDB 8.0+
+}
+
+// DeleteOneModel deletes the first document matching Filter.
+type DeleteOneModel struct {
+	Filter    any
+	Collation *Collation
+	Hint      any
+}
+
+// DeleteManyModel deletes every document matching Filter.
+type DeleteManyModel struct {
+	Filter    any
+	Collation *Collation
+	Hint      any
+}
+
+func (InsertOneModel) writeModel()  {}
+func (UpdateOneModel) writeModel()  {}
+func (UpdateManyModel) writeModel() {}
+func (ReplaceOneModel) writeModel() {}
+func (DeleteOneModel) writeModel()  {}
+func (DeleteManyModel) writeModel() {}
+
+// Collation selects language-specific string comparison rules.
+type Collation struct {
+	Locale          string `bson:"locale"`
+	CaseLevel       bool   `bson:"caseLevel,omitempty"`
+	CaseFirst       string `bson:"caseFirst,omitempty"`
+	Strength        int    `bson:"strength,omitempty"`
+	NumericOrdering bool   `bson:"numericOrdering,omitempty"`
+	Alternate       string `bson:"alternate,omitempty"`
+	MaxVariable     string `bson:"maxVariable,omitempty"`
+	Normalization   bool   `bson:"normalization,omitempty"`
+	Backwards       bool   `bson:"backwards,omitempty"`
+}
+
+// IndexModel describes an index for CreateIndex: Keys is an ordered
+// document such as bson.D{{"a", 1}, {"b", -1}}.
+type IndexModel struct {
+	Keys    any
+	Options *IndexOptions
+}
+
+// IndexOptions are the optional properties of an index. Nil fields are not
+// sent. The default name joins keys and directions: "a_1_b_-1".
+type IndexOptions struct {
+	Name                    *string
+	Unique                  *bool
+	Sparse                  *bool
+	Hidden                  *bool
+	ExpireAfterSeconds      *int32
+	PartialFilterExpression any
+	Collation               *Collation
+}
+
+// ReturnDocument chooses which version of the document FindOneAndUpdate and
+// FindOneAndReplace return.
+type ReturnDocument int
+
+const (
+	// Before returns the document as it was before the change (the default).
+	Before ReturnDocument = iota
+	// After returns the document as it is after the change.
+	After
+)
+
+// DatabaseOptions override the client's defaults for one Database (and the
+// collections taken from it). Nil fields inherit.
+type DatabaseOptions struct {
+	WriteConcern     *WriteConcern
+	ReadPreference   *ReadPreference
+	ReadConcernLevel string
+}
+
+// CollectionOptions override the database's defaults for one Collection.
+type CollectionOptions = DatabaseOptions
+
+// InsertOneOptions are the options of InsertOne.
+type InsertOneOptions struct {
+	BypassDocumentValidation bool
+	Comment                  any
+	Session                  *Session // explicit session; nil uses an implicit one
+}
+
+// InsertManyOptions are the options of InsertMany.
+type InsertManyOptions struct {
+	Ordered                  *bool // nil means true: stop at the first error
+	BypassDocumentValidation bool
+	Comment                  any
+	Session                  *Session
+}
+
+// UpdateOptions are the options of UpdateOne and UpdateMany.
+type UpdateOptions struct {
+	Upsert                   bool
+	ArrayFilters             []any
+	Collation                *Collation
+	Hint                     any
+	Let                      any
+	Sort                     any // UpdateOne only, MongoDB 8.0+
+	Comment                  any
+	BypassDocumentValidation bool
+	Session                  *Session
+}
+
+// ReplaceOptions are the options of ReplaceOne.
+type ReplaceOptions struct {
+	Upsert                   bool
+	Collation                *Collation
+	Hint                     any
+	Let                      any
+	Sort                     any // MongoDB 8.0+
+	Comment                  any
+	BypassDocumentValidation bool
+	Session                  *Session
+}
+
+// DeleteOptions are the options of DeleteOne and DeleteMany.
+type DeleteOptions struct {
+	Collation *Collation
+	Hint      any
+	Let       any
+	Comment   any
+	Session   *Session
+}
+
+// BulkWriteOptions are the options of BulkWrite.
+type BulkWriteOptions struct {
+	Ordered                  *bool // nil means true
+	BypassDocumentValidation bool
+	Let                      any
+	Comment                  any
+	Session                  *Session
+}
+
+// FindOptions are the options of Find. Limit 0 means no limit; a negative
+// Limit asks for a single batch of at most -Limit documents.
+type FindOptions struct {
+	Sort                any
+	Projection          any
+	Skip                int64
+	Limit               int64
+	BatchSize           int32
+	Hint                any
+	Min, Max            any
+	Collation           *Collation
+	Let                 any
+	Comment             any
+	MaxTime             time.Duration
+	AllowDiskUse        *bool
+	AllowPartialResults bool
+	NoCursorTimeout     bool
+	ReturnKey           bool
+	ShowRecordID        bool
+	Session             *Session
+}
+
+// FindOneOptions are the options of FindOne.
+type FindOneOptions struct {
+	Sort         any
+	Projection   any
+	Skip         int64
+	Hint         any
+	Collation    *Collation
+	Let          any
+	Comment      any
+	MaxTime      time.Duration
+	ReturnKey    bool
+	ShowRecordID bool
+	Session      *Session
+}
+
+// FindOneAndUpdateOptions are the options of FindOneAndUpdate.
+type FindOneAndUpdateOptions struct {
+	ReturnDocument           ReturnDocument
+	Upsert                   bool
+	Sort                     any
+	Projection               any
+	ArrayFilters             []any
+	Collation                *Collation
+	Hint                     any
+	Let                      any
+	Comment                  any
+	MaxTime                  time.Duration
+	BypassDocumentValidation bool
+	Session                  *Session
+}
+
+// FindOneAndReplaceOptions are the options of FindOneAndReplace.
+type FindOneAndReplaceOptions struct {
+	ReturnDocument           ReturnDocument
+	Upsert                   bool
+	Sort                     any
+	Projection               any
+	Collation                *Collation
+	Hint                     any
+	Let                      any
+	Comment                  any
+	MaxTime                  time.Duration
+	BypassDocumentValidation bool
+	Session                  *Session
+}
+
+// FindOneAndDeleteOptions are the options of FindOneAndDelete.
+type FindOneAndDeleteOptions struct {
+	Sort       any
+	Projection any
+	Collation  *Collation
+	Hint       any
+	Let        any
+	Comment    any
+	MaxTime    time.Duration
+	Session    *Session
+}
+
+// AggregateOptions are the options of Aggregate.
+type AggregateOptions struct {
+	BatchSize                int32
+	AllowDiskUse             *bool
+	Collation                *Collation
+	Hint                     any
+	Let                      any
+	Comment                  any
+	MaxTime                  time.Duration
+	BypassDocumentValidation bool
+	Session                  *Session
+}
+
+// CountOptions are the options of CountDocuments.
+type CountOptions struct {
+	Skip      int64
+	Limit     int64
+	Hint      any
+	Collation *Collation
+	Comment   any
+	MaxTime   time.Duration
+	Session   *Session
+}
+
+// EstimatedDocumentCountOptions are the options of EstimatedDocumentCount.
+type EstimatedDocumentCountOptions struct {
+	Comment any
+	MaxTime time.Duration
+	Session *Session
+}
+
+// DistinctOptions are the options of Distinct.
+type DistinctOptions struct {
+	Collation *Collation
+	Hint      any
+	Comment   any
+	MaxTime   time.Duration
+	Session   *Session
+}
+
+// CreateIndexOptions are the options of CreateIndex.
+type CreateIndexOptions struct {
+	Comment any
+	MaxTime time.Duration
+	Session *Session
+}
+
+// RunCommandOptions are the options of Database.RunCommand.
+type RunCommandOptions struct {
+	ReadPreference *ReadPreference // nil means primary
+	Session        *Session
+}
+
+// ListOptions are the options of ListDatabaseNames and ListCollectionNames.
+type ListOptions struct {
+	Comment any
+	Session *Session
+}
