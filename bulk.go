@@ -289,7 +289,8 @@ func mergeReply(reply bson.Raw, kind stmtKind, batch []writeStmt, res *BulkWrite
 // Ordered writes (the default) stop at the first error. Write errors and
 // write concern errors are returned as a *BulkWriteException whose indexes
 // are positions in models.
-func (coll *Collection) BulkWrite(ctx context.Context, models []WriteModel, opts *BulkWriteOptions) (*BulkWriteResult, error) {
+func (coll *Collection) BulkWrite(ctx context.Context, models []WriteModel, optList ...*BulkWriteOptions) (*BulkWriteResult, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &BulkWriteOptions{}
 	}

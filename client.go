@@ -286,7 +286,8 @@ func inherit(o *DatabaseOptions, wc *WriteConcern, rp *ReadPreference, rc string
 
 // ListDatabaseNames returns the names of the databases matching filter (nil:
 // all).
-func (c *Client) ListDatabaseNames(ctx context.Context, filter any, opts *ListOptions) ([]string, error) {
+func (c *Client) ListDatabaseNames(ctx context.Context, filter any, optList ...*ListOptions) ([]string, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ListOptions{}
 	}

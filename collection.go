@@ -42,7 +42,8 @@ func (coll *Collection) readConcern() any {
 
 // InsertOne inserts doc. If doc has no _id, an ObjectID is generated and
 // placed first; InsertedID reports it either way.
-func (coll *Collection) InsertOne(ctx context.Context, doc any, opts *InsertOneOptions) (*InsertOneResult, error) {
+func (coll *Collection) InsertOne(ctx context.Context, doc any, optList ...*InsertOneOptions) (*InsertOneResult, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &InsertOneOptions{}
 	}
@@ -64,7 +65,8 @@ func (coll *Collection) InsertOne(ctx context.Context, doc any, opts *InsertOneO
 // InsertMany inserts docs, split into as few insert commands as the server's
 // limits allow. Ordered (the default) stops at the first error. Write
 // errors are returned as a *BulkWriteException indexed by position in docs.
-func (coll *Collection) InsertMany(ctx context.Context, docs []any, opts *InsertManyOptions) (*InsertManyResult, error) {
+func (coll *Collection) InsertMany(ctx context.Context, docs []any, optList ...*InsertManyOptions) (*InsertManyResult, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &InsertManyOptions{}
 	}
@@ -94,12 +96,14 @@ func (coll *Collection) InsertMany(ctx context.Context, docs []any, opts *Insert
 
 // UpdateOne applies update (a document of $-operators, or a pipeline) to
 // the first document matching filter.
-func (coll *Collection) UpdateOne(ctx context.Context, filter, update any, opts *UpdateOptions) (*UpdateResult, error) {
+func (coll *Collection) UpdateOne(ctx context.Context, filter, update any, optList ...*UpdateOptions) (*UpdateResult, error) {
+	opts := lastOptions(optList)
 	return coll.update(ctx, filter, update, false, opts)
 }
 
 // UpdateMany applies update to every document matching filter.
-func (coll *Collection) UpdateMany(ctx context.Context, filter, update any, opts *UpdateOptions) (*UpdateResult, error) {
+func (coll *Collection) UpdateMany(ctx context.Context, filter, update any, optList ...*UpdateOptions) (*UpdateResult, error) {
+	opts := lastOptions(optList)
 	if opts != nil && opts.Sort != nil {
 		return nil, argError("UpdateMany does not take a sort")
 	}
@@ -119,7 +123,8 @@ func (coll *Collection) update(ctx context.Context, filter, update any, multi bo
 
 // ReplaceOne replaces the first document matching filter with replacement,
 // which must not contain $-operators.
-func (coll *Collection) ReplaceOne(ctx context.Context, filter, replacement any, opts *ReplaceOptions) (*UpdateResult, error) {
+func (coll *Collection) ReplaceOne(ctx context.Context, filter, replacement any, optList ...*ReplaceOptions) (*UpdateResult, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ReplaceOptions{}
 	}
@@ -162,12 +167,14 @@ func (coll *Collection) runUpdate(ctx context.Context, stmt bson.Raw, multi, byp
 }
 
 // DeleteOne deletes the first document matching filter.
-func (coll *Collection) DeleteOne(ctx context.Context, filter any, opts *DeleteOptions) (*DeleteResult, error) {
+func (coll *Collection) DeleteOne(ctx context.Context, filter any, optList ...*DeleteOptions) (*DeleteResult, error) {
+	opts := lastOptions(optList)
 	return coll.delete(ctx, filter, 1, opts)
 }
 
 // DeleteMany deletes every document matching filter.
-func (coll *Collection) DeleteMany(ctx context.Context, filter any, opts *DeleteOptions) (*DeleteResult, error) {
+func (coll *Collection) DeleteMany(ctx context.Context, filter any, optList ...*DeleteOptions) (*DeleteResult, error) {
+	opts := lastOptions(optList)
 	return coll.delete(ctx, filter, 0, opts)
 }
 
@@ -252,7 +259,8 @@ func (coll *Collection) famBase(filter, sort, projection any, coll2 *Collation, 
 // order) and returns it as it was before the update, or after with
 // ReturnDocument: After. It returns ErrNoDocuments if nothing matched and
 // nothing was upserted.
-func (coll *Collection) FindOneAndUpdate(ctx context.Context, filter, update any, opts *FindOneAndUpdateOptions) *SingleResult {
+func (coll *Collection) FindOneAndUpdate(ctx context.Context, filter, update any, optList ...*FindOneAndUpdateOptions) *SingleResult {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &FindOneAndUpdateOptions{}
 	}
@@ -277,7 +285,8 @@ func (coll *Collection) FindOneAndUpdate(ctx context.Context, filter, update any
 
 // FindOneAndReplace replaces the first document matching filter and returns
 // it as it was before (or after, with ReturnDocument: After).
-func (coll *Collection) FindOneAndReplace(ctx context.Context, filter, replacement any, opts *FindOneAndReplaceOptions) *SingleResult {
+func (coll *Collection) FindOneAndReplace(ctx context.Context, filter, replacement any, optList ...*FindOneAndReplaceOptions) *SingleResult {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &FindOneAndReplaceOptions{}
 	}
@@ -298,7 +307,8 @@ func (coll *Collection) FindOneAndReplace(ctx context.Context, filter, replaceme
 }
 
 // FindOneAndDelete deletes the first document matching filter and returns it.
-func (coll *Collection) FindOneAndDelete(ctx context.Context, filter any, opts *FindOneAndDeleteOptions) *SingleResult {
+func (coll *Collection) FindOneAndDelete(ctx context.Context, filter any, optList ...*FindOneAndDeleteOptions) *SingleResult {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &FindOneAndDeleteOptions{}
 	}
@@ -312,7 +322,8 @@ func (coll *Collection) FindOneAndDelete(ctx context.Context, filter any, opts *
 }
 
 // Find returns a cursor over the documents matching filter.
-func (coll *Collection) Find(ctx context.Context, filter any, opts *FindOptions) (*Cursor, error) {
+func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOptions) (*Cursor, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &FindOptions{}
 	}
@@ -374,7 +385,8 @@ func (coll *Collection) findCommand(filter any, opts *FindOptions) (cmdBuilder, 
 
 // FindOne returns the first document matching filter (in Sort order), or
 // ErrNoDocuments through the result's Err and Decode.
-func (coll *Collection) FindOne(ctx context.Context, filter any, opts *FindOneOptions) *SingleResult {
+func (coll *Collection) FindOne(ctx context.Context, filter any, optList ...*FindOneOptions) *SingleResult {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &FindOneOptions{}
 	}
@@ -398,7 +410,8 @@ func (coll *Collection) FindOne(ctx context.Context, filter any, opts *FindOneOp
 // Aggregate runs an aggregation pipeline (e.g. []bson.D or bson.A) and
 // returns a cursor over its results. A pipeline ending in $out or $merge
 // is a write: it goes to the primary with the collection's write concern.
-func (coll *Collection) Aggregate(ctx context.Context, pipeline any, opts *AggregateOptions) (*Cursor, error) {
+func (coll *Collection) Aggregate(ctx context.Context, pipeline any, optList ...*AggregateOptions) (*Cursor, error) {
+	opts := lastOptions(optList)
 	return aggregate(ctx, coll.client, coll.db, coll.name, coll.rp, coll.rc, coll.wc, pipeline, opts)
 }
 
@@ -485,7 +498,8 @@ func hasWriteStage(pv bson.RawValue) bool {
 
 // CountDocuments counts the documents matching filter exactly, with an
 // aggregation ($match, $skip, $limit, $group).
-func (coll *Collection) CountDocuments(ctx context.Context, filter any, opts *CountOptions) (int64, error) {
+func (coll *Collection) CountDocuments(ctx context.Context, filter any, optList ...*CountOptions) (int64, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &CountOptions{}
 	}
@@ -514,7 +528,8 @@ func (coll *Collection) CountDocuments(ctx context.Context, filter any, opts *Co
 
 // EstimatedDocumentCount returns the collection's document count from its
 // metadata (the count command), without scanning.
-func (coll *Collection) EstimatedDocumentCount(ctx context.Context, opts *EstimatedDocumentCountOptions) (int64, error) {
+func (coll *Collection) EstimatedDocumentCount(ctx context.Context, optList ...*EstimatedDocumentCountOptions) (int64, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &EstimatedDocumentCountOptions{}
 	}
@@ -535,7 +550,8 @@ func (coll *Collection) EstimatedDocumentCount(ctx context.Context, opts *Estima
 
 // Distinct returns the distinct values of field among the documents
 // matching filter.
-func (coll *Collection) Distinct(ctx context.Context, field string, filter any, opts *DistinctOptions) ([]any, error) {
+func (coll *Collection) Distinct(ctx context.Context, field string, filter any, optList ...*DistinctOptions) ([]any, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &DistinctOptions{}
 	}
@@ -563,7 +579,8 @@ func (coll *Collection) Distinct(ctx context.Context, field string, filter any, 
 }
 
 // CreateIndex creates an index and returns its name.
-func (coll *Collection) CreateIndex(ctx context.Context, model IndexModel, opts *CreateIndexOptions) (string, error) {
+func (coll *Collection) CreateIndex(ctx context.Context, model IndexModel, optList ...*CreateIndexOptions) (string, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &CreateIndexOptions{}
 	}
@@ -606,7 +623,8 @@ func (coll *Collection) CreateIndex(ctx context.Context, model IndexModel, opts 
 }
 
 // ListIndexes returns a cursor over the collection's index specifications.
-func (coll *Collection) ListIndexes(ctx context.Context, opts *ListOptions) (*Cursor, error) {
+func (coll *Collection) ListIndexes(ctx context.Context, optList ...*ListOptions) (*Cursor, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ListOptions{}
 	}

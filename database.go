@@ -40,7 +40,8 @@ func (db *Database) Collection(name string, opts ...*CollectionOptions) *Collect
 // returned as a *CommandError, together with the reply. The command goes to
 // the primary unless opts gives another read preference, and is never
 // retried as a write.
-func (db *Database) RunCommand(ctx context.Context, cmd any, opts *RunCommandOptions) (bson.Raw, error) {
+func (db *Database) RunCommand(ctx context.Context, cmd any, optList ...*RunCommandOptions) (bson.Raw, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &RunCommandOptions{}
 	}
@@ -74,7 +75,8 @@ func (db *Database) RunCommand(ctx context.Context, cmd any, opts *RunCommandOpt
 
 // Aggregate runs a database-level aggregation (for stages such as
 // $currentOp or $documents) and returns a cursor over its results.
-func (db *Database) Aggregate(ctx context.Context, pipeline any, opts *AggregateOptions) (*Cursor, error) {
+func (db *Database) Aggregate(ctx context.Context, pipeline any, optList ...*AggregateOptions) (*Cursor, error) {
+	opts := lastOptions(optList)
 	return aggregate(ctx, db.client, db.name, "", db.rp, db.rc, db.wc, pipeline, opts)
 }
 
@@ -88,7 +90,8 @@ func (db *Database) Drop(ctx context.Context) error {
 
 // ListCollectionNames returns the names of the collections matching filter
 // (nil: all).
-func (db *Database) ListCollectionNames(ctx context.Context, filter any, opts *ListOptions) ([]string, error) {
+func (db *Database) ListCollectionNames(ctx context.Context, filter any, optList ...*ListOptions) ([]string, error) {
+	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ListOptions{}
 	}

@@ -239,3 +239,15 @@ func indexName(keys bson.Raw) (string, error) {
 	}
 	return strings.Join(parts, "_"), nil
 }
+
+// lastOptions returns the options a method was given: none (nil, meaning
+// every default) or one struct; when several are passed the last non-nil
+// one wins, so callers can write InsertOne(ctx, doc) or pass &Options{...}.
+func lastOptions[T any](list []*T) *T {
+	for i := len(list) - 1; i >= 0; i-- {
+		if list[i] != nil {
+			return list[i]
+		}
+	}
+	return nil
+}
