@@ -22,7 +22,7 @@ var subcommands = []subcommand{
 	{"demo", "run the counter workload under injected faults, strategy by strategy", runDemo},
 	{"sim", "run mongosim, the in-memory MongoDB-compatible server", runSim},
 	{"proxy", "fault-injection proxy in front of a real MongoDB (not yet built)", notBuilt("proxy", 6)},
-	{"bench", "benchmarks against the official Go driver (not yet built)", notBuilt("bench", 5)},
+	{"bench", "benchmarks: 'bench overload' measures retries against an overloaded server", runBench},
 }
 
 func main() {

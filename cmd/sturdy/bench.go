@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	mevent "go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/mongosim"
+)
+
+// sturdy bench overload measures what retries do to an overloaded server:
+// mongosim's ingress limiter admits C requests per second, and each client
+// offers a multiple of C for a fixed time. The official driver is here as
+// the peer we measure against (benchmarks may use it; the library never does).
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "overload" {
+		fmt.Fprintln(stderr, "usage: sturdy bench overload [flags]")
+		return errUsage
+	}
+	return runBenchOverload(ctx, args[1:], stdout, stderr)
+}
+
+// benchClient issues one logical insert; attempts are counted by command
+// monitoring (or by the naive loop itself).
+type benchClient interface {
+	insert(ctx context.Context, doc bson.D) error
+	close(ctx context.Context)
+}
+
+type overloadResult struct {
+	Client        string  `json:"client"`
+	Load          int     `json:"load"` // multiple of capacity
+	Offered       int64   `json:"offered"`
+	Started       int64   `json:"started"` // offered operations the client had room to start
+	Succeeded     int64   `json:"succeeded"`
+	Failed        int64   `json:"failed"`
+	Attempts      int64   `json:"attempts"`
+	Goodput       float64 `json:"goodput"`       // successes per second
+	Amplification float64 `json:"amplification"` // attempts per operation started: the retry amplification
+	PerSuccess    float64 `json:"attempts_per_success"`
+	P50ms         float64 `json:"p50_ms"`
+	P99ms         float64 `json:"p99_ms"`
+}
+
+var benchClients = []string{"no-retries", "naive-5x", "official", "sturdy"}
+
+func runBenchOverload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sturdy bench overload", flag.ContinueOnError)
+	capacity := fs.Int("capacity", 500, "requests per second the server admits (C)")
+	duration := fs.Duration("duration", 3*time.Second, "offered-load time per cell")
+	loadsFlag := fs.String("loads", "1,2,4,8", "offered loads as multiples of C")
+	clientsFlag := fs.String("clients", strings.Join(benchClients, ","), "clients to run")
+	opTimeout := fs.Duration("op-timeout", 2*time.Second, "deadline of each operation")
+	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	var loads []int
+	for _, s := range strings.Split(*loadsFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(stderr, "-loads: %q is not a positive integer\n", s)
+			return errUsage
+		}
+		loads = append(loads, n)
+	}
+	clients := strings.Split(*clientsFlag, ",")
+	for _, c := range clients {
+		if !slices.Contains(benchClients, c) {
+			fmt.Fprintf(stderr, "-clients: unknown client %q (have %s)\n", c, strings.Join(benchClients, ", "))
+			return errUsage
+		}
+	}
+	if *capacity <= 0 || *duration <= 0 {
+		fmt.Fprintln(stderr, "-capacity and -duration must be positive")
+		return errUsage
+	}
+
+	sim, err := mongosim.Launch(mongosim.Options{})
+	if err != nil {
+		return err
+	}
+	defer sim.Close()
+	limiter := mongosim.LimiterOptions{RequestsPerSecond: float64(*capacity), Burst: max(1, *capacity/20)}
+
+	var results []overloadResult
+	for _, load := range loads {
+		for _, name := range clients {
+			fmt.Fprintf(stderr, "overload %dx C=%d: %s\n", load, *capacity, name)
+			sim.SetLimiter(mongosim.LimiterOptions{}) // no limit while connecting
+			var attempts atomic.Int64
+			c, err := newBenchClient(ctx, name, sim.URI(), &attempts)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			sim.SetLimiter(limiter)
+			res := offerLoad(ctx, c, load, *capacity, *duration, *opTimeout)
+			c.close(ctx)
+			res.Client, res.Load, res.Attempts = name, load, attempts.Load()
+			if res.Started > 0 {
+				res.Amplification = float64(res.Attempts) / float64(res.Started)
+			}
+			if res.Succeeded > 0 {
+				res.PerSuccess = float64(res.Attempts) / float64(res.Succeeded)
+			}
+			results = append(results, res)
+		}
+	}
+	printOverloadTable(stdout, results, *capacity, *duration)
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(results, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
+	}
+	return nil
+}
+
+// offerLoad starts load×capacity inserts per second, open loop, for d.
+func offerLoad(ctx context.Context, c benchClient, load, capacity int, d, opTimeout time.Duration) overloadResult {
+	var (
+		res       overloadResult
+		mu        sync.Mutex
+		latencies []time.Duration
+		wg        sync.WaitGroup
+		succeeded atomic.Int64
+		failed    atomic.Int64
+	)
+	rate := load * capacity
+	interval := time.Second / time.Duration(rate)
+	inflight := make(chan struct{}, 4096)
+	start := time.Now()
+	for i := 0; ; i++ {
+		next := start.Add(time.Duration(i) * interval)
+		if next.Sub(start) >= d || ctx.Err() != nil {
+			break
+		}
+		if wait := time.Until(next); wait > 0 {
+			time.Sleep(wait)
+		}
+		res.Offered++
+		select {
+		case inflight <- struct{}{}:
+		default:
+			failed.Add(1) // the client is saturated: the operation never starts
+			continue
+		}
+		res.Started++
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-inflight }()
+			opCtx, cancel := context.WithTimeout(ctx, opTimeout)
+			defer cancel()
+			t0 := time.Now()
+			err := c.insert(opCtx, bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "i", Value: int32(i)}})
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			succeeded.Add(1)
+			mu.Lock()
+			latencies = append(latencies, time.Since(t0))
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	res.Succeeded, res.Failed = succeeded.Load(), failed.Load()
+	res.Goodput = float64(res.Succeeded) / elapsed.Seconds()
+	slices.Sort(latencies)
+	res.P50ms = percentileMS(latencies, 0.50)
+	res.P99ms = percentileMS(latencies, 0.99)
+	return res
+}
+
+func percentileMS(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p * float64(len(sorted)-1))
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+func printOverloadTable(w io.Writer, results []overloadResult, capacity int, d time.Duration) {
+	fmt.Fprintf(w, "capacity C = %d req/s, %v per cell; goodput = successful inserts per second;\n", capacity, d)
+	fmt.Fprintf(w, "attempts/op = insert commands sent per operation started (retry amplification); errors = operations that failed\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "load\tclient\tgoodput\tof C\tattempts/op\tattempts/success\tp50\tp99\terrors\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%dx\t%s\t%.0f/s\t%.0f%%\t%.2f\t%.2f\t%.1fms\t%.1fms\t%d\t\n",
+			r.Load, r.Client, r.Goodput, 100*r.Goodput/float64(capacity), r.Amplification, r.PerSuccess, r.P50ms, r.P99ms, r.Failed)
+	}
+	tw.Flush()
+}
+
+func newBenchClient(ctx context.Context, name, uri string, attempts *atomic.Int64) (benchClient, error) {
+	switch name {
+	case "official":
+		return newOfficialClient(ctx, uri, attempts)
+	case "sturdy":
+		return newSturdyClient(ctx, uri, attempts, false, 0)
+	case "no-retries":
+		return newSturdyClient(ctx, uri, attempts, true, 0)
+	case "naive-5x":
+		return newSturdyClient(ctx, uri, attempts, true, 5)
+	}
+	return nil, fmt.Errorf("unknown client %q", name)
+}
+
+// sturdyClient is the sturdy client; with noRetries its own retries are off,
+// and naive > 0 makes the application retry immediately up to naive times.
+type sturdyClient struct {
+	c     *sturdy.Client
+	coll  *sturdy.Collection
+	naive int
+}
+
+func newSturdyClient(ctx context.Context, uri string, attempts *atomic.Int64, noRetries bool, naive int) (*sturdyClient, error) {
+	o, err := sturdy.ParseURI(uri)
+	if err != nil {
+		return nil, err
+	}
+	o.Monitor = &event.Monitor{CommandStarted: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName == "insert" {
+			attempts.Add(1)
+		}
+	}}
+	if noRetries {
+		off, zero := false, 0
+		o.RetryWrites, o.RetryReads, o.MaxAdaptiveRetries = &off, &off, &zero
+	}
+	c, err := sturdy.ConnectWithOptions(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Ping(ctx); err != nil {
+		c.Disconnect(ctx)
+		return nil, err
+	}
+	return &sturdyClient{c: c, coll: c.Database("bench").Collection("overload"), naive: naive}, nil
+}
+
+func (s *sturdyClient) insert(ctx context.Context, doc bson.D) error {
+	_, err := s.coll.InsertOne(ctx, doc)
+	for i := 0; i < s.naive && err != nil && ctx.Err() == nil; i++ {
+		_, err = s.coll.InsertOne(ctx, doc)
+		if sturdy.IsDuplicateKey(err) {
+			return nil // an earlier attempt landed after all
+		}
+	}
+	return err
+}
+
+func (s *sturdyClient) close(ctx context.Context) { _ = s.c.Disconnect(ctx) }
+
+type officialClient struct {
+	c    *mongo.Client
+	coll *mongo.Collection
+}
+
+func newOfficialClient(ctx context.Context, uri string, attempts *atomic.Int64) (*officialClient, error) {
+	mon := &mevent.CommandMonitor{Started: func(_ context.Context, e *mevent.CommandStartedEvent) {
+		if e.CommandName == "insert" {
+			attempts.Add(1)
+		}
+	}}
+	c, err := mongo.Connect(options.Client().ApplyURI(uri).SetMonitor(mon).SetHeartbeatInterval(500 * time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Ping(ctx, nil); err != nil {
+		_ = c.Disconnect(ctx)
+		return nil, err
+	}
+	return &officialClient{c: c, coll: c.Database("bench").Collection("overload")}, nil
+}
+
+func (o *officialClient) insert(ctx context.Context, doc bson.D) error {
+	_, err := o.coll.InsertOne(ctx, doc)
+	return err
+}
+
+func (o *officialClient) close(ctx context.Context) { _ = o.c.Disconnect(ctx) }
