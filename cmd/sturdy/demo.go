@@ -195,12 +195,16 @@ type cellResult struct {
 	Seconds    float64 `json:"seconds"`
 }
 
+// MS is the cell's time in milliseconds, for reports.
+func (r cellResult) MS() float64 { return r.Seconds * 1000 }
+
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sturdy demo", flag.ContinueOnError)
 	uri := fs.String("uri", "", "run against this deployment (its first host, through the fault relay) instead of an embedded mongosim")
 	ops := fs.Int("ops", 200, "increments per (fault, strategy) cell")
 	seed := fs.Uint64("seed", 1, "seed for choosing which operations meet a fault")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	htmlOut := fs.String("html", "", "also write an HTML page with the table and charts to this file")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -257,6 +261,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
 			return err
 		}
+	}
+	if *htmlOut != "" {
+		f, err := os.Create(*htmlOut)
+		if err != nil {
+			return err
+		}
+		if err := writeDemoHTML(f, results); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	stdhtml "html"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,8 +21,9 @@ func TestDemoMeasuresSeedOutcomes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "demo.json")
+	page := filepath.Join(t.TempDir(), "demo.html")
 	var stdout, stderr bytes.Buffer
-	if code := run(ctx, []string{"demo", "-ops", "100", "-json", out}, &stdout, &stderr); code != 0 {
+	if code := run(ctx, []string{"demo", "-ops", "100", "-json", out, "-html", page}, &stdout, &stderr); code != 0 {
 		t.Fatalf("demo exited %d: %s", code, stderr.String())
 	}
 	b, err := os.ReadFile(out)
@@ -72,6 +74,19 @@ func TestDemoMeasuresSeedOutcomes(t *testing.T) {
 	}
 	expect("overload/no retry", true, false)
 	expect("overload/always retry (5x)", false, false)
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(html), "<svg"); n != len(demoFaults) {
+		t.Errorf("HTML report has %d charts, want one per fault (%d)", n, len(demoFaults))
+	}
+	for _, r := range results {
+		if !strings.Contains(stdhtml.UnescapeString(string(html)), "<td>"+r.Strategy+"</td>") {
+			t.Errorf("HTML table lacks %s", r.Strategy)
+			break
+		}
+	}
 	if !strings.Contains(stdout.String(), "retry once + idempotent") {
 		t.Errorf("table not printed:\n%s", stdout.String())
 	}
