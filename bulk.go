@@ -91,7 +91,8 @@ func (c *Client) limits(ctx context.Context) (writeLimits, error) {
 // writeCommand is the command document of a write of kind, without its
 // statements (they go in a document sequence).
 func (coll *Collection) writeCommand(kind stmtKind, o *writeOpts) bson.D {
-	cmd := cmdBuilder{{Key: kind.command(), Value: coll.name}, {Key: "ordered", Value: o.ordered}}
+	cmd := make(cmdBuilder, 0, 6)
+	cmd = append(cmd, bson.E{Key: kind.command(), Value: coll.nameValue()}, bson.E{Key: "ordered", Value: o.ordered})
 	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
 	if kind != kindDelete {
 		cmd.addTrue("bypassDocumentValidation", o.bypass)
@@ -105,7 +106,17 @@ func (coll *Collection) writeCommand(kind stmtKind, o *writeOpts) bson.D {
 
 // sendWrite sends one write command carrying stmts.
 func (coll *Collection) sendWrite(ctx context.Context, kind stmtKind, stmts []writeStmt, o *writeOpts, opID int64) (exec.Result, error) {
-	docs := make([]bson.Raw, len(stmts))
+	// One allocation for the operation, its sequence and (for a single
+	// statement, the common case) the document list.
+	w := &struct {
+		op  exec.Operation
+		seq [1]wire.DocumentSequence
+		one [1]bson.Raw
+	}{}
+	docs := w.one[:]
+	if len(stmts) != 1 {
+		docs = make([]bson.Raw, len(stmts))
+	}
 	retryable := !coll.wc.Unacknowledged()
 	for i, s := range stmts {
 		docs[i] = s.doc
@@ -113,17 +124,18 @@ func (coll *Collection) sendWrite(ctx context.Context, kind stmtKind, stmts []wr
 			retryable = false
 		}
 	}
-	op := &exec.Operation{
+	w.seq[0] = wire.DocumentSequence{Identifier: kind.sequence(), Documents: docs}
+	w.op = exec.Operation{
 		Name:           kind.command(),
 		DB:             coll.db,
 		Command:        coll.writeCommand(kind, o),
-		Sequences:      []wire.DocumentSequence{{Identifier: kind.sequence(), Documents: docs}},
+		Sequences:      w.seq[:],
 		Write:          true,
 		RetryableWrite: retryable,
 		Unacknowledged: coll.wc.Unacknowledged(),
 		OperationID:    opID,
 	}
-	return coll.client.execute(ctx, op, o.session)
+	return coll.client.execute(ctx, &w.op, o.session)
 }
 
 // writeOne sends a single-statement write and returns its reply (nil for an
@@ -177,7 +189,7 @@ func (coll *Collection) runWrites(ctx context.Context, groups []writeGroup, o *w
 				}
 			}
 		}
-		cmd, err := bson.Marshal(coll.writeCommand(g.kind, o))
+		cmd, err := wire.AppendDocument(nil, coll.writeCommand(g.kind, o))
 		if err != nil {
 			return res, fmt.Errorf("sturdy: encoding %s command: %w", g.kind.command(), err)
 		}
@@ -428,7 +440,13 @@ func stmtDoc(q bson.Raw, u any, multi, upsert bool, arrayFilters []any, coll *Co
 		}
 		d.add("sort", s)
 	}
-	b, err := bson.Marshal(bson.D(d))
+	size := docSizeHint(len(d)) + len(q)
+	if rv, ok := u.(bson.RawValue); ok {
+		size += len(rv.Value)
+	} else if r, ok := u.(bson.Raw); ok {
+		size += len(r)
+	}
+	b, err := wire.AppendDocument(make([]byte, 0, size), bson.D(d))
 	if err != nil {
 		return nil, fmt.Errorf("%w: encoding update statement: %v", ErrInvalidArgument, err)
 	}
@@ -444,7 +462,7 @@ func deleteStmt(filter any, limit int32, coll *Collation, hint any) (bson.Raw, e
 	d := cmdBuilder{{Key: "q", Value: q}, {Key: "limit", Value: limit}}
 	d.addCollation(coll)
 	d.addIf("hint", hint)
-	b, err := bson.Marshal(bson.D(d))
+	b, err := wire.AppendDocument(make([]byte, 0, docSizeHint(len(d))+len(q)), bson.D(d))
 	if err != nil {
 		return nil, fmt.Errorf("%w: encoding delete statement: %v", ErrInvalidArgument, err)
 	}

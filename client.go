@@ -1,6 +1,7 @@
 package sturdy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,11 @@ type Client struct {
 	exec     *exec.Executor
 	closed   atomic.Bool
 }
+
+// testMinHeartbeatInterval, when positive, replaces the 500 ms minimum
+// between two checks of a server. Only tests set it, so that failover- and
+// retry-heavy tests do not wait half a second per rediscovery.
+var testMinHeartbeatInterval time.Duration
 
 // endSessionsBatch is the most session ids one endSessions command may carry.
 const endSessionsBatch = 10_000
@@ -97,6 +103,7 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 		SetName:                o.ReplicaSet,
 		Direct:                 o.Direct,
 		HeartbeatInterval:      o.HeartbeatInterval,
+		MinHeartbeatInterval:   testMinHeartbeatInterval,
 		ServerSelectionTimeout: o.ServerSelectionTimeout,
 		LocalThreshold:         *o.LocalThreshold,
 		Pool: pool.Options{
@@ -129,6 +136,10 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 			Logger:      o.Logger,
 			RetryWrites: *o.RetryWrites,
 			RetryReads:  *o.RetryReads,
+			// The executor reads 0 as its default; 0 here means none.
+			MaxAdaptiveRetries:         cmp.Or(*o.MaxAdaptiveRetries, -1),
+			DisableRetryTokens:         !*o.AdaptiveRetries,
+			DisableOverloadRetargeting: !*o.EnableOverloadRetargeting,
 		},
 	}
 	return c, nil

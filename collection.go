@@ -19,9 +19,18 @@ type Collection struct {
 	client *Client
 	db     string
 	name   string
+	nameV  any // name as an interface value, boxed once for every command
 	wc     *WriteConcern
 	rp     *ReadPreference
 	rc     string
+}
+
+// nameValue is the collection's name as a command field value.
+func (coll *Collection) nameValue() any {
+	if coll.nameV != nil {
+		return coll.nameV
+	}
+	return coll.name
 }
 
 // Name returns the collection's name.
@@ -340,7 +349,8 @@ func (coll *Collection) findCommand(filter any, opts *FindOptions) (cmdBuilder, 
 	if err != nil {
 		return nil, err
 	}
-	cmd := cmdBuilder{{Key: "find", Value: coll.name}, {Key: "filter", Value: f}}
+	cmd := make(cmdBuilder, 0, 8)
+	cmd = append(cmd, bson.E{Key: "find", Value: coll.nameValue()}, bson.E{Key: "filter", Value: f})
 	for _, field := range []struct {
 		key string
 		v   any

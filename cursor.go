@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -25,8 +26,7 @@ type Cursor struct {
 	client    *Client
 	db, coll  string
 	id        int64
-	batch     []bson.Raw
-	pos       int
+	batch     docBatch
 	server    *topology.Server
 	sess      *session.Client
 	ownsSess  bool // the implicit session lives as long as the cursor
@@ -70,7 +70,7 @@ func (c *Cursor) load(reply bson.Raw) error {
 	if err != nil {
 		return err
 	}
-	c.id, c.batch, c.pos = id, batch, 0
+	c.id, c.batch = id, batch
 	if ns != "" {
 		db, coll, ok := strings.Cut(ns, ".")
 		if ok {
@@ -85,15 +85,14 @@ func (c *Cursor) ID() int64 { return c.id }
 
 // RemainingBatchLength is the number of documents Next returns before it
 // needs another getMore.
-func (c *Cursor) RemainingBatchLength() int { return len(c.batch) - c.pos }
+func (c *Cursor) RemainingBatchLength() int { return c.batch.n }
 
 // Next moves to the next document, fetching the next batch if needed. It
 // returns false when the cursor is exhausted or on error (see Err).
 func (c *Cursor) Next(ctx context.Context) bool {
 	for {
-		if c.pos < len(c.batch) {
-			c.Current = c.batch[c.pos]
-			c.pos++
+		if doc, ok := c.batch.next(); ok {
+			c.Current = doc
 			return true
 		}
 		c.Current = nil
@@ -115,6 +114,15 @@ func (c *Cursor) getMore(ctx context.Context) {
 		c.err = err
 		var ce *CommandError
 		if errors.As(err, &ce) {
+			if ce.HasErrorLabel(LabelRetryable) {
+				// The server turned the getMore away at the door (overload)
+				// and the client gave up retrying: the cursor is still
+				// open there, so close it now rather than leave it to time
+				// out.
+				kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killCursorTimeout)
+				_ = c.killCursor(kctx)
+				cancel()
+			}
 			// The server rejected the getMore (e.g. CursorNotFound); the
 			// cursor is gone.
 			c.id = 0
@@ -175,14 +183,24 @@ func (c *Cursor) Close(ctx context.Context) error {
 		return nil
 	}
 	c.closed = true
-	c.batch, c.pos = nil, 0
+	c.batch = docBatch{}
 	var err error
 	if c.id != 0 {
-		cmd := bson.D{{Key: "killCursors", Value: c.coll}, {Key: "cursors", Value: bson.A{c.id}}}
-		_, err = c.client.execute(ctx, &exec.Operation{Name: "killCursors", DB: c.db, Command: cmd, Server: c.server, Session: c.sess}, nil)
+		err = c.killCursor(ctx)
 		c.id = 0
 	}
 	c.releaseSession()
+	return err
+}
+
+// killCursorTimeout bounds the best-effort killCursors sent when a getMore
+// gives up after overload retries.
+const killCursorTimeout = 10 * time.Second
+
+// killCursor asks the cursor's server to close the cursor.
+func (c *Cursor) killCursor(ctx context.Context) error {
+	cmd := bson.D{{Key: "killCursors", Value: c.coll}, {Key: "cursors", Value: bson.A{c.id}}}
+	_, err := c.client.execute(ctx, &exec.Operation{Name: "killCursors", DB: c.db, Command: cmd, Server: c.server, Session: c.sess}, nil)
 	return err
 }
 

@@ -28,7 +28,7 @@ func (db *Database) Client() *Client { return db.client }
 // Collection returns a handle to the named collection. Nothing is sent to
 // the server.
 func (db *Database) Collection(name string, opts ...*CollectionOptions) *Collection {
-	coll := &Collection{client: db.client, db: db.name, name: name, wc: db.wc, rp: db.rp, rc: db.rc}
+	coll := &Collection{client: db.client, db: db.name, name: name, nameV: name, wc: db.wc, rp: db.rp, rc: db.rc}
 	for _, o := range opts {
 		coll.wc, coll.rp, coll.rc = inherit(o, coll.wc, coll.rp, coll.rc)
 	}
@@ -61,7 +61,7 @@ func (db *Database) RunCommand(ctx context.Context, cmd any, optList ...*RunComm
 	for _, e := range elems {
 		d = append(d, bson.E{Key: e.Key(), Value: e.Value()})
 	}
-	op := &exec.Operation{Name: elems[0].Key(), DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference)}
+	op := &exec.Operation{Name: elems[0].Key(), DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference), RunCommand: true}
 	res, err := db.client.execute(ctx, op, opts.Session)
 	if err != nil {
 		var ce *CommandError

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/sturdy-go/sturdy/wire"
 )
 
 // toDoc marshals a caller's document (bson.D, bson.M, bson.Raw, a tagged
@@ -27,6 +30,15 @@ func toDoc(v any, nilIsEmpty bool) (bson.Raw, error) {
 		return d, nil
 	case []byte:
 		return toDoc(bson.Raw(d), nilIsEmpty)
+	case bson.D:
+		if d != nil {
+			// The common case, encoded without reflection (same bytes).
+			b, err := wire.AppendDocument(make([]byte, 0, docSizeHint(len(d))), d)
+			if err != nil {
+				return nil, fmt.Errorf("%w: cannot marshal %T as a document: %v", ErrInvalidArgument, v, err)
+			}
+			return b, nil
+		}
 	}
 	b, err := bson.Marshal(v)
 	if err != nil {
@@ -37,23 +49,41 @@ func toDoc(v any, nilIsEmpty bool) (bson.Raw, error) {
 
 var emptyDoc = bson.Raw{5, 0, 0, 0, 0}
 
+// docSizeHint is a first guess at the encoded size of a document of n
+// fields, so that encoding small documents allocates once.
+func docSizeHint(n int) int { return 16 + 24*n }
+
 // toValue marshals any value a command field can hold (a document, an array,
 // a pipeline such as []bson.D) by wrapping it in a document.
 func toValue(v any) (bson.RawValue, error) {
-	b, err := bson.Marshal(bson.D{{Key: "v", Value: v}})
+	b, err := wire.AppendDocument(make([]byte, 0, 64), bson.D{{Key: "v", Value: v}})
 	if err != nil {
 		return bson.RawValue{}, fmt.Errorf("%w: cannot marshal %T: %v", ErrInvalidArgument, v, err)
 	}
 	return bson.Raw(b).Lookup("v"), nil
 }
 
-// firstKey returns the first field name of doc ("" for an empty document).
-func firstKey(doc bson.Raw) string {
-	elems, err := doc.Elements()
-	if err != nil || len(elems) == 0 {
-		return ""
+// firstKey returns the first field name of doc ("" for an empty or
+// malformed document).
+func firstKey(doc bson.Raw) string { return string(firstKeyBytes(doc)) }
+
+// firstKeyBytes is firstKey without the string: the checks on every update
+// and replacement need not allocate. Like bson.Raw.Elements it rejects a
+// document whose elements are malformed, so malformed documents keep
+// reading as empty.
+func firstKeyBytes(doc bson.Raw) []byte {
+	if len(doc) < 6 || doc[4] == 0 {
+		return nil
 	}
-	return elems[0].Key()
+	if err := bsoncore.Document(doc).Validate(); err != nil {
+		return nil
+	}
+	for i := 5; i < len(doc); i++ {
+		if doc[i] == 0 {
+			return doc[5:i]
+		}
+	}
+	return nil
 }
 
 // updateValue validates an update: a non-empty document whose first key is
@@ -68,11 +98,11 @@ func updateValue(v any) (bson.RawValue, error) {
 	}
 	switch rv.Type {
 	case bson.TypeEmbeddedDocument:
-		k := firstKey(rv.Document())
-		if k == "" {
+		k := firstKeyBytes(rv.Document())
+		if len(k) == 0 {
 			return rv, argError("update document must not be empty")
 		}
-		if !strings.HasPrefix(k, "$") {
+		if k[0] != '$' {
 			return rv, argError("update document must contain only $-operators (first key is %q); use ReplaceOne to replace a document", k)
 		}
 	case bson.TypeArray:
@@ -88,7 +118,7 @@ func replacementDoc(v any) (bson.Raw, error) {
 	if err != nil {
 		return nil, err
 	}
-	if k := firstKey(doc); strings.HasPrefix(k, "$") {
+	if k := firstKeyBytes(doc); len(k) > 0 && k[0] == '$' {
 		return nil, argError("replacement document must not contain $-operators (first key is %q); use UpdateOne", k)
 	}
 	return doc, nil
@@ -166,22 +196,25 @@ func int64Of(doc bson.Raw, key string) int64 {
 }
 
 // cursorBatch reads {cursor: {id, ns, firstBatch|nextBatch}} from a reply.
-func cursorBatch(reply bson.Raw) (id int64, ns string, batch []bson.Raw, err error) {
+// The batch's documents stay in the reply: they are walked in place rather
+// than copied into a slice, which for a large batch saves an allocation per
+// document.
+func cursorBatch(reply bson.Raw) (id int64, ns string, batch docBatch, err error) {
 	cv, err := reply.LookupErr("cursor")
 	if err != nil {
-		return 0, "", nil, fmt.Errorf("sturdy: reply has no cursor: %w", err)
+		return 0, "", batch, fmt.Errorf("sturdy: reply has no cursor: %w", err)
 	}
 	cur, ok := cv.DocumentOK()
 	if !ok {
-		return 0, "", nil, errors.New("sturdy: reply's cursor is not a document")
+		return 0, "", batch, errors.New("sturdy: reply's cursor is not a document")
 	}
 	idv, err := cur.LookupErr("id")
 	if err != nil {
-		return 0, "", nil, errors.New("sturdy: reply's cursor has no id")
+		return 0, "", batch, errors.New("sturdy: reply's cursor has no id")
 	}
 	id, ok = idv.AsInt64OK()
 	if !ok {
-		return 0, "", nil, errors.New("sturdy: reply's cursor id is not a number")
+		return 0, "", batch, errors.New("sturdy: reply's cursor id is not a number")
 	}
 	if v, err := cur.LookupErr("ns"); err == nil {
 		ns, _ = v.StringValueOK()
@@ -191,25 +224,80 @@ func cursorBatch(reply bson.Raw) (id int64, ns string, batch []bson.Raw, err err
 		bv, err = cur.LookupErr("nextBatch")
 	}
 	if err != nil {
-		return 0, "", nil, errors.New("sturdy: reply's cursor has no batch")
+		return 0, "", batch, errors.New("sturdy: reply's cursor has no batch")
 	}
 	arr, ok := bv.ArrayOK()
 	if !ok {
-		return 0, "", nil, errors.New("sturdy: reply's cursor batch is not an array")
+		return 0, "", batch, errors.New("sturdy: reply's cursor batch is not an array")
 	}
-	vals, err := arr.Values()
-	if err != nil {
-		return 0, "", nil, fmt.Errorf("sturdy: reading cursor batch: %w", err)
-	}
-	batch = make([]bson.Raw, 0, len(vals))
-	for _, v := range vals {
-		d, ok := v.DocumentOK()
-		if !ok {
-			return 0, "", nil, errors.New("sturdy: cursor batch holds a non-document")
-		}
-		batch = append(batch, d)
+	if batch, err = newDocBatch(arr); err != nil {
+		return 0, "", batch, err
 	}
 	return id, ns, batch, nil
+}
+
+// docBatch walks the documents of a BSON array in place.
+type docBatch struct {
+	elems []byte // the array's elements not yet returned
+	n     int    // how many documents remain
+}
+
+// newDocBatch checks that every element of arr is a document, counts them
+// and returns the batch positioned on the first.
+func newDocBatch(arr bson.RawArray) (docBatch, error) {
+	if len(arr) < 5 {
+		return docBatch{}, errors.New("sturdy: reading cursor batch: array too short")
+	}
+	b := docBatch{elems: arr[4 : len(arr)-1]}
+	for rest := b.elems; len(rest) > 0; {
+		if rest[0] != byte(bson.TypeEmbeddedDocument) {
+			return docBatch{}, errors.New("sturdy: cursor batch holds a non-document")
+		}
+		_, next, ok := nextDocElem(rest)
+		if !ok {
+			return docBatch{}, errors.New("sturdy: reading cursor batch: malformed array")
+		}
+		rest = next
+		b.n++
+	}
+	return b, nil
+}
+
+// nextDocElem splits the first element off elems: a document element gives
+// the document and ok; anything else (another type, or bytes that do not
+// hold a whole element) gives !ok.
+func nextDocElem(elems []byte) (doc bson.Raw, rest []byte, ok bool) {
+	if len(elems) == 0 || elems[0] != byte(bson.TypeEmbeddedDocument) {
+		return nil, elems, false
+	}
+	k := 1
+	for k < len(elems) && elems[k] != 0 {
+		k++
+	}
+	k++ // the key's NUL
+	if len(elems)-k < 5 {
+		return nil, elems, false
+	}
+	n := int(int32(binary.LittleEndian.Uint32(elems[k:])))
+	if n < 5 || n > len(elems)-k {
+		return nil, elems, false
+	}
+	return bson.Raw(elems[k : k+n : k+n]), elems[k+n:], true
+}
+
+// next returns the next document, or false when the batch is exhausted.
+func (b *docBatch) next() (bson.Raw, bool) {
+	if b.n == 0 {
+		return nil, false
+	}
+	doc, rest, ok := nextDocElem(b.elems)
+	if !ok { // checked by newDocBatch: unreachable
+		b.n, b.elems = 0, nil
+		return nil, false
+	}
+	b.elems = rest
+	b.n--
+	return doc, true
 }
 
 // indexName is the default name of an index: keys and directions joined by

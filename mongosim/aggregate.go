@@ -5,6 +5,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
@@ -46,7 +47,17 @@ func cmdAggregate(r *request) (bson.D, error) {
 	} else if ok {
 		vars = make(map[string]any, len(let))
 		for _, e := range let {
-			vars[e.Key] = value.Clone(e.Value)
+			// let values are expressions, evaluated once before the
+			// pipeline runs ({$literal: "$x"} is the string "$x").
+			ex, err := expr.Compile(e.Value)
+			if err != nil {
+				return nil, err
+			}
+			v, err := ex.Eval(bson.D{}, nil)
+			if err != nil {
+				return nil, err
+			}
+			vars[e.Key] = value.Clone(v)
 		}
 	}
 
@@ -76,6 +87,15 @@ func cmdAggregate(r *request) (bson.D, error) {
 	p, err := agg.Compile(pipeline)
 	if err != nil {
 		return nil, err
+	}
+	if p.HasWriteStage() {
+		if rc, ok, _ := docArg(r, "readConcern"); ok {
+			for _, e := range rc {
+				if e.Key == "level" && e.Value == "linearizable" {
+					return nil, cmderr.New(cmderr.InvalidOptions, "$out and $merge cannot be used with a 'linearizable' read concern level")
+				}
+			}
+		}
 	}
 	s := r.cluster.data
 	var in []bson.D

@@ -199,6 +199,15 @@ func (m *Member) run(r *request, cmd *command) {
 		if opw = m.evalTransactionalWrite(r); opw != nil {
 			c.stats.failPointsFired.Add(1)
 			if opw.failBeforeCommitCode != 0 {
+				// As in mongod, the two options combine: the write is not
+				// committed, and unless closeConnection is false (it
+				// defaults to true) the connection is closed instead of
+				// the error being returned.
+				if opw.closeConnection {
+					c.stats.hangups.Add(1)
+					_ = r.raw.Hangup()
+					return
+				}
 				m.replyErr(r, &out, cmderr.New(opw.failBeforeCommitCode, failBeforeCommitMessage))
 				return
 			}
@@ -224,7 +233,9 @@ func (m *Member) run(r *request, cmd *command) {
 		return
 	}
 	if wce != nil {
-		reply = setField(reply, "writeConcernError", normaliseWCE(wce))
+		// mongod appends the configured document as it is (no codeName
+		// is filled in): drivers and the spec tests see exactly that.
+		reply = setField(reply, "writeConcernError", wce)
 	}
 	if labels := m.replyLabels(&out, reply); len(labels) > 0 {
 		reply = setField(reply, "errorLabels", labels)
@@ -321,25 +332,6 @@ func errorDoc(e *cmderr.Error, extra bson.D) bson.D {
 		d = append(d, bson.E{Key: "errorLabels", Value: e.Labels})
 	}
 	return append(d, extra...)
-}
-
-// normaliseWCE fills in codeName of a fail point's writeConcernError.
-func normaliseWCE(wce bson.D) bson.D {
-	out := slices.Clone(wce)
-	var code int64
-	hasName := false
-	for _, e := range out {
-		switch e.Key {
-		case "code":
-			code, _ = asInt64(e.Value)
-		case "codeName":
-			hasName = true
-		}
-	}
-	if !hasName {
-		out = append(out, bson.E{Key: "codeName", Value: cmderr.Name(int32(code))})
-	}
-	return out
 }
 
 // setField returns d with key set to v (replaced in place or appended

@@ -432,7 +432,7 @@ func TestFailCommand(t *testing.T) {
 		if executions("labels") != before+1 {
 			t.Fatal("write with writeConcernError fail point did not execute")
 		}
-		if raw.Lookup("writeConcernError", "code").Int32() != 91 || raw.Lookup("writeConcernError", "codeName").StringValue() != "ShutdownInProgress" {
+		if raw.Lookup("writeConcernError", "code").Int32() != 91 || raw.Lookup("writeConcernError", "errmsg").StringValue() != "Replication is being shut down" {
 			t.Fatalf("reply %v", raw)
 		}
 		labels, _ := raw.Lookup("errorLabels").Array().Values()
@@ -538,7 +538,7 @@ func TestRetryableWritesReplay(t *testing.T) {
 	})
 	t.Run("failBeforeCommit", func(t *testing.T) {
 		mustRun(t, ctx, admin, bson.D{{Key: "configureFailPoint", Value: "onPrimaryTransactionalWrite"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
-			{Key: "data", Value: bson.D{{Key: "failBeforeCommitExceptionCode", Value: 1}}}})
+			{Key: "data", Value: bson.D{{Key: "failBeforeCommitExceptionCode", Value: 1}, {Key: "closeConnection", Value: false}}}})
 		_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "c"}})
 		commandError(t, err, 1)
 		if n, _ := coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: "c"}}); n != 0 {

@@ -70,3 +70,22 @@ func BenchmarkAppendCompressed(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeCursorReply decodes a getMore reply of 10 000 small
+// documents, the shape a cursor drain reads.
+func BenchmarkDecodeCursorReply(b *testing.B) {
+	batch := make(bson.A, 10000)
+	for i := range batch {
+		batch[i] = bson.D{{Key: "_id", Value: int32(i)}, {Key: "x", Value: int32(i)}, {Key: "s", Value: "hello world"}}
+	}
+	body := mustDoc(b, bson.D{{Key: "ok", Value: 1.0}, {Key: "cursor", Value: bson.D{
+		{Key: "nextBatch", Value: batch}, {Key: "id", Value: int64(0)}, {Key: "ns", Value: "db.c"}}}})
+	buf := AppendMsg(nil, 1, 0, &Msg{Body: body})
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(buf, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

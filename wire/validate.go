@@ -19,70 +19,40 @@ const MaxDocumentNesting = 200
 // first problem ("" when doc is valid). bsoncore.Document.Validate is not
 // used because it does not look inside embedded documents.
 func validateBSON(doc []byte) (at int, reason string) {
-	// ends[i] is the offset of the terminating NUL of the i-th open document.
-	var ends [MaxDocumentNesting]int
-	depth := 0
+	// ends[i] is the offset of the terminating NUL of the i-th open
+	// document. Most documents nest a few levels: the stack starts small
+	// and on the stack, and grows on the heap only for deep nesting.
+	var small [16]int
+	ends := small[:0]
 
-	// open checks the document starting at pos, which must end at or
-	// before limit, and pushes it.
-	open := func(pos, limit int) (int, string) {
-		if limit-pos < 5 {
-			return pos, "document shorter than 5 bytes"
-		}
-		n := int64(int32(binary.LittleEndian.Uint32(doc[pos:])))
-		if n < 5 || n > int64(limit-pos) {
-			return pos, "document length " + strconv.FormatInt(n, 10) + " out of bounds"
-		}
-		end := pos + int(n) - 1
-		if doc[end] != 0 {
-			return end, "document not NUL-terminated"
-		}
-		if depth == MaxDocumentNesting {
-			return pos, "documents nested deeper than " + strconv.Itoa(MaxDocumentNesting)
-		}
-		ends[depth] = end
-		depth++
-		return pos, ""
-	}
-	// str checks a BSON string (int32 length including NUL, bytes, NUL)
-	// at pos that must end by limit, returning the offset after it.
-	str := func(pos, limit int) (int, string) {
-		if limit-pos < 4 {
-			return pos, "string length runs past end of document"
-		}
-		n := int64(int32(binary.LittleEndian.Uint32(doc[pos:])))
-		if n < 1 || n > int64(limit-pos-4) {
-			return pos, "string length " + strconv.FormatInt(n, 10) + " out of bounds"
-		}
-		end := pos + 4 + int(n)
-		if doc[end-1] != 0 {
-			return end - 1, "string not NUL-terminated"
-		}
-		return end, ""
-	}
-
-	if at, reason = open(0, len(doc)); reason != "" {
+	end, at, reason := openDoc(doc, len(ends), 0, len(doc))
+	if reason != "" {
 		return at, reason
 	}
+	ends = append(ends, end)
 	if ends[0] != len(doc)-1 {
 		return 0, "document length does not match its section"
 	}
 	pos := 4
-	for depth > 0 {
-		top := ends[depth-1]
+	for len(ends) > 0 {
+		top := ends[len(ends)-1]
 		if pos == top {
-			depth--
+			ends = ends[:len(ends)-1]
 			pos++
 			continue
 		}
 		elemAt := pos
 		t := doc[pos]
 		pos++
-		k := bytes.IndexByte(doc[pos:top], 0)
-		if k < 0 {
+		// Keys are short: a plain loop beats bytes.IndexByte's setup.
+		k := pos
+		for k < top && doc[k] != 0 {
+			k++
+		}
+		if k >= top {
 			return elemAt, "element key not NUL-terminated"
 		}
-		pos += k + 1
+		pos = k + 1
 		fixed := -1
 		switch t {
 		case 0x01, 0x09, 0x11, 0x12: // double, datetime, timestamp, int64
@@ -104,13 +74,15 @@ func validateBSON(doc []byte) (at int, reason string) {
 			}
 			pos++
 		case 0x02, 0x0D, 0x0E: // string, JavaScript, symbol
-			if pos, reason = str(pos, top); reason != "" {
+			if pos, reason = bsonString(doc, pos, top); reason != "" {
 				return pos, reason
 			}
 		case 0x03, 0x04: // document, array
-			if at, reason = open(pos, top); reason != "" {
+			end, at, reason := openDoc(doc, len(ends), pos, top)
+			if reason != "" {
 				return at, reason
 			}
+			ends = append(ends, end)
 			pos += 4
 		case 0x05: // binary
 			if top-pos < 5 {
@@ -135,7 +107,7 @@ func validateBSON(doc []byte) (at int, reason string) {
 				pos += k + 1
 			}
 		case 0x0C: // DBPointer
-			if pos, reason = str(pos, top); reason != "" {
+			if pos, reason = bsonString(doc, pos, top); reason != "" {
 				return pos, reason
 			}
 			fixed = 12
@@ -148,14 +120,16 @@ func validateBSON(doc []byte) (at int, reason string) {
 				return pos, "code with scope length " + strconv.FormatInt(total, 10) + " out of bounds"
 			}
 			limit := pos + int(total)
-			scope, r := str(pos+4, limit)
+			scope, r := bsonString(doc, pos+4, limit)
 			if r != "" {
 				return scope, r
 			}
-			if at, reason = open(scope, limit); reason != "" {
+			end, at, reason := openDoc(doc, len(ends), scope, limit)
+			if reason != "" {
 				return at, reason
 			}
-			if ends[depth-1] != limit-1 {
+			ends = append(ends, end)
+			if ends[len(ends)-1] != limit-1 {
 				return pos, "code with scope length does not match its contents"
 			}
 			pos = scope + 4
@@ -173,4 +147,42 @@ func validateBSON(doc []byte) (at int, reason string) {
 		return pos, "trailing bytes after document"
 	}
 	return 0, ""
+}
+
+// openDoc checks the document starting at pos, which must end at or before
+// limit, depth documents being open already, and returns the offset of its
+// terminating NUL (or where and why it is malformed).
+func openDoc(doc []byte, depth, pos, limit int) (end, at int, reason string) {
+	if limit-pos < 5 {
+		return 0, pos, "document shorter than 5 bytes"
+	}
+	n := int64(int32(binary.LittleEndian.Uint32(doc[pos:])))
+	if n < 5 || n > int64(limit-pos) {
+		return 0, pos, "document length " + strconv.FormatInt(n, 10) + " out of bounds"
+	}
+	end = pos + int(n) - 1
+	if doc[end] != 0 {
+		return 0, end, "document not NUL-terminated"
+	}
+	if depth == MaxDocumentNesting {
+		return 0, pos, "documents nested deeper than " + strconv.Itoa(MaxDocumentNesting)
+	}
+	return end, pos, ""
+}
+
+// bsonString checks a BSON string (int32 length including NUL, bytes, NUL)
+// at pos that must end by limit, returning the offset after it.
+func bsonString(doc []byte, pos, limit int) (int, string) {
+	if limit-pos < 4 {
+		return pos, "string length runs past end of document"
+	}
+	n := int64(int32(binary.LittleEndian.Uint32(doc[pos:])))
+	if n < 1 || n > int64(limit-pos-4) {
+		return pos, "string length " + strconv.FormatInt(n, 10) + " out of bounds"
+	}
+	end := pos + 4 + int(n)
+	if doc[end-1] != 0 {
+		return end - 1, "string not NUL-terminated"
+	}
+	return end, ""
 }

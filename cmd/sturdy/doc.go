@@ -2,8 +2,8 @@
 //
 //	sturdy demo    the seed-001 counter workload under injected faults, strategy by strategy
 //	sturdy sim     run mongosim, the in-memory MongoDB-compatible server, as a process
-//	sturdy proxy   a MongoDB-aware fault-injection proxy (not yet built)
-//	sturdy bench   client benchmarks against the official driver (not yet built)
+//	sturdy proxy   a MongoDB-aware fault-injection proxy in front of a real deployment
+//	sturdy bench   benchmarks: "bench overload" measures retries against an overloaded server
 //
 // Run "sturdy <command> -h" for a command's flags.
 package main

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -80,17 +81,18 @@ type Conn struct {
 	generation atomic.Uint64
 	lastUsed   atomic.Int64 // unix nanoseconds
 
-	mu          sync.Mutex // serializes round trips; guards the fields below
-	wbuf        []byte     // outgoing message
-	cbuf        []byte     // outgoing compressed message
-	rbuf        []byte     // incoming message
-	cmd         []byte     // command body with $db
-	deadlineSet bool       // a deadline is set on nc
-	streaming   bool       // the last reply had moreToCome
-	lastReplyID int32      // requestID of the last streamed reply
-	maxMsgSize  int32      // largest reply accepted
-	maxSendSize int32      // largest message sent (server's maxMessageSizeBytes)
-	abortFn     func()     // sets a past deadline; allocated once
+	mu          sync.Mutex           // serializes round trips; guards the fields below
+	wbuf        []byte               // outgoing message
+	cbuf        []byte               // outgoing compressed message
+	rbuf        []byte               // incoming message (compressed or large)
+	hdr         [wire.HeaderLen]byte // incoming header, read before the body
+	cmd         []byte               // command body with $db
+	deadlineSet bool                 // a deadline is set on nc
+	streaming   bool                 // the last reply had moreToCome
+	lastReplyID int32                // requestID of the last streamed reply
+	maxMsgSize  int32                // largest reply accepted
+	maxSendSize int32                // largest message sent (server's maxMessageSizeBytes)
+	abortFn     func()               // sets a past deadline; allocated once
 }
 
 // Process-wide counters: request ids must be unique per process so that
@@ -253,15 +255,14 @@ func (c *Conn) ReadReply(ctx context.Context) (*Reply, error) {
 
 // read reads one reply that must answer responseTo. The caller holds c.mu.
 func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
-	var err error
-	c.rbuf, err = wire.ReadMessage(c.nc, c.rbuf[:0], c.maxMsgSize)
+	msg, own, err := c.readMessage()
 	if err != nil {
 		if errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrMessageTooLarge) {
 			return nil, c.fail(ctx, "decode", err)
 		}
 		return nil, c.fail(ctx, "read", err)
 	}
-	m, err := wire.Decode(c.rbuf, c.maxMsgSize)
+	m, err := wire.Decode(msg, c.maxMsgSize)
 	if err != nil {
 		return nil, c.fail(ctx, "decode", err)
 	}
@@ -271,13 +272,66 @@ func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
 	if m.Msg == nil {
 		return nil, c.fail(ctx, "decode", fmt.Errorf("conn: reply is %s, expected OP_MSG", m.Header.OpCode))
 	}
-	body := make(bson.Raw, len(m.Msg.Body))
-	copy(body, m.Msg.Body)
+	body := m.Msg.Body
+	if !own && m.Compressor == wire.CompressorNoop {
+		// It lies in c.rbuf, which the next read overwrites. (A
+		// decompressed body is a fresh allocation already.)
+		body = append(bson.Raw(nil), body...)
+	}
 	r := &Reply{Body: body, MoreToCome: m.Msg.Flags&wire.MoreToCome != 0}
 	c.streaming = r.MoreToCome
 	c.lastReplyID = m.Header.RequestID
 	c.lastUsed.Store(time.Now().UnixNano())
 	return r, mongoerr.FromReply(body)
+}
+
+// ownReadMax is the largest uncompressed message readMessage reads into a
+// buffer of its own. Larger ones grow c.rbuf step by step as they arrive
+// (wire.ReadMessage), so a peer cannot make the client allocate a huge
+// buffer by sending nothing but a header.
+const ownReadMax = 1 << 20
+
+// readMessage reads one whole message. An uncompressed message of up to
+// ownReadMax bytes is read into a new buffer of exactly its size (own): the
+// reply body then aliases it and needs no copy. Anything else is read into
+// c.rbuf. Errors are wire.ReadMessage's.
+func (c *Conn) readMessage() (msg []byte, own bool, err error) {
+	if n, err := io.ReadFull(c.nc, c.hdr[:]); err != nil {
+		if err == io.EOF && n == 0 {
+			return nil, false, io.EOF
+		}
+		return nil, false, fmt.Errorf("wire: reading message header: %w", err)
+	}
+	h, err := wire.ParseHeader(c.hdr[:])
+	if err != nil || h.MessageLength > c.maxMsgSize || h.MessageLength > ownReadMax || h.OpCode == wire.OpCompressed {
+		// wire.ReadMessage judges the header again and reports as before.
+		c.rbuf, err = wire.ReadMessage(&headerReader{hdr: c.hdr[:], r: c.nc}, c.rbuf[:0], c.maxMsgSize)
+		return c.rbuf, false, err
+	}
+	msg = make([]byte, h.MessageLength)
+	copy(msg, c.hdr[:])
+	if n, err := io.ReadFull(c.nc, msg[wire.HeaderLen:]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, false, fmt.Errorf("wire: reading %s body (%d of %d bytes): %w", h.OpCode, wire.HeaderLen+n, len(msg), err)
+	}
+	return msg, true, nil
+}
+
+// headerReader replays a header already read, then reads on from r.
+type headerReader struct {
+	hdr []byte
+	r   io.Reader
+}
+
+func (h *headerReader) Read(p []byte) (int, error) {
+	if len(h.hdr) > 0 {
+		n := copy(p, h.hdr)
+		h.hdr = h.hdr[n:]
+		return n, nil
+	}
+	return h.r.Read(p)
 }
 
 // arm applies ctx to the socket: its deadline, and an abort on cancellation.

@@ -3,10 +3,13 @@
 // $readPreference, $clusterTime; $db via conn.Request), command monitoring
 // events, error classification and SDAM error handoff, and check-in.
 //
-// Execute runs an operation as a loop of attempts. Today the loop runs one
-// attempt; retryable writes, retryable reads and the overload (backpressure)
-// policy plug into it as a retryPolicy (see retry.go) without changing the
-// attempt itself. Everything an operation must keep between attempts — the
-// operation id, the session and the transaction number a retry must reuse,
-// the servers to deprioritize — lives in one opState.
+// Execute runs an operation as a loop of attempts; retry.go's policy
+// decides after each failure whether to run another: retryable writes
+// (seed 002: once, same txnNumber), retryable reads, and the overload
+// policy (seed 003: RetryableError label, backoff with jitter, the retry
+// token bucket, deprioritized servers), combined as DESIGN.md's table
+// says. Everything an operation keeps between attempts — the operation
+// id, the session and the transaction number a retry must reuse, the
+// servers to deprioritize, the error to report — lives in one opState.
+// The backoff's sleep, jitter and clock are injectable on the Executor.
 package exec

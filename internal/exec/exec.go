@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
@@ -44,9 +46,39 @@ type Executor struct {
 	Sessions *session.Pool
 	Monitor  *event.Monitor
 	Logger   *slog.Logger // nil: no logging
-	// RetryWrites enables the transaction number on retryable writes (and,
-	// with issue 4, their retry); RetryReads enables retryable reads.
+	// RetryWrites enables retryable writes (seed 002: a transaction number
+	// on eligible writes and one retry after a retryable error) and the
+	// overload retries of write commands; RetryReads enables retryable
+	// reads and the overload retries of read commands. Operations marked
+	// RunCommand need both for overload retries.
 	RetryWrites, RetryReads bool
+	// MaxAdaptiveRetries caps the retries of an operation once an overload
+	// error (RetryableError / SystemOverloadedError label) has been seen.
+	// 0 means DefaultMaxAdaptiveRetries; a negative value disables overload
+	// retries (retryable writes and reads still get their one retry).
+	MaxAdaptiveRetries int
+	// DisableRetryTokens turns off the client-wide retry token bucket
+	// (adaptiveRetries=false): retries are then limited only by
+	// MaxAdaptiveRetries and the context deadline.
+	DisableRetryTokens bool
+	// DisableOverloadRetargeting keeps a server that answered with
+	// SystemOverloadedError eligible for the operation's next attempt
+	// (enableOverloadRetargeting=false). Sharded clusters deprioritize the
+	// failed mongos on every retry regardless.
+	DisableOverloadRetargeting bool
+	// Tokens is the retry token bucket; nil means a full bucket of
+	// backoff.BucketCapacity created on first use. Ignored with
+	// DisableRetryTokens.
+	Tokens *backoff.TokenBucket
+	// Sleep waits d before a retry, returning early with ctx's error; nil
+	// means a timer. Jitter returns the backoff jitter in [0, 1); nil means
+	// math/rand/v2. Now is the clock the deadline check reads; nil means
+	// time.Now. Tests inject all three to check exact schedules.
+	Sleep  func(ctx context.Context, d time.Duration) error
+	Jitter func() float64
+	Now    func() time.Time
+
+	tokensOnce sync.Once
 
 	clockMu     sync.Mutex
 	clusterTime bson.Raw // highest $clusterTime received from any server
@@ -66,7 +98,14 @@ type Operation struct {
 	// splitting): it is sent when Executor.RetryWrites is set and the
 	// selected server supports retryable writes.
 	RetryableWrite bool
-	RetryableRead  bool
+	// RetryableRead marks a read eligible for the retryable-reads retry
+	// (find, aggregate without a write stage, distinct, count, the list
+	// commands); getMore and runCommand are not.
+	RetryableRead bool
+	// RunCommand marks a generic command the client knows nothing about:
+	// never a retryable write or read, and retried after overload errors
+	// only when both RetryWrites and RetryReads are on.
+	RunCommand bool
 	// Unacknowledged is a w:0 write: sent with moreToCome, no reply read,
 	// and never with a session id.
 	Unacknowledged bool
@@ -116,10 +155,20 @@ type opState struct {
 	// checkedOut is set once an attempt got a connection: the policy can
 	// tell driver-side failures (nothing sent) from server-side ones.
 	checkedOut bool
+	// sent is set when the current attempt wrote its command: an error
+	// before that is the driver's own (selection, check-out, encoding)
+	// and says no write was attempted.
+	sent bool
+	// wire is the maxWireVersion of the last attempt's connection: servers
+	// before 4.4 (wire < 9) do not label retryable write errors.
+	wire int32
+	// retry is the operation's retry policy state (kept here to save an
+	// allocation per operation).
+	retry retrier
 }
 
-// Execute runs op: a loop of server selection and attempt, once for now;
-// see retryPolicy for where retries go.
+// Execute runs op: a loop of server selection and attempt, retried as
+// retry.go describes (retryable writes, retryable reads, overload).
 func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	if len(op.Command) == 0 {
 		return Result{}, ErrEmptyCommand
@@ -164,31 +213,33 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	return res, err
 }
 
-// policyFor returns the retry policy for op. Issues 4 and 5 return the
-// retryable-write/read and overload policies here (using e.RetryWrites,
-// e.RetryReads, op.RetryableWrite, op.RetryableRead and st.txnNumber).
-func (e *Executor) policyFor(*Operation) retryPolicy { return noRetry{} }
-
-// run is the attempt loop.
+// run is the attempt loop: select a server, run an attempt, and let the
+// retry policy decide after every failure.
 func (e *Executor) run(ctx context.Context, op *Operation, st *opState) (bson.Raw, error) {
-	policy := e.policyFor(op)
+	policy := e.policyFor(op, st)
 	for {
 		var reply bson.Raw
+		st.sent = false
 		srv, err := e.selectServer(ctx, op, st)
 		st.server = srv
-		// Issue 4 checks here, on retries, that srv still supports
-		// retryable writes (else the policy returns the original error).
+		if err == nil && st.attempts > 0 && st.txnNumber != nil && !srv.Description().SupportsRetryableWrites() {
+			// Seed 002: the server selected for the retry no longer
+			// supports retryable writes (a downgrade in progress).
+			srv.Dec()
+			err = errRetryUnsupported
+		}
 		if err == nil {
 			reply, err = e.attempt(ctx, op, st, srv)
+			err = e.labelNetworkError(op, st, err)
 		}
 		st.attempts++
 		if err == nil {
 			policy.succeeded(st)
 			return reply, nil
 		}
-		again, final := policy.retry(ctx, st, err)
+		again, final, finalReply := policy.retry(ctx, st, err, reply)
 		if !again {
-			return reply, final
+			return finalReply, final
 		}
 	}
 }
@@ -237,6 +288,10 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	defer p.CheckIn(c)
 	st.checkedOut = true
 	cd := c.Description()
+	st.wire = cd.MaxWireVersion
+	if st.txnNumber != nil && (cd.MaxWireVersion < 6 || cd.LogicalSessionTimeoutMinutes == nil) {
+		return nil, errRetryUnsupported // the retry's connection cannot take the txnNumber
+	}
 
 	// The session: acquired only now that a connection is ours.
 	var ss *session.Server
@@ -256,10 +311,15 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	}
 
 	cmd := e.assemble(op, st, srv, cd, ss)
-	body, err := bson.Marshal(cmd)
+	// Encoded into a pooled buffer: Send copies it into the connection's
+	// own, so it is free again once Send returns.
+	buf := commandBuffers.Get().(*[]byte)
+	defer putCommandBuffer(buf)
+	body, err := wire.AppendDocument((*buf)[:0], cmd)
 	if err != nil {
 		return nil, fmt.Errorf("exec: encoding %s command: %w", st.name, err)
 	}
+	*buf = body
 	req := &conn.Request{DB: op.DB, Command: body, Sequences: op.Sequences, MoreToCome: op.Unacknowledged}
 	ids := e.identity(st, op, c, ss)
 
@@ -269,6 +329,7 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	}
 	r, err := e.send(ctx, c, req, func(requestID int32) {
 		ids.requestID = requestID
+		st.sent = true
 		e.publishStarted(ctx, op, st, cmd, ids)
 	})
 	dur := time.Since(start)
@@ -277,7 +338,15 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 		e.advanceClusterTime(st.sess, reply)
 	}
 	if err != nil {
-		e.publishFailed(ctx, st, ids, dur, err)
+		var wex *mongoerr.WriteException
+		if r != nil && errors.As(err, &wex) {
+			// ok: 1 with writeErrors or a writeConcernError: the command
+			// succeeded as far as monitoring goes; the caller still gets
+			// the error.
+			e.publishSucceeded(ctx, st, ids, dur, reply)
+		} else {
+			e.publishFailed(ctx, st, ids, dur, err)
+		}
 		if mongoerr.IsNetworkError(err) && st.sess != nil {
 			st.sess.MarkDirty()
 		}
@@ -288,6 +357,15 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	}
 	e.publishSucceeded(ctx, st, ids, dur, reply)
 	return reply, nil
+}
+
+// commandBuffers hold encoded command bodies between assembly and Send.
+var commandBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+func putCommandBuffer(b *[]byte) {
+	if cap(*b) <= 64<<10 { // a huge command's buffer is left to the GC
+		commandBuffers.Put(b)
+	}
 }
 
 // send sends req on c; started runs with the wire request id just before
@@ -449,9 +527,15 @@ func (e *Executor) advanceClusterTime(sess *session.Client, reply bson.Raw) {
 	if !ok {
 		return
 	}
-	doc = append(bson.Raw(nil), doc...)
 	e.clockMu.Lock()
-	e.clusterTime = session.MaxClusterTime(e.clusterTime, doc)
+	if bytes.Equal(doc, e.clusterTime) {
+		// Usually unchanged since the last reply: share the copy held.
+		doc = e.clusterTime
+	} else {
+		// Copied so as not to pin the whole reply.
+		doc = append(bson.Raw(nil), doc...)
+		e.clusterTime = session.MaxClusterTime(e.clusterTime, doc)
+	}
 	e.clockMu.Unlock()
 	if sess != nil {
 		sess.AdvanceClusterTime(doc)

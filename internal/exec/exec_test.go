@@ -340,6 +340,12 @@ func TestDirtySessionDiscardedAfterNetworkError(t *testing.T) {
 	r := receive(t, srv, "insert")
 	first := r.Command.Lookup("lsid").Document()
 	_ = r.Hangup()
+	// The retry reuses the session; the second hang-up ends the operation.
+	r = receive(t, srv, "insert")
+	if !bytes.Equal(r.Command.Lookup("lsid").Document(), first) {
+		t.Error("the retry changed the lsid")
+	}
+	_ = r.Hangup()
 	o := wait(t, ch)
 	if !mongoerr.IsNetworkError(o.err) {
 		t.Fatalf("error %v, want a network error", o.err)
@@ -588,14 +594,26 @@ func TestFailedAttemptIsLogged(t *testing.T) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.records) != 1 {
-		t.Fatalf("%d log records, want 1", len(h.records))
+	// The failed attempt, the retry it caused, the failed retry.
+	if len(h.records) != 3 {
+		t.Fatalf("%d log records, want 3", len(h.records))
 	}
-	r := h.records[0]
-	attrs := map[string]string{}
-	r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
-	if r.Level != slog.LevelDebug || attrs["command"] != "insert" || attrs["txnNumber"] != "1" || !strings.Contains(attrs["error"], "shutting down") {
-		t.Errorf("log record %q %v", r.Message, attrs)
+	for i, r := range h.records {
+		attrs := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+		if r.Level != slog.LevelDebug || attrs["command"] != "insert" || attrs["txnNumber"] != "1" {
+			t.Errorf("log record %d: %q %v", i, r.Message, attrs)
+		}
+		switch i {
+		case 0, 2:
+			if r.Message != "command attempt failed" || !strings.Contains(attrs["error"], "shutting down") {
+				t.Errorf("log record %d: %q %v", i, r.Message, attrs)
+			}
+		case 1:
+			if r.Message != "retrying command" || attrs["retry"] != "1" || !strings.Contains(attrs["reason"], "shutting down") {
+				t.Errorf("log record %d: %q %v", i, r.Message, attrs)
+			}
+		}
 	}
 }
 

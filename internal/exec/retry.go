@@ -1,31 +1,418 @@
 package exec
 
-import "context"
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/internal/backoff"
+	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/internal/pool"
+	"github.com/sturdy-go/sturdy/internal/topology"
+)
+
+// DefaultMaxAdaptiveRetries is the retry cap once an overload error has
+// been seen (seed 003's MAX_ATTEMPTS).
+const DefaultMaxAdaptiveRetries = 5
+
+// RetryableWritesUnsupportedMessage replaces the server's message when it
+// rejects a transaction number (IllegalOperation 20, "Transaction numbers
+// are only allowed on ..."), e.g. with the MMAPv1 storage engine.
+const RetryableWritesUnsupportedMessage = "This MongoDB deployment does not support retryable writes. " +
+	"Please add retryWrites=false to your connection string."
+
+// RetryableWritesUnsupportedError is returned when the server rejected the
+// transaction number of a retryable write. It unwraps to the server's
+// error (a *mongoerr.CommandError with code 20).
+type RetryableWritesUnsupportedError struct{ Err error }
+
+func (e *RetryableWritesUnsupportedError) Error() string { return RetryableWritesUnsupportedMessage }
+func (e *RetryableWritesUnsupportedError) Unwrap() error { return e.Err }
+
+// errRetryUnsupported is the driver-side failure of a retry whose server
+// no longer supports retryable writes; the policy then returns the
+// previous error.
+var errRetryUnsupported = errors.New("exec: the server selected for the retry does not support retryable writes")
 
 // retryPolicy decides, after a failed attempt, whether the operation runs
-// another one. It is where retryable writes and reads (seed 002: retry once
-// with the same txnNumber after SDAM has processed the error and a server
-// has been selected again) and the overload policy (seed 003: RetryableError
-// label, backoff with jitter, the token bucket, deprioritized servers) plug
-// in: Execute calls retry after every failed attempt and succeeded after the
-// successful one, and reruns selection and attempt while retry says so.
+// another one: Execute calls retry after every failed attempt and
+// succeeded after the successful one, and reruns selection and attempt
+// while retry says so.
 type retryPolicy interface {
-	// retry is called after attempt number st.attempts failed with err (a
-	// server selection error, a check-out error or an attempt error). It
-	// reports whether to try again and otherwise the error Execute
-	// returns (the latest one, or an earlier one when the latest tells the
-	// caller less, e.g. a driver-side failure on the retry). A policy that
-	// retries may wait (honouring ctx), publish a RetryEvent and add to
-	// st.deprioritized first.
-	retry(ctx context.Context, st *opState, err error) (again bool, final error)
+	// retry is called after attempt number st.attempts failed with err
+	// (reply is that attempt's reply, if any). It reports whether to try
+	// again and otherwise the error (and its reply) Execute returns. A
+	// policy that retries may wait (honouring ctx), publish a RetryEvent
+	// and add to st.deprioritized first.
+	retry(ctx context.Context, st *opState, err error, reply bson.Raw) (again bool, final error, finalReply bson.Raw)
 	// succeeded is called once when an attempt succeeds (token deposits).
 	succeeded(st *opState)
 }
 
-// noRetry runs every operation exactly once: the behaviour until issues 4
-// (retryable writes/reads) and 5 (backpressure) replace it in
-// Executor.policyFor.
-type noRetry struct{}
+// policyFor returns the retry policy for op.
+func (e *Executor) policyFor(op *Operation, st *opState) retryPolicy {
+	maxAdaptive := e.MaxAdaptiveRetries
+	switch {
+	case maxAdaptive == 0:
+		maxAdaptive = DefaultMaxAdaptiveRetries
+	case maxAdaptive < 0:
+		maxAdaptive = 0
+	}
+	st.retry = retrier{e: e, op: op, maxAdaptive: maxAdaptive, tokens: e.retryTokens()}
+	return &st.retry
+}
 
-func (noRetry) retry(_ context.Context, _ *opState, err error) (bool, error) { return false, err }
-func (noRetry) succeeded(*opState)                                           {}
+// RetryTokens returns the client-wide retry token bucket, nil when
+// DisableRetryTokens is set.
+func (e *Executor) RetryTokens() *backoff.TokenBucket { return e.retryTokens() }
+
+func (e *Executor) retryTokens() *backoff.TokenBucket {
+	if e.DisableRetryTokens {
+		return nil
+	}
+	e.tokensOnce.Do(func() {
+		if e.Tokens == nil {
+			e.Tokens = backoff.NewTokenBucket(backoff.BucketCapacity)
+		}
+	})
+	return e.Tokens
+}
+
+// retrier is the one retry policy, combining (as DESIGN.md's table says):
+//
+//   - retryable writes (seed 002): an eligible write that carried a
+//     txnNumber is retried once, with the same txnNumber, after a
+//     retryable write error (network error, pool cleared, the
+//     RetryableWriteError label from 4.4+ servers, the seed's codes and
+//     messages from older ones);
+//   - retryable reads: an eligible read is retried once after a network
+//     error, a pool-cleared error or one of the retryable read codes;
+//   - overload (seed 003): any command whose error carries RetryableError
+//     is retried (writes need RetryWrites, reads RetryReads, runCommand
+//     both), and once such an error or a SystemOverloadedError has been
+//     seen the operation may retry up to MaxAdaptiveRetries times in all,
+//     for any retryable error. A SystemOverloadedError is followed by a
+//     backoff of jitter × min(10 s, base × 2^i) (i = retries so far, base
+//     100 ms or the error's positive baseBackoffMS) and, with
+//     retargeting, the server is deprioritized.
+//
+// Every retry takes a token from the bucket (when on); a successful
+// operation deposits 0.1, plus 1 if it succeeded on a retry; a retry that
+// fails without the overload label gives its token back. A retry is not
+// started when the context's deadline would pass during its backoff.
+//
+// The error returned follows the retryable-writes rules: the latest error
+// that says a write may have been attempted, else the first error; errors
+// saying nothing was attempted are the driver's own before sending
+// (server selection, check-out) and those labelled NoWritesPerformed.
+type retrier struct {
+	e           *Executor
+	op          *Operation
+	maxAdaptive int
+	tokens      *backoff.TokenBucket
+
+	retries   int  // retries started so far
+	overload  bool // an overload-policy error has been seen
+	prevErr   error
+	prevReply bson.Raw
+}
+
+func (r *retrier) succeeded(*opState) {
+	if r.tokens == nil {
+		return
+	}
+	n := backoff.SuccessDeposit
+	if r.retries > 0 {
+		n += backoff.RetryCost
+	}
+	r.tokens.Deposit(n)
+}
+
+func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.Raw) (bool, error, bson.Raw) {
+	overloaded := mongoerr.HasErrorLabel(err, mongoerr.LabelSystemOverloaded)
+	if r.retries > 0 && r.tokens != nil && !overloaded {
+		r.tokens.Deposit(backoff.RetryCost) // the failed retry's token comes back
+	}
+	if r.prevErr == nil || writeAttempted(st, err) {
+		r.prevErr, r.prevReply = err, reply
+	}
+	stop := func() (bool, error, bson.Raw) { return false, r.prevErr, r.prevReply }
+
+	var selErr *mongoerr.ServerSelectionError
+	switch {
+	case ctx.Err() != nil, r.op.Unacknowledged, errors.As(err, &selErr), errors.Is(err, errRetryUnsupported),
+		errors.Is(err, pool.ErrPoolClosed), errors.Is(err, ErrSessionsNotSupported), errors.Is(err, topology.ErrTopologyClosed):
+		return stop()
+	}
+	if st.txnNumber != nil && transactionNumbersRejected(err) {
+		return false, &RetryableWritesUnsupportedError{Err: err}, reply
+	}
+
+	labelled := mongoerr.HasErrorLabel(err, mongoerr.LabelRetryable) && r.overloadAllowed()
+	if labelled || overloaded {
+		r.overload = true
+	}
+	classic := r.retryableWrite(st) && isRetryableWriteError(err) ||
+		r.op.RetryableRead && r.e.RetryReads && isRetryableReadError(err)
+	allowed := labelled && r.retries < r.maxAdaptive ||
+		classic && (r.retries < 1 || r.overload && r.retries < r.maxAdaptive)
+	if !allowed {
+		return stop()
+	}
+
+	var wait time.Duration
+	if overloaded {
+		wait = backoff.Delay(baseBackoff(err), r.retries, r.jitter())
+	}
+	if dl, ok := ctx.Deadline(); ok && r.now().Add(wait).After(dl) {
+		return stop() // the deadline would pass before the retry starts
+	}
+	if r.tokens != nil && !r.tokens.Consume(backoff.RetryCost) {
+		return stop()
+	}
+	addr := ""
+	if st.server != nil {
+		addr = st.server.Addr()
+		if overloaded && !r.e.DisableOverloadRetargeting || r.e.Topology.Description().Kind == topology.Sharded {
+			if !slices.Contains(st.deprioritized, addr) {
+				st.deprioritized = append(st.deprioritized, addr)
+			}
+		}
+	}
+	r.retries++
+	r.announce(ctx, st, err, wait, addr)
+	if wait > 0 {
+		if serr := r.sleep(ctx, wait); serr != nil {
+			if r.tokens != nil {
+				r.tokens.Deposit(backoff.RetryCost) // the retry never ran
+			}
+			return stop()
+		}
+	}
+	return true, nil, nil
+}
+
+// overloadAllowed is the overload policy's gate: writes need RetryWrites,
+// reads RetryReads, generic commands both.
+func (r *retrier) overloadAllowed() bool {
+	switch {
+	case r.op.RunCommand:
+		return r.e.RetryWrites && r.e.RetryReads
+	case r.op.Write:
+		return r.e.RetryWrites
+	default:
+		return r.e.RetryReads
+	}
+}
+
+// retryableWrite reports whether the operation runs under seed 002: an
+// eligible write with retryWrites on that carries a txnNumber, or that
+// has not yet reached a server to learn whether it supports one.
+func (r *retrier) retryableWrite(st *opState) bool {
+	return r.op.RetryableWrite && r.e.RetryWrites && (st.txnNumber != nil || !st.checkedOut)
+}
+
+// announce publishes the RetryEvent and the debug log record of a retry.
+func (r *retrier) announce(ctx context.Context, st *opState, reason error, wait time.Duration, addr string) {
+	tokens := 0.0
+	if r.tokens != nil {
+		tokens = r.tokens.Tokens()
+	}
+	var txn *int64
+	if st.txnNumber != nil {
+		n := *st.txnNumber
+		txn = &n
+	}
+	if m := r.e.Monitor; m != nil && m.Retry != nil {
+		m.Retry(ctx, &event.RetryEvent{
+			OperationID: st.opID, CommandName: st.name, Attempt: r.retries, Reason: reason,
+			Backoff: wait, TokensLeft: tokens, ServerAddress: addr, TxnNumber: txn,
+		})
+	}
+	if l := r.e.Logger; l != nil && l.Enabled(ctx, slog.LevelDebug) {
+		attrs := []slog.Attr{
+			slog.String("command", st.name),
+			slog.Int64("operationId", st.opID),
+			slog.Int("retry", r.retries),
+			slog.String("server", addr),
+			slog.String("reason", reason.Error()),
+			slog.Bool("overload", mongoerr.HasErrorLabel(reason, mongoerr.LabelSystemOverloaded)),
+			slog.Duration("backoff", wait),
+			slog.Float64("tokensLeft", tokens),
+		}
+		if txn != nil {
+			attrs = append(attrs, slog.Int64("txnNumber", *txn))
+		}
+		l.LogAttrs(ctx, slog.LevelDebug, "retrying command", attrs...)
+	}
+}
+
+func (r *retrier) jitter() float64 {
+	if r.e.Jitter != nil {
+		return r.e.Jitter()
+	}
+	return rand.Float64()
+}
+
+func (r *retrier) now() time.Time {
+	if r.e.Now != nil {
+		return r.e.Now()
+	}
+	return time.Now()
+}
+
+func (r *retrier) sleep(ctx context.Context, d time.Duration) error {
+	if r.e.Sleep != nil {
+		return r.e.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// writeAttempted reports whether err says the attempt may have written:
+// the command was sent and the error is not labelled NoWritesPerformed.
+func writeAttempted(st *opState, err error) bool {
+	return st.sent && !mongoerr.HasErrorLabel(err, mongoerr.LabelNoWritesPerformed)
+}
+
+// retryableWriteCodes are seed 002's retryable error codes, which decide
+// for servers before 4.4 (maxWireVersion < 9); newer servers label their
+// retryable errors themselves.
+var retryableWriteCodes = []int32{11600, 11602, 10107, 13435, 13436, 189, 91, 7, 6, 89, 9001}
+
+// retryableReadCodes are the retryable-reads spec's codes.
+var retryableReadCodes = []int32{262, 11600, 11602, 10107, 13435, 13436, 189, 134, 91, 7, 6, 89, 9001}
+
+// isRetryableWriteError: a network error, a pool-cleared error, or the
+// RetryableWriteError label (set by 4.4+ servers, by labelNetworkError,
+// and by labelPre44 for older servers).
+func isRetryableWriteError(err error) bool {
+	var cleared *pool.PoolClearedError
+	return mongoerr.IsNetworkError(err) || errors.As(err, &cleared) ||
+		mongoerr.HasErrorLabel(err, mongoerr.LabelRetryableWrite)
+}
+
+// isRetryableReadError: a network error, a pool-cleared error or a
+// retryable read code (also met during a connection handshake).
+func isRetryableReadError(err error) bool {
+	var cleared *pool.PoolClearedError
+	if mongoerr.IsNetworkError(err) || errors.As(err, &cleared) {
+		return true
+	}
+	var ce *mongoerr.CommandError
+	return errors.As(err, &ce) && slices.Contains(retryableReadCodes, ce.Code)
+}
+
+// pre44Retryable is seed 002's test for servers that do not label: a
+// listed code, or a "not master" / "node is recovering" message, at top
+// level or in the writeConcernError. WriteConcernFailed (64) is not
+// listed and so never retryable.
+func pre44Retryable(err error) bool {
+	match := func(code int32, msg string) bool {
+		return slices.Contains(retryableWriteCodes, code) ||
+			strings.Contains(msg, "not master") || strings.Contains(msg, "node is recovering")
+	}
+	var ce *mongoerr.CommandError
+	if errors.As(err, &ce) && match(ce.Code, ce.Message) {
+		return true
+	}
+	var wex *mongoerr.WriteException
+	return errors.As(err, &wex) && wex.WriteConcernError != nil &&
+		match(wex.WriteConcernError.Code, wex.WriteConcernError.Message)
+}
+
+// labelNetworkError adds the RetryableWriteError label, as drivers do, to
+// a network error met by a write eligible for retry and, for servers
+// before 4.4, to server errors seed 002 classifies as retryable.
+func (e *Executor) labelNetworkError(op *Operation, st *opState, err error) error {
+	if err == nil || !op.RetryableWrite || !e.RetryWrites || op.Unacknowledged || (st.txnNumber == nil && st.checkedOut) {
+		return err
+	}
+	if mongoerr.HasErrorLabel(err, mongoerr.LabelRetryableWrite) {
+		return err
+	}
+	var ne *mongoerr.NetworkError
+	if errors.As(err, &ne) {
+		if ne == err {
+			// A copy: the pool may hand the same dial error to several
+			// waiters.
+			labelled := *ne
+			labelled.Labels = append(slices.Clip(ne.Labels), mongoerr.LabelRetryableWrite)
+			return &labelled
+		}
+		return &labelledError{err: err, labels: []string{mongoerr.LabelRetryableWrite}}
+	}
+	if st.txnNumber != nil && st.wire < 9 && pre44Retryable(err) {
+		var ce *mongoerr.CommandError
+		if errors.As(err, &ce) {
+			ce.Labels = append(ce.Labels, mongoerr.LabelRetryableWrite)
+			return err
+		}
+		var wex *mongoerr.WriteException
+		if errors.As(err, &wex) {
+			wex.Labels = append(wex.Labels, mongoerr.LabelRetryableWrite)
+		}
+	}
+	return err
+}
+
+// labelledError adds client-side labels to an error it wraps.
+type labelledError struct {
+	err    error
+	labels []string
+}
+
+func (e *labelledError) Error() string { return e.err.Error() }
+func (e *labelledError) Unwrap() error { return e.err }
+func (e *labelledError) HasErrorLabel(label string) bool {
+	return slices.Contains(e.labels, label) || mongoerr.HasErrorLabel(e.err, label)
+}
+
+// transactionNumbersRejected is IllegalOperation (20) with a message
+// starting "Transaction numbers": the deployment cannot take retryable
+// writes (MMAPv1).
+func transactionNumbersRejected(err error) bool {
+	var ce *mongoerr.CommandError
+	return errors.As(err, &ce) && ce.Code == 20 && strings.HasPrefix(ce.Message, "Transaction numbers") &&
+		!ce.HasErrorLabel(mongoerr.LabelRetryableWrite)
+}
+
+// baseBackoff is the error's positive baseBackoffMS, or 0 for the default.
+func baseBackoff(err error) time.Duration {
+	var raw bson.Raw
+	var ce *mongoerr.CommandError
+	var wex *mongoerr.WriteException
+	switch {
+	case errors.As(err, &ce):
+		raw = ce.Raw
+	case errors.As(err, &wex):
+		raw = wex.Raw
+	default:
+		return 0
+	}
+	v, lerr := raw.LookupErr("baseBackoffMS")
+	if lerr != nil {
+		return 0
+	}
+	ms, ok := v.AsFloat64OK()
+	if !ok || ms <= 0 || ms > float64(backoff.Max/time.Millisecond) {
+		if ok && ms > 0 {
+			return backoff.Max
+		}
+		return 0
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}

@@ -169,6 +169,11 @@ func (p *Pool) publish(e *event.PoolEvent) {
 	p.mon.PublishPool(e)
 }
 
+// listening reports whether pool events have a receiver. The hot paths
+// check it before building an event, which would otherwise be allocated
+// on every check-out and check-in for nobody.
+func (p *Pool) listening() bool { return p.mon != nil && p.mon.Pool != nil }
+
 // unlock releases the lock, then closes the sockets doomed while it was
 // held: closing may block, and must not hold up the pool.
 func (p *Pool) unlock() {
@@ -233,7 +238,23 @@ func (p *Pool) Stats() Stats {
 func (p *Pool) CheckOut(ctx context.Context) (*conn.Conn, error) {
 	start := p.now()
 	p.mu.Lock()
-	p.publish(&event.PoolEvent{Type: event.ConnectionCheckOutStarted})
+	if p.listening() {
+		p.publish(&event.PoolEvent{Type: event.ConnectionCheckOutStarted})
+	}
+	// Fast path: nobody is queued ahead and an idle connection is at hand,
+	// so no waiter is needed. The outcome and events are those of the
+	// queue serving this check-out at once.
+	if p.state == stateReady && p.queue.Len() == 0 && ctx.Err() == nil {
+		if m := p.takeIdleLocked(); m != nil {
+			m.state = connInUse
+			p.inUse++
+			if p.listening() {
+				p.publish(&event.PoolEvent{Type: event.ConnectionCheckedOut, ConnectionID: m.id, Duration: p.now().Sub(start)})
+			}
+			p.unlock()
+			return m.c, nil
+		}
+	}
 	w := &waiter{start: start, ready: make(chan struct{})}
 	switch {
 	case p.state == stateClosed:
@@ -337,7 +358,9 @@ func (p *Pool) resolveLocked(w *waiter, m *member, err error) {
 	}
 	m.state = connInUse
 	p.inUse++
-	p.publish(&event.PoolEvent{Type: event.ConnectionCheckedOut, ConnectionID: m.id, Duration: d})
+	if p.listening() {
+		p.publish(&event.PoolEvent{Type: event.ConnectionCheckedOut, ConnectionID: m.id, Duration: d})
+	}
 }
 
 func (p *Pool) clearedErrLocked() error {
@@ -501,7 +524,9 @@ func (p *Pool) CheckIn(c *conn.Conn) {
 		p.mu.Unlock()
 		return
 	}
-	p.publish(&event.PoolEvent{Type: event.ConnectionCheckedIn, ConnectionID: m.id})
+	if p.listening() {
+		p.publish(&event.PoolEvent{Type: event.ConnectionCheckedIn, ConnectionID: m.id})
+	}
 	if m.state == connClosed {
 		// Interrupted by a clear; already closed and counted out.
 		delete(p.conns, c)

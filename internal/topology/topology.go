@@ -266,8 +266,9 @@ func (t *Topology) SelectServer(ctx context.Context, sel Selector, deprioritized
 	if sel == nil {
 		sel = WriteSelector()
 	}
-	timer := time.NewTimer(t.o.ServerSelectionTimeout)
-	defer timer.Stop()
+	// The timer starts with the first wait: most selections succeed on
+	// their first try and need none.
+	var timeout <-chan time.Time
 	for {
 		t.mu.Lock()
 		if t.closed {
@@ -287,10 +288,15 @@ func (t *Topology) SelectServer(ctx context.Context, sel Selector, deprioritized
 		if s != nil {
 			return s, nil
 		}
+		if timeout == nil {
+			timer := time.NewTimer(t.o.ServerSelectionTimeout)
+			defer timer.Stop()
+			timeout = timer.C
+		}
 		t.RequestImmediateCheck()
 		select {
 		case <-changed:
-		case <-timer.C:
+		case <-timeout:
 			return nil, t.selectionError(sel, t.Description(), context.DeadlineExceeded)
 		case <-ctx.Done():
 			return nil, t.selectionError(sel, t.Description(), ctx.Err())
@@ -300,6 +306,9 @@ func (t *Topology) SelectServer(ctx context.Context, sel Selector, deprioritized
 
 // trySelect runs one selection pass over desc; nil, nil means no server.
 func (t *Topology) trySelect(desc Description, sel Selector, deprioritized []string) (*Server, error) {
+	if s := t.selectOnly(desc, sel, deprioritized); s != nil {
+		return s, nil
+	}
 	depri := make([]string, len(deprioritized))
 	for i, a := range deprioritized {
 		depri[i] = NormalizeAddr(a)
@@ -526,4 +535,55 @@ func (t *Topology) handleAppError(addr string, err error, generation uint64, bef
 		s.pool.Clear(err, false)
 		s.cancelCheck()
 	}
+}
+
+// selectOnly is trySelect's shortcut for the common case, without
+// allocating: a selector that wants the primary (writes, primary reads)
+// of a replica set with exactly one primary, or any server of a
+// single-server topology, with nothing deprioritized. The one suitable
+// server is then the whole latency window and the pick, so the result is
+// what the general path would return. Otherwise it returns nil and the
+// general path decides.
+func (t *Topology) selectOnly(desc Description, sel Selector, deprioritized []string) *Server {
+	if len(deprioritized) > 0 {
+		return nil
+	}
+	switch x := sel.(type) {
+	case writeSelector:
+	case readPrefSelector:
+		if x.rp.Mode != Primary || len(x.rp.TagSets) > 0 || x.rp.MaxStaleness != 0 {
+			return nil
+		}
+	default:
+		return nil
+	}
+	only := -1
+	switch desc.Kind {
+	case ReplicaSetWithPrimary:
+		for i := range desc.Servers {
+			if desc.Servers[i].Kind == RSPrimary {
+				if only >= 0 {
+					return nil
+				}
+				only = i
+			}
+		}
+	case Single:
+		if len(desc.Servers) != 1 || !desc.Servers[0].Available() {
+			return nil
+		}
+		only = 0
+	default:
+		return nil
+	}
+	if only < 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.servers[desc.Servers[only].Addr]
+	if s != nil {
+		s.Inc()
+	}
+	return s
 }

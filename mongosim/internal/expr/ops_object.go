@@ -2,6 +2,7 @@ package expr
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -15,6 +16,94 @@ var objectOps = map[string]opCompiler{
 	"$objectToArray": nary(1, 1, opObjectToArray),
 	"$arrayToObject": nary(1, 1, opArrayToObject),
 	"$getField":      compileGetField,
+	"$setField":      compileSetField,
+	"$unsetField":    compileSetField,
+	"$rand":          compileRand,
+}
+
+// compileRand compiles {$rand: {}}: a double in [0, 1).
+func compileRand(name string, args any) (evalFn, error) {
+	if d, ok := asDoc(args); !ok || len(d) != 0 {
+		return nil, cmderr.New(10065, "invalid parameter: expected an object ($rand)")
+	}
+	return func(*scope) (any, error) { return rand.Float64(), nil }, nil
+}
+
+// compileSetField compiles $setField {field, input, value} and $unsetField
+// {field, input}: a copy of input with the field (taken literally, so it
+// may contain '.' or start with '$') set, or removed when value is
+// $$REMOVE or the operator is $unsetField.
+func compileSetField(name string, args any) (evalFn, error) {
+	required := []string{"field", "input", "value"}
+	if name == "$unsetField" {
+		required = required[:2]
+	}
+	m, err := namedArgs(name, args, required)
+	if err != nil {
+		return nil, err
+	}
+	fe, err := Compile(m["field"])
+	if err != nil {
+		return nil, err
+	}
+	var field string
+	if lit, ok := fe.Constant(); ok {
+		field, ok = lit.(string)
+		if !ok {
+			return nil, cmderr.New(4161107, "%s requires 'field' to evaluate to type String, but got %s", name, typeName(lit))
+		}
+	} else if d, isDoc := asDoc(m["field"]); isDoc && len(d) == 1 && d[0].Key == "$literal" {
+		if field, ok = d[0].Value.(string); !ok {
+			return nil, cmderr.New(4161107, "%s requires 'field' to evaluate to type String, but got %s", name, typeName(d[0].Value))
+		}
+	} else {
+		return nil, cmderr.New(4161106, "%s requires 'field' to evaluate to a constant, but got a non-constant argument", name)
+	}
+	input, err := compile(m["input"])
+	if err != nil {
+		return nil, err
+	}
+	var val evalFn
+	if name == "$setField" {
+		if val, err = compile(m["value"]); err != nil {
+			return nil, err
+		}
+	}
+	return func(s *scope) (any, error) {
+		in, err := input(s)
+		if err != nil {
+			return nil, err
+		}
+		if IsNullish(in) {
+			return nil, nil
+		}
+		d, ok := asDoc(in)
+		if !ok {
+			return nil, cmderr.New(4161105, "%s requires 'input' to evaluate to type Object", name)
+		}
+		var v any = Missing
+		if val != nil {
+			if v, err = val(s); err != nil {
+				return nil, err
+			}
+		}
+		out := make(bson.D, 0, len(d)+1)
+		found := false
+		for _, e := range d {
+			if e.Key != field {
+				out = append(out, e)
+				continue
+			}
+			found = true
+			if !IsMissing(v) {
+				out = append(out, bson.E{Key: field, Value: v})
+			}
+		}
+		if !found && !IsMissing(v) {
+			out = append(out, bson.E{Key: field, Value: v})
+		}
+		return out, nil
+	}, nil
 }
 
 // MergeObjects merges documents left to right, later fields overwriting

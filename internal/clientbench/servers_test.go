@@ -1,0 +1,282 @@
+package clientbench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/sturdy-go/sturdy/blackpipe"
+	"github.com/sturdy-go/sturdy/mongosim"
+)
+
+// serveEnv makes the test binary, re-executed, serve instead of testing:
+// "canned" or "mongosim". The child prints its connection string on the
+// first line of stdout and exits when its stdin closes (the parent is gone).
+const serveEnv = "CLIENTBENCH_SERVE"
+
+// Sizes of the canned and preloaded data.
+const (
+	findDocs    = 1000  // documents findOne picks from, by _id
+	updateDocs  = 100   // documents updateOne picks from, by _id
+	manyDocs    = 1000  // documents per insertMany
+	drainDocs   = 10000 // documents the drain find returns
+	firstBatch  = 101   // a server's default first batch
+	cannedDB    = "bench"
+	cannedCurID = 7
+)
+
+// serveChild runs the server named by serveEnv, if any, and reports whether
+// it did (then the process must exit).
+func serveChild() bool {
+	kind := os.Getenv(serveEnv)
+	if kind == "" {
+		return false
+	}
+	var (
+		uri   string
+		close func() error
+		err   error
+	)
+	switch kind {
+	case "canned":
+		var s *blackpipe.Server
+		s, err = startCanned()
+		if err == nil {
+			uri, close = "mongodb://"+s.Addr()+"/?replicaSet=rs0", s.Close
+		}
+	case "mongosim":
+		var c *mongosim.Cluster
+		c, err = mongosim.Launch(mongosim.Options{})
+		if err == nil {
+			uri, close = c.URI(), c.Close
+		}
+	default:
+		err = fmt.Errorf("unknown %s=%q", serveEnv, kind)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "clientbench server:", err)
+		os.Exit(2)
+	}
+	fmt.Println(uri)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = close()
+	return true
+}
+
+// child is a server process.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	uri   string
+}
+
+var (
+	childMu  sync.Mutex
+	children = map[string]*child{}
+)
+
+// serverURI starts (once) the server process of the given kind and returns
+// its connection string.
+func serverURI(kind string) (string, error) {
+	childMu.Lock()
+	defer childMu.Unlock()
+	if c := children[kind]; c != nil {
+		return c.uri, nil
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), serveEnv+"="+kind)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+		return "", fmt.Errorf("clientbench: %s server did not start: %w", kind, err)
+	}
+	c := &child{cmd: cmd, stdin: stdin, uri: strings.TrimSpace(line)}
+	children[kind] = c
+	return c.uri, nil
+}
+
+// stopServers ends every server process.
+func stopServers() {
+	childMu.Lock()
+	defer childMu.Unlock()
+	for kind, c := range children {
+		_ = c.stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = c.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-done
+		}
+		delete(children, kind)
+	}
+}
+
+// clusterTime is what a replica-set member gossips in every reply.
+func appendClusterTime(dst []byte) []byte {
+	ts := bson.Timestamp{T: uint32(time.Now().Unix()), I: 1}
+	sig := bsoncore.NewDocumentBuilder().
+		AppendBinary("hash", 0, make([]byte, 20)).
+		AppendInt64("keyId", 0).
+		Build()
+	ct := bsoncore.NewDocumentBuilder().
+		AppendTimestamp("clusterTime", ts.T, ts.I).
+		AppendDocument("signature", sig).
+		Build()
+	dst = bsoncore.AppendDocumentElement(dst, "$clusterTime", ct)
+	return bsoncore.AppendTimestampElement(dst, "operationTime", ts.T, ts.I)
+}
+
+// reply builds a reply document: ok first (blackpipe looks it up on every
+// reply), then the fields, then $clusterTime and operationTime.
+func reply(fields func(dst []byte) []byte) bson.Raw {
+	idx, dst := bsoncore.AppendDocumentStart(nil)
+	dst = bsoncore.AppendDoubleElement(dst, "ok", 1)
+	if fields != nil {
+		dst = fields(dst)
+	}
+	dst = appendClusterTime(dst)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
+	return bson.Raw(dst)
+}
+
+// benchDoc is the small document the benchmarks store and read back.
+func benchDoc(i int) bsoncore.Document {
+	return bsoncore.NewDocumentBuilder().
+		AppendInt32("_id", int32(i)).
+		AppendInt32("x", int32(i)).
+		AppendString("s", "hello world").
+		Build()
+}
+
+// cursorReply is {ok, cursor: {<batchKey>: docs[from:to], id, ns}, ...}.
+func cursorReply(batchKey, ns string, id int64, from, to int) bson.Raw {
+	return reply(func(dst []byte) []byte {
+		aidx, arr := bsoncore.AppendArrayStart(nil)
+		for i := from; i < to; i++ {
+			arr = bsoncore.AppendDocumentElement(arr, fmt.Sprint(i-from), benchDoc(i))
+		}
+		arr, _ = bsoncore.AppendArrayEnd(arr, aidx)
+		cur := bsoncore.NewDocumentBuilder().
+			AppendArray(batchKey, arr).
+			AppendInt64("id", id).
+			AppendString("ns", ns).
+			Build()
+		return bsoncore.AppendDocumentElement(dst, "cursor", cur)
+	})
+}
+
+// startCanned starts a blackpipe server that claims to be the primary of a
+// one-member replica set and answers the benchmarks' commands with replies
+// marshalled here, once:
+//
+//	insert        {n: <documents sent>}      (1 or 1000: precomputed)
+//	update        {n: 1, nModified: 1}
+//	find on "one" {cursor: {firstBatch: [doc], id: 0}}
+//	find on "drain" the first 101 documents and a cursor id; the getMore
+//	              that follows gets the other 9 899 and id 0, as a real
+//	              server answers a find of 10 000 small documents.
+func startCanned() (*blackpipe.Server, error) {
+	n := func(k int32) bson.Raw {
+		return reply(func(dst []byte) []byte { return bsoncore.AppendInt32Element(dst, "n", k) })
+	}
+	var (
+		insertOne  = n(1)
+		insertMany = n(manyDocs)
+		update     = reply(func(dst []byte) []byte {
+			dst = bsoncore.AppendInt32Element(dst, "n", 1)
+			return bsoncore.AppendInt32Element(dst, "nModified", 1)
+		})
+		findOne    = cursorReply("firstBatch", cannedDB+".one", 0, 5, 6)
+		drainFirst = cursorReply("firstBatch", cannedDB+".drain", cannedCurID, 0, firstBatch)
+		drainRest  = cursorReply("nextBatch", cannedDB+".drain", 0, firstBatch, drainDocs)
+		killed     = reply(func(dst []byte) []byte {
+			ai, a := bsoncore.AppendArrayStart(nil)
+			a, _ = bsoncore.AppendArrayEnd(a, ai)
+			return bsoncore.AppendArrayElement(dst, "cursorsKilled", a)
+		})
+	)
+	handler := func(r *blackpipe.Request) bool {
+		var out bson.Raw
+		switch r.Name {
+		case "insert":
+			out = insertOne
+			for _, s := range r.Sequences {
+				if len(s.Documents) > 1 {
+					out = insertMany
+				}
+			}
+		case "update":
+			out = update
+		case "find":
+			out = findOne
+			if coll, _ := r.Command.Lookup("find").StringValueOK(); coll == "drain" {
+				out = drainFirst
+			}
+		case "getMore":
+			out = drainRest
+		case "killCursors":
+			out = killed
+		case "drop":
+			out = reply(nil)
+		default:
+			return false
+		}
+		_ = r.Reply(out)
+		return true
+	}
+	s, err := blackpipe.Listen(blackpipe.Options{Handler: handler})
+	if err != nil {
+		return nil, err
+	}
+	s.UpdateHello(bson.D{
+		{Key: "setName", Value: "rs0"},
+		{Key: "setVersion", Value: int32(1)},
+		{Key: "hosts", Value: bson.A{s.Addr()}},
+		{Key: "primary", Value: s.Addr()},
+		{Key: "me", Value: s.Addr()},
+		{Key: "secondary", Value: false},
+		{Key: "electionId", Value: bson.NewObjectID()},
+	})
+	return s, nil
+}
+
+// loadSim fills mongosim's collections the read and update benchmarks use.
+func loadSim(ctx context.Context, ins func(ctx context.Context, coll string, docs []any) error) error {
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"one", findDocs}, {"update", updateDocs}, {"drain", drainDocs}} {
+		docs := make([]any, c.n)
+		for i := range docs {
+			docs[i] = bson.Raw(benchDoc(i))
+		}
+		if err := ins(ctx, c.name, docs); err != nil {
+			return fmt.Errorf("loading %s: %w", c.name, err)
+		}
+	}
+	return nil
+}

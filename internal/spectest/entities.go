@@ -1,0 +1,481 @@
+package spectest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy"
+)
+
+// clientEntity is a client under test with the events it observes.
+type clientEntity struct {
+	id     string
+	client *sturdy.Client
+	rec    *recorder
+}
+
+type databaseEntity struct {
+	client *clientEntity
+	db     *sturdy.Database
+}
+
+type collectionEntity struct {
+	client *clientEntity
+	coll   *sturdy.Collection
+}
+
+type sessionEntity struct {
+	client *clientEntity
+	sess   *sturdy.Session
+	lsid   bson.Raw // remembered once seen: the session forgets it when it ends
+	ended  bool
+}
+
+// id returns the session's lsid, remembering it for after the session ends.
+func (s *sessionEntity) id() bson.Raw {
+	if id := s.sess.ID(); id != nil {
+		s.lsid = id
+	}
+	return s.lsid
+}
+
+// entityMap holds the entities of one test.
+type entityMap struct {
+	m     map[string]any
+	order []string
+}
+
+func newEntityMap() *entityMap { return &entityMap{m: map[string]any{}} }
+
+func (e *entityMap) add(id string, v any) error {
+	if id == "" {
+		return errors.New("entity without an id")
+	}
+	if _, dup := e.m[id]; dup {
+		return fmt.Errorf("entity %q is already defined", id)
+	}
+	e.m[id] = v
+	e.order = append(e.order, id)
+	return nil
+}
+
+func lookup[T any](e *entityMap, id string) (T, error) {
+	var zero T
+	v, ok := e.m[id]
+	if !ok {
+		return zero, fmt.Errorf("entity %q is not defined", id)
+	}
+	t, ok := v.(T)
+	if !ok {
+		return zero, fmt.Errorf("entity %q is a %T, not a %T", id, v, zero)
+	}
+	return t, nil
+}
+
+// value returns a BSON entity (a saved result) for $$matchesEntity.
+func (e *entityMap) value(id string) (bson.RawValue, error) {
+	return lookup[bson.RawValue](e, id)
+}
+
+// sessionLsid returns the lsid of a session entity for $$sessionLsid.
+func (e *entityMap) sessionLsid(id string) (bson.Raw, error) {
+	s, err := lookup[*sessionEntity](e, id)
+	if err != nil {
+		return nil, err
+	}
+	lsid := s.id()
+	if lsid == nil {
+		return nil, fmt.Errorf("session %q has no lsid yet (it has not been used)", id)
+	}
+	return lsid, nil
+}
+
+// close ends sessions and disconnects clients, in reverse creation order.
+func (e *entityMap) close(ctx context.Context) {
+	for i := len(e.order) - 1; i >= 0; i-- {
+		switch v := e.m[e.order[i]].(type) {
+		case *sessionEntity:
+			if !v.ended {
+				v.sess.EndSession(ctx)
+			}
+		case *clientEntity:
+			v.rec.stop()
+			_ = v.client.Disconnect(ctx)
+		}
+	}
+}
+
+// createEntity creates one entity from its description ({client: {...}},
+// {database: {...}}...) and adds it to the map.
+func (tr *testRun) createEntity(ctx context.Context, desc bson.Raw) error {
+	elems, err := desc.Elements()
+	if err != nil || len(elems) != 1 {
+		return fmt.Errorf("entity %s must have exactly one key", docJSON(desc))
+	}
+	kind := elems[0].Key()
+	spec, err := docValue(elems[0].Value(), kind)
+	if err != nil {
+		return err
+	}
+	id := lookupString(spec, "id")
+	switch kind {
+	case "client":
+		c, err := tr.createClient(ctx, spec)
+		if err != nil {
+			return err
+		}
+		if err := tr.entities.add(id, c); err != nil {
+			_ = c.client.Disconnect(ctx)
+			return err
+		}
+		return nil
+	case "database":
+		c, err := lookup[*clientEntity](tr.entities, lookupString(spec, "client"))
+		if err != nil {
+			return err
+		}
+		opts, err := collectionOrDatabaseOptions(spec.Lookup("databaseOptions"))
+		if err != nil {
+			return err
+		}
+		return tr.entities.add(id, &databaseEntity{client: c, db: c.client.Database(lookupString(spec, "databaseName"), opts)})
+	case "collection":
+		db, err := lookup[*databaseEntity](tr.entities, lookupString(spec, "database"))
+		if err != nil {
+			return err
+		}
+		opts, err := collectionOrDatabaseOptions(spec.Lookup("collectionOptions"))
+		if err != nil {
+			return err
+		}
+		return tr.entities.add(id, &collectionEntity{client: db.client, coll: db.db.Collection(lookupString(spec, "collectionName"), opts)})
+	case "session":
+		c, err := lookup[*clientEntity](tr.entities, lookupString(spec, "client"))
+		if err != nil {
+			return err
+		}
+		if so, ok := spec.Lookup("sessionOptions").DocumentOK(); ok {
+			elems, _ := so.Elements()
+			for _, e := range elems {
+				switch e.Key() {
+				case "causalConsistency":
+					if e.Value().Boolean() {
+						return unsupportedf("causally consistent sessions (sessionOptions.causalConsistency: true)")
+					}
+				default:
+					return unsupportedf("session option %q", e.Key())
+				}
+			}
+		}
+		s, err := c.client.StartSession(ctx)
+		if err != nil {
+			return fmt.Errorf("starting session %q: %w", id, err)
+		}
+		return tr.entities.add(id, &sessionEntity{client: c, sess: s})
+	case "bucket":
+		return unsupportedf("GridFS bucket entities (sturdy has no GridFS API)")
+	case "thread":
+		return unsupportedf("thread entities")
+	case "clientEncryption":
+		return unsupportedf("client-side encryption entities")
+	}
+	return fmt.Errorf("unknown entity type %q", kind)
+}
+
+func lookupString(d bson.Raw, key string) string {
+	s, _ := d.Lookup(key).StringValueOK()
+	return s
+}
+
+// createClient builds a client entity: the runner's URI plus the entity's
+// uriOptions plus SPEC_CLIENT_DEFAULTS for options the entity does not set.
+func (tr *testRun) createClient(ctx context.Context, spec bson.Raw) (*clientEntity, error) {
+	rec := newRecorder()
+	elems, _ := spec.Elements()
+	uriOpts := map[string]string{}
+	for _, e := range elems {
+		switch e.Key() {
+		case "id":
+		case "uriOptions":
+			d, err := docValue(e.Value(), "uriOptions")
+			if err != nil {
+				return nil, err
+			}
+			opts, _ := d.Elements()
+			for _, o := range opts {
+				s, err := uriOptionString(o.Key(), o.Value())
+				if err != nil {
+					return nil, err
+				}
+				uriOpts[o.Key()] = s
+			}
+		case "useMultipleMongoses":
+			// Only meaningful for sharded and load-balanced deployments,
+			// which the runner does not run.
+		case "observeEvents":
+			a, ok := e.Value().ArrayOK()
+			if !ok {
+				return nil, errors.New("observeEvents must be an array")
+			}
+			vals, _ := a.Values()
+			for _, v := range vals {
+				name := v.StringValue()
+				if !knownEventNames[name] {
+					return nil, unsupportedf("observing %s", name)
+				}
+				rec.observe[name] = true
+			}
+		case "ignoreCommandMonitoringEvents":
+			a, _ := e.Value().ArrayOK()
+			vals, _ := a.Values()
+			for _, v := range vals {
+				rec.ignoreCommands[strings.ToLower(v.StringValue())] = true
+			}
+		case "observeSensitiveCommands":
+			rec.observeSensitive = e.Value().Boolean()
+		case "storeEventsAsEntities":
+			return nil, unsupportedf("storeEventsAsEntities")
+		case "observeLogMessages":
+			return nil, unsupportedf("log message assertions (observeLogMessages): sturdy logs through log/slog without the logging specification's structured messages")
+		case "serverApi":
+			return nil, unsupportedf("the Stable API (serverApi)")
+		case "autoEncryptOpts":
+			return nil, unsupportedf("automatic encryption")
+		case "observeTracingMessages":
+			return nil, unsupportedf("tracing")
+		case "awaitMinPoolSizeMS":
+			// Pools are filled in the background; nothing to wait for
+			// unless minPoolSize is set, which the runner does not wait on.
+		default:
+			return nil, fmt.Errorf("unknown client entity field %q", e.Key())
+		}
+	}
+	uri, err := buildURI(tr.r.cfg.URI, uriOpts, tr.r.cfg.ClientDefaults)
+	if err != nil {
+		return nil, err
+	}
+	o, err := sturdy.ParseURI(uri)
+	if err != nil {
+		return nil, fmt.Errorf("client %s: %w", lookupString(spec, "id"), err)
+	}
+	o.Monitor = rec.monitor()
+	c, err := sturdy.ConnectWithOptions(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("connecting client %s: %w", lookupString(spec, "id"), err)
+	}
+	return &clientEntity{id: lookupString(spec, "id"), client: c, rec: rec}, nil
+}
+
+// uriOptionString renders a uriOptions value for a connection string.
+func uriOptionString(key string, v bson.RawValue) (string, error) {
+	if _, _, ok := operatorOf(v); ok {
+		return "", unsupportedf("$$placeholder URI option %q", key)
+	}
+	switch v.Type {
+	case bson.TypeString:
+		return v.StringValue(), nil
+	case bson.TypeBoolean:
+		return strconv.FormatBool(v.Boolean()), nil
+	case bson.TypeInt32, bson.TypeInt64:
+		n, _ := asInt(v)
+		return strconv.FormatInt(n, 10), nil
+	case bson.TypeDouble:
+		return strconv.FormatFloat(v.Double(), 'f', -1, 64), nil
+	case bson.TypeEmbeddedDocument:
+		// authMechanismProperties: key:value pairs.
+		elems, _ := v.Document().Elements()
+		var parts []string
+		for _, e := range elems {
+			s, err := uriOptionString(e.Key(), e.Value())
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, e.Key()+":"+s)
+		}
+		return strings.Join(parts, ","), nil
+	}
+	return "", unsupportedf("URI option %q of type %s", key, v.Type)
+}
+
+// buildURI adds options to a connection string: entity options override the
+// base URI's, and defaults (a query string such as "retryWrites=true&
+// heartbeatFrequencyMS=500") apply only to options neither sets. Option
+// names compare case-insensitively, as in connection strings.
+func buildURI(base string, entity map[string]string, defaults string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", fmt.Errorf("runner URI: %w", err)
+	}
+	type kv struct{ k, v string }
+	var opts []kv
+	index := map[string]int{}
+	set := func(k, v string, override bool) {
+		if i, ok := index[strings.ToLower(k)]; ok {
+			if override {
+				opts[i] = kv{k, v}
+			}
+			return
+		}
+		index[strings.ToLower(k)] = len(opts)
+		opts = append(opts, kv{k, v})
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", fmt.Errorf("runner URI options: %w", err)
+	}
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		set(k, q.Get(k), true)
+	}
+	ekeys := make([]string, 0, len(entity))
+	for k := range entity {
+		ekeys = append(ekeys, k)
+	}
+	sort.Strings(ekeys)
+	for _, k := range ekeys {
+		set(k, entity[k], true)
+	}
+	if defaults != "" {
+		dq, err := url.ParseQuery(defaults)
+		if err != nil {
+			return "", fmt.Errorf("SPEC_CLIENT_DEFAULTS: %w", err)
+		}
+		dkeys := make([]string, 0, len(dq))
+		for k := range dq {
+			dkeys = append(dkeys, k)
+		}
+		sort.Strings(dkeys)
+		for _, k := range dkeys {
+			set(k, dq.Get(k), false)
+		}
+	}
+	// directConnection=true needs a single seed and no replicaSet option.
+	if i, ok := index["directconnection"]; ok && opts[i].v == "true" {
+		if j, ok := index["replicaset"]; ok {
+			opts = append(opts[:j], opts[j+1:]...)
+		}
+		if h := strings.Split(u.Host, ","); len(h) > 1 {
+			u.Host = h[0]
+		}
+	}
+	var parts []string
+	for _, o := range opts {
+		parts = append(parts, url.QueryEscape(o.k)+"="+url.QueryEscape(o.v))
+	}
+	u.RawQuery = strings.Join(parts, "&")
+	if u.Path == "" {
+		u.Path = "/"
+	}
+	return u.String(), nil
+}
+
+// collectionOrDatabaseOptions converts a collectionOrDatabaseOptions
+// document (absent: nil).
+func collectionOrDatabaseOptions(v bson.RawValue) (*sturdy.DatabaseOptions, error) {
+	if v.Type == 0 {
+		return nil, nil
+	}
+	d, err := docValue(v, "collection/database options")
+	if err != nil {
+		return nil, err
+	}
+	o := &sturdy.DatabaseOptions{}
+	elems, _ := d.Elements()
+	for _, e := range elems {
+		switch e.Key() {
+		case "readConcern":
+			rc, err := docValue(e.Value(), "readConcern")
+			if err != nil {
+				return nil, err
+			}
+			o.ReadConcernLevel = lookupString(rc, "level")
+		case "readPreference":
+			rp, err := readPreference(e.Value())
+			if err != nil {
+				return nil, err
+			}
+			o.ReadPreference = rp
+		case "writeConcern":
+			wc, err := writeConcern(e.Value())
+			if err != nil {
+				return nil, err
+			}
+			o.WriteConcern = wc
+		case "timeoutMS":
+			return nil, unsupportedf("timeoutMS on a database or collection (sturdy takes deadlines from the context)")
+		default:
+			return nil, fmt.Errorf("unknown collection/database option %q", e.Key())
+		}
+	}
+	return o, nil
+}
+
+func readPreference(v bson.RawValue) (*sturdy.ReadPreference, error) {
+	d, err := docValue(v, "readPreference")
+	if err != nil {
+		return nil, err
+	}
+	mode, err := sturdy.ParseReadMode(lookupString(d, "mode"))
+	if err != nil {
+		return nil, err
+	}
+	rp := &sturdy.ReadPreference{Mode: mode}
+	if ts, ok := d.Lookup("tagSets").ArrayOK(); ok {
+		vals, _ := ts.Values()
+		for _, t := range vals {
+			set := sturdy.TagSet{}
+			elems, _ := t.Document().Elements()
+			for _, e := range elems {
+				set[e.Key()] = e.Value().StringValue()
+			}
+			rp.TagSets = append(rp.TagSets, set)
+		}
+	}
+	if ms, ok := asInt(d.Lookup("maxStalenessSeconds")); ok && ms > 0 {
+		rp.MaxStaleness = time.Duration(ms) * time.Second
+	}
+	if d.Lookup("hedge").Type != 0 {
+		return nil, unsupportedf("hedged reads")
+	}
+	return rp, nil
+}
+
+func writeConcern(v bson.RawValue) (*sturdy.WriteConcern, error) {
+	d, err := docValue(v, "writeConcern")
+	if err != nil {
+		return nil, err
+	}
+	wc := &sturdy.WriteConcern{}
+	elems, _ := d.Elements()
+	for _, e := range elems {
+		switch e.Key() {
+		case "w":
+			if n, ok := asInt(e.Value()); ok {
+				wc.W = int(n)
+			} else {
+				wc.W = e.Value().StringValue()
+			}
+		case "wtimeoutMS":
+			n, _ := asInt(e.Value())
+			wc.WTimeout = time.Duration(n) * time.Millisecond
+		case "journal":
+			j := e.Value().Boolean()
+			wc.Journal = &j
+		default:
+			return nil, fmt.Errorf("unknown write concern field %q", e.Key())
+		}
+	}
+	return wc, nil
+}

@@ -1,0 +1,969 @@
+package spectest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy"
+)
+
+// runnerError is a problem with the test or the runner (a missing entity, a
+// malformed argument), as opposed to an error the operation returned.
+type runnerError struct{ err error }
+
+func (e *runnerError) Error() string { return e.err.Error() }
+func (e *runnerError) Unwrap() error { return e.err }
+
+// opResult is what an operation returned: nothing (v.Type == 0), a value,
+// or an iterable of documents (each matched as a root-level document).
+type opResult struct {
+	v        bson.RawValue
+	iterable bool
+}
+
+// args gives typed access to an operation's arguments and remembers which
+// were used, so that an argument the runner does not handle is reported
+// instead of silently ignored.
+type args struct {
+	op   string
+	d    bson.Raw
+	used map[string]bool
+	tr   *testRun
+	sess *sessionEntity
+}
+
+func (a *args) get(k string) (bson.RawValue, bool) {
+	a.used[k] = true
+	v, err := a.d.LookupErr(k)
+	return v, err == nil
+}
+
+func (a *args) has(k string) bool { _, ok := a.get(k); return ok }
+
+func (a *args) str(k string) string { v, _ := a.get(k); s, _ := v.StringValueOK(); return s }
+
+func (a *args) boolean(k string) bool { v, _ := a.get(k); b, _ := v.BooleanOK(); return b }
+
+func (a *args) boolPtr(k string) *bool {
+	v, ok := a.get(k)
+	if !ok {
+		return nil
+	}
+	b := v.Boolean()
+	return &b
+}
+
+func (a *args) int64(k string) int64 { v, _ := a.get(k); n, _ := asInt(v); return n }
+
+// any returns an argument as the Go value sturdy expects, or nil if absent.
+func (a *args) any(k string) any {
+	v, ok := a.get(k)
+	if !ok {
+		return nil
+	}
+	return native(v)
+}
+
+// doc returns a document argument (nil if absent).
+func (a *args) doc(k string) (bson.Raw, error) {
+	v, ok := a.get(k)
+	if !ok {
+		return nil, nil
+	}
+	d, ok := v.DocumentOK()
+	if !ok {
+		return nil, &runnerError{fmt.Errorf("argument %s must be a document, got %s", k, v.Type)}
+	}
+	return d, nil
+}
+
+// filter returns the filter argument, an empty document if absent.
+func (a *args) filter() (any, error) {
+	d, err := a.doc("filter")
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return bson.D{}, nil
+	}
+	return d, nil
+}
+
+func (a *args) maxTime() time.Duration {
+	return time.Duration(a.int64("maxTimeMS")) * time.Millisecond
+}
+
+func (a *args) collation() (*sturdy.Collation, error) {
+	v, ok := a.get("collation")
+	if !ok {
+		return nil, nil
+	}
+	var c sturdy.Collation
+	if err := v.Unmarshal(&c); err != nil {
+		return nil, &runnerError{fmt.Errorf("collation: %w", err)}
+	}
+	return &c, nil
+}
+
+// session resolves the session argument (nil if absent).
+func (a *args) session() (*sturdy.Session, error) {
+	v, ok := a.get("session")
+	if !ok {
+		return nil, nil
+	}
+	s, err := lookup[*sessionEntity](a.tr.entities, v.StringValue())
+	if err != nil {
+		return nil, &runnerError{err}
+	}
+	a.sess = s
+	return s.sess, nil
+}
+
+// array returns an array argument's elements as Go values.
+func (a *args) array(k string) (bson.A, error) {
+	v, ok := a.get(k)
+	if !ok {
+		return nil, nil
+	}
+	if _, ok := v.ArrayOK(); !ok {
+		return nil, &runnerError{fmt.Errorf("argument %s must be an array, got %s", k, v.Type)}
+	}
+	return native(v).(bson.A), nil
+}
+
+// check reports arguments nothing used: the runner (or sturdy) does not
+// support them, so the test is skipped rather than run half-configured.
+func (a *args) check() error {
+	elems, _ := a.d.Elements()
+	var extra []string
+	for _, e := range elems {
+		if !a.used[e.Key()] {
+			extra = append(extra, e.Key())
+		}
+	}
+	if len(extra) > 0 {
+		return unsupportedf("argument(s) %s of %s", strings.Join(extra, ", "), a.op)
+	}
+	return nil
+}
+
+// runOperation runs one operation and checks its expectations.
+func (tr *testRun) runOperation(ctx context.Context, op bson.Raw) error {
+	name, object := lookupString(op, "name"), lookupString(op, "object")
+	argsDoc, _ := op.Lookup("arguments").DocumentOK()
+	if argsDoc == nil {
+		argsDoc = bson.Raw{5, 0, 0, 0, 0}
+	}
+	a := &args{op: name, d: argsDoc, used: map[string]bool{}, tr: tr}
+	if object == "testRunner" {
+		return tr.special(ctx, name, a)
+	}
+	octx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	res, err := tr.dispatch(octx, object, name, a)
+	if a.sess != nil {
+		a.sess.id()
+	}
+	var re *runnerError
+	var ue *unsupportedError
+	if errors.As(err, &re) || errors.As(err, &ue) {
+		return err
+	}
+	if ignore, _ := op.Lookup("ignoreResultAndError").BooleanOK(); ignore {
+		return nil
+	}
+	if exp, ok := op.Lookup("expectError").DocumentOK(); ok {
+		if err == nil {
+			return fmt.Errorf("expected an error, got result %s", shortJSON(res.v))
+		}
+		return tr.checkError(exp, err)
+	}
+	if err != nil {
+		return fmt.Errorf("unexpected error: %w", err)
+	}
+	if exp, err2 := op.LookupErr("expectResult"); err2 == nil {
+		var merr error
+		if res.iterable {
+			merr = tr.m.matchIterable(exp, res.v)
+		} else {
+			merr = tr.m.matchRoot(exp, res.v)
+		}
+		if merr != nil {
+			return fmt.Errorf("expectResult: %w\nactual: %s", merr, shortJSON(res.v))
+		}
+	}
+	if save, ok := op.Lookup("saveResultAsEntity").StringValueOK(); ok {
+		if res.v.Type == 0 {
+			return fmt.Errorf("saveResultAsEntity %s: the operation returned no result", save)
+		}
+		if err := tr.entities.add(save, res.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dispatch runs an entity operation.
+func (tr *testRun) dispatch(ctx context.Context, object, name string, a *args) (opResult, error) {
+	ent, ok := tr.entities.m[object]
+	if !ok {
+		return opResult{}, &runnerError{fmt.Errorf("entity %q is not defined", object)}
+	}
+	var run func(context.Context, *args) (opResult, error)
+	switch e := ent.(type) {
+	case *collectionEntity:
+		run = collectionOps(e.coll)[name]
+	case *databaseEntity:
+		run = databaseOps(e.db)[name]
+	case *clientEntity:
+		run = clientOps(e.client)[name]
+	case *sessionEntity:
+		if name == "endSession" {
+			run = func(ctx context.Context, a *args) (opResult, error) {
+				e.id()
+				e.sess.EndSession(ctx)
+				e.ended = true
+				return opResult{}, a.check()
+			}
+		}
+	}
+	if run == nil {
+		return opResult{}, unsupportedf("operation %s on a %s entity", name, entityKind(ent))
+	}
+	return run(ctx, a)
+}
+
+// checked runs the driver call f after all arguments were read: an argument
+// nobody read makes the test skip instead of running without it.
+func checked(a *args, f func() (opResult, error)) (opResult, error) {
+	if err := a.check(); err != nil {
+		return opResult{}, err
+	}
+	return f()
+}
+
+func value(x any) (opResult, error) {
+	v, err := toRawValue(x)
+	if err != nil {
+		return opResult{}, &runnerError{err}
+	}
+	return opResult{v: v}, nil
+}
+
+func cursorResult(ctx context.Context, cur *sturdy.Cursor, err error) (opResult, error) {
+	if err != nil {
+		return opResult{}, err
+	}
+	docs := bson.A{}
+	var all []bson.Raw
+	if err := cur.All(ctx, &all); err != nil {
+		return opResult{}, err
+	}
+	for _, d := range all {
+		docs = append(docs, d)
+	}
+	r, err := value(docs)
+	r.iterable = true
+	return r, err
+}
+
+func singleResult(sr *sturdy.SingleResult) (opResult, error) {
+	raw, err := sr.Raw()
+	if errors.Is(err, sturdy.ErrNoDocuments) {
+		return opResult{v: bson.RawValue{Type: bson.TypeNull}}, nil
+	}
+	if err != nil {
+		return opResult{}, err
+	}
+	return opResult{v: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: raw}}, nil
+}
+
+func updateResult(r *sturdy.UpdateResult, err error) (opResult, error) {
+	if err != nil {
+		return opResult{}, err
+	}
+	if !r.Acknowledged {
+		return opResult{}, nil
+	}
+	d := bson.D{{Key: "matchedCount", Value: r.MatchedCount}, {Key: "modifiedCount", Value: r.ModifiedCount}, {Key: "upsertedCount", Value: r.UpsertedCount}}
+	if r.UpsertedID != nil {
+		d = append(d, bson.E{Key: "upsertedId", Value: r.UpsertedID})
+	}
+	return value(d)
+}
+
+func deleteResult(r *sturdy.DeleteResult, err error) (opResult, error) {
+	if err != nil {
+		return opResult{}, err
+	}
+	if !r.Acknowledged {
+		return opResult{}, nil
+	}
+	return value(bson.D{{Key: "deletedCount", Value: r.DeletedCount}})
+}
+
+// bulkResultDoc converts a BulkWriteResult to the document the tests
+// expect. sturdy does not report inserted ids for BulkWrite, which the tests
+// allow ($$unsetOrMatches).
+func bulkResultDoc(r *sturdy.BulkWriteResult) bson.D {
+	idx := make([]int64, 0, len(r.UpsertedIDs))
+	for i := range r.UpsertedIDs {
+		idx = append(idx, i)
+	}
+	sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
+	ups := bson.D{}
+	for _, i := range idx {
+		ups = append(ups, bson.E{Key: strconv.FormatInt(i, 10), Value: r.UpsertedIDs[i]})
+	}
+	return bson.D{
+		{Key: "deletedCount", Value: r.DeletedCount}, {Key: "insertedCount", Value: r.InsertedCount},
+		{Key: "matchedCount", Value: r.MatchedCount}, {Key: "modifiedCount", Value: r.ModifiedCount},
+		{Key: "upsertedCount", Value: r.UpsertedCount}, {Key: "upsertedIds", Value: ups},
+	}
+}
+
+// pipeline returns the pipeline argument as a bson.A of documents.
+func (a *args) pipeline() (bson.A, error) {
+	p, err := a.array("pipeline")
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		p = bson.A{}
+	}
+	return p, nil
+}
+
+type opFunc = func(context.Context, *args) (opResult, error)
+
+func collectionOps(coll *sturdy.Collection) map[string]opFunc {
+	return map[string]opFunc{
+		"aggregate": func(ctx context.Context, a *args) (opResult, error) {
+			p, err := a.pipeline()
+			if err != nil {
+				return opResult{}, err
+			}
+			o, err := aggregateOptions(a)
+			if err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				cur, err := coll.Aggregate(ctx, p, o)
+				return cursorResult(ctx, cur, err)
+			})
+		},
+		"bulkWrite": func(ctx context.Context, a *args) (opResult, error) {
+			models, err := writeModels(a)
+			if err != nil {
+				return opResult{}, err
+			}
+			o := &sturdy.BulkWriteOptions{Ordered: a.boolPtr("ordered"), BypassDocumentValidation: a.boolean("bypassDocumentValidation"),
+				Let: a.any("let"), Comment: a.any("comment")}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				r, err := coll.BulkWrite(ctx, models, o)
+				if err != nil {
+					return opResult{}, err
+				}
+				if !r.Acknowledged {
+					return opResult{}, nil
+				}
+				return value(bulkResultDoc(r))
+			})
+		},
+		"countDocuments": func(ctx context.Context, a *args) (opResult, error) {
+			f, err := a.filter()
+			if err != nil {
+				return opResult{}, err
+			}
+			o := &sturdy.CountOptions{Skip: a.int64("skip"), Limit: a.int64("limit"), Hint: a.any("hint"), Comment: a.any("comment"), MaxTime: a.maxTime()}
+			if o.Collation, err = a.collation(); err != nil {
+				return opResult{}, err
+			}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				n, err := coll.CountDocuments(ctx, f, o)
+				if err != nil {
+					return opResult{}, err
+				}
+				return value(n)
+			})
+		},
+		"estimatedDocumentCount": func(ctx context.Context, a *args) (opResult, error) {
+			o := &sturdy.EstimatedDocumentCountOptions{Comment: a.any("comment"), MaxTime: a.maxTime()}
+			var err error
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				n, err := coll.EstimatedDocumentCount(ctx, o)
+				if err != nil {
+					return opResult{}, err
+				}
+				return value(n)
+			})
+		},
+		"distinct": func(ctx context.Context, a *args) (opResult, error) {
+			f, err := a.filter()
+			if err != nil {
+				return opResult{}, err
+			}
+			field := a.str("fieldName")
+			o := &sturdy.DistinctOptions{Hint: a.any("hint"), Comment: a.any("comment"), MaxTime: a.maxTime()}
+			if o.Collation, err = a.collation(); err != nil {
+				return opResult{}, err
+			}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				vals, err := coll.Distinct(ctx, field, f, o)
+				if err != nil {
+					return opResult{}, err
+				}
+				return value(bson.A(append([]any{}, vals...)))
+			})
+		},
+		"deleteOne":  deleteOp(coll, false),
+		"deleteMany": deleteOp(coll, true),
+		"find": func(ctx context.Context, a *args) (opResult, error) {
+			f, err := a.filter()
+			if err != nil {
+				return opResult{}, err
+			}
+			o, err := findOptions(a)
+			if err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				cur, err := coll.Find(ctx, f, o)
+				return cursorResult(ctx, cur, err)
+			})
+		},
+		"findOne": func(ctx context.Context, a *args) (opResult, error) {
+			f, err := a.filter()
+			if err != nil {
+				return opResult{}, err
+			}
+			fo, err := findOptions(a)
+			if err != nil {
+				return opResult{}, err
+			}
+			o := &sturdy.FindOneOptions{Sort: fo.Sort, Projection: fo.Projection, Skip: fo.Skip, Hint: fo.Hint, Collation: fo.Collation,
+				Let: fo.Let, Comment: fo.Comment, MaxTime: fo.MaxTime, ReturnKey: fo.ReturnKey, ShowRecordID: fo.ShowRecordID, Session: fo.Session}
+			for _, k := range []string{"limit", "batchSize", "min", "max", "allowDiskUse", "allowPartialResults", "noCursorTimeout"} {
+				if _, ok := a.d.LookupErr(k); ok == nil {
+					return opResult{}, unsupportedf("argument %s of findOne", k)
+				}
+			}
+			return checked(a, func() (opResult, error) { return singleResult(coll.FindOne(ctx, f, o)) })
+		},
+		"findOneAndDelete": func(ctx context.Context, a *args) (opResult, error) {
+			f, err := a.filter()
+			if err != nil {
+				return opResult{}, err
+			}
+			o := &sturdy.FindOneAndDeleteOptions{Sort: a.any("sort"), Projection: a.any("projection"), Hint: a.any("hint"),
+				Let: a.any("let"), Comment: a.any("comment"), MaxTime: a.maxTime()}
+			if o.Collation, err = a.collation(); err != nil {
+				return opResult{}, err
+			}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) { return singleResult(coll.FindOneAndDelete(ctx, f, o)) })
+		},
+		"findOneAndReplace": func(ctx context.Context, a *args) (opResult, error) {
+			f, err := a.filter()
+			if err != nil {
+				return opResult{}, err
+			}
+			repl := a.any("replacement")
+			o := &sturdy.FindOneAndReplaceOptions{Upsert: a.boolean("upsert"), Sort: a.any("sort"), Projection: a.any("projection"),
+				Hint: a.any("hint"), Let: a.any("let"), Comment: a.any("comment"), MaxTime: a.maxTime(),
+				BypassDocumentValidation: a.boolean("bypassDocumentValidation")}
+			if o.ReturnDocument, err = returnDocument(a); err != nil {
+				return opResult{}, err
+			}
+			if o.Collation, err = a.collation(); err != nil {
+				return opResult{}, err
+			}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) { return singleResult(coll.FindOneAndReplace(ctx, f, repl, o)) })
+		},
+		"findOneAndUpdate": func(ctx context.Context, a *args) (opResult, error) {
+			f, err := a.filter()
+			if err != nil {
+				return opResult{}, err
+			}
+			upd := a.any("update")
+			o := &sturdy.FindOneAndUpdateOptions{Upsert: a.boolean("upsert"), Sort: a.any("sort"), Projection: a.any("projection"),
+				Hint: a.any("hint"), Let: a.any("let"), Comment: a.any("comment"), MaxTime: a.maxTime(),
+				BypassDocumentValidation: a.boolean("bypassDocumentValidation")}
+			if af, err := a.array("arrayFilters"); err != nil {
+				return opResult{}, err
+			} else if af != nil {
+				o.ArrayFilters = af
+			}
+			if o.ReturnDocument, err = returnDocument(a); err != nil {
+				return opResult{}, err
+			}
+			if o.Collation, err = a.collation(); err != nil {
+				return opResult{}, err
+			}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) { return singleResult(coll.FindOneAndUpdate(ctx, f, upd, o)) })
+		},
+		"insertOne": func(ctx context.Context, a *args) (opResult, error) {
+			doc, err := a.doc("document")
+			if err != nil {
+				return opResult{}, err
+			}
+			o := &sturdy.InsertOneOptions{BypassDocumentValidation: a.boolean("bypassDocumentValidation"), Comment: a.any("comment")}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				r, err := coll.InsertOne(ctx, doc, o)
+				if err != nil {
+					return opResult{}, err
+				}
+				if !r.Acknowledged {
+					return opResult{}, nil
+				}
+				return value(bson.D{{Key: "insertedId", Value: r.InsertedID}})
+			})
+		},
+		"insertMany": func(ctx context.Context, a *args) (opResult, error) {
+			docs, err := a.array("documents")
+			if err != nil {
+				return opResult{}, err
+			}
+			o := &sturdy.InsertManyOptions{Ordered: a.boolPtr("ordered"), BypassDocumentValidation: a.boolean("bypassDocumentValidation"), Comment: a.any("comment")}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				r, err := coll.InsertMany(ctx, []any(docs), o)
+				if err != nil {
+					return opResult{}, err
+				}
+				if !r.Acknowledged {
+					return opResult{}, nil
+				}
+				ids := bson.D{}
+				for i, id := range r.InsertedIDs {
+					ids = append(ids, bson.E{Key: strconv.Itoa(i), Value: id})
+				}
+				return value(bson.D{{Key: "insertedIds", Value: ids}})
+			})
+		},
+		"replaceOne": func(ctx context.Context, a *args) (opResult, error) {
+			f, err := a.filter()
+			if err != nil {
+				return opResult{}, err
+			}
+			repl := a.any("replacement")
+			o := &sturdy.ReplaceOptions{Upsert: a.boolean("upsert"), Hint: a.any("hint"), Let: a.any("let"), Sort: a.any("sort"),
+				Comment: a.any("comment"), BypassDocumentValidation: a.boolean("bypassDocumentValidation")}
+			if o.Collation, err = a.collation(); err != nil {
+				return opResult{}, err
+			}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) { return updateResult(coll.ReplaceOne(ctx, f, repl, o)) })
+		},
+		"updateOne":  updateOp(coll, false),
+		"updateMany": updateOp(coll, true),
+		"createIndex": func(ctx context.Context, a *args) (opResult, error) {
+			keys, err := a.doc("keys")
+			if err != nil {
+				return opResult{}, err
+			}
+			io := &sturdy.IndexOptions{Unique: a.boolPtr("unique"), Sparse: a.boolPtr("sparse"), Hidden: a.boolPtr("hidden"),
+				PartialFilterExpression: a.any("partialFilterExpression")}
+			if a.has("name") {
+				n := a.str("name")
+				io.Name = &n
+			}
+			if v, ok := a.get("expireAfterSeconds"); ok {
+				n, _ := asInt(v)
+				s := int32(n)
+				io.ExpireAfterSeconds = &s
+			}
+			o := &sturdy.CreateIndexOptions{Comment: a.any("comment"), MaxTime: a.maxTime()}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				name, err := coll.CreateIndex(ctx, sturdy.IndexModel{Keys: keys, Options: io}, o)
+				if err != nil {
+					return opResult{}, err
+				}
+				return value(name)
+			})
+		},
+		"dropIndex": func(ctx context.Context, a *args) (opResult, error) {
+			name := a.str("name")
+			return checked(a, func() (opResult, error) { return opResult{}, coll.DropIndex(ctx, name) })
+		},
+		"listIndexes": func(ctx context.Context, a *args) (opResult, error) {
+			o := &sturdy.ListOptions{}
+			var err error
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				cur, err := coll.ListIndexes(ctx, o)
+				return cursorResult(ctx, cur, err)
+			})
+		},
+		"listIndexNames": func(ctx context.Context, a *args) (opResult, error) {
+			o := &sturdy.ListOptions{}
+			var err error
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				cur, err := coll.ListIndexes(ctx, o)
+				if err != nil {
+					return opResult{}, err
+				}
+				var all []bson.Raw
+				if err := cur.All(ctx, &all); err != nil {
+					return opResult{}, err
+				}
+				names := bson.A{}
+				for _, d := range all {
+					names = append(names, lookupString(d, "name"))
+				}
+				return value(names)
+			})
+		},
+		"drop": func(ctx context.Context, a *args) (opResult, error) {
+			return checked(a, func() (opResult, error) { return opResult{}, coll.Drop(ctx) })
+		},
+	}
+}
+
+func returnDocument(a *args) (sturdy.ReturnDocument, error) {
+	switch s := a.str("returnDocument"); strings.ToLower(s) {
+	case "", "before":
+		return sturdy.Before, nil
+	case "after":
+		return sturdy.After, nil
+	default:
+		return 0, &runnerError{fmt.Errorf("returnDocument %q", s)}
+	}
+}
+
+func deleteOp(coll *sturdy.Collection, many bool) opFunc {
+	return func(ctx context.Context, a *args) (opResult, error) {
+		f, err := a.filter()
+		if err != nil {
+			return opResult{}, err
+		}
+		o := &sturdy.DeleteOptions{Hint: a.any("hint"), Let: a.any("let"), Comment: a.any("comment")}
+		if o.Collation, err = a.collation(); err != nil {
+			return opResult{}, err
+		}
+		if o.Session, err = a.session(); err != nil {
+			return opResult{}, err
+		}
+		return checked(a, func() (opResult, error) {
+			if many {
+				return deleteResult(coll.DeleteMany(ctx, f, o))
+			}
+			return deleteResult(coll.DeleteOne(ctx, f, o))
+		})
+	}
+}
+
+func updateOp(coll *sturdy.Collection, many bool) opFunc {
+	return func(ctx context.Context, a *args) (opResult, error) {
+		f, err := a.filter()
+		if err != nil {
+			return opResult{}, err
+		}
+		upd := a.any("update")
+		o := &sturdy.UpdateOptions{Upsert: a.boolean("upsert"), Hint: a.any("hint"), Let: a.any("let"), Sort: a.any("sort"),
+			Comment: a.any("comment"), BypassDocumentValidation: a.boolean("bypassDocumentValidation")}
+		if af, err := a.array("arrayFilters"); err != nil {
+			return opResult{}, err
+		} else if af != nil {
+			o.ArrayFilters = af
+		}
+		if o.Collation, err = a.collation(); err != nil {
+			return opResult{}, err
+		}
+		if o.Session, err = a.session(); err != nil {
+			return opResult{}, err
+		}
+		return checked(a, func() (opResult, error) {
+			if many {
+				return updateResult(coll.UpdateMany(ctx, f, upd, o))
+			}
+			return updateResult(coll.UpdateOne(ctx, f, upd, o))
+		})
+	}
+}
+
+func aggregateOptions(a *args) (*sturdy.AggregateOptions, error) {
+	o := &sturdy.AggregateOptions{BatchSize: int32(a.int64("batchSize")), AllowDiskUse: a.boolPtr("allowDiskUse"), Hint: a.any("hint"),
+		Let: a.any("let"), Comment: a.any("comment"), MaxTime: a.maxTime(), BypassDocumentValidation: a.boolean("bypassDocumentValidation")}
+	var err error
+	if o.Collation, err = a.collation(); err != nil {
+		return nil, err
+	}
+	if o.Session, err = a.session(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func findOptions(a *args) (*sturdy.FindOptions, error) {
+	o := &sturdy.FindOptions{Sort: a.any("sort"), Projection: a.any("projection"), Skip: a.int64("skip"), Limit: a.int64("limit"),
+		BatchSize: int32(a.int64("batchSize")), Hint: a.any("hint"), Min: a.any("min"), Max: a.any("max"), Let: a.any("let"),
+		Comment: a.any("comment"), MaxTime: a.maxTime(), AllowDiskUse: a.boolPtr("allowDiskUse"),
+		AllowPartialResults: a.boolean("allowPartialResults"), NoCursorTimeout: a.boolean("noCursorTimeout"),
+		ReturnKey: a.boolean("returnKey"), ShowRecordID: a.boolean("showRecordId")}
+	var err error
+	if o.Collation, err = a.collation(); err != nil {
+		return nil, err
+	}
+	if o.Session, err = a.session(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// writeModels converts bulkWrite's requests argument.
+func writeModels(a *args) ([]sturdy.WriteModel, error) {
+	v, ok := a.get("requests")
+	if !ok {
+		return nil, &runnerError{errors.New("bulkWrite without requests")}
+	}
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil, &runnerError{errors.New("requests must be an array")}
+	}
+	vals, _ := arr.Values()
+	models := []sturdy.WriteModel{}
+	for _, rv := range vals {
+		d, ok := rv.DocumentOK()
+		if !ok {
+			return nil, &runnerError{errors.New("a request must be a document")}
+		}
+		elems, _ := d.Elements()
+		if len(elems) != 1 {
+			return nil, &runnerError{fmt.Errorf("request %s must have one key", docJSON(d))}
+		}
+		kind := elems[0].Key()
+		spec, ok := elems[0].Value().DocumentOK()
+		if !ok {
+			return nil, &runnerError{fmt.Errorf("request %s must be a document", kind)}
+		}
+		m := &args{op: "bulkWrite " + kind, d: spec, used: map[string]bool{}, tr: a.tr}
+		var coll *sturdy.Collation
+		var err error
+		if coll, err = m.collation(); err != nil {
+			return nil, err
+		}
+		var model sturdy.WriteModel
+		switch kind {
+		case "insertOne":
+			doc, err := m.doc("document")
+			if err != nil {
+				return nil, err
+			}
+			model = &sturdy.InsertOneModel{Document: doc}
+		case "updateOne", "updateMany":
+			f, err := m.filter()
+			if err != nil {
+				return nil, err
+			}
+			af, err := m.array("arrayFilters")
+			if err != nil {
+				return nil, err
+			}
+			var afs []any
+			if af != nil {
+				afs = af
+			}
+			if kind == "updateOne" {
+				model = &sturdy.UpdateOneModel{Filter: f, Update: m.any("update"), Upsert: m.boolean("upsert"), ArrayFilters: afs,
+					Collation: coll, Hint: m.any("hint"), Sort: m.any("sort")}
+			} else {
+				model = &sturdy.UpdateManyModel{Filter: f, Update: m.any("update"), Upsert: m.boolean("upsert"), ArrayFilters: afs,
+					Collation: coll, Hint: m.any("hint")}
+			}
+		case "replaceOne":
+			f, err := m.filter()
+			if err != nil {
+				return nil, err
+			}
+			model = &sturdy.ReplaceOneModel{Filter: f, Replacement: m.any("replacement"), Upsert: m.boolean("upsert"),
+				Collation: coll, Hint: m.any("hint"), Sort: m.any("sort")}
+		case "deleteOne", "deleteMany":
+			f, err := m.filter()
+			if err != nil {
+				return nil, err
+			}
+			if kind == "deleteOne" {
+				model = &sturdy.DeleteOneModel{Filter: f, Collation: coll, Hint: m.any("hint")}
+			} else {
+				model = &sturdy.DeleteManyModel{Filter: f, Collation: coll, Hint: m.any("hint")}
+			}
+		default:
+			return nil, &runnerError{fmt.Errorf("unknown write model %q", kind)}
+		}
+		if err := m.check(); err != nil {
+			return nil, err
+		}
+		models = append(models, model)
+	}
+	return models, nil
+}
+
+func databaseOps(db *sturdy.Database) map[string]opFunc {
+	return map[string]opFunc{
+		"aggregate": func(ctx context.Context, a *args) (opResult, error) {
+			p, err := a.pipeline()
+			if err != nil {
+				return opResult{}, err
+			}
+			o, err := aggregateOptions(a)
+			if err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				cur, err := db.Aggregate(ctx, p, o)
+				return cursorResult(ctx, cur, err)
+			})
+		},
+		"runCommand": func(ctx context.Context, a *args) (opResult, error) {
+			cmd, err := a.doc("command")
+			if err != nil {
+				return opResult{}, err
+			}
+			a.str("commandName")
+			o := &sturdy.RunCommandOptions{}
+			if v, ok := a.get("readPreference"); ok {
+				if o.ReadPreference, err = readPreference(v); err != nil {
+					return opResult{}, err
+				}
+			}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				reply, err := db.RunCommand(ctx, cmd, o)
+				if err != nil {
+					return opResult{}, err
+				}
+				return opResult{v: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: reply}}, nil
+			})
+		},
+		"listCollectionNames": func(ctx context.Context, a *args) (opResult, error) {
+			f, err := a.filter()
+			if err != nil {
+				return opResult{}, err
+			}
+			o := &sturdy.ListOptions{Comment: a.any("comment")}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				names, err := db.ListCollectionNames(ctx, f, o)
+				if err != nil {
+					return opResult{}, err
+				}
+				return value(names)
+			})
+		},
+		"dropCollection": func(ctx context.Context, a *args) (opResult, error) {
+			name := a.str("collection")
+			return checked(a, func() (opResult, error) { return opResult{}, db.Collection(name).Drop(ctx) })
+		},
+		"createCollection": func(ctx context.Context, a *args) (opResult, error) {
+			// sturdy has no CreateCollection helper: the create command is
+			// what the helper would send.
+			cmd := bson.D{{Key: "create", Value: a.str("collection")}}
+			elems, _ := a.d.Elements()
+			for _, e := range elems {
+				switch e.Key() {
+				case "collection", "session":
+				case "viewOn", "pipeline", "capped", "size", "max", "validator", "validationLevel", "validationAction",
+					"timeseries", "expireAfterSeconds", "clusteredIndex", "collation", "changeStreamPreAndPostImages",
+					"encryptedFields", "indexOptionDefaults", "storageEngine":
+					a.used[e.Key()] = true
+					cmd = append(cmd, bson.E{Key: e.Key(), Value: e.Value()})
+				}
+			}
+			o := &sturdy.RunCommandOptions{}
+			var err error
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				_, err := db.RunCommand(ctx, cmd, o)
+				return opResult{}, err
+			})
+		},
+		"drop": func(ctx context.Context, a *args) (opResult, error) {
+			return checked(a, func() (opResult, error) { return opResult{}, db.Drop(ctx) })
+		},
+	}
+}
+
+func clientOps(c *sturdy.Client) map[string]opFunc {
+	return map[string]opFunc{
+		"listDatabaseNames": func(ctx context.Context, a *args) (opResult, error) {
+			f, err := a.filter()
+			if err != nil {
+				return opResult{}, err
+			}
+			o := &sturdy.ListOptions{Comment: a.any("comment")}
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				names, err := c.ListDatabaseNames(ctx, f, o)
+				if err != nil {
+					return opResult{}, err
+				}
+				return value(names)
+			})
+		},
+	}
+}
+
+func entityKind(e any) string {
+	switch e.(type) {
+	case *clientEntity:
+		return "client"
+	case *databaseEntity:
+		return "database"
+	case *collectionEntity:
+		return "collection"
+	case *sessionEntity:
+		return "session"
+	}
+	return fmt.Sprintf("%T", e)
+}

@@ -1,0 +1,173 @@
+package spectest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sturdy-go/sturdy/mongosim"
+)
+
+// specDirs returns the spec test locations from SPEC_TESTS (colon-separated)
+// or, if unset, <module root>/../shared/specs.
+func specDirs(t *testing.T) []string {
+	if env := os.Getenv("SPEC_TESTS"); env != "" {
+		var out []string
+		for _, d := range strings.Split(env, string(os.PathListSeparator)) {
+			if d != "" {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Skipf("spec tests: cannot find the working directory: %v", err)
+	}
+	for dir := wd; ; {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return []string{filepath.Join(dir, "..", "shared", "specs")}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("spec tests: SPEC_TESTS is unset and no module root was found")
+		}
+		dir = parent
+	}
+}
+
+// specGroup names the specification a test file belongs to: the directory
+// above its "tests" directory (".../crud/tests/unified/x.json" → "crud").
+func specGroup(path string) string {
+	parts := strings.Split(filepath.ToSlash(path), "/")
+	for i := len(parts) - 2; i > 0; i-- {
+		if parts[i] == "tests" {
+			return parts[i-1]
+		}
+	}
+	return parts[len(parts)-2]
+}
+
+type specFile struct {
+	group string
+	file  *File
+}
+
+// TestUnified runs every unified-format test file found under SPEC_TESTS
+// against an embedded mongosim deployment (SPEC_TOPOLOGY "replicaset", the
+// default, or "single") or against MONGODB_URI. SPEC_CLIENT_DEFAULTS adds
+// URI options to every client entity that does not set them.
+func TestUnified(t *testing.T) {
+	var files []specFile
+	for _, dir := range specDirs(t) {
+		st, err := os.Stat(dir)
+		if err != nil || !st.IsDir() {
+			t.Skipf("spec tests: %s is not a directory (set SPEC_TESTS)", dir)
+		}
+		paths, err := FindFiles(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
+			f, err := LoadFile(p)
+			if err != nil {
+				t.Errorf("loading %s: %v", p, err)
+				continue
+			}
+			if f != nil {
+				files = append(files, specFile{group: specGroup(p), file: f})
+			}
+		}
+	}
+	if len(files) == 0 {
+		t.Skip("spec tests: no unified test files found (set SPEC_TESTS)")
+	}
+
+	ctx := context.Background()
+	cfg := Config{URI: os.Getenv("MONGODB_URI"), ClientDefaults: os.Getenv("SPEC_CLIENT_DEFAULTS"),
+		Auth: os.Getenv("SPEC_AUTH") == "true", Serverless: os.Getenv("SPEC_SERVERLESS") == "true"}
+	if cfg.URI == "" {
+		o := mongosim.Options{}
+		switch os.Getenv("SPEC_TOPOLOGY") {
+		case "", "replicaset":
+		case "single":
+			o.Standalone = true
+		default:
+			t.Fatalf("SPEC_TOPOLOGY %q: want replicaset or single", os.Getenv("SPEC_TOPOLOGY"))
+		}
+		cfg.URI = mongosim.StartWithOptions(t, o).URI()
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	r, err := NewRunner(cctx, cfg)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	t.Logf("running %d unified test files against %s (server %s, topology %s)", len(files), cfg.URI, r.ServerVersion(), r.Topology())
+
+	var sum Summary
+	var groups []string
+	byGroup := map[string][]*File{}
+	for _, sf := range files {
+		if byGroup[sf.group] == nil {
+			groups = append(groups, sf.group)
+		}
+		byGroup[sf.group] = append(byGroup[sf.group], sf.file)
+	}
+	for _, g := range groups {
+		t.Run(g, func(t *testing.T) {
+			for _, f := range byGroup[g] {
+				t.Run(strings.TrimSuffix(filepath.Base(f.Path), ".json"), func(t *testing.T) {
+					for i, test := range f.Tests {
+						t.Run(test.Description, func(t *testing.T) {
+							runOne(t, r, &sum, g, g+"/"+filepath.Base(f.Path), f, i, test.Description)
+						})
+					}
+				})
+			}
+		})
+	}
+	report := sum.Report()
+	if out := os.Getenv("SPEC_RESULTS"); out != "" {
+		if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+			t.Errorf("writing SPEC_RESULTS: %v", err)
+		}
+	}
+	if out := os.Getenv("SPEC_FAILURES"); out != "" {
+		if err := os.WriteFile(out, []byte(sum.Failures()), 0o644); err != nil {
+			t.Errorf("writing SPEC_FAILURES: %v", err)
+		}
+	}
+	t.Log("\n" + report)
+	fmt.Println(sum.Total().String())
+}
+
+func runOne(t *testing.T, r *Runner, sum *Summary, group, key string, f *File, i int, desc string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := r.Run(ctx, f, i)
+	known := knownFailure(key, desc, r.Topology())
+	switch {
+	case out.Skipped:
+		sum.Add(group, out, false)
+		t.Skip(out.Reason)
+	case out.Err != nil && known != "":
+		out = Outcome{Skipped: true, Reason: "known failure: " + known}
+		sum.Add(group, out, true)
+		t.Skipf("known failure: %s\n(error: %v)", known, out.Err)
+	case out.Err != nil:
+		sum.Add(group, out, false)
+		sum.Fail(key, desc, out.Err)
+		t.Fatal(out.Err)
+	case known != "":
+		sum.Add(group, Outcome{Err: fmt.Errorf("unexpectedly passed")}, false)
+		t.Fatalf("unexpectedly passed — remove from the expected-failure list in expected_failures.go (listed because: %s)", known)
+	default:
+		sum.Add(group, out, false)
+	}
+}

@@ -1,0 +1,19 @@
+package sturdy
+
+import (
+	"time"
+
+	"github.com/sturdy-go/sturdy/internal/exec"
+)
+
+// ExecutorOf gives the retry tests the client's executor, to inject the
+// backoff clock and jitter and to read the retry token bucket.
+func ExecutorOf(c *Client) *exec.Executor { return c.exec }
+
+// SetMinHeartbeatIntervalForTest shortens the minimum time between server
+// checks for clients connected until restore is called.
+func SetMinHeartbeatIntervalForTest(d time.Duration) (restore func()) {
+	old := testMinHeartbeatInterval
+	testMinHeartbeatInterval = d
+	return func() { testMinHeartbeatInterval = old }
+}
