@@ -14,6 +14,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/session"
+	"github.com/sturdy-go/sturdy/internal/testhook"
 	"github.com/sturdy-go/sturdy/internal/topology"
 )
 
@@ -27,11 +28,6 @@ type Client struct {
 	exec     *exec.Executor
 	closed   atomic.Bool
 }
-
-// testMinHeartbeatInterval, when positive, replaces the 500 ms minimum
-// between two checks of a server. Only tests set it, so that failover- and
-// retry-heavy tests do not wait half a second per rediscovery.
-var testMinHeartbeatInterval time.Duration
 
 // endSessionsBatch is the most session ids one endSessions command may carry.
 const endSessionsBatch = 10_000
@@ -103,7 +99,7 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 		SetName:                o.ReplicaSet,
 		Direct:                 o.Direct,
 		HeartbeatInterval:      o.HeartbeatInterval,
-		MinHeartbeatInterval:   testMinHeartbeatInterval,
+		MinHeartbeatInterval:   testhook.MinHeartbeatInterval(),
 		ServerSelectionTimeout: o.ServerSelectionTimeout,
 		LocalThreshold:         *o.LocalThreshold,
 		Pool: pool.Options{

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sturdy-go/sturdy/internal/exec"
+	"github.com/sturdy-go/sturdy/internal/testhook"
 )
 
 // ExecutorOf gives the retry tests the client's executor, to inject the
@@ -13,7 +14,5 @@ func ExecutorOf(c *Client) *exec.Executor { return c.exec }
 // SetMinHeartbeatIntervalForTest shortens the minimum time between server
 // checks for clients connected until restore is called.
 func SetMinHeartbeatIntervalForTest(d time.Duration) (restore func()) {
-	old := testMinHeartbeatInterval
-	testMinHeartbeatInterval = d
-	return func() { testMinHeartbeatInterval = old }
+	return testhook.SetMinHeartbeatInterval(d)
 }

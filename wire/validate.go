@@ -74,10 +74,24 @@ func validateBSON(doc []byte) (at int, reason string) {
 			}
 			pos++
 		case 0x02, 0x0D, 0x0E: // string, JavaScript, symbol
+			// The well-formed case inline; bsonString says what is wrong.
+			if top-pos >= 5 {
+				if n := int(int32(binary.LittleEndian.Uint32(doc[pos:]))); n >= 1 && n <= top-pos-4 && doc[pos+3+n] == 0 {
+					pos += 4 + n
+					break
+				}
+			}
 			if pos, reason = bsonString(doc, pos, top); reason != "" {
 				return pos, reason
 			}
 		case 0x03, 0x04: // document, array
+			if top-pos >= 5 && len(ends) < MaxDocumentNesting {
+				if n := int(int32(binary.LittleEndian.Uint32(doc[pos:]))); n >= 5 && n <= top-pos && doc[pos+n-1] == 0 {
+					ends = append(ends, pos+n-1)
+					pos += 4
+					break
+				}
+			}
 			end, at, reason := openDoc(doc, len(ends), pos, top)
 			if reason != "" {
 				return at, reason

@@ -131,8 +131,11 @@ func printTable(order []string, results map[string]sample) {
 		server := map[string]string{"Canned": "canned (blackpipe)", "Sim": "mongosim"}[parts[0]]
 		get := func(x sample, unit string) float64 { return median(x[unit]) }
 		ratio := func(a, b float64) string {
-			if b == 0 {
+			switch {
+			case b == 0:
 				return "–"
+			case a/b < 0.05:
+				return fmt.Sprintf("%.3f", a/b)
 			}
 			return fmt.Sprintf("%.2f", a/b)
 		}

@@ -1,0 +1,23 @@
+// Package testhook holds the few knobs that tests and the demo may turn but
+// applications must not: the SDAM spec fixes the minimum time between two
+// checks of a server at 500 ms and forbids making it configurable, so it is
+// no Option; failover-heavy tests and the demo shorten it here so that each
+// rediscovery does not cost half a second.
+package testhook
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+var minHeartbeat atomic.Int64
+
+// MinHeartbeatInterval is the override of the 500 ms minimum, or 0 for none.
+func MinHeartbeatInterval() time.Duration { return time.Duration(minHeartbeat.Load()) }
+
+// SetMinHeartbeatInterval overrides the minimum for clients connected until
+// restore is called.
+func SetMinHeartbeatInterval(d time.Duration) (restore func()) {
+	old := minHeartbeat.Swap(int64(d))
+	return func() { minHeartbeat.Store(old) }
+}
