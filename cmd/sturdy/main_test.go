@@ -61,6 +61,7 @@ func TestDemoMeasuresSeedOutcomes(t *testing.T) {
 	expect("transient/retry once", false, true)
 	expect("transient/retry once + idempotent", false, false)
 	expect("transient/retryable writes", false, false)
+	expect("transient/sturdy (+ backpressure)", false, false)
 	// A persistent outage loses the writes it covers, whatever the strategy,
 	// but each loss is reported to the application.
 	for _, s := range demoStrategies {
@@ -74,6 +75,13 @@ func TestDemoMeasuresSeedOutcomes(t *testing.T) {
 	}
 	expect("overload/no retry", true, false)
 	expect("overload/always retry (5x)", false, false)
+	// Seed 002 does not retry overload errors; seed 003's policy does, with
+	// backoff, and loses nothing.
+	expect("overload/retryable writes", true, false)
+	expect("overload/sturdy (+ backpressure)", false, false)
+	if r := cells["overload/sturdy (+ backpressure)"]; r.Errors != 0 {
+		t.Errorf("sturdy surfaced %d overload errors", r.Errors)
+	}
 	html, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
