@@ -43,7 +43,7 @@ type writeGroup struct {
 // writeOpts are the command-level options of a write.
 type writeOpts struct {
 	ordered bool
-	bypass  bool
+	bypass  *bool
 	let     any
 	comment any
 	session *Session
@@ -75,6 +75,7 @@ func (c *Client) limits(ctx context.Context) (writeLimits, error) {
 	if err != nil {
 		return l, err
 	}
+	srv.Dec() // selected only to read its limits: not an operation in progress
 	d := srv.Description()
 	if d.MaxWriteBatchSize > 0 {
 		l.maxCount = int(d.MaxWriteBatchSize)
@@ -95,7 +96,7 @@ func (coll *Collection) writeCommand(kind stmtKind, o *writeOpts) bson.D {
 	cmd = append(cmd, bson.E{Key: kind.command(), Value: coll.nameValue()}, bson.E{Key: "ordered", Value: o.ordered})
 	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
 	if kind != kindDelete {
-		cmd.addTrue("bypassDocumentValidation", o.bypass)
+		cmd.addBoolPtr("bypassDocumentValidation", o.bypass)
 	}
 	if kind != kindInsert {
 		cmd.addIf("let", o.let)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -289,41 +288,6 @@ func inherit(o *DatabaseOptions, wc *WriteConcern, rp *ReadPreference, rc string
 		rc = o.ReadConcernLevel
 	}
 	return wc, rp, rc
-}
-
-// ListDatabaseNames returns the names of the databases matching filter (nil:
-// all).
-func (c *Client) ListDatabaseNames(ctx context.Context, filter any, optList ...*ListOptions) ([]string, error) {
-	opts := lastOptions(optList)
-	if opts == nil {
-		opts = &ListOptions{}
-	}
-	f, err := toDoc(filter, true)
-	if err != nil {
-		return nil, err
-	}
-	cmd := cmdBuilder{{Key: "listDatabases", Value: int32(1)}, {Key: "nameOnly", Value: true}}
-	if len(f) > 5 {
-		cmd.add("filter", f)
-	}
-	cmd.addIf("comment", opts.Comment)
-	res, err := c.execute(ctx, &exec.Operation{Name: "listDatabases", DB: "admin", Command: bson.D(cmd), RetryableRead: true}, opts.Session)
-	if err != nil {
-		return nil, err
-	}
-	var out struct {
-		Databases []struct {
-			Name string `bson:"name"`
-		} `bson:"databases"`
-	}
-	if err := bson.Unmarshal(res.Reply, &out); err != nil {
-		return nil, fmt.Errorf("sturdy: decoding listDatabases reply: %w", err)
-	}
-	names := make([]string, len(out.Databases))
-	for i, d := range out.Databases {
-		names[i] = d.Name
-	}
-	return names, nil
 }
 
 // execute runs op with the explicit session s (nil: an implicit one), under

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/internal/exec"
+	"github.com/sturdy-go/sturdy/internal/topology"
 )
 
 // Collection is a handle to a collection. It is cheap to create and safe for
@@ -144,7 +146,7 @@ func (coll *Collection) ReplaceOne(ctx context.Context, filter, replacement any,
 	return coll.runUpdate(ctx, stmt, false, opts.BypassDocumentValidation, opts.Let, opts.Comment, opts.Session)
 }
 
-func (coll *Collection) runUpdate(ctx context.Context, stmt bson.Raw, multi, bypass bool, let, comment any, s *Session) (*UpdateResult, error) {
+func (coll *Collection) runUpdate(ctx context.Context, stmt bson.Raw, multi bool, bypass *bool, let, comment any, s *Session) (*UpdateResult, error) {
 	o := &writeOpts{bypass: bypass, comment: comment, session: s}
 	var err error
 	if o.let, err = docOrNil(let); err != nil {
@@ -211,15 +213,23 @@ func (coll *Collection) delete(ctx context.Context, filter any, limit int32, opt
 
 // findAndModify runs a findAndModify command and wraps its value.
 func (coll *Collection) findAndModify(ctx context.Context, cmd cmdBuilder, s *Session) *SingleResult {
-	if coll.wc.Unacknowledged() {
-		// findAndModify returns a document, which w: 0 would discard.
-		return &SingleResult{err: argError("findAndModify cannot use an unacknowledged write concern")}
+	unack := coll.wc.Unacknowledged()
+	if unack && hasKey(cmd, "hint") {
+		// Servers before 4.4 (wire version 9) reject hint silently under
+		// w: 0, so the CRUD spec wants the error raised client-side.
+		if err := coll.client.requireWireVersion(ctx, 9, "hint with an unacknowledged findAndModify"); err != nil {
+			return &SingleResult{err: err}
+		}
 	}
 	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
-	op := &exec.Operation{Name: "findAndModify", DB: coll.db, Command: bson.D(cmd), Write: true, RetryableWrite: true}
+	op := &exec.Operation{Name: "findAndModify", DB: coll.db, Command: bson.D(cmd), Write: true, RetryableWrite: !unack, Unacknowledged: unack}
 	res, err := coll.client.execute(ctx, op, s)
 	if err != nil {
 		return &SingleResult{err: err}
+	}
+	if unack {
+		// Sent with moreToCome: the server's document never comes back.
+		return &SingleResult{err: ErrUnacknowledgedWrite}
 	}
 	v, lerr := res.Reply.LookupErr("value")
 	if lerr != nil || v.Type == bson.TypeNull {
@@ -230,6 +240,34 @@ func (coll *Collection) findAndModify(ctx context.Context, cmd cmdBuilder, s *Se
 		return &SingleResult{err: fmt.Errorf("sturdy: findAndModify value is a %v, not a document", v.Type)}
 	}
 	return &SingleResult{raw: doc}
+}
+
+// hasKey reports whether the command has a field named key.
+func hasKey(cmd cmdBuilder, key string) bool {
+	for _, e := range cmd {
+		if e.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// requireWireVersion selects a writable server and returns an
+// ErrInvalidArgument error naming feature if its maxWireVersion is below
+// min.
+func (c *Client) requireWireVersion(ctx context.Context, min int32, feature string) error {
+	if c.closed.Load() {
+		return ErrClientDisconnected
+	}
+	srv, err := c.topo.SelectServer(ctx, topology.WriteSelector(), nil)
+	if err != nil {
+		return err
+	}
+	srv.Dec() // selected only to read its description
+	if v := srv.Description().MaxWireVersion; v < min {
+		return argError("%s needs a server with wire version %d or later, the server has %d", feature, min, v)
+	}
+	return nil
 }
 
 // famBase is the part of a findAndModify command common to all three forms.
@@ -287,7 +325,7 @@ func (coll *Collection) FindOneAndUpdate(ctx context.Context, filter, update any
 	if opts.ArrayFilters != nil {
 		cmd.add("arrayFilters", opts.ArrayFilters)
 	}
-	cmd.addTrue("bypassDocumentValidation", opts.BypassDocumentValidation)
+	cmd.addBoolPtr("bypassDocumentValidation", opts.BypassDocumentValidation)
 	cmd.addMaxTime(opts.MaxTime)
 	return coll.findAndModify(ctx, cmd, opts.Session)
 }
@@ -310,7 +348,7 @@ func (coll *Collection) FindOneAndReplace(ctx context.Context, filter, replaceme
 	cmd.add("update", r)
 	cmd.addTrue("new", opts.ReturnDocument == After)
 	cmd.addTrue("upsert", opts.Upsert)
-	cmd.addTrue("bypassDocumentValidation", opts.BypassDocumentValidation)
+	cmd.addBoolPtr("bypassDocumentValidation", opts.BypassDocumentValidation)
 	cmd.addMaxTime(opts.MaxTime)
 	return coll.findAndModify(ctx, cmd, opts.Session)
 }
@@ -378,7 +416,12 @@ func (coll *Collection) findCommand(filter any, opts *FindOptions) (cmdBuilder, 
 	if opts.BatchSize < 0 {
 		return nil, argError("negative batch size %d", opts.BatchSize)
 	}
-	if opts.BatchSize > 0 {
+	switch {
+	case opts.BatchSize > 0 && int64(opts.BatchSize) == opts.Limit && opts.BatchSize < math.MaxInt32:
+		// The server would fill the one batch yet leave the cursor open;
+		// one more makes it close the cursor (CRUD spec).
+		cmd.add("batchSize", opts.BatchSize+1)
+	case opts.BatchSize > 0:
 		cmd.add("batchSize", opts.BatchSize)
 	}
 	cmd.addCollation(opts.Collation)
@@ -455,14 +498,18 @@ func aggregate(ctx context.Context, client *Client, db, coll string, rp *ReadPre
 	cmd.addIf("let", l)
 	cmd.addIf("comment", opts.Comment)
 	cmd.addMaxTime(opts.MaxTime)
-	cmd.addTrue("bypassDocumentValidation", opts.BypassDocumentValidation && write)
+	if write {
+		cmd.addBoolPtr("bypassDocumentValidation", opts.BypassDocumentValidation)
+	}
 	if rc != "" {
 		cmd.add("readConcern", bson.D{{Key: "level", Value: rc}})
 	}
 	op := &exec.Operation{Name: "aggregate", DB: db, Command: nil}
 	if write {
 		cmd.addIf("writeConcern", writeConcernDoc(wc))
-		op.Write = true
+		// 5.0+ secondaries run $out and $merge: the executor selects by
+		// the read preference when every server is that recent.
+		op.Write, op.WriteStage, op.ReadPref = true, true, readPref(rp)
 	} else {
 		op.ReadPref = readPref(rp)
 		op.RetryableRead = true

@@ -87,33 +87,3 @@ func (db *Database) Drop(ctx context.Context) error {
 	_, err := db.client.execute(ctx, &exec.Operation{Name: "dropDatabase", DB: db.name, Command: bson.D(cmd), Write: true}, nil)
 	return err
 }
-
-// ListCollectionNames returns the names of the collections matching filter
-// (nil: all).
-func (db *Database) ListCollectionNames(ctx context.Context, filter any, optList ...*ListOptions) ([]string, error) {
-	opts := lastOptions(optList)
-	if opts == nil {
-		opts = &ListOptions{}
-	}
-	f, err := toDoc(filter, true)
-	if err != nil {
-		return nil, err
-	}
-	cmd := cmdBuilder{{Key: "listCollections", Value: int32(1)}, {Key: "filter", Value: f}, {Key: "nameOnly", Value: true}}
-	cmd.addIf("comment", opts.Comment)
-	cur, err := openCursor(ctx, db.client, &exec.Operation{Name: "listCollections", DB: db.name, Command: bson.D(cmd), RetryableRead: true},
-		opts.Session, 0, opts.Comment)
-	if err != nil {
-		return nil, err
-	}
-	defer cur.Close(context.WithoutCancel(ctx))
-	var names []string
-	for cur.Next(ctx) {
-		if v, err := cur.Current.LookupErr("name"); err == nil {
-			if s, ok := v.StringValueOK(); ok {
-				names = append(names, s)
-			}
-		}
-	}
-	return names, cur.Err()
-}

@@ -55,6 +55,10 @@ var (
 	// write is given an explicit session: the server could not tell the
 	// client whether the session's state changed.
 	ErrUnacknowledgedSession = errors.New("sturdy: unacknowledged writes cannot use an explicit session")
+	// ErrUnacknowledgedWrite is the error of a FindOneAnd* result under an
+	// unacknowledged (w: 0) write concern: the command was sent, but the
+	// server returns no document to report.
+	ErrUnacknowledgedWrite = errors.New("sturdy: unacknowledged write: the server returned no result")
 )
 
 func argError(format string, args ...any) error {

@@ -123,7 +123,7 @@ type CollectionOptions = DatabaseOptions
 
 // InsertOneOptions are the options of InsertOne.
 type InsertOneOptions struct {
-	BypassDocumentValidation bool
+	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Comment                  any
 	Session                  *Session // explicit session; nil uses an implicit one
 }
@@ -131,7 +131,7 @@ type InsertOneOptions struct {
 // InsertManyOptions are the options of InsertMany.
 type InsertManyOptions struct {
 	Ordered                  *bool // nil means true: stop at the first error
-	BypassDocumentValidation bool
+	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Comment                  any
 	Session                  *Session
 }
@@ -145,7 +145,7 @@ type UpdateOptions struct {
 	Let                      any
 	Sort                     any // UpdateOne only, MongoDB 8.0+
 	Comment                  any
-	BypassDocumentValidation bool
+	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Session                  *Session
 }
 
@@ -157,7 +157,7 @@ type ReplaceOptions struct {
 	Let                      any
 	Sort                     any // MongoDB 8.0+
 	Comment                  any
-	BypassDocumentValidation bool
+	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Session                  *Session
 }
 
@@ -173,7 +173,7 @@ type DeleteOptions struct {
 // BulkWriteOptions are the options of BulkWrite.
 type BulkWriteOptions struct {
 	Ordered                  *bool // nil means true
-	BypassDocumentValidation bool
+	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Let                      any
 	Comment                  any
 	Session                  *Session
@@ -228,7 +228,7 @@ type FindOneAndUpdateOptions struct {
 	Let                      any
 	Comment                  any
 	MaxTime                  time.Duration
-	BypassDocumentValidation bool
+	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Session                  *Session
 }
 
@@ -243,7 +243,7 @@ type FindOneAndReplaceOptions struct {
 	Let                      any
 	Comment                  any
 	MaxTime                  time.Duration
-	BypassDocumentValidation bool
+	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Session                  *Session
 }
 
@@ -268,7 +268,7 @@ type AggregateOptions struct {
 	Let                      any
 	Comment                  any
 	MaxTime                  time.Duration
-	BypassDocumentValidation bool
+	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Session                  *Session
 }
 
@@ -312,7 +312,7 @@ type RunCommandOptions struct {
 	Session        *Session
 }
 
-// ListOptions are the options of ListDatabaseNames and ListCollectionNames.
+// ListOptions are the options of ListIndexes.
 type ListOptions struct {
 	Comment any
 	Session *Session

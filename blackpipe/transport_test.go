@@ -1,14 +1,6 @@
 package blackpipe
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"testing"
 	"time"
 
@@ -16,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
+	"github.com/sturdy-go/sturdy/internal/testcert"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -67,40 +60,10 @@ func TestCompression(t *testing.T) {
 	}
 }
 
-func selfSignedTLS(t *testing.T) (*tls.Config, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "blackpipe test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, pool
-}
-
 func TestTLS(t *testing.T) {
-	srvConf, pool := selfSignedTLS(t)
-	s := StartWithOptions(t, Options{TLS: srvConf})
-	c := connect(t, s.URI(), options.Client().SetTLSConfig(&tls.Config{RootCAs: pool}))
+	cert := testcert.New(t, "127.0.0.1")
+	s := StartWithOptions(t, Options{TLS: cert.ServerTLS()})
+	c := connect(t, s.URI(), options.Client().SetTLSConfig(cert.ClientTLS()))
 	ctx := testCtx(t, 10*time.Second)
 	if err := c.Ping(ctx, nil); err != nil {
 		t.Fatalf("ping over TLS: %v", err)

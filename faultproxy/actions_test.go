@@ -49,6 +49,30 @@ func fired(t *testing.T, p *faultproxy.Proxy, want int64) {
 	}
 }
 
+// neverArrived checks an insert the proxy cut off before the server saw
+// it: a network error, and nothing written.
+func neverArrived(t *testing.T, c client, sim *mongosim.Cluster, p *faultproxy.Proxy, err error, _ time.Duration) {
+	if !c.isNetworkError(err) {
+		t.Fatalf("want a network error, got %v", err)
+	}
+	if n := countDirect(t, sim, "db", "c", nil); n != 0 {
+		t.Errorf("server has %d documents, want 0: the request should never have arrived", n)
+	}
+	fired(t, p, 1)
+}
+
+// delayed300ms checks an insert its rule held up by 300ms: it succeeds,
+// about that much later.
+func delayed300ms(t *testing.T, _ client, _ *mongosim.Cluster, p *faultproxy.Proxy, err error, took time.Duration) {
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took < 300*time.Millisecond || took > 5*time.Second {
+		t.Errorf("insert took %v, want about 300ms", took)
+	}
+	fired(t, p, 1)
+}
+
 func TestActionsSeenByClients(t *testing.T) {
 	runActionCases(t, []actionCase{
 		{
@@ -89,57 +113,25 @@ func TestActionsSeenByClients(t *testing.T) {
 			name:   "drop-request",
 			rule:   faultproxy.Rule{Match: insertOnly, Action: faultproxy.Action{Kind: faultproxy.DropRequest}, Times: 1},
 			params: []string{"retryWrites=false"},
-			check: func(t *testing.T, c client, sim *mongosim.Cluster, p *faultproxy.Proxy, err error, _ time.Duration) {
-				if !c.isNetworkError(err) {
-					t.Fatalf("want a network error, got %v", err)
-				}
-				if n := countDirect(t, sim, "db", "c", nil); n != 0 {
-					t.Errorf("server has %d documents, want 0: the request should never have arrived", n)
-				}
-				fired(t, p, 1)
-			},
+			check:  neverArrived,
 		},
 		{
 			name:   "reset",
 			rule:   faultproxy.Rule{Match: insertOnly, Action: faultproxy.Action{Kind: faultproxy.Reset}, Times: 1},
 			params: []string{"retryWrites=false"},
-			check: func(t *testing.T, c client, sim *mongosim.Cluster, p *faultproxy.Proxy, err error, _ time.Duration) {
-				if !c.isNetworkError(err) {
-					t.Fatalf("want a network error, got %v", err)
-				}
-				if n := countDirect(t, sim, "db", "c", nil); n != 0 {
-					t.Errorf("server has %d documents, want 0", n)
-				}
-				fired(t, p, 1)
-			},
+			check:  neverArrived,
 		},
 		{
-			name: "delay before forwarding",
-			rule: faultproxy.Rule{Match: insertOnly, Action: faultproxy.Action{Kind: faultproxy.Delay, Delay: 300 * time.Millisecond}},
-			check: func(t *testing.T, c client, sim *mongosim.Cluster, p *faultproxy.Proxy, err error, took time.Duration) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if took < 300*time.Millisecond || took > 5*time.Second {
-					t.Errorf("insert took %v, want about 300ms", took)
-				}
-				fired(t, p, 1)
-			},
+			name:  "delay before forwarding",
+			rule:  faultproxy.Rule{Match: insertOnly, Action: faultproxy.Action{Kind: faultproxy.Delay, Delay: 300 * time.Millisecond}},
+			check: delayed300ms,
 		},
 		{
 			// The reply is held: the write is applied before the client
 			// hears of it, so a client timeout here is ambiguous too.
-			name: "delay before replying",
-			rule: faultproxy.Rule{Match: insertOnly, Action: faultproxy.Action{Kind: faultproxy.Delay, ReplyDelay: 300 * time.Millisecond}},
-			check: func(t *testing.T, c client, sim *mongosim.Cluster, p *faultproxy.Proxy, err error, took time.Duration) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if took < 300*time.Millisecond || took > 5*time.Second {
-					t.Errorf("insert took %v, want about 300ms", took)
-				}
-				fired(t, p, 1)
-			},
+			name:  "delay before replying",
+			rule:  faultproxy.Rule{Match: insertOnly, Action: faultproxy.Action{Kind: faultproxy.Delay, ReplyDelay: 300 * time.Millisecond}},
+			check: delayed300ms,
 		},
 		{
 			name: "error with labels",

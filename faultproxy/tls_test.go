@@ -1,65 +1,28 @@
 package faultproxy_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/sturdy-go/sturdy/faultproxy"
+	"github.com/sturdy-go/sturdy/internal/testcert"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
-
-func selfSignedTLS(t *testing.T) (*tls.Config, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "faultproxy test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, pool
-}
 
 // The proxy can speak TLS to the server, and accept TLS from clients; rules
 // still apply to the decrypted traffic.
 func TestTLS(t *testing.T) {
-	srvConf, pool := selfSignedTLS(t)
+	cert := testcert.New(t, "127.0.0.1")
 	drop := faultproxy.Rule{Match: insertOnly, Action: faultproxy.Action{Kind: faultproxy.DropRequest, RST: true}, Times: 1}
 
 	t.Run("to the server", func(t *testing.T) {
-		sim := mongosim.StartWithOptions(t, mongosim.Options{TLS: srvConf})
-		p := startProxyWith(t, sim, faultproxy.Options{UpstreamTLS: &tls.Config{RootCAs: pool}, Rules: []faultproxy.Rule{drop}})
+		sim := mongosim.StartWithOptions(t, mongosim.Options{TLS: cert.ServerTLS()})
+		p := startProxyWith(t, sim, faultproxy.Options{UpstreamTLS: cert.ClientTLS(), Rules: []faultproxy.Rule{drop}})
 		c := driver(t, p.URI(), "retryWrites=false")
 		coll := c.Database("db").Collection("c")
 		if _, err := coll.InsertOne(testCtx(t), bson.D{{Key: "_id", Value: 1}}); !mongo.IsNetworkError(err) {
@@ -71,11 +34,11 @@ func TestTLS(t *testing.T) {
 	})
 	t.Run("from the client", func(t *testing.T) {
 		sim := mongosim.Start(t)
-		p := startProxyWith(t, sim, faultproxy.Options{TLS: srvConf, Rules: []faultproxy.Rule{drop}})
+		p := startProxyWith(t, sim, faultproxy.Options{TLS: cert.ServerTLS(), Rules: []faultproxy.Rule{drop}})
 		if !strings.Contains(p.URI(), "tls=true") {
 			t.Fatalf("URI %s does not ask for TLS", p.URI())
 		}
-		c, err := mongo.Connect(options.Client().ApplyURI(p.URI()).SetTLSConfig(&tls.Config{RootCAs: pool}).SetRetryWrites(false))
+		c, err := mongo.Connect(options.Client().ApplyURI(p.URI()).SetTLSConfig(cert.ClientTLS()).SetRetryWrites(false))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -62,7 +62,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 	}
 
 	// aggregate: "coll" reads a collection; aggregate: 1 is database-level
-	// and only makes sense here with a leading $documents.
+	// and only makes sense here with a leading $documents or $changeStream.
 	var coll string
 	switch first := r.cmd[0].Value.(type) {
 	case string:
@@ -72,6 +72,9 @@ func cmdAggregate(r *request) (bson.D, error) {
 	default:
 		if n, ok := int64Arg(first); !ok || n != 1 {
 			return nil, cmderr.New(cmderr.FailedToParse, "Invalid %s namespace specified '%s.%s'", r.name, r.db, shellString(first))
+		}
+		if isChangeStream(pipeline) {
+			break
 		}
 		stage := ""
 		if len(pipeline) > 0 {
@@ -84,6 +87,9 @@ func cmdAggregate(r *request) (bson.D, error) {
 		}
 	}
 
+	if isChangeStream(pipeline) {
+		return cmdChangeStream(r, coll, pipeline, batchSize)
+	}
 	p, err := agg.Compile(pipeline)
 	if err != nil {
 		return nil, err

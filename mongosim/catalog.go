@@ -175,7 +175,7 @@ func (k catalog) Merge(db, coll string, docs []bson.D, on []string, whenMatched 
 				}
 				next = out[0]
 			}
-			if err := c.replace(target, next); err != nil {
+			if err := c.replace(target, next, mode == "replace"); err != nil {
 				return err
 			}
 		}

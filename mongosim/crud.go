@@ -502,7 +502,7 @@ func (s *storage) execUpdate(db, coll string, st *updateStmt, now time.Time) (st
 				return err
 			}
 			if modified {
-				if err := c.replace(rec, value.CloneDoc(out)); err != nil {
+				if err := c.replace(rec, value.CloneDoc(out), cu.upd.IsReplacement()); err != nil {
 					return err
 				}
 				res.NModified++
@@ -814,7 +814,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 				return err
 			}
 			if modified {
-				if err := c.replace(target, value.CloneDoc(out)); err != nil {
+				if err := c.replace(target, value.CloneDoc(out), cu.upd.IsReplacement()); err != nil {
 					return err
 				}
 			}

@@ -37,6 +37,7 @@ type cursor struct {
 	mu       sync.Mutex // one getMore at a time
 	docs     []bson.D
 	lastUsed atomic.Int64 // unix nanoseconds
+	stream   *streamState // set for a change stream (tailable) cursor
 }
 
 // reply builds a command's cursor reply: the first batch of docs, and a
@@ -179,6 +180,9 @@ func cmdGetMore(r *request) (bson.D, error) {
 	c.lastUsed.Store(time.Now().UnixNano())
 	if t.get(id) == nil { // killed while we waited
 		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", id)
+	}
+	if c.stream != nil {
+		return streamGetMore(r, c, ns, batchSize)
 	}
 	batch, rest := splitBatch(c.docs, batchSize)
 	c.docs = rest

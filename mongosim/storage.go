@@ -35,6 +35,7 @@ type storage struct {
 	mu      sync.RWMutex // guards dbs and each database's colls map
 	dbs     map[string]*database
 	cursors cursorTable
+	changes *changeLog // every write, for change streams
 }
 
 type database struct {
@@ -53,7 +54,8 @@ type collection struct {
 	byID    map[string]*record
 	order   []*record // insertion (natural) order; nil where deleted
 	live    int
-	indexes []*index // indexes[0] is _id_
+	indexes []*index   // indexes[0] is _id_
+	changes *changeLog // nil for scratch collections, whose writes are not logged
 }
 
 type record struct {
@@ -66,7 +68,7 @@ func newStorage(now func() time.Time) *storage {
 	if now == nil {
 		now = time.Now
 	}
-	return &storage{now: now, dbs: map[string]*database{}, cursors: cursorTable{m: map[int64]*cursor{}}}
+	return &storage{now: now, dbs: map[string]*database{}, cursors: cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now)}
 }
 
 func newCollection(db, name string) *collection {
@@ -110,6 +112,7 @@ func (s *storage) ensure(db, coll string) (*collection, bool, error) {
 		return c, false, nil
 	}
 	c := newCollection(db, coll)
+	c.changes = s.changes
 	d.colls[coll] = c
 	return c, true, nil
 }
@@ -377,12 +380,14 @@ func (c *collection) insert(doc bson.D) error {
 	c.byID[idKey] = r
 	c.live++
 	c.addKeys(keys, r)
+	c.changes.record(changeInsert, c, nil, doc)
 	return nil
 }
 
 // replace swaps r's document for doc (the result of an update), keeping
-// the _id and every unique index consistent.
-func (c *collection) replace(r *record, doc bson.D) error {
+// the _id and every unique index consistent. whole says the new document
+// is a replacement rather than an update, for the change log.
+func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 	oldID, _ := value.Get(r.doc, "_id")
 	newID, ok := value.Get(doc, "_id")
 	if !ok {
@@ -415,6 +420,11 @@ func (c *collection) replace(r *record, doc bson.D) error {
 	}
 	c.removeKeys(oldKeys, r)
 	c.addKeys(newKeys, r)
+	kind := changeUpdate
+	if whole {
+		kind = changeReplace
+	}
+	c.changes.record(kind, c, r.doc, doc)
 	r.doc = doc
 	return nil
 }
@@ -427,6 +437,7 @@ func (c *collection) remove(r *record) {
 		c.removeKeys(keys, r)
 	}
 	delete(c.byID, r.idKey)
+	c.changes.record(changeDelete, c, r.doc, nil)
 	c.order[r.pos] = nil
 	c.live--
 	if len(c.order) > 64 && c.live < len(c.order)/2 {

@@ -67,20 +67,34 @@ func manyDocsSlice() []any {
 	return docs
 }
 
-func connectSturdy(ctx context.Context, uri string) (*driver, error) {
-	c, err := sturdy.Connect(ctx, uri)
-	if err != nil {
-		return nil, err
-	}
-	db := c.Database(cannedDB)
-	one, upd, ins, many, drain := db.Collection("one"), db.Collection("update"), db.Collection("ins"), db.Collection("many"), db.Collection("drain")
+// collOps adapts one client's collection to what the benchmarks call;
+// newDriver adds the result checks, so both clients are checked alike.
+type collOps struct {
+	insertOne  func(ctx context.Context, doc any) error
+	findOne    func(ctx context.Context, filter any) (bson.Raw, error)
+	updateOne  func(ctx context.Context, filter, update any) (matched int64, err error)
+	insertMany func(ctx context.Context, docs []any) (ids int, err error)
+	find       func(ctx context.Context, filter any) (cursor, error)
+	drop       func(ctx context.Context) error
+}
+
+// cursor is what both clients' cursors have in common.
+type cursor interface {
+	Next(ctx context.Context) bool
+	Err() error
+	Close(ctx context.Context) error
+}
+
+// newDriver builds the benchmarked operations over a client's collections
+// of cannedDB; collection returns the adapter for one of them.
+func newDriver(collection func(name string) collOps, disconnect func(ctx context.Context) error) *driver {
+	one, upd, ins, many, drain := collection("one"), collection("update"), collection("ins"), collection("many"), collection("drain")
 	return &driver{
 		insertOne: func(ctx context.Context) error {
-			_, err := ins.InsertOne(ctx, smallDoc())
-			return err
+			return ins.insertOne(ctx, smallDoc())
 		},
 		findOne: func(ctx context.Context, id int) error {
-			raw, err := one.FindOne(ctx, bson.D{{Key: "_id", Value: int32(id % findDocs)}}).Raw()
+			raw, err := one.findOne(ctx, bson.D{{Key: "_id", Value: int32(id % findDocs)}})
 			if err != nil {
 				return err
 			}
@@ -90,27 +104,27 @@ func connectSturdy(ctx context.Context, uri string) (*driver, error) {
 			return nil
 		},
 		updateOne: func(ctx context.Context, id int) error {
-			r, err := upd.UpdateOne(ctx, bson.D{{Key: "_id", Value: int32(id % updateDocs)}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int32(1)}}}})
+			matched, err := upd.updateOne(ctx, bson.D{{Key: "_id", Value: int32(id % updateDocs)}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int32(1)}}}})
 			if err != nil {
 				return err
 			}
-			if r.MatchedCount != 1 {
-				return fmt.Errorf("updateOne matched %d", r.MatchedCount)
+			if matched != 1 {
+				return fmt.Errorf("updateOne matched %d", matched)
 			}
 			return nil
 		},
 		insertMany: func(ctx context.Context, docs []any) error {
-			r, err := many.InsertMany(ctx, docs)
+			ids, err := many.insertMany(ctx, docs)
 			if err != nil {
 				return err
 			}
-			if len(r.InsertedIDs) != len(docs) {
-				return fmt.Errorf("insertMany: %d ids", len(r.InsertedIDs))
+			if ids != len(docs) {
+				return fmt.Errorf("insertMany: %d ids", ids)
 			}
 			return nil
 		},
 		drain: func(ctx context.Context) error {
-			cur, err := drain.Find(ctx, bson.D{})
+			cur, err := drain.find(ctx, bson.D{})
 			if err != nil {
 				return err
 			}
@@ -130,12 +144,46 @@ func connectSturdy(ctx context.Context, uri string) (*driver, error) {
 			return nil
 		},
 		insert: func(ctx context.Context, coll string, docs []any) error {
-			_, err := db.Collection(coll).InsertMany(ctx, docs)
+			_, err := collection(coll).insertMany(ctx, docs)
 			return err
 		},
-		drop:  func(ctx context.Context, coll string) error { return db.Collection(coll).Drop(ctx) },
-		close: c.Disconnect,
-	}, nil
+		drop:  func(ctx context.Context, coll string) error { return collection(coll).drop(ctx) },
+		close: disconnect,
+	}
+}
+
+func connectSturdy(ctx context.Context, uri string) (*driver, error) {
+	c, err := sturdy.Connect(ctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	db := c.Database(cannedDB)
+	return newDriver(func(name string) collOps {
+		coll := db.Collection(name)
+		return collOps{
+			insertOne: func(ctx context.Context, doc any) error {
+				_, err := coll.InsertOne(ctx, doc)
+				return err
+			},
+			findOne: func(ctx context.Context, filter any) (bson.Raw, error) { return coll.FindOne(ctx, filter).Raw() },
+			updateOne: func(ctx context.Context, filter, update any) (int64, error) {
+				r, err := coll.UpdateOne(ctx, filter, update)
+				if err != nil {
+					return 0, err
+				}
+				return r.MatchedCount, nil
+			},
+			insertMany: func(ctx context.Context, docs []any) (int, error) {
+				r, err := coll.InsertMany(ctx, docs)
+				if err != nil {
+					return 0, err
+				}
+				return len(r.InsertedIDs), nil
+			},
+			find: func(ctx context.Context, filter any) (cursor, error) { return coll.Find(ctx, filter) },
+			drop: func(ctx context.Context) error { return coll.Drop(ctx) },
+		}
+	}, c.Disconnect), nil
 }
 
 func connectOfficial(ctx context.Context, uri string) (*driver, error) {
@@ -144,69 +192,32 @@ func connectOfficial(ctx context.Context, uri string) (*driver, error) {
 		return nil, err
 	}
 	db := c.Database(cannedDB)
-	one, upd, ins, many, drain := db.Collection("one"), db.Collection("update"), db.Collection("ins"), db.Collection("many"), db.Collection("drain")
-	return &driver{
-		insertOne: func(ctx context.Context) error {
-			_, err := ins.InsertOne(ctx, smallDoc())
-			return err
-		},
-		findOne: func(ctx context.Context, id int) error {
-			raw, err := one.FindOne(ctx, bson.D{{Key: "_id", Value: int32(id % findDocs)}}).Raw()
-			if err != nil {
+	return newDriver(func(name string) collOps {
+		coll := db.Collection(name)
+		return collOps{
+			insertOne: func(ctx context.Context, doc any) error {
+				_, err := coll.InsertOne(ctx, doc)
 				return err
-			}
-			if _, err := raw.LookupErr("_id"); err != nil {
-				return fmt.Errorf("findOne: document without _id: %v", raw)
-			}
-			return nil
-		},
-		updateOne: func(ctx context.Context, id int) error {
-			r, err := upd.UpdateOne(ctx, bson.D{{Key: "_id", Value: int32(id % updateDocs)}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int32(1)}}}})
-			if err != nil {
-				return err
-			}
-			if r.MatchedCount != 1 {
-				return fmt.Errorf("updateOne matched %d", r.MatchedCount)
-			}
-			return nil
-		},
-		insertMany: func(ctx context.Context, docs []any) error {
-			r, err := many.InsertMany(ctx, docs)
-			if err != nil {
-				return err
-			}
-			if len(r.InsertedIDs) != len(docs) {
-				return fmt.Errorf("insertMany: %d ids", len(r.InsertedIDs))
-			}
-			return nil
-		},
-		drain: func(ctx context.Context) error {
-			cur, err := drain.Find(ctx, bson.D{})
-			if err != nil {
-				return err
-			}
-			n := 0
-			for cur.Next(ctx) {
-				n++
-			}
-			if err := cur.Err(); err != nil {
-				return err
-			}
-			if err := cur.Close(ctx); err != nil {
-				return err
-			}
-			if n != drainDocs {
-				return fmt.Errorf("drain: %d documents", n)
-			}
-			return nil
-		},
-		insert: func(ctx context.Context, coll string, docs []any) error {
-			_, err := db.Collection(coll).InsertMany(ctx, docs)
-			return err
-		},
-		drop:  func(ctx context.Context, coll string) error { return db.Collection(coll).Drop(ctx) },
-		close: c.Disconnect,
-	}, nil
+			},
+			findOne: func(ctx context.Context, filter any) (bson.Raw, error) { return coll.FindOne(ctx, filter).Raw() },
+			updateOne: func(ctx context.Context, filter, update any) (int64, error) {
+				r, err := coll.UpdateOne(ctx, filter, update)
+				if err != nil {
+					return 0, err
+				}
+				return r.MatchedCount, nil
+			},
+			insertMany: func(ctx context.Context, docs []any) (int, error) {
+				r, err := coll.InsertMany(ctx, docs)
+				if err != nil {
+					return 0, err
+				}
+				return len(r.InsertedIDs), nil
+			},
+			find: func(ctx context.Context, filter any) (cursor, error) { return coll.Find(ctx, filter) },
+			drop: func(ctx context.Context) error { return coll.Drop(ctx) },
+		}
+	}, c.Disconnect), nil
 }
 
 // workload is one benchmarked operation. prepare runs before and after

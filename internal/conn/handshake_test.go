@@ -2,14 +2,9 @@ package conn_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
 	"net"
 	"runtime"
 	"strings"
@@ -22,6 +17,7 @@ import (
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/internal/testcert"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -216,43 +212,11 @@ func TestCompressionWithEachCompressor(t *testing.T) {
 	}
 }
 
-// selfSignedCert makes a certificate for 127.0.0.1 and returns it with a
-// pool that trusts it.
-func selfSignedCert(t *testing.T) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "sturdy test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:         true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
-}
-
 func TestTLS(t *testing.T) {
-	cert, pool := selfSignedCert(t)
-	srv := blackpipe.StartWithOptions(t, blackpipe.Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
+	cert := testcert.New(t, "127.0.0.1", "localhost")
+	srv := blackpipe.StartWithOptions(t, blackpipe.Options{TLS: cert.ServerTLS()})
 	ctx := context.Background()
-	c, err := conn.Dial(ctx, srv.Addr(), conn.Options{TLSConfig: &tls.Config{RootCAs: pool}})
+	c, err := conn.Dial(ctx, srv.Addr(), conn.Options{TLSConfig: cert.ClientTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,12 +227,12 @@ func TestTLS(t *testing.T) {
 
 	// ServerName comes from the host, so a certificate for another name fails.
 	_, port, _ := net.SplitHostPort(srv.Addr())
-	if c, err := conn.Dial(ctx, "localhost:"+port, conn.Options{TLSConfig: &tls.Config{RootCAs: pool}}); err != nil {
+	if c, err := conn.Dial(ctx, "localhost:"+port, conn.Options{TLSConfig: cert.ClientTLS()}); err != nil {
 		t.Errorf("dial by name: %v", err)
 	} else {
 		c.Close()
 	}
-	_, err = conn.Dial(ctx, srv.Addr(), conn.Options{TLSConfig: &tls.Config{RootCAs: pool, ServerName: "other.example"}})
+	_, err = conn.Dial(ctx, srv.Addr(), conn.Options{TLSConfig: &tls.Config{RootCAs: cert.Roots, ServerName: "other.example"}})
 	var ne *conn.NetworkError
 	if !errors.As(err, &ne) || ne.Op != "dial" {
 		t.Errorf("wrong server name: got %v, want a dial NetworkError", err)

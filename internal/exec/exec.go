@@ -93,6 +93,12 @@ type Operation struct {
 	// Write selects a writable server; otherwise ReadPref applies.
 	Write    bool
 	ReadPref *topology.ReadPref // nil = primary
+	// WriteStage marks an aggregate whose pipeline ends in $out or $merge
+	// (with Write set). Per the CRUD spec such a write may run on a
+	// secondary: a non-primary ReadPref is used for selection and sent as
+	// $readPreference when every available server is 5.0+ (wire version
+	// 13) or none is available; otherwise a writable server is selected.
+	WriteStage bool
 	// RetryableWrite marks a write command eligible for a transaction
 	// number (seed 002's whitelist, judged per command after batch
 	// splitting): it is sent when Executor.RetryWrites is set and the
@@ -165,6 +171,10 @@ type opState struct {
 	// retry is the operation's retry policy state (kept here to save an
 	// allocation per operation).
 	retry retrier
+	// stageReadPref is set when a WriteStage operation's server was
+	// selected with its read preference (all servers 5.0+), which it then
+	// sends as $readPreference.
+	stageReadPref bool
 }
 
 // Execute runs op: a loop of server selection and attempt, retried as
@@ -253,7 +263,13 @@ func (e *Executor) selectServer(ctx context.Context, op *Operation, st *opState)
 		return op.Server, nil
 	}
 	var sel topology.Selector
-	if op.Write {
+	st.stageReadPref = false
+	if op.WriteStage && op.ReadPref != nil && op.ReadPref.Mode != topology.Primary {
+		sel = &writeStageSelector{
+			read: topology.ReadPrefSelector(*op.ReadPref, e.Topology.Options().HeartbeatInterval),
+			st:   st,
+		}
+	} else if op.Write {
 		sel = topology.WriteSelector()
 	} else {
 		rp := topology.ReadPref{Mode: topology.Primary}
@@ -425,18 +441,19 @@ func (e *Executor) assemble(op *Operation, st *opState, srv *topology.Server, cd
 	if ct := e.clusterTimeFor(st.sess); ct != nil {
 		cmd = append(cmd, bson.E{Key: "$clusterTime", Value: ct})
 	}
-	if rp := readPrefFor(op, e.Topology.Description().Kind, srv.Description().Kind, cd); rp != nil {
+	if rp := readPrefFor(op, st.stageReadPref, e.Topology.Description().Kind, srv.Description().Kind, cd); rp != nil {
 		cmd = append(cmd, bson.E{Key: "$readPreference", Value: rp})
 	}
 	return cmd
 }
 
 // readPrefFor applies the server-selection spec's rules for sending
-// $readPreference over OP_MSG. Writes never carry one, nor do operations
-// pinned to a server without an explicit read preference (getMore,
-// killCursors).
-func readPrefFor(op *Operation, tk topology.TopologyKind, sk topology.ServerKind, cd conn.Description) bson.D {
-	if op.Write || (op.Server != nil && op.ReadPref == nil) {
+// $readPreference over OP_MSG. Writes never carry one, except an aggregate
+// with a write stage whose server was selected by its read preference
+// (stageReadPref); nor do operations pinned to a server without an
+// explicit read preference (getMore, killCursors).
+func readPrefFor(op *Operation, stageReadPref bool, tk topology.TopologyKind, sk topology.ServerKind, cd conn.Description) bson.D {
+	if (op.Write && !stageReadPref) || (op.Server != nil && op.ReadPref == nil) {
 		return nil
 	}
 	rp := topology.ReadPref{Mode: topology.Primary}
@@ -465,6 +482,36 @@ func readPrefFor(op *Operation, tk topology.TopologyKind, sk topology.ServerKind
 	default:
 		return readPrefDoc(rp)
 	}
+}
+
+// minWireWriteStageOnSecondary is the wire version of MongoDB 5.0, the
+// first whose secondaries run aggregates with $out or $merge.
+const minWireWriteStageOnSecondary = 13
+
+// writeStageSelector selects the server of an aggregate with $out or $merge
+// (CRUD spec, "Aggregation Pipelines with Write Stages"): by the read
+// preference unless an available server is older than 5.0, in which case
+// only a writable server will do. It records its choice in st, so the
+// command carries $readPreference exactly when the read preference chose
+// the server.
+type writeStageSelector struct {
+	read topology.Selector
+	st   *opState
+}
+
+func (s *writeStageSelector) String() string {
+	return fmt.Sprintf("%v (aggregate with a write stage)", s.read)
+}
+
+func (s *writeStageSelector) Select(d topology.Description, candidates []topology.ServerDescription) ([]topology.ServerDescription, error) {
+	for _, sd := range d.Servers {
+		if sd.Available() && sd.MaxWireVersion < minWireWriteStageOnSecondary {
+			s.st.stageReadPref = false
+			return topology.WriteSelector().Select(d, candidates)
+		}
+	}
+	s.st.stageReadPref = true
+	return s.read.Select(d, candidates)
 }
 
 // readPrefDoc encodes rp as a $readPreference document.

@@ -109,6 +109,8 @@ func (e *entityMap) close(ctx context.Context) {
 		case *clientEntity:
 			v.rec.stop()
 			_ = v.client.Disconnect(ctx)
+		case interface{ close(context.Context) }: // change streams
+			v.close(ctx)
 		}
 	}
 }
@@ -181,7 +183,7 @@ func (tr *testRun) createEntity(ctx context.Context, desc bson.Raw) error {
 		}
 		return tr.entities.add(id, &sessionEntity{client: c, sess: s})
 	case "bucket":
-		return unsupportedf("GridFS bucket entities (sturdy has no GridFS API)")
+		return tr.createBucket(id, spec)
 	case "thread":
 		return unsupportedf("thread entities")
 	case "clientEncryption":

@@ -18,11 +18,9 @@ type expectedFailure struct {
 
 // Reasons shared by several entries.
 const (
-	reasonBDV                = "sturdy: the options' BypassDocumentValidation is a bool, so false is never sent; the tests want an explicit false passed through (needs *bool in the root options)"
-	reasonRP                 = "sturdy: $readPreference is only sent to mongos; the server selection spec wants it on OP_MSG to replica set members too when the mode is not primary (exec)"
-	reasonUA                 = "sturdy: FindOneAnd* refuse an unacknowledged (w: 0) write concern client-side; the CRUD spec lets them run (4.4+ servers accept hint with w: 0)"
 	reasonCOLL               = "mongosim: only the simple collation is implemented (NotImplemented for locale/strength)"
 	reasonStandaloneSessions = "mongosim: a standalone server reports no logicalSessionTimeoutMinutes (by design, see DESIGN.md), so it has no sessions; a mongod standalone supports them"
+	reasonLLS                = "mongosim: database-level aggregate supports only a leading $documents, not $listLocalSessions"
 	reasonLET                = "mongosim: let variables are implemented for aggregate only, not for find, update, delete and findAndModify"
 )
 
@@ -30,24 +28,6 @@ const (
 // differs from the specifications (to be fixed in the client), and MongoDB
 // features mongosim does not implement.
 var expectedFailures = []expectedFailure{
-	{File: "crud/bypassDocumentValidation.json", Test: "Aggregate with $out passes bypassDocumentValidation: false", Reason: reasonBDV},
-	{File: "crud/bypassDocumentValidation.json", Test: "BulkWrite passes bypassDocumentValidation: false", Reason: reasonBDV},
-	{File: "crud/bypassDocumentValidation.json", Test: "FindOneAndReplace passes bypassDocumentValidation: false", Reason: reasonBDV},
-	{File: "crud/bypassDocumentValidation.json", Test: "FindOneAndUpdate passes bypassDocumentValidation: false", Reason: reasonBDV},
-	{File: "crud/bypassDocumentValidation.json", Test: "InsertMany passes bypassDocumentValidation: false", Reason: reasonBDV},
-	{File: "crud/bypassDocumentValidation.json", Test: "InsertOne passes bypassDocumentValidation: false", Reason: reasonBDV},
-	{File: "crud/bypassDocumentValidation.json", Test: "ReplaceOne passes bypassDocumentValidation: false", Reason: reasonBDV},
-	{File: "crud/bypassDocumentValidation.json", Test: "UpdateMany passes bypassDocumentValidation: false", Reason: reasonBDV},
-	{File: "crud/bypassDocumentValidation.json", Test: "UpdateOne passes bypassDocumentValidation: false", Reason: reasonBDV},
-	{File: "crud/aggregate-write-readPreference.json", Test: "Aggregate with $out includes read preference for 5.0+ server", Reason: reasonRP},
-	{File: "crud/aggregate-write-readPreference.json", Test: "Aggregate with $merge includes read preference for 5.0+ server", Reason: reasonRP},
-	{File: "crud/find.json", Test: "Find with batchSize equal to limit", Reason: "sturdy: Find sends batchSize == limit as is; the CRUD spec sends limit+1 so the server closes the cursor without a getMore"},
-	{File: "crud/findOneAndDelete-hint-unacknowledged.json", Test: "Unacknowledged findOneAndDelete with hint string on 4.4+ server", Reason: reasonUA},
-	{File: "crud/findOneAndDelete-hint-unacknowledged.json", Test: "Unacknowledged findOneAndDelete with hint document on 4.4+ server", Reason: reasonUA},
-	{File: "crud/findOneAndReplace-hint-unacknowledged.json", Test: "Unacknowledged findOneAndReplace with hint string on 4.4+ server", Reason: reasonUA},
-	{File: "crud/findOneAndReplace-hint-unacknowledged.json", Test: "Unacknowledged findOneAndReplace with hint document on 4.4+ server", Reason: reasonUA},
-	{File: "crud/findOneAndUpdate-hint-unacknowledged.json", Test: "Unacknowledged findOneAndUpdate with hint string on 4.4+ server", Reason: reasonUA},
-	{File: "crud/findOneAndUpdate-hint-unacknowledged.json", Test: "Unacknowledged findOneAndUpdate with hint document on 4.4+ server", Reason: reasonUA},
 	{File: "crud/aggregate-collation.json", Test: "", Reason: reasonCOLL},
 	{File: "crud/deleteMany-collation.json", Test: "", Reason: reasonCOLL},
 	{File: "crud/deleteOne-collation.json", Test: "", Reason: reasonCOLL},
@@ -69,7 +49,9 @@ var expectedFailures = []expectedFailure{
 	{File: "crud/replaceOne-let.json", Test: "", Reason: reasonLET},
 	{File: "crud/updateMany-let.json", Test: "", Reason: reasonLET},
 	{File: "crud/updateOne-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/db-aggregate.json", Test: "", Reason: "mongosim: database-level aggregate supports only a leading $documents, not $listLocalSessions"},
+	{File: "crud/db-aggregate.json", Test: "", Reason: reasonLLS},
+	{File: "retryable-reads/handshakeError.json", Test: "database.aggregate succeeds after retryable handshake network error", Reason: reasonLLS},
+	{File: "retryable-reads/handshakeError.json", Test: "database.aggregate succeeds after retryable handshake server error (ShutdownInProgress)", Reason: reasonLLS},
 	{File: "crud/estimatedDocumentCount.json", Test: "estimatedDocumentCount works correctly on views", Reason: "mongosim: views (create with viewOn) are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with options", Reason: "mongosim: find's min/max index bounds are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with showRecordId and returnKey", Reason: "mongosim: find's returnKey and showRecordId are not implemented"},

@@ -224,6 +224,37 @@ func (r *Runner) Run(ctx context.Context, f *File, i int) (out Outcome) {
 	return Outcome{Err: err}
 }
 
+// RequiresAuth reports whether test i of f can only run against a
+// deployment with authentication: every entry of the file's or of the
+// test's runOnRequirements asks for auth: true. The embedded test
+// deployment then runs the test against an auth-enabled server.
+func RequiresAuth(f *File, i int) bool {
+	return requiresAuth(f.doc.Lookup("runOnRequirements")) || requiresAuth(f.Tests[i].doc.Lookup("runOnRequirements"))
+}
+
+// requiresAuth reports whether every entry of a runOnRequirements list asks
+// for auth: true.
+func requiresAuth(v bson.RawValue) bool {
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return false
+	}
+	vals, _ := arr.Values()
+	if len(vals) == 0 {
+		return false
+	}
+	for _, rv := range vals {
+		d, ok := rv.DocumentOK()
+		if !ok {
+			return false
+		}
+		if b, ok := d.Lookup("auth").BooleanOK(); !ok || !b {
+			return false
+		}
+	}
+	return true
+}
+
 // testRun is the state of one test while it runs.
 type testRun struct {
 	r          *Runner

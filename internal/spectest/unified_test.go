@@ -3,6 +3,7 @@ package spectest
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,28 +88,55 @@ func TestUnified(t *testing.T) {
 		t.Skip("spec tests: no unified test files found (set SPEC_TESTS)")
 	}
 
-	ctx := context.Background()
 	cfg := Config{URI: os.Getenv("MONGODB_URI"), ClientDefaults: os.Getenv("SPEC_CLIENT_DEFAULTS"),
 		Auth: os.Getenv("SPEC_AUTH") == "true", Serverless: os.Getenv("SPEC_SERVERLESS") == "true"}
-	if cfg.URI == "" {
-		o := mongosim.Options{}
+	embedded := cfg.URI == ""
+	var simOpts mongosim.Options
+	if embedded {
 		switch os.Getenv("SPEC_TOPOLOGY") {
 		case "", "replicaset":
 		case "single":
-			o.Standalone = true
+			simOpts.Standalone = true
 		default:
 			t.Fatalf("SPEC_TOPOLOGY %q: want replicaset or single", os.Getenv("SPEC_TOPOLOGY"))
 		}
-		cfg.URI = mongosim.StartWithOptions(t, o).URI()
+		cfg.URI = mongosim.StartWithOptions(t, simOpts).URI()
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	r, err := NewRunner(cctx, cfg)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	r := startRunner(t, cfg)
 	t.Logf("running %d unified test files against %s (server %s, topology %s)", len(files), cfg.URI, r.ServerVersion(), r.Topology())
+
+	// Tests that need auth: true run against a second, auth-enabled
+	// mongosim deployment, started on first use.
+	var authRunner *Runner
+	runnerFor := func(st *testing.T, f *File, i int) *Runner {
+		if !embedded || cfg.Auth || !RequiresAuth(f, i) {
+			return r
+		}
+		if authRunner == nil {
+			// Launched by hand, not with StartWithOptions(st): the
+			// deployment must outlive the subtest that first needs it.
+			o := simOpts
+			o.Auth = mongosim.AuthOptions{Username: specAuthUser, Password: specAuthPassword}
+			sim, err := mongosim.Launch(o)
+			if err != nil {
+				st.Fatalf("starting the auth-enabled mongosim: %v", err)
+			}
+			t.Cleanup(func() { _ = sim.Close() })
+			acfg := cfg
+			acfg.Auth = true
+			acfg.URI = withCredentials(sim.URI(), specAuthUser, specAuthPassword)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ar, err := NewRunner(ctx, acfg)
+			cancel()
+			if err != nil {
+				st.Fatalf("runner for the auth-enabled mongosim: %v", err)
+			}
+			t.Cleanup(func() { _ = ar.Close(context.Background()) })
+			authRunner = ar
+			st.Logf("tests needing auth run against %s", sim.URI())
+		}
+		return authRunner
+	}
 
 	var sum Summary
 	var groups []string
@@ -125,7 +153,7 @@ func TestUnified(t *testing.T) {
 				t.Run(strings.TrimSuffix(filepath.Base(f.Path), ".json"), func(t *testing.T) {
 					for i, test := range f.Tests {
 						t.Run(test.Description, func(t *testing.T) {
-							runOne(t, r, &sum, g, g+"/"+filepath.Base(f.Path), f, i, test.Description)
+							runOne(t, runnerFor(t, f, i), &sum, g, g+"/"+filepath.Base(f.Path), f, i, test.Description)
 						})
 					}
 				})
@@ -145,6 +173,34 @@ func TestUnified(t *testing.T) {
 	}
 	t.Log("\n" + report)
 	fmt.Println(sum.Total().String())
+}
+
+// The user of the auth-enabled embedded deployment.
+const (
+	specAuthUser     = "spec-user"
+	specAuthPassword = "spec-password"
+)
+
+// withCredentials puts user:password into a mongodb:// connection string.
+func withCredentials(uri, user, password string) string {
+	rest, ok := strings.CutPrefix(uri, "mongodb://")
+	if !ok {
+		return uri
+	}
+	return "mongodb://" + url.UserPassword(user, password).String() + "@" + rest
+}
+
+// startRunner creates a Runner, closed when the test ends.
+func startRunner(t *testing.T, cfg Config) *Runner {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := NewRunner(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
 }
 
 func runOne(t *testing.T, r *Runner, sum *Summary, group, key string, f *File, i int, desc string) {

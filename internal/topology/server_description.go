@@ -192,11 +192,9 @@ func NewServerDescription(addr string, hello bson.Raw, rtt time.Duration) Server
 				sd.ElectionID = &oid
 			}
 		case "minWireVersion":
-			n, _ := v.AsInt64OK()
-			sd.MinWireVersion = int32(n)
+			sd.MinWireVersion = asInt32(v)
 		case "maxWireVersion":
-			n, _ := v.AsInt64OK()
-			sd.MaxWireVersion = int32(n)
+			sd.MaxWireVersion = asInt32(v)
 		case "logicalSessionTimeoutMinutes":
 			if n, ok := v.AsInt64OK(); ok {
 				sd.LogicalSessionTimeoutMinutes = &n
@@ -212,14 +210,11 @@ func NewServerDescription(addr string, hello bson.Raw, rtt time.Duration) Server
 				}
 			}
 		case "maxBsonObjectSize":
-			n, _ := v.AsInt64OK()
-			sd.MaxBSONObjectSize = int32(n)
+			sd.MaxBSONObjectSize = asInt32(v)
 		case "maxMessageSizeBytes":
-			n, _ := v.AsInt64OK()
-			sd.MaxMessageSizeBytes = int32(n)
+			sd.MaxMessageSizeBytes = asInt32(v)
 		case "maxWriteBatchSize":
-			n, _ := v.AsInt64OK()
-			sd.MaxWriteBatchSize = int32(n)
+			sd.MaxWriteBatchSize = asInt32(v)
 		case "compression":
 			sd.Compression = stringList(v)
 		case "helloOk":
@@ -261,24 +256,24 @@ func asBool(v bson.RawValue) bool {
 	return false
 }
 
+// asInt32 is a numeric field's value, 0 when it is not a number.
+func asInt32(v bson.RawValue) int32 {
+	n, _ := v.AsInt64OK()
+	return int32(n)
+}
+
 func parseTopologyVersion(v bson.RawValue) *TopologyVersion {
 	doc, ok := v.DocumentOK()
 	if !ok {
 		return nil
 	}
-	pid, err := doc.LookupErr("processId")
-	if err != nil {
-		return nil
-	}
-	oid, ok := pid.ObjectIDOK()
+	// Lookup gives an empty value for an absent field, which no OK accessor
+	// accepts.
+	oid, ok := doc.Lookup("processId").ObjectIDOK()
 	if !ok {
 		return nil
 	}
-	cv, err := doc.LookupErr("counter")
-	if err != nil {
-		return nil
-	}
-	n, ok := cv.AsInt64OK()
+	n, ok := doc.Lookup("counter").AsInt64OK()
 	if !ok {
 		return nil
 	}

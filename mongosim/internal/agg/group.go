@@ -194,7 +194,7 @@ type groupStage struct {
 }
 
 func compileGroup(arg any) (stage, error) {
-	spec, ok := asDoc(arg)
+	spec, ok := value.ToDoc(arg)
 	if !ok {
 		return nil, cmderr.New(15947, "a group's fields must be specified in an object")
 	}
@@ -220,7 +220,7 @@ func compileGroup(arg any) (stage, error) {
 			return nil, cmderr.New(16406, "duplicate field name specified in object literal: %s", e.Key)
 		}
 		seen[e.Key] = true
-		acc, ok := asDoc(e.Value)
+		acc, ok := value.ToDoc(e.Value)
 		if !ok {
 			return nil, cmderr.New(40234, "The field '%s' must be an accumulator object", e.Key)
 		}
@@ -234,11 +234,11 @@ func compileGroup(arg any) (stage, error) {
 			}
 			return nil, cmderr.New(15952, "unknown group operator '%s'", op)
 		}
-		if _, isArray := asArray(argSpec); isArray {
+		if _, isArray := value.ToArray(argSpec); isArray {
 			return nil, cmderr.New(40237, "The %s accumulator is a unary operator", op)
 		}
 		if op == "$count" {
-			if d, ok := asDoc(argSpec); !ok || len(d) != 0 {
+			if d, ok := value.ToDoc(argSpec); !ok || len(d) != 0 {
 				return nil, cmderr.New(cmderr.TypeMismatch, "$count takes no arguments, i.e. $count:{}")
 			}
 			argSpec = int32(1)
@@ -344,7 +344,7 @@ func writeKey(b *strings.Builder, v any) {
 		b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
 		return
 	}
-	if d, ok := asDoc(v); ok {
+	if d, ok := value.ToDoc(v); ok {
 		b.WriteString("{")
 		for _, e := range d {
 			writeKey(b, e.Key)
@@ -353,7 +353,7 @@ func writeKey(b *strings.Builder, v any) {
 		b.WriteString("}")
 		return
 	}
-	if a, ok := asArray(v); ok {
+	if a, ok := value.ToArray(v); ok {
 		b.WriteString("[")
 		for _, e := range a {
 			writeKey(b, e)

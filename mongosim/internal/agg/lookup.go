@@ -30,7 +30,7 @@ func parseNamespace(stageName, field string, v any) (namespace, error) {
 		}
 		return namespace{coll: x}, nil
 	}
-	d, ok := asDoc(v)
+	d, ok := value.ToDoc(v)
 	if !ok {
 		return namespace{}, cmderr.New(cmderr.FailedToParse, "%s '%s' must be a string or an object, found %s", stageName, field, value.TypeName(v))
 	}
@@ -71,7 +71,7 @@ type letVar struct {
 }
 
 func compileLookup(arg any) (stage, error) {
-	spec, ok := asDoc(arg)
+	spec, ok := value.ToDoc(arg)
 	if !ok {
 		return nil, cmderr.New(cmderr.FailedToParse, "the $lookup stage specification must be an object, but found %s", value.TypeName(arg))
 	}
@@ -103,7 +103,7 @@ func compileLookup(arg any) (stage, error) {
 				haveAs = true
 			}
 		case "let":
-			d, ok := asDoc(e.Value)
+			d, ok := value.ToDoc(e.Value)
 			if !ok {
 				return nil, cmderr.New(cmderr.FailedToParse, "$lookup argument 'let' must be an object, is type %s", value.TypeName(e.Value))
 			}
@@ -118,7 +118,7 @@ func compileLookup(arg any) (stage, error) {
 				l.let = append(l.let, letVar{v.Key, x})
 			}
 		case "pipeline":
-			a, ok := asArray(e.Value)
+			a, ok := value.ToArray(e.Value)
 			if !ok {
 				return nil, cmderr.New(cmderr.FailedToParse, "$lookup argument 'pipeline' must be an array, is type %s", value.TypeName(e.Value))
 			}
@@ -234,7 +234,7 @@ func (l *lookupStage) equalityMatches(doc bson.D, localPath *expr.Expr, foreign 
 	case expr.IsMissing(v):
 		vals = bson.A{nil}
 	default:
-		if a, ok := asArray(v); ok {
+		if a, ok := value.ToArray(v); ok {
 			vals = a
 		} else {
 			vals = bson.A{v}
@@ -267,7 +267,7 @@ type facetStage struct {
 }
 
 func compileFacet(arg any) (stage, error) {
-	spec, ok := asDoc(arg)
+	spec, ok := value.ToDoc(arg)
 	if !ok {
 		return nil, cmderr.New(15947, "the $facet specification must be a non-empty object")
 	}
@@ -279,7 +279,7 @@ func compileFacet(arg any) (stage, error) {
 		if e.Key == "" || strings.HasPrefix(e.Key, "$") || strings.Contains(e.Key, ".") {
 			return nil, cmderr.New(40174, "$facet pipeline names must be non-empty, not start with '$' and not contain '.': %s", e.Key)
 		}
-		a, ok := asArray(e.Value)
+		a, ok := value.ToArray(e.Value)
 		if !ok {
 			return nil, cmderr.New(40170, "arguments to $facet must be arrays, %s is type %s", e.Key, value.TypeName(e.Value))
 		}
@@ -327,7 +327,7 @@ func compileUnionWith(arg any) (stage, error) {
 		u.ns = ns
 		return u, nil
 	}
-	spec, ok := asDoc(arg)
+	spec, ok := value.ToDoc(arg)
 	if !ok {
 		return nil, cmderr.New(cmderr.FailedToParse, "the $unionWith stage specification must be an object or string, but found %s", value.TypeName(arg))
 	}
@@ -341,7 +341,7 @@ func compileUnionWith(arg any) (stage, error) {
 			}
 			u.ns, haveColl = ns, true
 		case "pipeline":
-			a, ok := asArray(e.Value)
+			a, ok := value.ToArray(e.Value)
 			if !ok {
 				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$unionWith.pipeline' is the wrong type '%s', expected type 'array'", value.TypeName(e.Value))
 			}

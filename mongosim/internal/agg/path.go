@@ -2,6 +2,8 @@ package agg
 
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
 // getPath follows a dotted path through embedded documents only (no array
@@ -9,7 +11,7 @@ import (
 func getPath(doc bson.D, parts []string) (any, bool) {
 	var cur any = doc
 	for _, p := range parts {
-		d, ok := asDoc(cur)
+		d, ok := value.ToDoc(cur)
 		if !ok {
 			return nil, false
 		}
@@ -38,7 +40,7 @@ func setPath(doc bson.D, parts []string, v any) bson.D {
 			if len(parts) == 1 {
 				out[i].Value = v
 			} else {
-				sub, _ := asDoc(out[i].Value)
+				sub, _ := value.ToDoc(out[i].Value)
 				out[i].Value = setPath(sub, parts[1:], v)
 			}
 			return out
@@ -61,7 +63,7 @@ func removePath(doc bson.D, parts []string) bson.D {
 		if len(parts) == 1 {
 			continue
 		}
-		if sub, ok := asDoc(e.Value); ok {
+		if sub, ok := value.ToDoc(e.Value); ok {
 			e.Value = removePath(sub, parts[1:])
 		}
 		out = append(out, e)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
 // Catalog is the pipeline's view of the server's collections, for the stages
@@ -88,6 +89,23 @@ func (rt *runtime) checkEvery(i int) error {
 	return nil
 }
 
+// mapDocs runs a stage that turns every input document into exactly one
+// output document.
+func (rt *runtime) mapDocs(in []bson.D, f func(doc bson.D) (bson.D, error)) ([]bson.D, error) {
+	out := make([]bson.D, 0, len(in))
+	for i, doc := range in {
+		if err := rt.checkEvery(i); err != nil {
+			return nil, err
+		}
+		d, err := f(doc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
 // where a pipeline is nested, which restricts its stages
 type nesting int
 
@@ -108,7 +126,7 @@ func Compile(pipeline bson.A) (*Pipeline, error) {
 func compilePipeline(pipeline bson.A, where nesting) (*Pipeline, error) {
 	p := &Pipeline{}
 	for i, raw := range pipeline {
-		spec, ok := asDoc(raw)
+		spec, ok := value.ToDoc(raw)
 		if !ok {
 			return nil, cmderr.New(cmderr.TypeMismatch, "Each element of the 'pipeline' array must be an object")
 		}
@@ -256,36 +274,6 @@ func (p *Pipeline) LeadingMatch() *query.Filter {
 
 // Stages returns the names of the pipeline's stages in order.
 func (p *Pipeline) Stages() []string { return append([]string(nil), p.names...) }
-
-func asDoc(v any) (bson.D, bool) {
-	switch d := v.(type) {
-	case bson.D:
-		return d, true
-	case bson.M:
-		out := make(bson.D, 0, len(d))
-		for k, x := range d {
-			out = append(out, bson.E{Key: k, Value: x})
-		}
-		return out, true
-	case bson.Raw:
-		var out bson.D
-		if err := bson.Unmarshal(d, &out); err != nil {
-			return nil, false
-		}
-		return out, true
-	}
-	return nil, false
-}
-
-func asArray(v any) (bson.A, bool) {
-	switch a := v.(type) {
-	case bson.A:
-		return a, true
-	case []any:
-		return bson.A(a), true
-	}
-	return nil, false
-}
 
 // checkFieldName validates an output field name given to a stage.
 func checkFieldPath(stageName, path string) ([]string, error) {

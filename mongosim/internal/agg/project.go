@@ -139,7 +139,7 @@ func (p *projParser) parse(n *projNode, spec bson.D, prefix string) error {
 // leaf classifies one specification value: an inclusion/exclusion flag, an
 // expression, or (returned as nested) a sub-object of field specifications.
 func (p *projParser) leaf(v any, full string) (*projField, bson.D, error) {
-	if d, ok := asDoc(v); ok {
+	if d, ok := value.ToDoc(v); ok {
 		if len(d) == 0 {
 			if p.addFields {
 				return &projField{kind: kindCompute, expr: expr.MustCompile(bson.D{{Key: "$literal", Value: bson.D{}}})}, nil, nil
@@ -149,14 +149,7 @@ func (p *projParser) leaf(v any, full string) (*projField, bson.D, error) {
 		if !strings.HasPrefix(d[0].Key, "$") {
 			return nil, d, nil
 		}
-		e, err := expr.Compile(d)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := p.setMode(modeInclusion, full, true); err != nil {
-			return nil, nil, err
-		}
-		return &projField{kind: kindCompute, expr: e}, nil, nil
+		return p.computed(d, full)
 	}
 	if !p.addFields {
 		var flag, isFlag bool
@@ -183,7 +176,13 @@ func (p *projParser) leaf(v any, full string) (*projField, bson.D, error) {
 			return &projField{kind: kindExclude}, nil, nil
 		}
 	}
-	e, err := expr.Compile(v)
+	return p.computed(v, full)
+}
+
+// computed is a field set by the expression spec (which counts as
+// inclusion in $project).
+func (p *projParser) computed(spec any, full string) (*projField, bson.D, error) {
+	e, err := expr.Compile(spec)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -218,7 +217,7 @@ type projectStage struct {
 }
 
 func compileProject(arg any) (stage, error) {
-	spec, ok := asDoc(arg)
+	spec, ok := value.ToDoc(arg)
 	if !ok {
 		return nil, cmderr.New(15969, "$project specification must be an object")
 	}
@@ -255,22 +254,12 @@ func compileProject(arg any) (stage, error) {
 }
 
 func (s *projectStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
-	out := make([]bson.D, 0, len(in))
-	for i, doc := range in {
-		if err := rt.checkEvery(i); err != nil {
-			return nil, err
-		}
+	return rt.mapDocs(in, func(doc bson.D) (bson.D, error) {
 		if s.mode == modeExclusion {
-			out = append(out, exclude(s.root, doc))
-			continue
+			return exclude(s.root, doc), nil
 		}
-		d, err := include(s.root, doc, doc, rt.vars)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, nil
+		return include(s.root, doc, doc, rt.vars)
+	})
 }
 
 // include applies an inclusion projection level to doc: included fields in
@@ -305,7 +294,7 @@ func include(n *projNode, doc bson.D, root bson.D, vars map[string]any) (bson.D,
 			if expr.IsMissing(v) {
 				continue
 			}
-			out = setTop(out, f.name, v)
+			out = value.Set(out, f.name, v)
 		case kindNested:
 			if !f.child.hasCompute() {
 				continue
@@ -317,18 +306,18 @@ func include(n *projNode, doc bson.D, root bson.D, vars map[string]any) (bson.D,
 			if err != nil {
 				return nil, err
 			}
-			out = setTop(out, f.name, sub)
+			out = value.Set(out, f.name, sub)
 		}
 	}
 	return out, nil
 }
 
 func includeValue(n *projNode, v any, root bson.D, vars map[string]any) (any, bool, error) {
-	if d, ok := asDoc(v); ok {
+	if d, ok := value.ToDoc(v); ok {
 		sub, err := include(n, d, root, vars)
 		return sub, true, err
 	}
-	if a, ok := asArray(v); ok {
+	if a, ok := value.ToArray(v); ok {
 		out := bson.A{}
 		for _, el := range a {
 			r, keep, err := includeValue(n, el, root, vars)
@@ -368,10 +357,10 @@ func exclude(n *projNode, doc bson.D) bson.D {
 }
 
 func excludeValue(n *projNode, v any) any {
-	if d, ok := asDoc(v); ok {
+	if d, ok := value.ToDoc(v); ok {
 		return exclude(n, d)
 	}
-	if a, ok := asArray(v); ok {
+	if a, ok := value.ToArray(v); ok {
 		out := make(bson.A, len(a))
 		for i, el := range a {
 			out[i] = excludeValue(n, el)
@@ -381,22 +370,11 @@ func excludeValue(n *projNode, v any) any {
 	return v
 }
 
-// setTop sets a top-level field of d (which the caller owns).
-func setTop(d bson.D, key string, v any) bson.D {
-	for i := range d {
-		if d[i].Key == key {
-			d[i].Value = v
-			return d
-		}
-	}
-	return append(d, bson.E{Key: key, Value: v})
-}
-
 // addFieldsStage is $addFields / $set.
 type addFieldsStage struct{ root *projNode }
 
 func compileAddFields(name string, arg any) (stage, error) {
-	spec, ok := asDoc(arg)
+	spec, ok := value.ToDoc(arg)
 	if !ok {
 		return nil, cmderr.New(40272, "%s specification stage must be an object, got %s", name, value.TypeName(arg))
 	}
@@ -409,18 +387,9 @@ func compileAddFields(name string, arg any) (stage, error) {
 }
 
 func (s *addFieldsStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
-	out := make([]bson.D, 0, len(in))
-	for i, doc := range in {
-		if err := rt.checkEvery(i); err != nil {
-			return nil, err
-		}
-		d, err := addFields(s.root, doc, doc, rt.vars)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, nil
+	return rt.mapDocs(in, func(doc bson.D) (bson.D, error) {
+		return addFields(s.root, doc, doc, rt.vars)
+	})
 }
 
 // addFields returns a copy of doc with the tree's fields set (a Missing
@@ -439,24 +408,24 @@ func addFields(n *projNode, doc bson.D, root bson.D, vars map[string]any) (bson.
 				out = removePath(out, []string{f.name})
 				continue
 			}
-			out = setTop(out, f.name, v)
+			out = value.Set(out, f.name, v)
 		case kindNested:
 			cur, _ := value.Get(out, f.name)
 			v, err := addFieldsValue(f.child, cur, root, vars)
 			if err != nil {
 				return nil, err
 			}
-			out = setTop(out, f.name, v)
+			out = value.Set(out, f.name, v)
 		}
 	}
 	return out, nil
 }
 
 func addFieldsValue(n *projNode, cur any, root bson.D, vars map[string]any) (any, error) {
-	if d, ok := asDoc(cur); ok {
+	if d, ok := value.ToDoc(cur); ok {
 		return addFields(n, d, root, vars)
 	}
-	if a, ok := asArray(cur); ok {
+	if a, ok := value.ToArray(cur); ok {
 		out := make(bson.A, len(a))
 		for i, el := range a {
 			v, err := addFieldsValue(n, el, root, vars)
@@ -479,7 +448,7 @@ func compileUnset(arg any) (stage, error) {
 	case string:
 		names = []string{x}
 	default:
-		a, ok := asArray(arg)
+		a, ok := value.ToArray(arg)
 		if !ok {
 			return nil, cmderr.New(31002, "$unset specification must be a string or an array")
 		}

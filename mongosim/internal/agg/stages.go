@@ -22,7 +22,7 @@ type matchStage struct {
 }
 
 func compileMatch(arg any) (stage, error) {
-	spec, ok := asDoc(arg)
+	spec, ok := value.ToDoc(arg)
 	if !ok {
 		return nil, cmderr.New(15959, "the match filter must be an expression in an object")
 	}
@@ -53,10 +53,10 @@ func splitExpr(spec bson.D) (bson.D, []any) {
 			exprs = append(exprs, e.Value)
 			continue
 		case "$and":
-			if clauses, ok := asArray(e.Value); ok && len(clauses) > 0 {
+			if clauses, ok := value.ToArray(e.Value); ok && len(clauses) > 0 {
 				var kept bson.A
 				for _, c := range clauses {
-					if cd, ok := asDoc(c); ok {
+					if cd, ok := value.ToDoc(c); ok {
 						r, ex := splitExpr(cd)
 						exprs = append(exprs, ex...)
 						if len(r) > 0 || len(ex) == 0 {
@@ -104,7 +104,7 @@ docs:
 type sortStage struct{ sort *query.Sort }
 
 func compileSort(arg any) (stage, error) {
-	spec, ok := asDoc(arg)
+	spec, ok := value.ToDoc(arg)
 	if !ok {
 		return nil, cmderr.New(15973, "the $sort key specification must be an object")
 	}
@@ -220,7 +220,7 @@ func compileUnwind(arg any) (stage, error) {
 	case string:
 		path = x
 	default:
-		d, ok := asDoc(arg)
+		d, ok := value.ToDoc(arg)
 		if !ok {
 			return nil, cmderr.New(15981, "expected either a string or an object as specification for $unwind stage, got %s", value.TypeName(arg))
 		}
@@ -285,7 +285,7 @@ func (u *unwindStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 			return nil, err
 		}
 		v, ok := getPath(doc, u.path)
-		arr, isArray := asArray(v)
+		arr, isArray := value.ToArray(v)
 		switch {
 		case isArray && len(arr) > 0:
 			for j, el := range arr {
@@ -334,7 +334,7 @@ type replaceRootStage struct {
 func compileReplaceRoot(name string, arg any) (stage, error) {
 	spec := arg
 	if name == "$replaceRoot" {
-		d, ok := asDoc(arg)
+		d, ok := value.ToDoc(arg)
 		if !ok {
 			return nil, cmderr.New(40228, "expected an object as specification for $replaceRoot stage, got %s", value.TypeName(arg))
 		}
@@ -358,23 +358,18 @@ func compileReplaceRoot(name string, arg any) (stage, error) {
 }
 
 func (s *replaceRootStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
-	out := make([]bson.D, 0, len(in))
-	for i, doc := range in {
-		if err := rt.checkEvery(i); err != nil {
-			return nil, err
-		}
+	return rt.mapDocs(in, func(doc bson.D) (bson.D, error) {
 		v, err := s.newRoot.Eval(doc, rt.vars)
 		if err != nil {
 			return nil, err
 		}
-		d, ok := asDoc(v)
+		d, ok := value.ToDoc(v)
 		if !ok {
 			return nil, cmderr.New(40228, "'newRoot' expression must evaluate to an object, but resulting value was: %s. Type of resulting value: '%s'. Input document: %s",
 				expr.Render(v), typeNameOf(v), expr.Render(doc))
 		}
-		out = append(out, d)
-	}
-	return out, nil
+		return d, nil
+	})
 }
 
 func typeNameOf(v any) string {
@@ -392,7 +387,7 @@ func compileSortByCount(arg any) (stage, error) {
 			return nil, cmderr.New(40148, "the sortByCount field must be defined as a $-prefixed path or an expression")
 		}
 	default:
-		d, ok := asDoc(arg)
+		d, ok := value.ToDoc(arg)
 		if !ok || len(d) == 0 || !strings.HasPrefix(d[0].Key, "$") {
 			return nil, cmderr.New(40149, "the sortByCount field must be specified as a string or as an object")
 		}
@@ -436,13 +431,13 @@ func (s *documentsStage) run(rt *runtime, _ []bson.D) ([]bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, ok := asArray(v)
+	a, ok := value.ToArray(v)
 	if !ok {
 		return nil, cmderr.New(5858203, "error during lookup: $documents requires an array of objects, found %s", typeNameOf(v))
 	}
 	out := make([]bson.D, 0, len(a))
 	for _, el := range a {
-		d, ok := asDoc(el)
+		d, ok := value.ToDoc(el)
 		if !ok {
 			return nil, cmderr.New(40228, "$documents requires an array of objects, found an element of type %s", typeNameOf(el))
 		}

@@ -17,7 +17,7 @@ func compileOut(arg any) (stage, error) {
 		}
 		return &outStage{ns: ns}, nil
 	}
-	spec, ok := asDoc(arg)
+	spec, ok := value.ToDoc(arg)
 	if !ok {
 		return nil, cmderr.New(16990, "$out only supports a string or object argument, not %s", value.TypeName(arg))
 	}
@@ -78,7 +78,7 @@ func compileMerge(arg any) (stage, error) {
 		m.ns = ns
 		return m, nil
 	}
-	spec, ok := asDoc(arg)
+	spec, ok := value.ToDoc(arg)
 	if !ok {
 		return nil, cmderr.New(51182, "$merge only supports a string or object argument, not %s", value.TypeName(arg))
 	}
@@ -96,7 +96,7 @@ func compileMerge(arg any) (stage, error) {
 			case string:
 				m.on = []string{x}
 			default:
-				a, ok := asArray(e.Value)
+				a, ok := value.ToArray(e.Value)
 				if !ok || len(a) == 0 {
 					return nil, cmderr.New(51186, "$merge 'on' field must be either a string or an array of strings, but found %s", value.TypeName(e.Value))
 				}
@@ -127,7 +127,7 @@ func compileMerge(arg any) (stage, error) {
 				}
 				m.whenMatched = x
 			default:
-				a, ok := asArray(e.Value)
+				a, ok := value.ToArray(e.Value)
 				if !ok {
 					return nil, cmderr.New(51191, "$merge 'whenMatched' field must be either a string or an array, but found %s", value.TypeName(e.Value))
 				}

@@ -4,6 +4,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
 // opCompiler compiles the arguments of one operator.
@@ -160,13 +161,38 @@ func namedArgs(name string, args any, required []string, optional ...string) (ma
 	return out, nil
 }
 
-// optFn compiles an optional named parameter; nil when absent.
-func optFn(m map[string]any, key string) (evalFn, error) {
-	v, ok := m[key]
-	if !ok {
-		return nil, nil
+// namedFns compiles the named parameters keys of m (as namedArgs returns
+// it) in order; an absent optional parameter gives a nil evalFn.
+func namedFns(m map[string]any, keys ...string) ([]evalFn, error) {
+	fns := make([]evalFn, len(keys))
+	for i, k := range keys {
+		v, ok := m[k]
+		if !ok {
+			continue
+		}
+		fn, err := compile(v)
+		if err != nil {
+			return nil, err
+		}
+		fns[i] = fn
 	}
-	return compile(v)
+	return fns, nil
+}
+
+// evalArray evaluates an operator's array input: ok is false for null or
+// missing, and notArray builds the error for any other non-array value.
+func evalArray(s *scope, input evalFn, notArray func(v any) error) (a bson.A, ok bool, err error) {
+	v, err := input(s)
+	if err != nil {
+		return nil, false, err
+	}
+	if IsNullish(v) {
+		return nil, false, nil
+	}
+	if a, ok = value.ToArray(v); !ok {
+		return nil, false, notArray(v)
+	}
+	return a, true, nil
 }
 
 func asDoc(v any) (bson.D, bool) {
@@ -179,16 +205,6 @@ func asDoc(v any) (bson.D, bool) {
 			out = append(out, bson.E{Key: k, Value: x})
 		}
 		return out, true
-	}
-	return nil, false
-}
-
-func asArray(v any) (bson.A, bool) {
-	switch a := v.(type) {
-	case bson.A:
-		return a, true
-	case []any:
-		return bson.A(a), true
 	}
 	return nil, false
 }

@@ -177,11 +177,11 @@ func opMod(name string, vals []any) (any, error) {
 	if !value.IsNumber(a) || !value.IsNumber(b) {
 		return nil, cmderr.New(16611, "$mod only supports numeric types, not %s and %s", typeName(a), typeName(b))
 	}
-	_, aInt := intValue(a)
-	_, bInt := intValue(b)
+	_, aInt := value.Integer(a)
+	_, bInt := value.Integer(b)
 	if aInt && bInt {
-		x, _ := intValue(a)
-		y, _ := intValue(b)
+		x, _ := value.Integer(a)
+		y, _ := value.Integer(b)
 		if y == 0 {
 			return nil, cmderr.New(16610, "can't $mod by zero")
 		}
@@ -202,19 +202,6 @@ func opMod(name string, vals []any) (any, error) {
 		return nil, cmderr.New(16610, "can't $mod by zero")
 	}
 	return math.Mod(x, y), nil
-}
-
-// intValue returns the value of a BSON integer type (not a double).
-func intValue(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	}
-	return 0, false
 }
 
 func numericArg(name string, v any) error {
@@ -263,7 +250,7 @@ func unaryFloat(f func(float64) float64) func(string, []any) (any, error) {
 		if !value.IsNumber(v) {
 			return nil, numericArg(name, v)
 		}
-		if _, ok := intValue(v); ok {
+		if _, ok := value.Integer(v); ok {
 			return v, nil
 		}
 		x, _ := value.ToFloat(v)
@@ -360,8 +347,8 @@ func opPow(name string, vals []any) (any, error) {
 	if x == 0 && y < 0 {
 		return nil, cmderr.New(28764, "$pow cannot take a base of 0 and a negative exponent")
 	}
-	base, bInt := intValue(a)
-	exp, eInt := intValue(b)
+	base, bInt := value.Integer(a)
+	exp, eInt := value.Integer(b)
 	if bInt && eInt && exp >= 0 {
 		// exact integer power while it fits in int64
 		result, overflow := int64(1), false
@@ -425,7 +412,7 @@ func opRound(name string, vals []any) (any, error) {
 	if name == "$trunc" {
 		apply = math.Trunc
 	}
-	if n, ok := intValue(v); ok {
+	if n, ok := value.Integer(v); ok {
 		if place >= 0 {
 			return v, nil
 		}

@@ -35,14 +35,14 @@ var arrayOps = map[string]opCompiler{
 	"$setIsSubset":     nary(2, 2, opSetIsSubset),
 	"$anyElementTrue":  nary(1, 1, opElementsTrue),
 	"$allElementsTrue": nary(1, 1, opElementsTrue),
-	"$sum":             accumulatorOp,
-	"$avg":             accumulatorOp,
-	"$max":             accumulatorOp,
-	"$min":             accumulatorOp,
+	"$sum":             nary(0, -1, opAccumulate),
+	"$avg":             nary(0, -1, opAccumulate),
+	"$max":             nary(0, -1, opAccumulate),
+	"$min":             nary(0, -1, opAccumulate),
 }
 
 func opSize(name string, vals []any) (any, error) {
-	a, ok := asArray(vals[0])
+	a, ok := value.ToArray(vals[0])
 	if !ok {
 		return nil, cmderr.New(17124, "The argument to $size must be an array. Type of argument: %s", typeName(vals[0]))
 	}
@@ -53,7 +53,7 @@ func opArrayElemAt(name string, vals []any) (any, error) {
 	if IsNullish(vals[0]) || IsNullish(vals[1]) {
 		return nil, nil
 	}
-	a, ok := asArray(vals[0])
+	a, ok := value.ToArray(vals[0])
 	if !ok {
 		return nil, cmderr.New(28689, "$arrayElemAt's first argument must be an array, but is %s", typeName(vals[0]))
 	}
@@ -82,7 +82,7 @@ func opFirstLast(name string, vals []any) (any, error) {
 	if IsNullish(v) {
 		return nil, nil
 	}
-	a, ok := asArray(v)
+	a, ok := value.ToArray(v)
 	if !ok {
 		return nil, cmderr.New(28689, "%s's argument must be an array, but is %s", name, typeName(v))
 	}
@@ -98,7 +98,7 @@ func opConcatArrays(name string, vals []any) (any, error) {
 		if IsNullish(v) {
 			return nil, nil
 		}
-		a, ok := asArray(v)
+		a, ok := value.ToArray(v)
 		if !ok {
 			return nil, cmderr.New(28664, "$concatArrays only supports arrays, not %s", typeName(v))
 		}
@@ -108,7 +108,7 @@ func opConcatArrays(name string, vals []any) (any, error) {
 }
 
 func opIn(name string, vals []any) (any, error) {
-	a, ok := asArray(vals[1])
+	a, ok := value.ToArray(vals[1])
 	if !ok {
 		return nil, cmderr.New(40081, "$in requires an array as a second argument, found: %s", typeName(vals[1]))
 	}
@@ -121,7 +121,7 @@ func opIn(name string, vals []any) (any, error) {
 }
 
 func opIsArray(name string, vals []any) (any, error) {
-	_, ok := asArray(vals[0])
+	_, ok := value.ToArray(vals[0])
 	return ok, nil
 }
 
@@ -174,7 +174,7 @@ func opReverseArray(name string, vals []any) (any, error) {
 	if IsNullish(vals[0]) {
 		return nil, nil
 	}
-	a, ok := asArray(vals[0])
+	a, ok := value.ToArray(vals[0])
 	if !ok {
 		return nil, cmderr.New(34435, "The argument to $reverseArray must be an array, but was of type: %s", typeName(vals[0]))
 	}
@@ -191,7 +191,7 @@ func opSlice(name string, vals []any) (any, error) {
 			return nil, nil
 		}
 	}
-	a, ok := asArray(vals[0])
+	a, ok := value.ToArray(vals[0])
 	if !ok {
 		return nil, cmderr.New(28724, "First argument to $slice must be an array, but is of type: %s", typeName(vals[0]))
 	}
@@ -240,7 +240,7 @@ func opIndexOfArray(name string, vals []any) (any, error) {
 	if IsNullish(vals[0]) {
 		return nil, nil
 	}
-	a, ok := asArray(vals[0])
+	a, ok := value.ToArray(vals[0])
 	if !ok {
 		return nil, cmderr.New(40090, "$indexOfArray requires an array as a first argument, found: %s", typeName(vals[0]))
 	}
@@ -292,29 +292,17 @@ func compileFilter(name string, args any) (evalFn, error) {
 	if err != nil {
 		return nil, err
 	}
-	input, err := compile(m["input"])
+	fns, err := namedFns(m, "input", "cond", "limit")
 	if err != nil {
 		return nil, err
 	}
-	cond, err := compile(m["cond"])
-	if err != nil {
-		return nil, err
-	}
-	limit, err := optFn(m, "limit")
-	if err != nil {
-		return nil, err
-	}
+	input, cond, limit := fns[0], fns[1], fns[2]
 	return func(s *scope) (any, error) {
-		in, err := input(s)
-		if err != nil {
-			return nil, err
-		}
-		if IsNullish(in) {
-			return nil, nil
-		}
-		a, ok := asArray(in)
+		a, ok, err := evalArray(s, input, func(v any) error {
+			return cmderr.New(28651, "input to $filter must be an array not %s", typeName(v))
+		})
 		if !ok {
-			return nil, cmderr.New(28651, "input to $filter must be an array not %s", typeName(in))
+			return nil, err
 		}
 		max := int64(-1)
 		if limit != nil {
@@ -356,25 +344,17 @@ func compileMap(name string, args any) (evalFn, error) {
 	if err != nil {
 		return nil, err
 	}
-	input, err := compile(m["input"])
+	fns, err := namedFns(m, "input", "in")
 	if err != nil {
 		return nil, err
 	}
-	in, err := compile(m["in"])
-	if err != nil {
-		return nil, err
-	}
+	input, in := fns[0], fns[1]
 	return func(s *scope) (any, error) {
-		v, err := input(s)
-		if err != nil {
-			return nil, err
-		}
-		if IsNullish(v) {
-			return nil, nil
-		}
-		a, ok := asArray(v)
+		a, ok, err := evalArray(s, input, func(v any) error {
+			return cmderr.New(16883, "input to $map must be an array not %s", typeName(v))
+		})
 		if !ok {
-			return nil, cmderr.New(16883, "input to $map must be an array not %s", typeName(v))
+			return nil, err
 		}
 		out := make(bson.A, len(a))
 		for i, el := range a {
@@ -396,29 +376,17 @@ func compileReduce(name string, args any) (evalFn, error) {
 	if err != nil {
 		return nil, err
 	}
-	input, err := compile(m["input"])
+	fns, err := namedFns(m, "input", "initialValue", "in")
 	if err != nil {
 		return nil, err
 	}
-	initial, err := compile(m["initialValue"])
-	if err != nil {
-		return nil, err
-	}
-	in, err := compile(m["in"])
-	if err != nil {
-		return nil, err
-	}
+	input, initial, in := fns[0], fns[1], fns[2]
 	return func(s *scope) (any, error) {
-		v, err := input(s)
-		if err != nil {
-			return nil, err
-		}
-		if IsNullish(v) {
-			return nil, nil
-		}
-		a, ok := asArray(v)
+		a, ok, err := evalArray(s, input, func(v any) error {
+			return cmderr.New(40080, "$reduce requires that 'input' be an array, found: %s", render(v))
+		})
 		if !ok {
-			return nil, cmderr.New(40080, "$reduce requires that 'input' be an array, found: %s", render(v))
+			return nil, err
 		}
 		acc, err := initial(s)
 		if err != nil {
@@ -459,7 +427,7 @@ func setArgs(name string, vals []any, nullOK bool) ([]bson.A, bool, error) {
 		if IsNullish(v) && nullOK {
 			return nil, true, nil
 		}
-		a, ok := asArray(v)
+		a, ok := value.ToArray(v)
 		if !ok {
 			return nil, false, cmderr.New(17044, "All operands of %s must be arrays. One argument is of type: %s", name, typeName(v))
 		}
@@ -553,7 +521,7 @@ func opSetIsSubset(name string, vals []any) (any, error) {
 }
 
 func opElementsTrue(name string, vals []any) (any, error) {
-	a, ok := asArray(vals[0])
+	a, ok := value.ToArray(vals[0])
 	if !ok {
 		return nil, cmderr.New(17041, "%s's argument must be an array, but is %s", name, typeName(vals[0]))
 	}
@@ -566,26 +534,16 @@ func opElementsTrue(name string, vals []any) (any, error) {
 	return !want, nil
 }
 
-// accumulatorOp compiles $sum/$avg/$max/$min in expression context: one
-// array argument is reduced over its elements, several arguments over the
+// opAccumulate is $sum/$avg/$max/$min in expression context: one array
+// argument is reduced over its elements, several arguments over the
 // arguments.
-func accumulatorOp(name string, args any) (evalFn, error) {
-	fns, err := compileArgs(name, args, 0, -1)
-	if err != nil {
-		return nil, err
+func opAccumulate(name string, vals []any) (any, error) {
+	if len(vals) == 1 {
+		if a, ok := value.ToArray(vals[0]); ok {
+			vals = a
+		}
 	}
-	return func(s *scope) (any, error) {
-		vals, err := evalAll(s, fns)
-		if err != nil {
-			return nil, err
-		}
-		if len(vals) == 1 {
-			if a, ok := asArray(vals[0]); ok {
-				vals = a
-			}
-		}
-		return Accumulate(name, vals), nil
-	}, nil
+	return Accumulate(name, vals), nil
 }
 
 // Accumulate reduces vals the way the $sum, $avg, $max and $min

@@ -54,22 +54,11 @@ func compileConvert(name string, args any) (evalFn, error) {
 			return nil, cmderr.Unsupported("$convert option '" + k + "'")
 		}
 	}
-	input, err := compile(m["input"])
+	fns, err := namedFns(m, "input", "to", "onError", "onNull")
 	if err != nil {
 		return nil, err
 	}
-	to, err := compile(m["to"])
-	if err != nil {
-		return nil, err
-	}
-	onError, err := optFn(m, "onError")
-	if err != nil {
-		return nil, err
-	}
-	onNull, err := optFn(m, "onNull")
-	if err != nil {
-		return nil, err
-	}
+	input, to, onError, onNull := fns[0], fns[1], fns[2], fns[3]
 	return func(s *scope) (any, error) {
 		v, err := input(s)
 		if err != nil {
@@ -246,7 +235,7 @@ func convert(v any, to string) (any, error) {
 			if !value.IsNumber(v) {
 				return nil, unsupportedConv(v, to)
 			}
-			if i, ok := intValue(v); ok {
+			if i, ok := value.Integer(v); ok {
 				if i < lo || i > hi {
 					return nil, convFail("Conversion would overflow target type in $convert with no onError value: %d", i)
 				}

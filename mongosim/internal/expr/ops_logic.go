@@ -148,7 +148,7 @@ func compileSwitch(name string, args any) (evalFn, error) {
 		switch e.Key {
 		case "branches":
 			haveBranches = true
-			list, ok := asArray(e.Value)
+			list, ok := value.ToArray(e.Value)
 			if !ok {
 				return nil, cmderr.New(40061, "$switch expected an array for 'branches', found: %s", typeName(e.Value))
 			}

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
 var objectOps = map[string]opCompiler{
@@ -59,16 +60,12 @@ func compileSetField(name string, args any) (evalFn, error) {
 	} else {
 		return nil, cmderr.New(4161106, "%s requires 'field' to evaluate to a constant, but got a non-constant argument", name)
 	}
-	input, err := compile(m["input"])
+	// $unsetField has no 'value' (namedArgs rejected one), so val is nil
+	fns, err := namedFns(m, "input", "value")
 	if err != nil {
 		return nil, err
 	}
-	var val evalFn
-	if name == "$setField" {
-		if val, err = compile(m["value"]); err != nil {
-			return nil, err
-		}
-	}
+	input, val := fns[0], fns[1]
 	return func(s *scope) (any, error) {
 		in, err := input(s)
 		if err != nil {
@@ -120,27 +117,16 @@ func MergeObjects(vals []any) (bson.D, error) {
 		}
 		_ = i
 		for _, e := range d {
-			out = setField(out, e.Key, e.Value)
+			out = value.Set(out, e.Key, e.Value)
 		}
 	}
 	return out, nil
 }
 
-// setField sets key in d, in place if present, else appended.
-func setField(d bson.D, key string, v any) bson.D {
-	for i := range d {
-		if d[i].Key == key {
-			d[i].Value = v
-			return d
-		}
-	}
-	return append(d, bson.E{Key: key, Value: v})
-}
-
 func opMergeObjects(name string, vals []any) (any, error) {
 	if len(vals) == 1 {
 		// one array argument: merge its elements (the accumulator's form)
-		if a, ok := asArray(vals[0]); ok {
+		if a, ok := value.ToArray(vals[0]); ok {
 			return MergeObjects(a)
 		}
 	}
@@ -166,7 +152,7 @@ func opArrayToObject(name string, vals []any) (any, error) {
 	if IsNullish(vals[0]) {
 		return nil, nil
 	}
-	a, ok := asArray(vals[0])
+	a, ok := value.ToArray(vals[0])
 	if !ok {
 		return nil, cmderr.New(40386, "$arrayToObject requires an array input, found: %s", typeName(vals[0]))
 	}
@@ -174,7 +160,7 @@ func opArrayToObject(name string, vals []any) (any, error) {
 	kvForm := -1 // 0: [k, v] pairs, 1: {k, v} documents; fixed by the first element
 	for _, el := range a {
 		var k, v any
-		if pair, ok := asArray(el); ok {
+		if pair, ok := value.ToArray(el); ok {
 			if kvForm == 1 {
 				return nil, cmderr.New(40391, "$arrayToObject requires a consistent input format. Elements must all be arrays or all be objects. Array was detected, now found: %s", typeName(el))
 			}
@@ -213,7 +199,7 @@ func opArrayToObject(name string, vals []any) (any, error) {
 		if strings.ContainsRune(ks, 0) {
 			return nil, cmderr.New(4940400, "Key field cannot contain an embedded null byte")
 		}
-		out = setField(out, ks, v)
+		out = value.Set(out, ks, v)
 	}
 	return out, nil
 }
@@ -302,6 +288,24 @@ func location(v any) (*time.Location, error) {
 	return nil, cmderr.New(40485, "unrecognized time zone identifier: \"%s\"", s)
 }
 
+// inTimezone returns t in the zone tz evaluates to; a nil tz (no
+// 'timezone' given) or a null zone is UTC.
+func inTimezone(s *scope, tz evalFn, t time.Time) (time.Time, error) {
+	var zone any
+	if tz != nil {
+		v, err := tz(s)
+		if err != nil {
+			return time.Time{}, err
+		}
+		zone = v
+	}
+	loc, err := location(zone)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return t.In(loc), nil
+}
+
 func dateArg(name string, v any) (time.Time, bool, error) {
 	switch x := v.(type) {
 	case bson.DateTime:
@@ -320,7 +324,7 @@ func dateArg(name string, v any) (time.Time, bool, error) {
 func datePart(part func(time.Time) int) opCompiler {
 	return func(name string, args any) (evalFn, error) {
 		dateSpec, tzSpec := args, any(nil)
-		if a, ok := asArray(args); ok {
+		if a, ok := value.ToArray(args); ok {
 			if len(a) != 1 {
 				return nil, cmderr.New(40536, "%s accepts exactly one argument if given an array, but was given %d", name, len(a))
 			}
@@ -349,15 +353,10 @@ func datePart(part func(time.Time) int) opCompiler {
 			if !ok || err != nil {
 				return nil, err
 			}
-			tzv, err := tz(s)
-			if err != nil {
+			if t, err = inTimezone(s, tz, t); err != nil {
 				return nil, err
 			}
-			loc, err := location(tzv)
-			if err != nil {
-				return nil, err
-			}
-			return int32(part(t.In(loc))), nil
+			return int32(part(t)), nil
 		}, nil
 	}
 }
@@ -367,24 +366,13 @@ func compileDateToString(name string, args any) (evalFn, error) {
 	if err != nil {
 		return nil, err
 	}
-	date, err := compile(m["date"])
+	fns, err := namedFns(m, "date", "format", "timezone", "onNull")
 	if err != nil {
 		return nil, err
 	}
-	format, err := compile(m["format"])
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := m["format"]; !ok {
+	date, format, tz, onNull := fns[0], fns[1], fns[2], fns[3]
+	if format == nil {
 		format = constFn("%Y-%m-%dT%H:%M:%S.%LZ")
-	}
-	tz, err := compile(m["timezone"])
-	if err != nil {
-		return nil, err
-	}
-	onNull, err := optFn(m, "onNull")
-	if err != nil {
-		return nil, err
 	}
 	return func(s *scope) (any, error) {
 		fv, err := format(s)
@@ -412,15 +400,10 @@ func compileDateToString(name string, args any) (evalFn, error) {
 			}
 			return nil, nil
 		}
-		tzv, err := tz(s)
-		if err != nil {
+		if t, err = inTimezone(s, tz, t); err != nil {
 			return nil, err
 		}
-		loc, err := location(tzv)
-		if err != nil {
-			return nil, err
-		}
-		return formatDate(f, t.In(loc))
+		return formatDate(f, t)
 	}, nil
 }
 

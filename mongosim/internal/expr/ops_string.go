@@ -203,14 +203,11 @@ func compileTrim(name string, args any) (evalFn, error) {
 	if err != nil {
 		return nil, err
 	}
-	input, err := compile(m["input"])
+	fns, err := namedFns(m, "input", "chars")
 	if err != nil {
 		return nil, err
 	}
-	chars, err := optFn(m, "chars")
-	if err != nil {
-		return nil, err
-	}
+	input, chars := fns[0], fns[1]
 	return func(s *scope) (any, error) {
 		v, err := input(s)
 		if err != nil {

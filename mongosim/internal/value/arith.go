@@ -72,8 +72,8 @@ func arith(a, b any, intOp func(x, y int64) (int64, bool), floatOp func(x, y flo
 		y, _ := ToFloat(b)
 		return floatOp(x, y), nil
 	}
-	x, _ := intOf(a)
-	y, _ := intOf(b)
+	x, _ := Integer(a)
+	y, _ := Integer(b)
 	r, overflow := intOp(x, y)
 	if overflow {
 		return nil, ErrOverflow

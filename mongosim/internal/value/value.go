@@ -202,8 +202,8 @@ func stringOf(v any) string {
 func compareNumbers(a, b any) int {
 	// Exact integer comparison when both sides are integers, so large int64
 	// values that share a float64 still order correctly.
-	ai, aInt := intOf(a)
-	bi, bInt := intOf(b)
+	ai, aInt := Integer(a)
+	bi, bInt := Integer(b)
 	if aInt && bInt {
 		return cmpInt64(ai, bi)
 	}
@@ -224,7 +224,9 @@ func compareNumbers(a, b any) int {
 	return 0
 }
 
-func intOf(v any) (int64, bool) {
+// Integer returns the value of a BSON integer type (int32, int64); a double
+// is not an integer here, even when integral.
+func Integer(v any) (int64, bool) {
 	switch n := v.(type) {
 	case int32:
 		return int64(n), true
@@ -283,34 +285,47 @@ func cmpInt64(a, b int64) int {
 // AsDoc returns v as a bson.D; bson.M and bson.Raw are converted, anything
 // else gives nil.
 func AsDoc(v any) bson.D {
+	d, _ := ToDoc(v)
+	return d
+}
+
+// ToDoc is AsDoc that also reports whether v is a document, so a nil
+// bson.D still counts as one.
+func ToDoc(v any) (bson.D, bool) {
 	switch d := v.(type) {
 	case bson.D:
-		return d
+		return d, true
 	case bson.M:
 		out := make(bson.D, 0, len(d))
 		for k, x := range d {
 			out = append(out, bson.E{Key: k, Value: x})
 		}
-		return out
+		return out, true
 	case bson.Raw:
 		var out bson.D
 		if err := bson.Unmarshal(d, &out); err != nil {
-			return nil
+			return nil, false
 		}
-		return out
+		return out, true
 	}
-	return nil
+	return nil, false
 }
 
 // AsArray returns v as a bson.A, or nil when v is not an array.
 func AsArray(v any) bson.A {
+	a, _ := ToArray(v)
+	return a
+}
+
+// ToArray is AsArray that also reports whether v is an array.
+func ToArray(v any) (bson.A, bool) {
 	switch a := v.(type) {
 	case bson.A:
-		return a
+		return a, true
 	case []any:
-		return bson.A(a)
+		return bson.A(a), true
 	}
-	return nil
+	return nil, false
 }
 
 // Get returns the value of top-level field key in doc.
@@ -321,6 +336,18 @@ func Get(doc bson.D, key string) (any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Set sets top-level field key of d to v, in place where d has the field,
+// else appended; the caller owns d.
+func Set(d bson.D, key string, v any) bson.D {
+	for i := range d {
+		if d[i].Key == key {
+			d[i].Value = v
+			return d
+		}
+	}
+	return append(d, bson.E{Key: key, Value: v})
 }
 
 // Clone deep-copies v so that stored documents never share mutable state

@@ -1,0 +1,367 @@
+package sturdy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// GridFS errors; the errors a download returns wrap them with details.
+var (
+	// ErrFileNotFound: no files document has the id (or name and revision).
+	ErrFileNotFound = errors.New("sturdy: GridFS file not found")
+	// ErrCorruptFile: the chunks do not add up to the file (a chunk is
+	// missing, out of order, of the wrong size, or extra).
+	ErrCorruptFile = errors.New("sturdy: GridFS file is corrupt")
+)
+
+// DefaultChunkSize is GridFS's default chunk size, 255 KiB.
+const DefaultChunkSize = 255 * 1024
+
+// BucketOptions are the options of a GridFS bucket; the zero value is the
+// "fs" bucket with 255 KiB chunks and the database's read preference,
+// read concern and write concern.
+type BucketOptions struct {
+	Name           string // "" → "fs"
+	ChunkSize      int32  // 0 → DefaultChunkSize
+	ReadPreference *ReadPreference
+	ReadConcern    string
+	WriteConcern   *WriteConcern
+}
+
+// Bucket is a GridFS bucket: files stored as a <name>.files document and
+// numbered <name>.chunks documents. Downloads use the retryable-read path
+// (a find on each collection).
+type Bucket struct {
+	name      string
+	chunkSize int32
+	files     *Collection
+	chunks    *Collection
+
+	indexMu      sync.Mutex
+	indexesReady bool
+}
+
+// GridFSBucket returns a handle to a GridFS bucket. Nothing is sent to the
+// server.
+func (db *Database) GridFSBucket(opts *BucketOptions) *Bucket {
+	o := BucketOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Name == "" {
+		o.Name = "fs"
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = DefaultChunkSize
+	}
+	co := &CollectionOptions{ReadPreference: o.ReadPreference, ReadConcernLevel: o.ReadConcern, WriteConcern: o.WriteConcern}
+	return &Bucket{
+		name:      o.Name,
+		chunkSize: o.ChunkSize,
+		files:     db.Collection(o.Name+".files", co),
+		chunks:    db.Collection(o.Name+".chunks", co),
+	}
+}
+
+// Name returns the bucket's name.
+func (b *Bucket) Name() string { return b.name }
+
+// GridFSFile is a files collection document.
+type GridFSFile struct {
+	ID         any       `bson:"_id"`
+	Length     int64     `bson:"length"`
+	ChunkSize  int32     `bson:"chunkSize"`
+	UploadDate time.Time `bson:"uploadDate"`
+	Filename   string    `bson:"filename"`
+	Metadata   bson.Raw  `bson:"metadata,omitempty"`
+}
+
+// DownloadStream reads one file's chunks in order, checking each. It reads
+// with the context given when it was opened (io.Reader has none); Close
+// releases the chunks cursor.
+type DownloadStream struct {
+	ctx     context.Context
+	file    GridFSFile
+	cursor  *Cursor // nil for an empty file
+	n       int64   // chunks read
+	nChunks int64
+	buf     []byte // unread part of the current chunk
+	read    int64
+	err     error
+	closed  bool
+}
+
+// File returns the files document of the stream.
+func (s *DownloadStream) File() GridFSFile { return s.file }
+
+// OpenDownloadStream opens the file with the given _id.
+func (b *Bucket) OpenDownloadStream(ctx context.Context, id any) (*DownloadStream, error) {
+	idv, err := toValue(id)
+	if err != nil {
+		return nil, err
+	}
+	return b.openFile(ctx, bson.D{{Key: "_id", Value: idv}}, nil)
+}
+
+// DownloadByNameOptions select a revision of a file name: 0 is the
+// original, 1 the first revision..., -1 (and the nil options) the most
+// recent, -2 the one before...
+type DownloadByNameOptions struct {
+	Revision *int32
+}
+
+// OpenDownloadStreamByName opens a revision of the file called name
+// (ordered by upload date).
+func (b *Bucket) OpenDownloadStreamByName(ctx context.Context, name string, optList ...*DownloadByNameOptions) (*DownloadStream, error) {
+	rev := int32(-1)
+	if o := lastOptions(optList); o != nil && o.Revision != nil {
+		rev = *o.Revision
+	}
+	fo := &FindOneOptions{Sort: bson.D{{Key: "uploadDate", Value: int32(1)}}, Skip: int64(rev)}
+	if rev < 0 {
+		fo = &FindOneOptions{Sort: bson.D{{Key: "uploadDate", Value: int32(-1)}}, Skip: int64(-rev - 1)}
+	}
+	return b.openFile(ctx, bson.D{{Key: "filename", Value: name}}, fo)
+}
+
+func (b *Bucket) openFile(ctx context.Context, filter bson.D, fo *FindOneOptions) (*DownloadStream, error) {
+	var f GridFSFile
+	if err := b.files.FindOne(ctx, filter, fo).Decode(&f); err != nil {
+		if errors.Is(err, ErrNoDocuments) {
+			return nil, fmt.Errorf("%w: %s", ErrFileNotFound, bson.Raw(mustMarshal(filter)))
+		}
+		return nil, err
+	}
+	if f.Length < 0 || (f.Length > 0 && f.ChunkSize <= 0) {
+		return nil, fmt.Errorf("%w: length %d, chunkSize %d", ErrCorruptFile, f.Length, f.ChunkSize)
+	}
+	s := &DownloadStream{ctx: ctx, file: f}
+	if f.Length == 0 {
+		return s, nil
+	}
+	s.nChunks = (f.Length + int64(f.ChunkSize) - 1) / int64(f.ChunkSize)
+	idv, err := toValue(f.ID)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := b.chunks.Find(ctx, bson.D{{Key: "files_id", Value: idv}}, &FindOptions{Sort: bson.D{{Key: "n", Value: int32(1)}}})
+	if err != nil {
+		return nil, err
+	}
+	s.cursor = cur
+	return s, nil
+}
+
+func mustMarshal(d bson.D) []byte {
+	b, _ := bson.Marshal(d)
+	return b
+}
+
+// Read reads the file's bytes; it returns io.EOF at the end, and an error
+// wrapping ErrCorruptFile when a chunk is missing or of the wrong size.
+func (s *DownloadStream) Read(p []byte) (int, error) {
+	if s.closed {
+		return 0, errors.New("sturdy: read from a closed download stream")
+	}
+	n := 0
+	for n < len(p) {
+		if len(s.buf) == 0 {
+			if s.err != nil {
+				break
+			}
+			s.err = s.nextChunk()
+			if len(s.buf) == 0 {
+				break
+			}
+		}
+		c := copy(p[n:], s.buf)
+		s.buf = s.buf[c:]
+		n += c
+		s.read += int64(c)
+	}
+	if n > 0 {
+		return n, nil
+	}
+	return 0, s.err
+}
+
+// nextChunk loads the next chunk into buf, or returns io.EOF after the
+// last one (checking there is no extra chunk).
+func (s *DownloadStream) nextChunk() error {
+	if s.cursor == nil {
+		return io.EOF
+	}
+	if s.n == s.nChunks {
+		if s.cursor.Next(s.ctx) {
+			return fmt.Errorf("%w: extra chunk after the last (n = %d)", ErrCorruptFile, s.n)
+		}
+		if err := s.cursor.Err(); err != nil {
+			return err
+		}
+		return io.EOF
+	}
+	if !s.cursor.Next(s.ctx) {
+		if err := s.cursor.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: chunk %d of %d is missing", ErrCorruptFile, s.n, s.nChunks)
+	}
+	var chunk struct {
+		N    int64       `bson:"n"`
+		Data bson.Binary `bson:"data"`
+	}
+	if err := bson.Unmarshal(s.cursor.Current, &chunk); err != nil {
+		return fmt.Errorf("%w: chunk %d: %v", ErrCorruptFile, s.n, err)
+	}
+	if chunk.N != s.n {
+		return fmt.Errorf("%w: expected chunk %d, found chunk %d", ErrCorruptFile, s.n, chunk.N)
+	}
+	want := int64(s.file.ChunkSize)
+	if s.n == s.nChunks-1 {
+		want = s.file.Length - (s.nChunks-1)*int64(s.file.ChunkSize)
+	}
+	if int64(len(chunk.Data.Data)) != want {
+		return fmt.Errorf("%w: chunk %d has %d bytes, expected %d", ErrCorruptFile, s.n, len(chunk.Data.Data), want)
+	}
+	s.n++
+	s.buf = chunk.Data.Data
+	return nil
+}
+
+// Close releases the chunks cursor.
+func (s *DownloadStream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.cursor != nil {
+		return s.cursor.Close(context.WithoutCancel(s.ctx))
+	}
+	return nil
+}
+
+// DownloadToStream writes the file with the given _id to w and returns the
+// number of bytes written.
+func (b *Bucket) DownloadToStream(ctx context.Context, id any, w io.Writer) (int64, error) {
+	s, err := b.OpenDownloadStream(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	return copyAndClose(s, w)
+}
+
+// DownloadToStreamByName writes a revision of the file called name to w.
+func (b *Bucket) DownloadToStreamByName(ctx context.Context, name string, w io.Writer, optList ...*DownloadByNameOptions) (int64, error) {
+	s, err := b.OpenDownloadStreamByName(ctx, name, optList...)
+	if err != nil {
+		return 0, err
+	}
+	return copyAndClose(s, w)
+}
+
+func copyAndClose(s *DownloadStream, w io.Writer) (int64, error) {
+	n, err := io.Copy(w, s)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// UploadOptions are the options of UploadFromStream.
+type UploadOptions struct {
+	ID        any   // nil → a new ObjectID
+	ChunkSize int32 // 0 → the bucket's
+	Metadata  any
+}
+
+// UploadFromStream stores the contents of r as a new file (a new revision
+// when the name exists) and returns its _id. The chunks are written first
+// and the files document last, so a failed upload leaves no visible file
+// (its chunks are removed on a best-effort basis).
+func (b *Bucket) UploadFromStream(ctx context.Context, filename string, r io.Reader, optList ...*UploadOptions) (any, error) {
+	o := UploadOptions{}
+	if p := lastOptions(optList); p != nil {
+		o = *p
+	}
+	if o.ID == nil {
+		o.ID = bson.NewObjectID()
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = b.chunkSize
+	}
+	if err := b.ensureIndexes(ctx); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, o.ChunkSize)
+	var length int64
+	for n := int64(0); ; n++ {
+		k, rerr := io.ReadFull(r, buf)
+		if k > 0 {
+			chunk := bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "files_id", Value: o.ID}, {Key: "n", Value: int32(n)},
+				{Key: "data", Value: bson.Binary{Data: append([]byte(nil), buf[:k]...)}}}
+			if _, err := b.chunks.InsertOne(ctx, chunk); err != nil {
+				b.abort(ctx, o.ID)
+				return nil, err
+			}
+			length += int64(k)
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			b.abort(ctx, o.ID)
+			return nil, rerr
+		}
+	}
+	file := bson.D{{Key: "_id", Value: o.ID}, {Key: "length", Value: length}, {Key: "chunkSize", Value: o.ChunkSize},
+		{Key: "uploadDate", Value: bson.NewDateTimeFromTime(time.Now())}, {Key: "filename", Value: filename}}
+	if o.Metadata != nil {
+		file = append(file, bson.E{Key: "metadata", Value: o.Metadata})
+	}
+	if _, err := b.files.InsertOne(ctx, file); err != nil {
+		b.abort(ctx, o.ID)
+		return nil, err
+	}
+	return o.ID, nil
+}
+
+// abort removes the chunks of a failed upload.
+func (b *Bucket) abort(ctx context.Context, id any) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killCursorTimeout)
+	defer cancel()
+	_, _ = b.chunks.DeleteMany(actx, bson.D{{Key: "files_id", Value: id}})
+}
+
+// ensureIndexes creates the bucket's indexes before its first upload when
+// the files collection is empty (the GridFS convention, so that a bucket
+// in use is never re-indexed).
+func (b *Bucket) ensureIndexes(ctx context.Context) error {
+	b.indexMu.Lock()
+	defer b.indexMu.Unlock()
+	if b.indexesReady {
+		return nil
+	}
+	err := b.files.FindOne(ctx, bson.D{}, &FindOneOptions{Projection: bson.D{{Key: "_id", Value: int32(1)}}}).Err()
+	if err == nil {
+		b.indexesReady = true
+		return nil
+	}
+	if !errors.Is(err, ErrNoDocuments) {
+		return err
+	}
+	if _, err := b.files.CreateIndex(ctx, IndexModel{Keys: bson.D{{Key: "filename", Value: int32(1)}, {Key: "uploadDate", Value: int32(1)}}}); err != nil {
+		return err
+	}
+	unique := true
+	if _, err := b.chunks.CreateIndex(ctx, IndexModel{Keys: bson.D{{Key: "files_id", Value: int32(1)}, {Key: "n", Value: int32(1)}}, Options: &IndexOptions{Unique: &unique}}); err != nil {
+		return err
+	}
+	b.indexesReady = true
+	return nil
+}

@@ -1,0 +1,87 @@
+package spectest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy"
+)
+
+// bucketEntity is a GridFS bucket.
+type bucketEntity struct {
+	client *clientEntity
+	b      *sturdy.Bucket
+}
+
+// createBucket creates a bucket entity ({id, database, bucketOptions}).
+func (tr *testRun) createBucket(id string, spec bson.Raw) error {
+	db, err := lookup[*databaseEntity](tr.entities, lookupString(spec, "database"))
+	if err != nil {
+		return err
+	}
+	o := &sturdy.BucketOptions{}
+	if bo, ok := spec.Lookup("bucketOptions").DocumentOK(); ok {
+		elems, _ := bo.Elements()
+		for _, e := range elems {
+			switch e.Key() {
+			case "bucketName":
+				o.Name = e.Value().StringValue()
+			case "chunkSizeBytes":
+				n, _ := asInt(e.Value())
+				o.ChunkSize = int32(n)
+			case "readPreference":
+				if o.ReadPreference, err = readPreference(e.Value()); err != nil {
+					return err
+				}
+			case "writeConcern":
+				if o.WriteConcern, err = writeConcern(e.Value()); err != nil {
+					return err
+				}
+			case "readConcern":
+				rc, _ := e.Value().DocumentOK()
+				o.ReadConcern = lookupString(rc, "level")
+			default:
+				return unsupportedf("bucket option %q", e.Key())
+			}
+		}
+	}
+	return tr.entities.add(id, &bucketEntity{client: db.client, b: db.db.GridFSBucket(o)})
+}
+
+// bucketOps are the GridFS operations the runner supports.
+func bucketOps(e *bucketEntity) map[string]opFunc {
+	return map[string]opFunc{
+		"download": func(ctx context.Context, a *args) (opResult, error) {
+			id, ok := a.get("id")
+			if !ok {
+				return opResult{}, &runnerError{fmt.Errorf("download needs an id")}
+			}
+			return checked(a, func() (opResult, error) {
+				var buf bytes.Buffer
+				if _, err := e.b.DownloadToStream(ctx, native(id), &buf); err != nil {
+					return opResult{}, err
+				}
+				return value(bson.Binary{Data: buf.Bytes()})
+			})
+		},
+		"downloadByName": func(ctx context.Context, a *args) (opResult, error) {
+			name := a.str("filename")
+			o := &sturdy.DownloadByNameOptions{}
+			if v, ok := a.get("revision"); ok {
+				n, _ := asInt(v)
+				r := int32(n)
+				o.Revision = &r
+			}
+			return checked(a, func() (opResult, error) {
+				var buf bytes.Buffer
+				if _, err := e.b.DownloadToStreamByName(ctx, name, &buf, o); err != nil {
+					return opResult{}, err
+				}
+				return value(bson.Binary{Data: buf.Bytes()})
+			})
+		},
+	}
+}
