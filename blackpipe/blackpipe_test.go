@@ -39,7 +39,19 @@ func TestDefaultsLetDriverConnectAndPing(t *testing.T) {
 	if tv, _ := hello["topologyVersion"].(bson.D); len(tv) != 2 || tv[0].Key != "processId" {
 		t.Errorf("hello topologyVersion = %v", hello["topologyVersion"])
 	}
-	conns := s.Connections()
+	// The driver may have just opened a connection (a monitor's or the
+	// pool's) whose hello has not arrived yet: wait for every handshake.
+	var conns []*Conn
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		conns = s.Connections()
+		handshaken := len(conns) > 0
+		for _, cn := range conns {
+			handshaken = handshaken && cn.AppName() != ""
+		}
+		if handshaken || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(conns) == 0 {
 		t.Fatal("no connections")
 	}
