@@ -45,9 +45,19 @@ func buildInfoCmd(*request) (bson.D, error) {
 	}, nil
 }
 
-// Session bookkeeping commands: sessions need no server-side state beyond
-// the retryable-write table, which (as in MongoDB) outlives endSessions.
-func sessionsCmd(*request) (bson.D, error) { return okReply(), nil }
+// Session bookkeeping commands: endSessions drops sessions from the member's
+// local session cache ($listLocalSessions); the retryable-write table, as in
+// MongoDB, outlives it.
+func sessionsCmd(r *request) (bson.D, error) {
+	if r.name == "endSessions" {
+		if ids, ok := r.get("endSessions"); ok {
+			if a, ok := ids.(bson.A); ok {
+				r.member.localSessions.end(a)
+			}
+		}
+	}
+	return okReply(), nil
+}
 
 func adminOnly(r *request) error {
 	if r.db != "admin" {

@@ -64,6 +64,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 	// aggregate: "coll" reads a collection; aggregate: 1 is database-level
 	// and only makes sense here with a leading $documents or $changeStream.
 	var coll string
+	var localIn []bson.D // documents of a leading $listLocalSessions
 	switch first := r.cmd[0].Value.(type) {
 	case string:
 		if coll, err = collectionArg(r); err != nil {
@@ -82,7 +83,15 @@ func cmdAggregate(r *request) (bson.D, error) {
 				stage = d[0].Key
 			}
 		}
-		if stage != "$documents" {
+		switch stage {
+		case "$documents":
+		case "$listLocalSessions":
+			local, err := listLocalSessionsInput(r, pipeline[0].(bson.D)[0].Value)
+			if err != nil {
+				return nil, err
+			}
+			localIn, pipeline = local, pipeline[1:]
+		default:
 			return nil, cmderr.Unsupported("database-level aggregate (aggregate: 1) with " + stageOrEmpty(stage))
 		}
 	}
@@ -104,7 +113,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 		}
 	}
 	s := r.cluster.data
-	var in []bson.D
+	in := localIn
 	ns := r.db + ".$cmd.aggregate"
 	if coll != "" {
 		ns = r.db + "." + coll

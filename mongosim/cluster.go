@@ -135,7 +135,7 @@ func Launch(o Options) (*Cluster, error) {
 }
 
 func (c *Cluster) startMember(i int) (*Member, error) {
-	m := &Member{cluster: c, index: i, processID: bson.NewObjectID(), fails: newFailPoints(), tvChanged: make(chan struct{})}
+	m := &Member{cluster: c, index: i, processID: bson.NewObjectID(), fails: newFailPoints(), tvChanged: make(chan struct{}), localSessions: newLocalSessions()}
 	addr := net.JoinHostPort(c.opts.Host, "0")
 	if c.opts.Port != 0 {
 		addr = net.JoinHostPort(c.opts.Host, strconv.Itoa(c.opts.Port+i))

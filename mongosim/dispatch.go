@@ -126,6 +126,7 @@ func (m *Member) run(r *request, cmd *command) {
 		}
 	}
 
+	m.localSessions.touch(r)
 	txnNumber, hasTxn, err := txnNumberOf(r)
 	if err != nil {
 		m.replyErr(r, &out, err)

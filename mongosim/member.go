@@ -17,6 +17,8 @@ type Member struct {
 	processID bson.ObjectID // topologyVersion.processId
 	fails     *failPoints   // set with the configureFailPoint command on this member
 	conns     atomic.Int64  // open connections, for the connection limiter
+	// localSessions is this member's logical session cache.
+	localSessions *localSessions
 
 	// topologyVersion counter and the channel closed when it changes; both
 	// guarded by cluster.mu.

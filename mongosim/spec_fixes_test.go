@@ -210,3 +210,55 @@ func TestSpecFixOutLinearizable(t *testing.T) {
 		t.Fatalf("majority $out: %v", err)
 	}
 }
+
+// $listLocalSessions lists the sessions commands used, and endSessions
+// removes them (retryable-reads handshakeError runs it).
+func TestSpecFixListLocalSessions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, _ := specClient(t, true)
+	sess, err := client.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx := mongo.NewSessionContext(ctx, sess)
+	if err := client.Database("db").RunCommand(sctx, bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := sess.ID().Lookup("id")
+	listed := func() bool {
+		cur, err := client.Database("admin").Aggregate(ctx, mongo.Pipeline{{{Key: "$listLocalSessions", Value: bson.D{}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var docs []bson.Raw
+		if err := cur.All(ctx, &docs); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range docs {
+			if d.Lookup("_id", "id").Equal(want) {
+				if _, ok := d.Lookup("lastUse").DateTimeOK(); !ok {
+					t.Errorf("session without lastUse: %v", d)
+				}
+				return true
+			}
+		}
+		return false
+	}
+	if !listed() {
+		t.Fatal("the session a ping used is not listed")
+	}
+	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "endSessions", Value: bson.A{sess.ID()}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if listed() {
+		t.Error("the session is still listed after endSessions")
+	}
+	// Any database's aggregate: 1 may run it.
+	if cur, err := client.Database("db").Aggregate(ctx, mongo.Pipeline{{{Key: "$listLocalSessions", Value: bson.D{}}}}); err != nil {
+		t.Errorf("$listLocalSessions on a database other than admin: %v", err)
+	} else {
+		cur.Close(ctx)
+	}
+	sess.EndSession(ctx)
+}

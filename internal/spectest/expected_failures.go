@@ -20,7 +20,6 @@ type expectedFailure struct {
 const (
 	reasonCOLL               = "mongosim: only the simple collation is implemented (NotImplemented for locale/strength)"
 	reasonStandaloneSessions = "mongosim: a standalone server reports no logicalSessionTimeoutMinutes (by design, see DESIGN.md), so it has no sessions; a mongod standalone supports them"
-	reasonLLS                = "mongosim: database-level aggregate supports only a leading $documents, not $listLocalSessions"
 	reasonLET                = "mongosim: let variables are implemented for aggregate only, not for find, update, delete and findAndModify"
 )
 
@@ -49,9 +48,6 @@ var expectedFailures = []expectedFailure{
 	{File: "crud/replaceOne-let.json", Test: "", Reason: reasonLET},
 	{File: "crud/updateMany-let.json", Test: "", Reason: reasonLET},
 	{File: "crud/updateOne-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/db-aggregate.json", Test: "", Reason: reasonLLS},
-	{File: "retryable-reads/handshakeError.json", Test: "database.aggregate succeeds after retryable handshake network error", Reason: reasonLLS},
-	{File: "retryable-reads/handshakeError.json", Test: "database.aggregate succeeds after retryable handshake server error (ShutdownInProgress)", Reason: reasonLLS},
 	{File: "crud/estimatedDocumentCount.json", Test: "estimatedDocumentCount works correctly on views", Reason: "mongosim: views (create with viewOn) are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with options", Reason: "mongosim: find's min/max index bounds are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with showRecordId and returnKey", Reason: "mongosim: find's returnKey and showRecordId are not implemented"},
