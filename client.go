@@ -100,6 +100,7 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 		HeartbeatInterval:      o.HeartbeatInterval,
 		MinHeartbeatInterval:   testhook.MinHeartbeatInterval(),
 		ServerSelectionTimeout: o.ServerSelectionTimeout,
+		SocketTimeout:          o.SocketTimeout,
 		LocalThreshold:         *o.LocalThreshold,
 		Pool: pool.Options{
 			MaxPoolSize:   maxPool,

@@ -144,11 +144,10 @@ func TestAtMostOnceIncrementsUnderLostReplies(t *testing.T) {
 	}
 	wg.Wait()
 	setFailPoint(t, cluster, failPointOff("onPrimaryTransactionalWrite"))
-	// mongosim also fires the fail point on a retry that replays the
-	// stored result (a real primary commits nothing then, so its fail
-	// point stays quiet): about 4% of the writes lose both replies and
-	// fail with the retry's network error. They were applied all the same.
-	if n := failed.Load(); n > total/10 || (n > 0 && !sturdy.IsNetworkError(firstErr)) {
+	// A retry is answered from the transaction table without writing, so
+	// the fail point (entered only where a write commits) never drops its
+	// reply: every increment reports success.
+	if n := failed.Load(); n != 0 {
 		t.Fatalf("%d increments failed, first: %v", n, firstErr)
 	}
 	var doc struct {

@@ -195,23 +195,20 @@ func (m *Member) run(r *request, cmd *command) {
 		r.txn = txn
 	}
 
-	var opw *fpAction
 	if r.txn != nil && m.IsPrimary() {
-		if opw = m.evalTransactionalWrite(r); opw != nil {
+		if opw := m.evalTransactionalWrite(true); opw != nil {
 			c.stats.failPointsFired.Add(1)
-			if opw.failBeforeCommitCode != 0 {
-				// As in mongod, the two options combine: the write is not
-				// committed, and unless closeConnection is false (it
-				// defaults to true) the connection is closed instead of
-				// the error being returned.
-				if opw.closeConnection {
-					c.stats.hangups.Add(1)
-					_ = r.raw.Hangup()
-					return
-				}
-				m.replyErr(r, &out, cmderr.New(opw.failBeforeCommitCode, failBeforeCommitMessage))
+			// As in mongod, the two options combine: the write is not
+			// committed, and unless closeConnection is false (it defaults
+			// to true) the connection is closed instead of the error
+			// being returned.
+			if opw.closeConnection {
+				c.stats.hangups.Add(1)
+				_ = r.raw.Hangup()
 				return
 			}
+			m.replyErr(r, &out, cmderr.New(opw.failBeforeCommitCode, failBeforeCommitMessage))
+			return
 		}
 	}
 
@@ -226,12 +223,18 @@ func (m *Member) run(r *request, cmd *command) {
 		m.replyErr(r, &out, err)
 		return
 	}
-	if opw != nil && opw.closeConnection {
-		// The write committed and is in the transaction table; the client
-		// sees only a dropped connection and must retry to learn the result.
-		c.stats.hangups.Add(1)
-		_ = r.raw.Hangup()
-		return
+	if r.txn != nil && r.txn.executed > 0 && m.IsPrimary() {
+		if opw := m.evalTransactionalWrite(false); opw != nil {
+			c.stats.failPointsFired.Add(1)
+			if opw.closeConnection {
+				// The write committed and is in the transaction table; the
+				// client sees only a dropped connection and must retry to
+				// learn the result.
+				c.stats.hangups.Add(1)
+				_ = r.raw.Hangup()
+				return
+			}
+		}
 	}
 	if wce != nil {
 		// mongod appends the configured document as it is (no codeName

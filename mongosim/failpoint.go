@@ -308,12 +308,18 @@ func (m *Member) evalFailCommand(r *request) *fpAction {
 
 // evalTransactionalWrite returns the onPrimaryTransactionalWrite action for
 // a retryable write on the primary.
-func (m *Member) evalTransactionalWrite(_ *request) *fpAction {
-	all := func(*failPoint) bool { return true }
-	if act := m.fails.evaluate(fpOnPrimaryTransactionalWrite, m.cluster, all); act != nil {
+//
+// mongod enters this fail point where a retryable write is written, so a
+// retry answered from the transaction history never enters it. beforeCommit
+// selects the configurations that fail before the write
+// (failBeforeCommitExceptionCode), evaluated before the command runs; the
+// others are evaluated after it, and only if a statement executed.
+func (m *Member) evalTransactionalWrite(beforeCommit bool) *fpAction {
+	match := func(fp *failPoint) bool { return (fp.act.failBeforeCommitCode != 0) == beforeCommit }
+	if act := m.fails.evaluate(fpOnPrimaryTransactionalWrite, m.cluster, match); act != nil {
 		return act
 	}
-	return m.cluster.fails.evaluate(fpOnPrimaryTransactionalWrite, m.cluster, all)
+	return m.cluster.fails.evaluate(fpOnPrimaryTransactionalWrite, m.cluster, match)
 }
 
 // configureFailPoint is the command: admin only, on this member.

@@ -262,3 +262,34 @@ func TestSpecFixListLocalSessions(t *testing.T) {
 	}
 	sess.EndSession(ctx)
 }
+
+// mongod enters onPrimaryTransactionalWrite where a retryable write
+// commits, so a retry answered from the transaction history is not dropped
+// again: with {times: 2} the first attempt loses its reply, the retry
+// succeeds, and one firing is left for the next real write.
+func TestSpecFixTransactionalWriteFailPointSkipsReplays(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, c := specClient(t, true)
+	coll := client.Database("db").Collection("c")
+	fp := bson.D{{Key: "configureFailPoint", Value: "onPrimaryTransactionalWrite"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 2}}},
+		{Key: "data", Value: bson.D{{Key: "closeConnection", Value: true}}}}
+	if err := client.Database("admin").RunCommand(ctx, fp).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatalf("the driver's retry was dropped too: %v", err)
+	}
+	if s := c.Stats(); s.FailPointsFired != 1 || s.Replayed != 1 {
+		t.Fatalf("fired %d, replayed %d; want 1 and 1", s.FailPointsFired, s.Replayed)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.FailPointsFired != 2 {
+		t.Fatalf("the second real write did not enter the fail point: fired %d", s.FailPointsFired)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != 2 {
+		t.Fatalf("%d documents, %v", n, err)
+	}
+}

@@ -34,6 +34,7 @@ type txnContext struct {
 	sess      *sessionTxn
 	txnNumber int64
 	replayed  int
+	executed  int // statements run (not replayed) by this command
 }
 
 func newTxnTable() *txnTable { return &txnTable{sessions: make(map[string]*sessionTxn)} }
@@ -84,6 +85,7 @@ func (tc *txnContext) stmt(i int, run func() (stmtResult, error)) (stmtResult, e
 	if err != nil {
 		return res, err
 	}
+	tc.executed++
 	tc.sess.stmts[i] = res
 	return res, nil
 }

@@ -93,6 +93,8 @@ type Conn struct {
 	maxMsgSize  int32                // largest reply accepted
 	maxSendSize int32                // largest message sent (server's maxMessageSizeBytes)
 	abortFn     func()               // sets a past deadline; allocated once
+
+	socketTimeout time.Duration // bounds round trips without an earlier ctx deadline
 }
 
 // Process-wide counters: request ids must be unique per process so that
@@ -337,7 +339,13 @@ func (h *headerReader) Read(p []byte) (int, error) {
 // arm applies ctx to the socket: its deadline, and an abort on cancellation.
 // It returns the function that stops the abort, or nil.
 func (c *Conn) arm(ctx context.Context) func() bool {
-	if dl, ok := ctx.Deadline(); ok {
+	dl, ok := ctx.Deadline()
+	if c.socketTimeout > 0 {
+		if st := time.Now().Add(c.socketTimeout); !ok || st.Before(dl) {
+			dl, ok = st, true
+		}
+	}
+	if ok {
 		_ = c.nc.SetDeadline(dl)
 		c.deadlineSet = true
 	} else if c.deadlineSet {

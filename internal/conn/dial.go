@@ -60,6 +60,9 @@ type Options struct {
 	// CMAP events use so command and pool events name one connection alike.
 	// 0 takes the next id of a process-wide counter.
 	ID int64
+	// SocketTimeout, when positive, bounds every round trip after the
+	// handshake whose context has no earlier deadline (socketTimeoutMS).
+	SocketTimeout time.Duration
 }
 
 // ErrLoadBalanced is returned by Dial when Options.LoadBalanced is set.
@@ -120,6 +123,7 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 		maxSendSize: wire.DefaultMaxMessageSize,
 	}
 	c.lastUsed.Store(now.UnixNano())
+	defer func() { c.socketTimeout = o.SocketTimeout }() // not during the handshake: DialTimeout bounds it
 	c.abortFn = c.abort
 
 	hello := bson.D{

@@ -33,6 +33,9 @@ type Options struct {
 	HeartbeatInterval      time.Duration // 0 → 10 s
 	MinHeartbeatInterval   time.Duration // 0 → 500 ms
 	ServerSelectionTimeout time.Duration // 0 → 30 s
+	// SocketTimeout bounds each round trip on the pools' connections (not
+	// the monitors') whose context has no earlier deadline; 0 means none.
+	SocketTimeout time.Duration
 	// LocalThreshold is the latency window. 0 means 0: the caller resolves
 	// the 15 ms default.
 	LocalThreshold time.Duration
@@ -79,6 +82,9 @@ func (o Options) withDefaults() Options {
 	}
 	o.Hosts = hosts
 	o.Pool.Conn = o.Conn
+	// Monitors wait in hello as long as a heartbeat needs; only the pools'
+	// application connections get the socket timeout.
+	o.Pool.Conn.SocketTimeout = o.SocketTimeout
 	o.Pool.Monitor = o.Monitor
 	return o
 }
