@@ -172,6 +172,36 @@ func checkCollation(v any, present bool) error {
 	return nil
 }
 
+// collationArg checks the command's own collation field.
+func collationArg(r *request) error {
+	collation, hasCollation := r.get("collation")
+	return checkCollation(collation, hasCollation)
+}
+
+// optionalProjection compiles spec, or returns nil when there is none.
+func optionalProjection(spec bson.D) (*query.Projection, error) {
+	if len(spec) == 0 {
+		return nil, nil
+	}
+	return query.CompileProjection(spec)
+}
+
+// commandArgs reads what most collection commands start with: the
+// collection name, the check for unknown fields and the let check.
+func commandArgs(r *request, allowed ...string) (string, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return "", err
+	}
+	if err := checkFields(r, allowed...); err != nil {
+		return "", err
+	}
+	if err := checkLet(r); err != nil {
+		return "", err
+	}
+	return coll, nil
+}
+
 // checkLet rejects let variables where the query engine cannot see them.
 func checkLet(r *request) error {
 	if v, ok := r.get("let"); ok {
@@ -252,6 +282,43 @@ func statementsArg(r *request, key string) (bson.A, error) {
 		return nil, cmderr.New(cmderr.InvalidLength, "Write batch sizes must be between 1 and 100000. Got %d operations.", len(a))
 	}
 	return a, nil
+}
+
+// statementDocs is statementsArg for statements that must all be documents.
+func statementDocs(r *request, key string) ([]bson.D, error) {
+	list, err := statementsArg(r, key)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bson.D, len(list))
+	for i, v := range list {
+		d, ok := v.(bson.D)
+		if !ok {
+			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s.%d' is the wrong type '%s', expected type 'object'", r.name, key, i, typeNameOf(v))
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// runStatements runs n write statements in order through r.stmt, handing
+// each success to add; a failure becomes a writeErrors entry and, when the
+// command is ordered, stops the rest.
+func runStatements(r *request, n int, exec func(i int) (stmtResult, error), add func(i int, res stmtResult)) bson.A {
+	ordered := orderedArg(r)
+	var writeErrors bson.A
+	for i := 0; i < n; i++ {
+		res, err := r.stmt(i, func() (stmtResult, error) { return exec(i) })
+		if err != nil {
+			writeErrors = append(writeErrors, writeErrorDoc(i, err))
+			if ordered {
+				break
+			}
+			continue
+		}
+		add(i, res)
+	}
+	return writeErrors
 }
 
 // ---- insert ----
@@ -425,50 +492,31 @@ func parseUpdateStmt(d bson.D, where, filterKey, updateKey string) (*updateStmt,
 }
 
 func cmdUpdate(r *request) (bson.D, error) {
-	coll, err := collectionArg(r)
+	coll, err := commandArgs(r, "updates", "ordered", "bypassDocumentValidation", "let")
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFields(r, "updates", "ordered", "bypassDocumentValidation", "let"); err != nil {
-		return nil, err
-	}
-	if err := checkLet(r); err != nil {
-		return nil, err
-	}
-	list, err := statementsArg(r, "updates")
+	list, err := statementDocs(r, "updates")
 	if err != nil {
 		return nil, err
 	}
 	stmts := make([]*updateStmt, len(list))
-	for i, v := range list {
-		d, ok := v.(bson.D)
-		if !ok {
-			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'update.updates.%d' is the wrong type '%s', expected type 'object'", i, typeNameOf(v))
-		}
+	for i, d := range list {
 		if stmts[i], err = parseUpdateStmt(d, "update.updates", "q", "u"); err != nil {
 			return nil, err
 		}
 	}
-	ordered := orderedArg(r)
 	var n, nModified int32
-	var upserted, writeErrors bson.A
-	for i, st := range stmts {
-		res, err := r.stmt(i, func() (stmtResult, error) {
-			return r.cluster.data.execUpdate(r.db, coll, st, r.now)
-		})
-		if err != nil {
-			writeErrors = append(writeErrors, writeErrorDoc(i, err))
-			if ordered {
-				break
-			}
-			continue
-		}
+	var upserted bson.A
+	writeErrors := runStatements(r, len(stmts), func(i int) (stmtResult, error) {
+		return r.cluster.data.execUpdate(r.db, coll, stmts[i], r.now)
+	}, func(i int, res stmtResult) {
 		n += res.N
 		nModified += res.NModified
 		if res.Upserted != nil {
 			upserted = append(upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: res.Upserted}})
 		}
-	}
+	})
 	return writeReply(n, &nModified, upserted, writeErrors), nil
 }
 
@@ -564,26 +612,16 @@ type deleteStmt struct {
 }
 
 func cmdDelete(r *request) (bson.D, error) {
-	coll, err := collectionArg(r)
+	coll, err := commandArgs(r, "deletes", "ordered", "let")
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFields(r, "deletes", "ordered", "let"); err != nil {
-		return nil, err
-	}
-	if err := checkLet(r); err != nil {
-		return nil, err
-	}
-	list, err := statementsArg(r, "deletes")
+	list, err := statementDocs(r, "deletes")
 	if err != nil {
 		return nil, err
 	}
 	stmts := make([]*deleteStmt, len(list))
-	for i, v := range list {
-		d, ok := v.(bson.D)
-		if !ok {
-			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'delete.deletes.%d' is the wrong type '%s', expected type 'object'", i, typeNameOf(v))
-		}
+	for i, d := range list {
 		st := &deleteStmt{}
 		var haveQ, haveLimit bool
 		for _, e := range d {
@@ -618,22 +656,10 @@ func cmdDelete(r *request) (bson.D, error) {
 		}
 		stmts[i] = st
 	}
-	ordered := orderedArg(r)
 	var n int32
-	var writeErrors bson.A
-	for i, st := range stmts {
-		res, err := r.stmt(i, func() (stmtResult, error) {
-			return r.cluster.data.execDelete(r.db, coll, st)
-		})
-		if err != nil {
-			writeErrors = append(writeErrors, writeErrorDoc(i, err))
-			if ordered {
-				break
-			}
-			continue
-		}
-		n += res.N
-	}
+	writeErrors := runStatements(r, len(stmts), func(i int) (stmtResult, error) {
+		return r.cluster.data.execDelete(r.db, coll, stmts[i])
+	}, func(_ int, res stmtResult) { n += res.N })
 	return writeReply(n, nil, nil, writeErrors), nil
 }
 
@@ -666,15 +692,9 @@ func (s *storage) execDelete(db, coll string, st *deleteStmt) (stmtResult, error
 // ---- findAndModify ----
 
 func cmdFindAndModify(r *request) (bson.D, error) {
-	coll, err := collectionArg(r)
+	coll, err := commandArgs(r, "query", "sort", "remove", "update", "new", "fields", "upsert",
+		"bypassDocumentValidation", "collation", "arrayFilters", "hint", "let")
 	if err != nil {
-		return nil, err
-	}
-	if err := checkFields(r, "query", "sort", "remove", "update", "new", "fields", "upsert",
-		"bypassDocumentValidation", "collation", "arrayFilters", "hint", "let"); err != nil {
-		return nil, err
-	}
-	if err := checkLet(r); err != nil {
 		return nil, err
 	}
 	filterDoc, _, err := docArg(r, "query")
@@ -710,8 +730,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 	case remove && returnNew:
 		return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document")
 	}
-	collation, hasCollation := r.get("collation")
-	if err := checkCollation(collation, hasCollation); err != nil {
+	if err := collationArg(r); err != nil {
 		return nil, err
 	}
 	af, hasAF := r.get("arrayFilters")
@@ -731,11 +750,9 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 			return nil, err
 		}
 	}
-	var proj *query.Projection
-	if len(fields) > 0 {
-		if proj, err = query.CompileProjection(fields); err != nil {
-			return nil, err
-		}
+	proj, err := optionalProjection(fields)
+	if err != nil {
+		return nil, err
 	}
 	var cu *compiledUpdate
 	if hasUpdate {

@@ -41,17 +41,11 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 }
 
 func cmdFind(r *request) (bson.D, error) {
-	coll, err := collectionArg(r)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkFields(r, "filter", "sort", "projection", "hint", "skip", "limit", "batchSize",
+	coll, err := commandArgs(r, "filter", "sort", "projection", "hint", "skip", "limit", "batchSize",
 		"singleBatch", "max", "min", "returnKey", "showRecordId", "tailable", "oplogReplay",
 		"noCursorTimeout", "awaitData", "allowPartialResults", "collation", "allowDiskUse", "let",
-		"term", "includeQueryStatsMetrics"); err != nil {
-		return nil, err
-	}
-	if err := checkLet(r); err != nil {
+		"term", "includeQueryStatsMetrics")
+	if err != nil {
 		return nil, err
 	}
 	for _, k := range []string{"returnKey", "showRecordId", "tailable", "awaitData", "oplogReplay"} {
@@ -64,8 +58,7 @@ func cmdFind(r *request) (bson.D, error) {
 			return nil, cmderr.Unsupported("find option " + k)
 		}
 	}
-	collation, hasCollation := r.get("collation")
-	if err := checkCollation(collation, hasCollation); err != nil {
+	if err := collationArg(r); err != nil {
 		return nil, err
 	}
 	filterDoc, _, err := docArg(r, "filter")
@@ -80,21 +73,9 @@ func cmdFind(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	skip, _, err := nonNegArg(r, "skip")
+	skip, limit, singleBatch, err := skipLimitArgs(r)
 	if err != nil {
 		return nil, err
-	}
-	var limit int64
-	singleBatch := false
-	if v, ok := r.get("limit"); ok {
-		n, isInt := int64Arg(v)
-		if !isInt {
-			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'find.limit' is the wrong type '%s', expected types '[long, int, decimal, double]'", typeNameOf(v))
-		}
-		if n < 0 { // legacy negative limit: one batch of at most -n
-			n, singleBatch = -n, true
-		}
-		limit = n
 	}
 	batchSize := -1
 	if bs, ok, err := nonNegArg(r, "batchSize"); err != nil {
@@ -120,11 +101,9 @@ func cmdFind(r *request) (bson.D, error) {
 			return nil, err
 		}
 	}
-	var proj *query.Projection
-	if len(projDoc) > 0 {
-		if proj, err = query.CompileProjection(projDoc); err != nil {
-			return nil, err
-		}
+	proj, err := optionalProjection(projDoc)
+	if err != nil {
+		return nil, err
 	}
 	early := 0
 	if sorter == nil && limit > 0 {
@@ -157,6 +136,25 @@ func compileSort(spec bson.D) (*query.Sort, error) {
 	return query.CompileSort(spec)
 }
 
+// skipLimitArgs reads the skip and limit fields; a negative limit is the
+// legacy form of one batch of at most -limit, reported as negative.
+func skipLimitArgs(r *request) (skip, limit int64, negative bool, err error) {
+	if skip, _, err = nonNegArg(r, "skip"); err != nil {
+		return 0, 0, false, err
+	}
+	if v, ok := r.get("limit"); ok {
+		n, isInt := int64Arg(v)
+		if !isInt {
+			return 0, 0, false, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.limit' is the wrong type '%s', expected types '[long, int, decimal, double]'", r.name, typeNameOf(v))
+		}
+		if n < 0 {
+			n, negative = -n, true
+		}
+		limit = n
+	}
+	return skip, limit, negative, nil
+}
+
 func skipLimit(docs []bson.D, skip, limit int64) []bson.D {
 	if skip >= int64(len(docs)) {
 		return nil
@@ -176,28 +174,16 @@ func cmdCount(r *request) (bson.D, error) {
 	if err := checkFields(r, "query", "limit", "skip", "hint", "collation", "fields"); err != nil {
 		return nil, err
 	}
-	collation, hasCollation := r.get("collation")
-	if err := checkCollation(collation, hasCollation); err != nil {
+	if err := collationArg(r); err != nil {
 		return nil, err
 	}
 	filterDoc, _, err := docArg(r, "query")
 	if err != nil {
 		return nil, err
 	}
-	skip, _, err := nonNegArg(r, "skip")
+	skip, limit, _, err := skipLimitArgs(r)
 	if err != nil {
 		return nil, err
-	}
-	var limit int64
-	if v, ok := r.get("limit"); ok {
-		n, isInt := int64Arg(v)
-		if !isInt {
-			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'count.limit' is the wrong type '%s', expected types '[long, int, decimal, double]'", typeNameOf(v))
-		}
-		if n < 0 {
-			n = -n
-		}
-		limit = n
 	}
 	hint, _ := r.get("hint")
 	f, err := query.CompileFilter(filterDoc)
@@ -237,8 +223,7 @@ func cmdDistinct(r *request) (bson.D, error) {
 	if err := checkFields(r, "key", "query", "collation", "hint", "rawData"); err != nil {
 		return nil, err
 	}
-	collation, hasCollation := r.get("collation")
-	if err := checkCollation(collation, hasCollation); err != nil {
+	if err := collationArg(r); err != nil {
 		return nil, err
 	}
 	kv, _ := r.get("key")

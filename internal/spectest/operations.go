@@ -127,6 +127,29 @@ func (a *args) session() (*sturdy.Session, error) {
 	return s.sess, nil
 }
 
+// collationAndSession reads the collation and session arguments that most
+// operations take.
+func (a *args) collationAndSession() (*sturdy.Collation, *sturdy.Session, error) {
+	c, err := a.collation()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := a.session()
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, s, nil
+}
+
+// arrayFilters returns the arrayFilters argument (nil if absent).
+func (a *args) arrayFilters() ([]any, error) {
+	af, err := a.array("arrayFilters")
+	if err != nil || af == nil {
+		return nil, err
+	}
+	return af, nil
+}
+
 // array returns an array argument's elements as Go values.
 func (a *args) array(k string) (bson.A, error) {
 	v, ok := a.get(k)
@@ -271,6 +294,23 @@ func value(x any) (opResult, error) {
 	return opResult{v: v}, nil
 }
 
+// valueResult is value(x) for a driver call that returned x and err.
+func valueResult(x any, err error) (opResult, error) {
+	if err != nil {
+		return opResult{}, err
+	}
+	return value(x)
+}
+
+// ackValue is the result of a write: nothing when it was unacknowledged
+// (w: 0), else the value doc builds.
+func ackValue(acknowledged bool, doc func() any) (opResult, error) {
+	if !acknowledged {
+		return opResult{}, nil
+	}
+	return value(doc())
+}
+
 func cursorResult(ctx context.Context, cur *sturdy.Cursor, err error) (opResult, error) {
 	if err != nil {
 		return opResult{}, err
@@ -320,10 +360,7 @@ func deleteResult(r *sturdy.DeleteResult, err error) (opResult, error) {
 	if err != nil {
 		return opResult{}, err
 	}
-	if !r.Acknowledged {
-		return opResult{}, nil
-	}
-	return value(bson.D{{Key: "deletedCount", Value: r.DeletedCount}})
+	return ackValue(r.Acknowledged, func() any { return bson.D{{Key: "deletedCount", Value: r.DeletedCount}} })
 }
 
 // bulkResultDoc converts a BulkWriteResult to the document the tests
@@ -362,20 +399,7 @@ type opFunc = func(context.Context, *args) (opResult, error)
 
 func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 	return map[string]opFunc{
-		"aggregate": func(ctx context.Context, a *args) (opResult, error) {
-			p, err := a.pipeline()
-			if err != nil {
-				return opResult{}, err
-			}
-			o, err := aggregateOptions(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				cur, err := coll.Aggregate(ctx, p, o)
-				return cursorResult(ctx, cur, err)
-			})
-		},
+		"aggregate": aggregateOp(coll.Aggregate),
 		"bulkWrite": func(ctx context.Context, a *args) (opResult, error) {
 			models, err := writeModels(a)
 			if err != nil {
@@ -391,10 +415,7 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 				if err != nil {
 					return opResult{}, err
 				}
-				if !r.Acknowledged {
-					return opResult{}, nil
-				}
-				return value(bulkResultDoc(r))
+				return ackValue(r.Acknowledged, func() any { return bulkResultDoc(r) })
 			})
 		},
 		"countDocuments": func(ctx context.Context, a *args) (opResult, error) {
@@ -403,18 +424,11 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 				return opResult{}, err
 			}
 			o := &sturdy.CountOptions{Skip: a.int64("skip"), Limit: a.int64("limit"), Hint: a.any("hint"), Comment: a.any("comment"), MaxTime: a.maxTime()}
-			if o.Collation, err = a.collation(); err != nil {
-				return opResult{}, err
-			}
-			if o.Session, err = a.session(); err != nil {
+			if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 				return opResult{}, err
 			}
 			return checked(a, func() (opResult, error) {
-				n, err := coll.CountDocuments(ctx, f, o)
-				if err != nil {
-					return opResult{}, err
-				}
-				return value(n)
+				return valueResult(coll.CountDocuments(ctx, f, o))
 			})
 		},
 		"estimatedDocumentCount": func(ctx context.Context, a *args) (opResult, error) {
@@ -424,11 +438,7 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 				return opResult{}, err
 			}
 			return checked(a, func() (opResult, error) {
-				n, err := coll.EstimatedDocumentCount(ctx, o)
-				if err != nil {
-					return opResult{}, err
-				}
-				return value(n)
+				return valueResult(coll.EstimatedDocumentCount(ctx, o))
 			})
 		},
 		"distinct": func(ctx context.Context, a *args) (opResult, error) {
@@ -438,10 +448,7 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 			}
 			field := a.str("fieldName")
 			o := &sturdy.DistinctOptions{Hint: a.any("hint"), Comment: a.any("comment"), MaxTime: a.maxTime()}
-			if o.Collation, err = a.collation(); err != nil {
-				return opResult{}, err
-			}
-			if o.Session, err = a.session(); err != nil {
+			if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 				return opResult{}, err
 			}
 			return checked(a, func() (opResult, error) {
@@ -493,10 +500,7 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 			}
 			o := &sturdy.FindOneAndDeleteOptions{Sort: a.any("sort"), Projection: a.any("projection"), Hint: a.any("hint"),
 				Let: a.any("let"), Comment: a.any("comment"), MaxTime: a.maxTime()}
-			if o.Collation, err = a.collation(); err != nil {
-				return opResult{}, err
-			}
-			if o.Session, err = a.session(); err != nil {
+			if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 				return opResult{}, err
 			}
 			return checked(a, func() (opResult, error) { return singleResult(coll.FindOneAndDelete(ctx, f, o)) })
@@ -513,10 +517,7 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 			if o.ReturnDocument, err = returnDocument(a); err != nil {
 				return opResult{}, err
 			}
-			if o.Collation, err = a.collation(); err != nil {
-				return opResult{}, err
-			}
-			if o.Session, err = a.session(); err != nil {
+			if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 				return opResult{}, err
 			}
 			return checked(a, func() (opResult, error) { return singleResult(coll.FindOneAndReplace(ctx, f, repl, o)) })
@@ -530,18 +531,13 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 			o := &sturdy.FindOneAndUpdateOptions{Upsert: a.boolean("upsert"), Sort: a.any("sort"), Projection: a.any("projection"),
 				Hint: a.any("hint"), Let: a.any("let"), Comment: a.any("comment"), MaxTime: a.maxTime(),
 				BypassDocumentValidation: a.boolPtr("bypassDocumentValidation")}
-			if af, err := a.array("arrayFilters"); err != nil {
+			if o.ArrayFilters, err = a.arrayFilters(); err != nil {
 				return opResult{}, err
-			} else if af != nil {
-				o.ArrayFilters = af
 			}
 			if o.ReturnDocument, err = returnDocument(a); err != nil {
 				return opResult{}, err
 			}
-			if o.Collation, err = a.collation(); err != nil {
-				return opResult{}, err
-			}
-			if o.Session, err = a.session(); err != nil {
+			if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 				return opResult{}, err
 			}
 			return checked(a, func() (opResult, error) { return singleResult(coll.FindOneAndUpdate(ctx, f, upd, o)) })
@@ -560,10 +556,7 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 				if err != nil {
 					return opResult{}, err
 				}
-				if !r.Acknowledged {
-					return opResult{}, nil
-				}
-				return value(bson.D{{Key: "insertedId", Value: r.InsertedID}})
+				return ackValue(r.Acknowledged, func() any { return bson.D{{Key: "insertedId", Value: r.InsertedID}} })
 			})
 		},
 		"insertMany": func(ctx context.Context, a *args) (opResult, error) {
@@ -598,10 +591,7 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 			repl := a.any("replacement")
 			o := &sturdy.ReplaceOptions{Upsert: a.boolean("upsert"), Hint: a.any("hint"), Let: a.any("let"), Sort: a.any("sort"),
 				Comment: a.any("comment"), BypassDocumentValidation: a.boolPtr("bypassDocumentValidation")}
-			if o.Collation, err = a.collation(); err != nil {
-				return opResult{}, err
-			}
-			if o.Session, err = a.session(); err != nil {
+			if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 				return opResult{}, err
 			}
 			return checked(a, func() (opResult, error) { return updateResult(coll.ReplaceOne(ctx, f, repl, o)) })
@@ -629,11 +619,7 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 				return opResult{}, err
 			}
 			return checked(a, func() (opResult, error) {
-				name, err := coll.CreateIndex(ctx, sturdy.IndexModel{Keys: keys, Options: io}, o)
-				if err != nil {
-					return opResult{}, err
-				}
-				return value(name)
+				return valueResult(coll.CreateIndex(ctx, sturdy.IndexModel{Keys: keys, Options: io}, o))
 			})
 		},
 		"dropIndex": func(ctx context.Context, a *args) (opResult, error) {
@@ -697,10 +683,7 @@ func deleteOp(coll *sturdy.Collection, many bool) opFunc {
 			return opResult{}, err
 		}
 		o := &sturdy.DeleteOptions{Hint: a.any("hint"), Let: a.any("let"), Comment: a.any("comment")}
-		if o.Collation, err = a.collation(); err != nil {
-			return opResult{}, err
-		}
-		if o.Session, err = a.session(); err != nil {
+		if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 			return opResult{}, err
 		}
 		return checked(a, func() (opResult, error) {
@@ -721,15 +704,10 @@ func updateOp(coll *sturdy.Collection, many bool) opFunc {
 		upd := a.any("update")
 		o := &sturdy.UpdateOptions{Upsert: a.boolean("upsert"), Hint: a.any("hint"), Let: a.any("let"), Sort: a.any("sort"),
 			Comment: a.any("comment"), BypassDocumentValidation: a.boolPtr("bypassDocumentValidation")}
-		if af, err := a.array("arrayFilters"); err != nil {
-			return opResult{}, err
-		} else if af != nil {
-			o.ArrayFilters = af
-		}
-		if o.Collation, err = a.collation(); err != nil {
+		if o.ArrayFilters, err = a.arrayFilters(); err != nil {
 			return opResult{}, err
 		}
-		if o.Session, err = a.session(); err != nil {
+		if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 			return opResult{}, err
 		}
 		return checked(a, func() (opResult, error) {
@@ -741,14 +719,29 @@ func updateOp(coll *sturdy.Collection, many bool) opFunc {
 	}
 }
 
+// aggregateOp runs the aggregate operation of a collection or a database.
+func aggregateOp(aggregate func(context.Context, any, ...*sturdy.AggregateOptions) (*sturdy.Cursor, error)) opFunc {
+	return func(ctx context.Context, a *args) (opResult, error) {
+		p, err := a.pipeline()
+		if err != nil {
+			return opResult{}, err
+		}
+		o, err := aggregateOptions(a)
+		if err != nil {
+			return opResult{}, err
+		}
+		return checked(a, func() (opResult, error) {
+			cur, err := aggregate(ctx, p, o)
+			return cursorResult(ctx, cur, err)
+		})
+	}
+}
+
 func aggregateOptions(a *args) (*sturdy.AggregateOptions, error) {
 	o := &sturdy.AggregateOptions{BatchSize: int32(a.int64("batchSize")), AllowDiskUse: a.boolPtr("allowDiskUse"), Hint: a.any("hint"),
 		Let: a.any("let"), Comment: a.any("comment"), MaxTime: a.maxTime(), BypassDocumentValidation: a.boolPtr("bypassDocumentValidation")}
 	var err error
-	if o.Collation, err = a.collation(); err != nil {
-		return nil, err
-	}
-	if o.Session, err = a.session(); err != nil {
+	if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -761,10 +754,7 @@ func findOptions(a *args) (*sturdy.FindOptions, error) {
 		AllowPartialResults: a.boolean("allowPartialResults"), NoCursorTimeout: a.boolean("noCursorTimeout"),
 		ReturnKey: a.boolean("returnKey"), ShowRecordID: a.boolean("showRecordId")}
 	var err error
-	if o.Collation, err = a.collation(); err != nil {
-		return nil, err
-	}
-	if o.Session, err = a.session(); err != nil {
+	if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -815,13 +805,9 @@ func writeModels(a *args) ([]sturdy.WriteModel, error) {
 			if err != nil {
 				return nil, err
 			}
-			af, err := m.array("arrayFilters")
+			afs, err := m.arrayFilters()
 			if err != nil {
 				return nil, err
-			}
-			var afs []any
-			if af != nil {
-				afs = af
 			}
 			if kind == "updateOne" {
 				model = &sturdy.UpdateOneModel{Filter: f, Update: m.any("update"), Upsert: m.boolean("upsert"), ArrayFilters: afs,
@@ -860,20 +846,7 @@ func writeModels(a *args) ([]sturdy.WriteModel, error) {
 
 func databaseOps(db *sturdy.Database) map[string]opFunc {
 	return map[string]opFunc{
-		"aggregate": func(ctx context.Context, a *args) (opResult, error) {
-			p, err := a.pipeline()
-			if err != nil {
-				return opResult{}, err
-			}
-			o, err := aggregateOptions(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				cur, err := db.Aggregate(ctx, p, o)
-				return cursorResult(ctx, cur, err)
-			})
-		},
+		"aggregate": aggregateOp(db.Aggregate),
 		"runCommand": func(ctx context.Context, a *args) (opResult, error) {
 			cmd, err := a.doc("command")
 			if err != nil {
@@ -903,11 +876,7 @@ func databaseOps(db *sturdy.Database) map[string]opFunc {
 				return opResult{}, err
 			}
 			return checked(a, func() (opResult, error) {
-				names, err := db.ListCollectionNames(ctx, f, o)
-				if err != nil {
-					return opResult{}, err
-				}
-				return value(names)
+				return valueResult(db.ListCollectionNames(ctx, f, o))
 			})
 		},
 		"listCollections": func(ctx context.Context, a *args) (opResult, error) {
@@ -980,11 +949,7 @@ func clientOps(c *sturdy.Client) map[string]opFunc {
 				return opResult{}, err
 			}
 			return checked(a, func() (opResult, error) {
-				names, err := c.ListDatabaseNames(ctx, f, o)
-				if err != nil {
-					return opResult{}, err
-				}
-				return value(names)
+				return valueResult(c.ListDatabaseNames(ctx, f, o))
 			})
 		},
 		// listDatabases: the server's database documents as they came.
@@ -1067,10 +1032,7 @@ func createCollectionOptions(a *args) (*sturdy.CreateCollectionOptions, error) {
 		o.Pipeline = p
 	}
 	var err error
-	if o.Collation, err = a.collation(); err != nil {
-		return nil, err
-	}
-	if o.Session, err = a.session(); err != nil {
+	if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 		return nil, err
 	}
 	return o, nil
