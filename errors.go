@@ -3,10 +3,14 @@ package sturdy
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/internal/pool"
 )
 
 // The error types every operation can return. They are aliases of the types
@@ -26,6 +30,12 @@ type (
 	NetworkError = mongoerr.NetworkError
 	// ServerSelectionError means no suitable server was found in time.
 	ServerSelectionError = mongoerr.ServerSelectionError
+	// PoolClearedError is a connection check-out refused because the pool
+	// was cleared after an error: nothing was sent to the server.
+	PoolClearedError = pool.PoolClearedError
+	// WaitQueueTimeoutError is a check-out that waited too long for a
+	// connection: nothing was sent to the server.
+	WaitQueueTimeoutError = pool.WaitQueueTimeoutError
 )
 
 // Error labels a server or the client attaches to errors.
@@ -127,6 +137,50 @@ func IsDuplicateKey(err error) bool {
 		}
 	}
 	return mongoerr.IsDuplicateKey(err)
+}
+
+var dupIndexInMessage = regexp.MustCompile(`index: (\S+) dup key`)
+
+// DuplicateKeyIndex reports whether err is a duplicate-key error and, if
+// so, the name of the unique index it is about: "_id_" when the server's
+// keyPattern (4.2+) is {_id: 1}, else the name in its message ("... index:
+// email_1 dup key: ..."), else "" when neither says.
+func DuplicateKeyIndex(err error) (index string, ok bool) {
+	if !IsDuplicateKey(err) {
+		return "", false
+	}
+	type report struct {
+		raw bson.Raw
+		msg string
+	}
+	var reports []report
+	var bwe *BulkWriteException
+	if errors.As(err, &bwe) {
+		for _, w := range bwe.WriteErrors {
+			reports = append(reports, report{w.Raw, w.Message})
+		}
+	}
+	var we *WriteException
+	if errors.As(err, &we) {
+		for _, w := range we.WriteErrors {
+			reports = append(reports, report{w.Raw, w.Message})
+		}
+	}
+	var ce *CommandError
+	if errors.As(err, &ce) {
+		reports = append(reports, report{ce.Raw, ce.Message})
+	}
+	for _, r := range reports {
+		if kp, ok := r.raw.Lookup("keyPattern").DocumentOK(); ok {
+			if elems, err := kp.Elements(); err == nil && len(elems) == 1 && elems[0].Key() == "_id" {
+				return "_id_", true
+			}
+		}
+		if m := dupIndexInMessage.FindStringSubmatch(r.msg); m != nil {
+			return m[1], true
+		}
+	}
+	return "", true
 }
 
 func isDupCode(code int32) bool { return code == 11000 || code == 11001 || code == 12582 }

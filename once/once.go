@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy"
-	"github.com/sturdy-go/sturdy/internal/pool"
 )
 
 // Options configures a Collection. The zero value is the default.
@@ -118,8 +116,8 @@ func mayHaveApplied(err error) bool {
 	// A check-out from a cleared pool fails before anything is sent; it
 	// wraps the network error of the operation that cleared the pool, so it
 	// must be recognised before that error is.
-	var pce *pool.PoolClearedError
-	var wqt *pool.WaitQueueTimeoutError
+	var pce *sturdy.PoolClearedError
+	var wqt *sturdy.WaitQueueTimeoutError
 	if errors.As(err, &pce) || errors.As(err, &wqt) || sturdy.HasErrorLabel(err, sturdy.LabelNoWritesPerformed) {
 		return false
 	}
@@ -177,42 +175,8 @@ func (e *DuplicateKeyError) Error() string {
 
 func (e *DuplicateKeyError) Unwrap() error { return e.Err }
 
-var indexInMessage = regexp.MustCompile(`index: (\S+) dup key`)
-
-// duplicateKeyIndex returns the name of the index a duplicate-key error is
-// about ("" if unknown) and whether err is a duplicate-key error at all.
-// The keyPattern the server attaches (4.2+) is preferred to parsing errmsg.
-func duplicateKeyIndex(err error) (string, bool) {
-	if !sturdy.IsDuplicateKey(err) {
-		return "", false
-	}
-	var raws []bson.Raw
-	var msgs []string
-	var we *sturdy.WriteException
-	if errors.As(err, &we) {
-		for _, w := range we.WriteErrors {
-			raws, msgs = append(raws, w.Raw), append(msgs, w.Message)
-		}
-	}
-	var ce *sturdy.CommandError
-	if errors.As(err, &ce) {
-		raws, msgs = append(raws, ce.Raw), append(msgs, ce.Message)
-	}
-	for i, raw := range raws {
-		if kp, ok := raw.Lookup("keyPattern").DocumentOK(); ok {
-			if elems, err := kp.Elements(); err == nil && len(elems) == 1 && elems[0].Key() == "_id" {
-				return "_id_", true
-			}
-		}
-		if m := indexInMessage.FindStringSubmatch(msgs[i]); m != nil {
-			return m[1], true
-		}
-	}
-	return "", true
-}
-
 // isDuplicateID reports whether err is a duplicate key on the _id index.
 func isDuplicateID(err error) bool {
-	ix, dup := duplicateKeyIndex(err)
+	ix, dup := sturdy.DuplicateKeyIndex(err)
 	return dup && ix == "_id_"
 }

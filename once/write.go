@@ -44,7 +44,7 @@ func (c *Collection) InsertOne(ctx context.Context, doc any, opts ...*sturdy.Ins
 	if err == nil {
 		return res, nil
 	}
-	if ix, dup := duplicateKeyIndex(err); dup {
+	if ix, dup := sturdy.DuplicateKeyIndex(err); dup {
 		return nil, &DuplicateKeyError{Index: ix, ID: id, Err: err}
 	}
 	if !c.retryOn(err) || ctx.Err() != nil {
@@ -55,7 +55,7 @@ func (c *Collection) InsertOne(ctx context.Context, doc any, opts ...*sturdy.Ins
 	if err == nil {
 		return res, nil
 	}
-	if ix, dup := duplicateKeyIndex(err); dup {
+	if ix, dup := sturdy.DuplicateKeyIndex(err); dup {
 		if ix == "_id_" {
 			res.ReplyLost = true
 			return res, nil

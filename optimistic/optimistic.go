@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"time"
 
@@ -336,34 +335,9 @@ func setVersion(doc any, field string, v int64) {
 	}
 }
 
-var indexInMessage = regexp.MustCompile(`index: (\S+) dup key`)
-
 // isDuplicateID reports whether err is a duplicate key on the _id index
 // (a duplicate on another unique index is not a version conflict).
 func isDuplicateID(err error) bool {
-	if !sturdy.IsDuplicateKey(err) {
-		return false
-	}
-	var raws []bson.Raw
-	var msgs []string
-	var we *sturdy.WriteException
-	if errors.As(err, &we) {
-		for _, w := range we.WriteErrors {
-			raws, msgs = append(raws, w.Raw), append(msgs, w.Message)
-		}
-	}
-	var ce *sturdy.CommandError
-	if errors.As(err, &ce) {
-		raws, msgs = append(raws, ce.Raw), append(msgs, ce.Message)
-	}
-	for i, raw := range raws {
-		if kp, ok := raw.Lookup("keyPattern").DocumentOK(); ok {
-			elems, err := kp.Elements()
-			return err == nil && len(elems) == 1 && elems[0].Key() == "_id"
-		}
-		if m := indexInMessage.FindStringSubmatch(msgs[i]); m != nil {
-			return m[1] == "_id_"
-		}
-	}
-	return false
+	ix, dup := sturdy.DuplicateKeyIndex(err)
+	return dup && ix == "_id_"
 }
