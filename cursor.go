@@ -34,6 +34,7 @@ type Cursor struct {
 	comment   any
 	err       error
 	closed    bool
+	src       CursorSource // set by NewCursor: documents come from src, not from a server
 }
 
 // openCursor runs a cursor-returning command and wraps its first batch.
@@ -90,6 +91,9 @@ func (c *Cursor) RemainingBatchLength() int { return c.batch.n }
 // Next moves to the next document, fetching the next batch if needed. It
 // returns false when the cursor is exhausted or on error (see Err).
 func (c *Cursor) Next(ctx context.Context) bool {
+	if c.src != nil {
+		return c.nextFromSource(ctx)
+	}
 	for {
 		if doc, ok := c.batch.next(); ok {
 			c.Current = doc
@@ -148,7 +152,12 @@ func (c *Cursor) Decode(v any) error {
 }
 
 // Err returns the error that stopped Next, if any.
-func (c *Cursor) Err() error { return c.err }
+func (c *Cursor) Err() error {
+	if c.src != nil && c.err == nil {
+		return c.src.Err()
+	}
+	return c.err
+}
 
 // All decodes every remaining document into results, a pointer to a slice,
 // and closes the cursor.
@@ -184,6 +193,9 @@ func (c *Cursor) Close(ctx context.Context) error {
 	}
 	c.closed = true
 	c.batch = docBatch{}
+	if c.src != nil {
+		return c.src.Close(ctx)
+	}
 	var err error
 	if c.id != 0 {
 		err = c.killCursor(ctx)
