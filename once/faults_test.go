@@ -13,8 +13,12 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/adapt"
+	"github.com/sturdy-go/sturdy/adapt/mongov2"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
@@ -332,18 +336,43 @@ func nth(name string, k int, act action) func(string, bson.Raw) action {
 	}
 }
 
-// env is one test deployment: a mongosim replica set and a sturdy client
-// whose connections go through a fault injector.
+// env is one test deployment: a mongosim replica set, a sturdy client
+// whose connections go through a fault injector, and the collection under
+// test, reached through the driver the test runs with.
 type env struct {
 	sim    *mongosim.Cluster
 	client *sturdy.Client
 	faults *faults
-	coll   *sturdy.Collection
+	// coll is the sturdy collection the tests inspect results with.
+	coll *sturdy.Collection
+	// target is what once.New is given: coll itself, or the same collection
+	// through the official driver and adapt/mongov2 (its connections go
+	// through the same fault injector).
+	target adapt.Collection
 	// retryWrites says whether the client retries writes itself.
 	retryWrites bool
+	driver      driver
 }
 
-func newEnv(t *testing.T, retryWrites bool) *env {
+// driver names the client a test runs the pattern over.
+type driver string
+
+const (
+	sturdyDriver   driver = "sturdy"
+	officialDriver driver = "official"
+)
+
+var drivers = []driver{sturdyDriver, officialDriver}
+
+// dialFunc gives the injector's dial function the official driver's
+// ContextDialer method.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+func (f dialFunc) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return f(ctx, network, addr)
+}
+
+func newEnv(t *testing.T, d driver, retryWrites bool) *env {
 	t.Helper()
 	sim := mongosim.StartWithOptions(t, mongosim.Options{Seed: 7})
 	o, err := sturdy.ParseURI(sim.URI())
@@ -368,21 +397,47 @@ func newEnv(t *testing.T, retryWrites bool) *env {
 			t.Errorf("Disconnect: %v", err)
 		}
 	})
-	return &env{sim: sim, client: client, faults: f, coll: client.Database("app").Collection("c"), retryWrites: retryWrites}
+	e := &env{sim: sim, client: client, faults: f, coll: client.Database("app").Collection("c"), retryWrites: retryWrites, driver: d}
+	e.target = e.coll
+	if d == officialDriver {
+		oc, err := mongo.Connect(options.Client().ApplyURI(sim.URI()).SetDialer(dialFunc(f.dial)).
+			SetRetryWrites(retryWrites).SetServerSelectionTimeout(10 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := oc.Disconnect(ctx); err != nil {
+				t.Errorf("Disconnect: %v", err)
+			}
+		})
+		e.target = mongov2.Collection(oc.Database("app").Collection("c"))
+	}
+	return e
 }
 
-// bothRetryModes runs fn with the client's retryable writes off and on:
-// the patterns must hold without the driver's help.
+// eachDriver runs fn once per driver.
+func eachDriver(t *testing.T, fn func(t *testing.T, d driver)) {
+	for _, d := range drivers {
+		t.Run(string(d), func(t *testing.T) { fn(t, d) })
+	}
+}
+
+// bothRetryModes runs fn for each driver with its retryable writes off and
+// on: the patterns must hold without the driver's help.
 func bothRetryModes(t *testing.T, fn func(t *testing.T, e *env)) {
-	for _, rw := range []bool{false, true} {
-		name := "retryWrites=false"
-		if rw {
-			name = "retryWrites=true"
+	for _, d := range drivers {
+		for _, rw := range []bool{false, true} {
+			name := string(d) + "/retryWrites=false"
+			if rw {
+				name = string(d) + "/retryWrites=true"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				fn(t, newEnv(t, d, rw))
+			})
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, newEnv(t, rw))
-		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/adapt"
 )
 
 // Options configures a Collection. The zero value is the default.
@@ -26,7 +27,7 @@ type Options struct {
 // Collection wraps a sturdy collection with the exactly-once operations. It
 // is safe for concurrent use.
 type Collection struct {
-	coll    *sturdy.Collection
+	coll    adapt.Collection
 	pending string
 	cutoff  string
 	retryOn func(error) bool
@@ -38,8 +39,10 @@ type Collection struct {
 	beforeSetUnset func(id any)
 }
 
-// New wraps coll. At most one Options is used (the last non-nil one).
-func New(coll *sturdy.Collection, opts ...*Options) *Collection {
+// New wraps coll: a *sturdy.Collection, or another driver's collection
+// through an adapter such as adapt/mongov2. At most one Options is used
+// (the last non-nil one).
+func New(coll adapt.Collection, opts ...*Options) *Collection {
 	var o Options
 	for _, p := range opts {
 		if p != nil {
@@ -58,8 +61,15 @@ func New(coll *sturdy.Collection, opts ...*Options) *Collection {
 	return &Collection{coll: coll, pending: o.PendingField, cutoff: o.CutoffField, retryOn: o.RetryOn, newToken: bson.NewObjectID}
 }
 
-// Unwrap returns the underlying sturdy collection.
-func (c *Collection) Unwrap() *sturdy.Collection { return c.coll }
+// Unwrap returns the underlying sturdy collection, or nil when New was
+// given another implementation of adapt.Collection (see Underlying).
+func (c *Collection) Unwrap() *sturdy.Collection {
+	sc, _ := c.coll.(*sturdy.Collection)
+	return sc
+}
+
+// Underlying returns the collection New was given.
+func (c *Collection) Underlying() adapt.Collection { return c.coll }
 
 var (
 	// ErrNotIdempotent is returned, before anything is sent, for an update
@@ -96,6 +106,12 @@ func IsTransient(err error) bool {
 		return false
 	}
 	if sturdy.IsNetworkError(err) || sturdy.HasErrorLabel(err, sturdy.LabelRetryableWrite) {
+		return true
+	}
+	// A check-out refused after a pool clear sent nothing: trying again is
+	// safe. (sturdy retries these itself; the official driver may not.)
+	var pce *sturdy.PoolClearedError
+	if errors.As(err, &pce) {
 		return true
 	}
 	var ce *sturdy.CommandError

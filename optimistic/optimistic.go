@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/adapt"
 )
 
 // Options configures a Collection. The zero value is the default.
@@ -67,12 +68,14 @@ func (e *ConflictError) Unwrap() error { return e.Err }
 // Collection stores versioned documents in a sturdy collection. It is safe
 // for concurrent use.
 type Collection struct {
-	coll *sturdy.Collection
+	coll adapt.Collection
 	o    Options
 }
 
-// New wraps coll. At most one Options is used (the last non-nil one).
-func New(coll *sturdy.Collection, opts ...*Options) *Collection {
+// New wraps coll: a *sturdy.Collection, or another driver's collection
+// through an adapter such as adapt/mongov2. At most one Options is used
+// (the last non-nil one).
+func New(coll adapt.Collection, opts ...*Options) *Collection {
 	var o Options
 	for _, p := range opts {
 		if p != nil {
@@ -88,8 +91,15 @@ func New(coll *sturdy.Collection, opts ...*Options) *Collection {
 	return &Collection{coll: coll, o: o}
 }
 
-// Unwrap returns the underlying sturdy collection.
-func (c *Collection) Unwrap() *sturdy.Collection { return c.coll }
+// Unwrap returns the underlying sturdy collection, or nil when New was
+// given another implementation of adapt.Collection (see Underlying).
+func (c *Collection) Unwrap() *sturdy.Collection {
+	sc, _ := c.coll.(*sturdy.Collection)
+	return sc
+}
+
+// Underlying returns the collection New was given.
+func (c *Collection) Underlying() adapt.Collection { return c.coll }
 
 // SaveResult is the result of a save.
 type SaveResult struct {

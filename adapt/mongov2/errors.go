@@ -52,6 +52,8 @@ func translate(err error) error {
 		return wrap(sturdy.ErrClientDisconnected)
 	case errors.As(err, &sse):
 		return &sturdy.ServerSelectionError{Reason: "suitable server", Topology: sse.Desc.String(), Err: err}
+	case isPoolCleared(err):
+		return wrap(&sturdy.PoolClearedError{Cause: err})
 	case mongo.IsNetworkError(err):
 		// The official driver labels failures to open a connection
 		// "connection handshake": nothing was sent on them.
@@ -77,4 +79,15 @@ func translate(err error) error {
 		return wrap(&sturdy.CommandError{Code: ce.Code, Name: ce.Name, Message: ce.Message, Labels: ce.Labels, Raw: ce.Raw})
 	}
 	return err
+}
+
+// isPoolCleared reports a check-out the official driver refused because the
+// pool was cleared (its error type is unexported): nothing was sent.
+func isPoolCleared(err error) bool {
+	var r interface{ Retryable() bool }
+	if !errors.As(err, &r) {
+		return false
+	}
+	e, ok := r.(error)
+	return ok && strings.Contains(e.Error(), "was cleared because")
 }

@@ -367,4 +367,3 @@ func (c *cursor) Next(ctx context.Context) (bson.Raw, bool) {
 func (c *cursor) Err() error { return translate(c.c.Err()) }
 
 func (c *cursor) Close(ctx context.Context) error { return translate(c.c.Close(ctx)) }
-
