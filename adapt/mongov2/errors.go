@@ -24,6 +24,10 @@ func (e *Error) Error() string { return e.Original.Error() }
 // sturdy.HasErrorLabel.
 func (e *Error) Unwrap() []error { return []error{e.Translated, e.Original} }
 
+// HasErrorLabel reports the translated error's labels (sturdy.HasErrorLabel
+// follows single-error Unwrap chains only).
+func (e *Error) HasErrorLabel(label string) bool { return sturdy.HasErrorLabel(e.Translated, label) }
+
 func labelsOf(err error) []string {
 	var ce mongo.CommandError
 	if errors.As(err, &ce) {
