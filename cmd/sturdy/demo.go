@@ -16,8 +16,13 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	mevent "go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/adapt"
+	"github.com/sturdy-go/sturdy/adapt/mongov2"
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/faultproxy"
 	"github.com/sturdy-go/sturdy/internal/testhook"
@@ -93,11 +98,15 @@ type strategy struct {
 	twoStep bool
 	client  clientKind
 	run     func(ctx context.Context, env *cellEnv, op int) error
+	// sturdyOnly strategies need sturdy's client; --driver official skips
+	// them.
+	sturdyOnly bool
 }
 
-// cellEnv is what a strategy works with during one cell.
+// cellEnv is what a strategy works with during one cell: the application's
+// collection, through sturdy or through the official driver's adapter.
 type cellEnv struct {
-	coll *sturdy.Collection
+	coll adapt.Collection
 	once *once.Collection
 }
 
@@ -126,7 +135,7 @@ var demoStrategies = []strategy{
 	{name: "retryable writes", client: retryableWrites, run: func(ctx context.Context, e *cellEnv, op int) error {
 		return e.inc(ctx, op)
 	}},
-	{name: "sturdy (+ backpressure)", client: sturdyDefault, run: func(ctx context.Context, e *cellEnv, op int) error {
+	{name: "sturdy (+ backpressure)", client: sturdyDefault, sturdyOnly: true, run: func(ctx context.Context, e *cellEnv, op int) error {
 		return e.inc(ctx, op)
 	}},
 }
@@ -168,14 +177,19 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	seed := fs.Uint64("seed", 1, "seed for choosing which operations meet a fault")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	htmlOut := fs.String("html", "", "also write an HTML page with the table and charts to this file")
+	driverName := fs.String("driver", "sturdy", "the application's client: sturdy, or official (go.mongodb.org/mongo-driver/v2; retryWrites off/on, the application's own retries, and once over adapt/mongov2)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
+	}
+	if *driverName != "sturdy" && *driverName != "official" {
+		fmt.Fprintf(stderr, "-driver must be sturdy or official, not %q\n", *driverName)
+		return errUsage
 	}
 	if *ops < 10 {
 		fmt.Fprintln(stderr, "-ops must be at least 10")
 		return errUsage
 	}
-	target := demoTarget{}
+	target := demoTarget{official: *driverName == "official"}
 	if *uri != "" {
 		o, err := sturdy.ParseURI(*uri)
 		if err != nil {
@@ -216,12 +230,21 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer admin.Disconnect(context.Background())
 
 	var results []cellResult
-	total := len(demoFaults) * len(demoStrategies)
+	strategies := demoStrategies
+	if target.official {
+		strategies = nil
+		for _, s := range demoStrategies {
+			if !s.sturdyOnly {
+				strategies = append(strategies, s)
+			}
+		}
+	}
+	total := len(demoFaults) * len(strategies)
 	progress := isTerminal(stderr)
 	for fi, f := range demoFaults {
-		for si, s := range demoStrategies {
+		for si, s := range strategies {
 			if progress {
-				fmt.Fprintf(stderr, "\r%s %-14s %-24s", progressBar(fi*len(demoStrategies)+si, total), f.name, s.name)
+				fmt.Fprintf(stderr, "\r%s %-14s %-24s", progressBar(fi*len(strategies)+si, total), f.name, s.name)
 			}
 			res, err := runCell(ctx, &target, proxy, admin, f, s, *ops, *seed)
 			if err != nil {
@@ -236,7 +259,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if progress {
 		fmt.Fprintf(stderr, "\r%-80s\r", "")
 	}
+	if target.official {
+		fmt.Fprintln(stdout, "client: the official Go driver (go.mongodb.org/mongo-driver/v2); \"retry once + idempotent\" is once over adapt/mongov2")
+		fmt.Fprintln(stdout)
+	}
 	printDemoTable(stdout, results)
+	if target.official {
+		fmt.Fprintln(stdout, "  The official driver keeps its 500 ms minimum between server checks, and with retryable writes on it retries")
+		fmt.Fprintln(stdout, "  a write for as long as the operation's context allows (the demo gives each operation 10 s).")
+	}
 	if *jsonOut != "" {
 		b, err := json.MarshalIndent(results, "", "  ")
 		if err != nil {
@@ -265,6 +296,7 @@ type demoTarget struct {
 	hosts    []string
 	base     sturdy.Options // options of the deployment's own URI (auth, replica set...)
 	proxyURI string
+	official bool // the application uses the official driver
 }
 
 // client connects through the fault proxy with the strategy's retry
@@ -293,6 +325,48 @@ func (t *demoTarget) client(ctx context.Context, kind clientKind, attempts *atom
 	return sturdy.ConnectWithOptions(ctx, o)
 }
 
+// officialClient is client's counterpart for the official driver: the
+// same proxy, retryable writes on unless the application retries alone.
+// The official driver has no option to turn off its other retries.
+func (t *demoTarget) officialClient(kind clientKind, attempts *atomic.Int64) (*mongo.Client, error) {
+	o := options.Client().ApplyURI(t.proxyURI).SetAppName("sturdy-demo").
+		SetServerSelectionTimeout(5 * time.Second).SetRetryWrites(kind != appRetriesOnly).
+		SetMonitor(&mevent.CommandMonitor{Started: func(_ context.Context, e *mevent.CommandStartedEvent) {
+			if e.CommandName == "update" {
+				attempts.Add(1)
+			}
+		}})
+	if a := t.base.Auth; a != nil {
+		o.SetAuth(options.Credential{AuthMechanism: a.Mechanism, AuthSource: a.Source, Username: a.Username, Password: a.Password, PasswordSet: a.PasswordSet})
+	}
+	return mongo.Connect(o)
+}
+
+// appCollection connects the strategy's application client and returns
+// its collection and a function that disconnects it.
+func (t *demoTarget) appCollection(ctx context.Context, kind clientKind, attempts *atomic.Int64) (adapt.Collection, func(), error) {
+	if t.official {
+		app, err := t.officialClient(kind, attempts)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := app.Ping(ctx, nil); err != nil {
+			app.Disconnect(context.Background())
+			return nil, nil, err
+		}
+		return mongov2.Collection(app.Database(demoDB).Collection(demoColl)), func() { app.Disconnect(context.Background()) }, nil
+	}
+	app, err := t.client(ctx, kind, attempts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := app.Ping(ctx); err != nil {
+		app.Disconnect(context.Background())
+		return nil, nil, err
+	}
+	return app.Database(demoDB).Collection(demoColl), func() { app.Disconnect(context.Background()) }, nil
+}
+
 func runCell(ctx context.Context, t *demoTarget, proxy *faultproxy.Proxy, admin *sturdy.Client, f faultKind, s strategy, n int, seed uint64) (cellResult, error) {
 	res := cellResult{Fault: f.name, Strategy: s.name, Expected: n}
 	coll := admin.Database(demoDB).Collection(demoColl)
@@ -300,16 +374,12 @@ func runCell(ctx context.Context, t *demoTarget, proxy *faultproxy.Proxy, admin 
 		return res, err
 	}
 	var attempts atomic.Int64
-	app, err := t.client(ctx, s.client, &attempts)
+	appColl, disconnect, err := t.appCollection(ctx, s.client, &attempts)
 	if err != nil {
 		return res, err
 	}
-	defer app.Disconnect(context.Background())
-	appColl := app.Database(demoDB).Collection(demoColl)
+	defer disconnect()
 	env := &cellEnv{coll: appColl, once: once.New(appColl)}
-	if err := app.Ping(ctx); err != nil {
-		return res, err
-	}
 	rng := mrand.New(mrand.NewPCG(seed, uint64(len(f.name))))
 	start := time.Now()
 	for i := 0; i < n; i++ {
