@@ -51,4 +51,7 @@
 // context is done. The client's own retryable writes (on by default in
 // sturdy) make the first attempt more likely to succeed but are not needed
 // for these guarantees: the package is tested with them on and off.
+//
+// New takes an adapt.Collection: a *sturdy.Collection, or the official Go
+// driver's collection through adapt/mongov2. Every test runs over both.
 package once

@@ -29,4 +29,7 @@
 // Documents may be tagged structs, bson.D, bson.M or bson.Raw. The version
 // field, the creation-only fields and the optional created/modified stamps
 // are named in Options.
+//
+// New takes an adapt.Collection: a *sturdy.Collection, or the official Go
+// driver's collection through adapt/mongov2.
 package optimistic
