@@ -67,6 +67,14 @@ func (ReplaceOneModel) writeModel() {}
 func (DeleteOneModel) writeModel()  {}
 func (DeleteManyModel) writeModel() {}
 
+// ClientWriteModel is one write of Client.BulkWrite: Model (any WriteModel)
+// applied to collection Collection of database Database.
+type ClientWriteModel struct {
+	Database   string
+	Collection string
+	Model      WriteModel
+}
+
 // Collation selects language-specific string comparison rules.
 type Collation struct {
 	Locale          string `bson:"locale"`
@@ -176,6 +184,21 @@ type BulkWriteOptions struct {
 	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Let                      any
 	Comment                  any
+	Session                  *Session
+}
+
+// ClientBulkWriteOptions are the options of Client.BulkWrite.
+type ClientBulkWriteOptions struct {
+	Ordered *bool // nil means true: stop at the first write error
+	// VerboseResults asks for the result of every model (InsertResults,
+	// UpdateResults, DeleteResults); by default only the counts are
+	// returned, which spares the server and the network one result per
+	// model.
+	VerboseResults           bool
+	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
+	Let                      any   // variables for the filters and updates ($$name)
+	Comment                  any
+	WriteConcern             *WriteConcern // nil: the client's
 	Session                  *Session
 }
 
