@@ -1,0 +1,624 @@
+package sturdy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/blackpipe"
+	"github.com/sturdy-go/sturdy/mongosim"
+)
+
+// mixedClientModels writes to two collections of two databases: every model
+// kind once, so that each kind of per-model result is exercised.
+func mixedClientModels() []sturdy.ClientWriteModel {
+	return []sturdy.ClientWriteModel{
+		{Database: "a", Collection: "x", Model: &sturdy.InsertOneModel{Document: d("_id", 1, "v", 1)}},
+		{Database: "b", Collection: "y", Model: &sturdy.InsertOneModel{Document: d("_id", 1, "v", 10)}},
+		{Database: "a", Collection: "x", Model: &sturdy.InsertOneModel{Document: d("_id", 2, "v", 2)}},
+		{Database: "b", Collection: "y", Model: &sturdy.UpdateOneModel{Filter: d("_id", 1), Update: d("$inc", d("v", 5))}},
+		{Database: "a", Collection: "x", Model: &sturdy.UpdateManyModel{Filter: nil, Update: d("$set", d("w", true))}},
+		{Database: "b", Collection: "y", Model: &sturdy.ReplaceOneModel{Filter: d("_id", 7), Replacement: d("v", 70), Upsert: true}},
+		{Database: "a", Collection: "x", Model: &sturdy.DeleteOneModel{Filter: d("_id", 2)}},
+		{Database: "b", Collection: "y", Model: &sturdy.DeleteManyModel{Filter: d("v", d("$gte", 100))}},
+	}
+}
+
+func TestClientBulkWriteAcrossNamespaces(t *testing.T) {
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	rec := &recorder{}
+	c := connect(t, cluster.URI(), func(o *sturdy.Options) { o.Monitor = rec.monitor() })
+
+	res, err := c.BulkWrite(ctx, mixedClientModels(), &sturdy.ClientBulkWriteOptions{VerboseResults: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := [...]int64{res.InsertedCount, res.UpsertedCount, res.MatchedCount, res.ModifiedCount, res.DeletedCount}
+	if want := [...]int64{3, 1, 1 + 2, 1 + 2, 1}; got != want || !res.Acknowledged || !res.HasVerboseResults {
+		t.Fatalf("inserted, upserted, matched, modified, deleted = %v, want %v (%+v)", got, want, res)
+	}
+	wantIns := map[int]sturdy.ClientInsertResult{0: {InsertedID: int32(1)}, 1: {InsertedID: int32(1)}, 2: {InsertedID: int32(2)}}
+	wantUpd := map[int]sturdy.ClientUpdateResult{3: {MatchedCount: 1, ModifiedCount: 1}, 4: {MatchedCount: 2, ModifiedCount: 2},
+		5: {MatchedCount: 1, UpsertedID: int32(7)}}
+	wantDel := map[int]sturdy.ClientDeleteResult{6: {DeletedCount: 1}, 7: {DeletedCount: 0}}
+	if !reflect.DeepEqual(res.InsertResults, wantIns) || !reflect.DeepEqual(res.UpdateResults, wantUpd) || !reflect.DeepEqual(res.DeleteResults, wantDel) {
+		t.Fatalf("per-model results\n ins %v\n upd %v\n del %v", res.InsertResults, res.UpdateResults, res.DeleteResults)
+	}
+	assertDocs(t, c.Database("a").Collection("x"), `[{"_id":1,"v":1,"w":true}]`)
+	assertDocs(t, c.Database("b").Collection("y"), `[{"_id":1,"v":15},{"_id":7,"v":70}]`)
+
+	// One command on admin; nsInfo lists each namespace once, in order of
+	// first use, and every op points at its own.
+	started := rec.startedNamed("bulkWrite")
+	if len(started) != 1 || started[0].DatabaseName != "admin" {
+		t.Fatalf("%d bulkWrite commands", len(started))
+	}
+	cmd := started[0].Command
+	if cmd.Lookup("errorsOnly").Boolean() || !cmd.Lookup("ordered").Boolean() {
+		t.Errorf("errorsOnly/ordered wrong in %v", cmd)
+	}
+	var nsInfo []string
+	vals, _ := cmd.Lookup("nsInfo").Array().Values()
+	for _, v := range vals {
+		nsInfo = append(nsInfo, v.Document().Lookup("ns").StringValue())
+	}
+	if strings.Join(nsInfo, ",") != "a.x,b.y" {
+		t.Fatalf("nsInfo %v", nsInfo)
+	}
+	ops, _ := cmd.Lookup("ops").Array().Values()
+	for i, op := range ops {
+		first := op.Document().Index(0)
+		if want := int32(i % 2); first.Value().Int32() != want {
+			t.Errorf("op %d (%s) names nsInfo %d, want %d", i, first.Key(), first.Value().Int32(), want)
+		}
+	}
+	// The batch has multi: true ops, so it is not a retryable write.
+	if started[0].TxnNumber != nil {
+		t.Errorf("a bulkWrite with UpdateMany and DeleteMany carries txnNumber %d", *started[0].TxnNumber)
+	}
+
+	// Without multi ops the command is a retryable write; by default only
+	// the counts come back.
+	rec.reset()
+	res, err = c.BulkWrite(ctx, []sturdy.ClientWriteModel{
+		{Database: "a", Collection: "x", Model: sturdy.InsertOneModel{Document: d("v", 3)}},
+		{Database: "a", Collection: "x", Model: sturdy.DeleteOneModel{Filter: d("_id", 1)}},
+	})
+	if err != nil || res.InsertedCount != 1 || res.DeletedCount != 1 || res.HasVerboseResults || res.InsertResults != nil {
+		t.Fatalf("summary write: %+v, %v", res, err)
+	}
+	started = rec.startedNamed("bulkWrite")
+	if len(started) != 1 || started[0].TxnNumber == nil || !started[0].Command.Lookup("errorsOnly").Boolean() {
+		t.Fatalf("summary write: %d commands, first %v", len(started), started)
+	}
+}
+
+// assertDocs checks a collection's documents, sorted by _id, as relaxed
+// extended JSON.
+func assertDocs(t *testing.T, coll *sturdy.Collection, want string) {
+	t.Helper()
+	ctx := testCtx(t)
+	cur, err := coll.Find(ctx, nil, &sturdy.FindOptions{Sort: d("_id", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []bson.Raw
+	if err := cur.All(ctx, &docs); err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, doc := range docs {
+		b, err := bson.MarshalExtJSON(doc, false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, string(b))
+	}
+	if got := "[" + strings.Join(parts, ",") + "]"; got != want {
+		t.Fatalf("%s: %s, want %s", coll.Name(), got, want)
+	}
+}
+
+func TestClientBulkWriteErrors(t *testing.T) {
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	c := connect(t, cluster.URI(), nil)
+	if _, err := c.Database("db").Collection("e").InsertOne(ctx, d("_id", 2)); err != nil {
+		t.Fatal(err)
+	}
+	ins := func(id int) sturdy.ClientWriteModel {
+		return sturdy.ClientWriteModel{Database: "db", Collection: "e", Model: &sturdy.InsertOneModel{Document: d("_id", id)}}
+	}
+	models := []sturdy.ClientWriteModel{ins(1), ins(2), ins(3), ins(1), ins(4)}
+
+	// Ordered: stops at model 1; model 0 is the partial result.
+	_, err := c.BulkWrite(ctx, models, &sturdy.ClientBulkWriteOptions{VerboseResults: true})
+	var cbe *sturdy.ClientBulkWriteException
+	if !errors.As(err, &cbe) || cbe.Err != nil || len(cbe.WriteErrors) != 1 || cbe.WriteErrors[1].Code != 11000 || cbe.WriteErrors[1].Index != 1 {
+		t.Fatalf("ordered: %v", err)
+	}
+	if pr := cbe.PartialResult; pr == nil || pr.InsertedCount != 1 || len(pr.InsertResults) != 1 || pr.InsertResults[0].InsertedID != int32(1) {
+		t.Fatalf("ordered partial result %+v", cbe.PartialResult)
+	}
+	if !sturdy.IsDuplicateKey(err) {
+		t.Error("IsDuplicateKey false for a client bulk write duplicate")
+	}
+
+	// Unordered: every model runs; the duplicates are reported by index.
+	_, err = c.BulkWrite(ctx, models, &sturdy.ClientBulkWriteOptions{Ordered: ptr(false)})
+	if !errors.As(err, &cbe) || len(cbe.WriteErrors) != 3 {
+		t.Fatalf("unordered: %v", err)
+	}
+	for _, i := range []int{0, 1, 3} {
+		if cbe.WriteErrors[i].Code != 11000 {
+			t.Errorf("unordered: no duplicate key error at model %d: %v", i, err)
+		}
+	}
+	if pr := cbe.PartialResult; pr == nil || pr.InsertedCount != 2 || pr.InsertResults != nil {
+		t.Fatalf("unordered partial result %+v", cbe.PartialResult)
+	}
+
+	// Nothing written: no partial result.
+	_, err = c.BulkWrite(ctx, []sturdy.ClientWriteModel{ins(1)})
+	if !errors.As(err, &cbe) || cbe.PartialResult != nil || len(cbe.WriteErrors) != 1 {
+		t.Fatalf("all failed: %v, partial %+v", err, cbe.PartialResult)
+	}
+
+	// A write concern error does not stop the write and keeps the result.
+	if err := cluster.SetFailPoint(d("configureFailPoint", "failCommand", "mode", d("times", 1),
+		"data", d("failCommands", bson.A{"bulkWrite"}, "writeConcernError", d("code", 64, "errmsg", "waiting for replication timed out")))); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.BulkWrite(ctx, []sturdy.ClientWriteModel{ins(5), ins(6)})
+	if !errors.As(err, &cbe) || len(cbe.WriteConcernErrors) != 1 || cbe.WriteConcernErrors[0].Code != 64 || len(cbe.WriteErrors) != 0 {
+		t.Fatalf("write concern error: %v", err)
+	}
+	if cbe.PartialResult == nil || cbe.PartialResult.InsertedCount != 2 {
+		t.Fatalf("write concern error partial result %+v", cbe.PartialResult)
+	}
+
+	// A top-level error before anything was written comes back alone.
+	if err := cluster.SetFailPoint(d("configureFailPoint", "failCommand", "mode", d("times", 1),
+		"data", d("failCommands", bson.A{"bulkWrite"}, "errorCode", 8))); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.BulkWrite(ctx, []sturdy.ClientWriteModel{ins(7)})
+	var ce *sturdy.CommandError
+	if !errors.As(err, &ce) || ce.Code != 8 || errors.As(err, &cbe) {
+		t.Fatalf("top-level error: %T %v", err, err)
+	}
+}
+
+func TestClientBulkWriteClientSideErrors(t *testing.T) {
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	c := connect(t, cluster.URI(), nil)
+	one := []sturdy.ClientWriteModel{{Database: "db", Collection: "c", Model: &sturdy.InsertOneModel{Document: d("x", 1)}}}
+	w0 := &sturdy.WriteConcern{W: 0}
+	cases := []struct {
+		name   string
+		models []sturdy.ClientWriteModel
+		opts   *sturdy.ClientBulkWriteOptions
+		want   string
+	}{
+		{"no models", nil, nil, "at least one"},
+		{"w0 ordered", one, &sturdy.ClientBulkWriteOptions{WriteConcern: w0}, "unacknowledged write concern and ordered"},
+		{"w0 verbose", one, &sturdy.ClientBulkWriteOptions{WriteConcern: w0, Ordered: ptr(false), VerboseResults: true}, "unacknowledged write concern and verbose"},
+		{"no namespace", []sturdy.ClientWriteModel{{Model: &sturdy.InsertOneModel{Document: d("x", 1)}}}, nil, "Database and a Collection"},
+		{"nil model", []sturdy.ClientWriteModel{{Database: "db", Collection: "c"}}, nil, "nil write model"},
+		{"update without operators", []sturdy.ClientWriteModel{{Database: "db", Collection: "c", Model: &sturdy.UpdateOneModel{Filter: nil, Update: d("x", 1)}}}, nil, "$-operators"},
+		{"replace with operators", []sturdy.ClientWriteModel{{Database: "db", Collection: "c", Model: &sturdy.ReplaceOneModel{Replacement: d("$set", d("x", 1))}}}, nil, "$-operators"},
+		{"document too large", []sturdy.ClientWriteModel{{Database: "db", Collection: "c", Model: &sturdy.InsertOneModel{Document: d("b", strings.Repeat("x", 17<<20))}}}, nil, "maxBsonObjectSize"},
+	}
+	for _, tc := range cases {
+		_, err := c.BulkWrite(ctx, tc.models, tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	if n, _ := c.Database("db").Collection("c").CountDocuments(ctx, nil); n != 0 {
+		t.Fatalf("rejected writes wrote %d documents", n)
+	}
+
+	// Unacknowledged and unordered: sent, no result.
+	res, err := c.BulkWrite(ctx, one, &sturdy.ClientBulkWriteOptions{WriteConcern: w0, Ordered: ptr(false)})
+	if err != nil || res.Acknowledged {
+		t.Fatalf("w0: %+v, %v", res, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for n := int64(0); n != 1; time.Sleep(10 * time.Millisecond) {
+		if n, _ = c.Database("db").Collection("c").CountDocuments(ctx, nil); n != 1 && time.Now().After(deadline) {
+			t.Fatalf("w0 write: %d documents", n)
+		}
+	}
+
+	// A server before 8.0 has no bulkWrite command.
+	old := blackpipe.StartWithOptions(t, blackpipe.Options{MaxWireVersion: 21})
+	oc := connect(t, old.URI(), nil)
+	if _, err := oc.BulkWrite(ctx, one); err == nil || !strings.Contains(err.Error(), "MongoDB 8.0") {
+		t.Fatalf("7.0 server: %v", err)
+	}
+}
+
+// scriptedBulkWrite is a blackpipe handler for the bulkWrite command: it
+// records each command's ops and nsInfo, fails ops whose document or filter
+// has fail: true, and returns the results one per batch, so that every
+// result after the first needs a getMore.
+type scriptedBulkWrite struct {
+	mu       sync.Mutex
+	commands []bulkCommand
+	getMores int
+	pending  map[int64][]bson.D
+	nextID   int64
+}
+
+type bulkCommand struct {
+	ns   []string // nsInfo
+	ops  []string // "<kind>:<namespace>:<_id or filter _id>"
+	txn  bool     // carried a txnNumber
+	errs bool     // errorsOnly
+}
+
+func (s *scriptedBulkWrite) handle(r *blackpipe.Request) bool {
+	switch r.Name {
+	case "bulkWrite":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var bc bulkCommand
+		var ops []bson.Raw
+		for _, seq := range r.Sequences {
+			switch seq.Identifier {
+			case "nsInfo":
+				for _, doc := range seq.Documents {
+					bc.ns = append(bc.ns, doc.Lookup("ns").StringValue())
+				}
+			case "ops":
+				ops = seq.Documents
+			}
+		}
+		_, bc.txn = r.Command.Lookup("txnNumber").Int64OK()
+		bc.errs = r.Command.Lookup("errorsOnly").Boolean()
+		var results []bson.D
+		for i, op := range ops {
+			first := op.Index(0)
+			target := op.Lookup("document")
+			if first.Key() != "insert" {
+				target = op.Lookup("filter")
+			}
+			bc.ops = append(bc.ops, fmt.Sprintf("%s:%s:%d", first.Key(), bc.ns[first.Value().Int32()], target.Document().Lookup("_id").Int32()))
+			if fail, _ := target.Document().Lookup("fail").BooleanOK(); fail {
+				results = append(results, d("ok", 0.0, "idx", int32(i), "code", int32(11000), "errmsg", "E11000 duplicate key", "n", int32(0)))
+				continue
+			}
+			if !bc.errs {
+				results = append(results, d("ok", 1.0, "idx", int32(i), "n", int32(1)))
+			}
+		}
+		s.commands = append(s.commands, bc)
+		id := int64(0)
+		first := bson.A{}
+		if len(results) > 0 {
+			first = append(first, results[0])
+		}
+		if len(results) > 1 {
+			s.nextID++
+			id = s.nextID
+			if s.pending == nil {
+				s.pending = map[int64][]bson.D{}
+			}
+			s.pending[id] = results[1:]
+		}
+		_ = r.Reply(d("cursor", d("id", id, "ns", "admin.$cmd.bulkWrite", "firstBatch", first),
+			"nErrors", int32(0), "nInserted", int32(len(ops)), "nMatched", int32(0), "nModified", int32(0), "nUpserted", int32(0), "nDeleted", int32(0)))
+		return true
+	case "getMore":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.getMores++
+		id := r.Command.Lookup("getMore").Int64()
+		if coll := r.Command.Lookup("collection").StringValue(); coll != "$cmd.bulkWrite" || r.DB != "admin" {
+			_ = r.ReplyError(26, "getMore on "+r.DB+"."+coll)
+			return true
+		}
+		rest := s.pending[id]
+		next, left := rest[:1], rest[1:]
+		if len(left) == 0 {
+			delete(s.pending, id)
+			id = 0
+		} else {
+			s.pending[id] = left
+		}
+		_ = r.ReplyCursor("admin.$cmd.bulkWrite", id, false, next[0])
+		return true
+	case "killCursors":
+		_ = r.Reply(d("cursorsKilled", bson.A{}))
+		return true
+	}
+	return false
+}
+
+func TestClientBulkWriteBatchesBlackpipe(t *testing.T) {
+	ctx := testCtx(t)
+	script := &scriptedBulkWrite{}
+	// A one-member replica set, so that writes can be retryable.
+	members := blackpipe.StartReplicaSet(t, "rs0", 1, blackpipe.Options{
+		Hello:   bson.D{{Key: "maxWriteBatchSize", Value: int32(3)}},
+		Handler: script.handle,
+	})
+	c := connect(t, blackpipe.ReplicaSetURI("rs0", members), nil)
+	m := func(db, coll string, model sturdy.WriteModel) sturdy.ClientWriteModel {
+		return sturdy.ClientWriteModel{Database: db, Collection: coll, Model: model}
+	}
+	models := []sturdy.ClientWriteModel{
+		m("a", "x", &sturdy.InsertOneModel{Document: d("_id", 0)}),
+		m("b", "y", &sturdy.InsertOneModel{Document: d("_id", 1)}),
+		m("a", "x", &sturdy.InsertOneModel{Document: d("_id", 2)}),
+		m("b", "y", &sturdy.InsertOneModel{Document: d("_id", 3)}),               // batch 2 starts: b.y is nsInfo 0
+		m("c", "z", &sturdy.DeleteManyModel{Filter: d("_id", 4)}),                // multi: batch 2 is not retryable
+		m("a", "x", &sturdy.InsertOneModel{Document: d("_id", 5)}),               //
+		m("a", "x", &sturdy.InsertOneModel{Document: d("_id", 6, "fail", true)}), // batch 3
+		m("a", "x", &sturdy.InsertOneModel{Document: d("_id", 7)}),
+	}
+	res, err := c.BulkWrite(ctx, models, &sturdy.ClientBulkWriteOptions{VerboseResults: true, Ordered: ptr(false)})
+	var cbe *sturdy.ClientBulkWriteException
+	if !errors.As(err, &cbe) || len(cbe.WriteErrors) != 1 || cbe.WriteErrors[6].Index != 6 || res != nil {
+		t.Fatalf("err %v, result %+v", err, res)
+	}
+	want := []bulkCommand{
+		{ns: []string{"a.x", "b.y"}, ops: []string{"insert:a.x:0", "insert:b.y:1", "insert:a.x:2"}, txn: true},
+		{ns: []string{"b.y", "c.z", "a.x"}, ops: []string{"insert:b.y:3", "delete:c.z:4", "insert:a.x:5"}, txn: false},
+		{ns: []string{"a.x"}, ops: []string{"insert:a.x:6", "insert:a.x:7"}, txn: true},
+	}
+	got := script.commands
+	for i := range got {
+		got[i].errs = false
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("commands\n got %+v\nwant %+v", got, want)
+	}
+	// Results arrive one per batch: 3+3+2 results need 2+2+1 getMores.
+	if script.getMores != 5 {
+		t.Errorf("%d getMores, want 5", script.getMores)
+	}
+	pr := cbe.PartialResult
+	var ids []int
+	for i := range pr.InsertResults {
+		ids = append(ids, i)
+	}
+	sort.Ints(ids)
+	if fmt.Sprint(ids) != "[0 1 2 3 5 7]" || pr.DeleteResults[4].DeletedCount != 1 || pr.InsertResults[7].InsertedID != int32(7) {
+		t.Fatalf("per-model results %v %v", pr.InsertResults, pr.DeleteResults)
+	}
+
+	// Ordered: the failing batch is the last one sent.
+	script.mu.Lock()
+	script.commands = nil
+	script.mu.Unlock()
+	models[2] = m("a", "x", &sturdy.InsertOneModel{Document: d("_id", 2, "fail", true)})
+	_, err = c.BulkWrite(ctx, models)
+	if !errors.As(err, &cbe) || len(cbe.WriteErrors) != 1 || cbe.WriteErrors[2].Code != 11000 || len(script.commands) != 1 {
+		t.Fatalf("ordered: %v after %d commands", err, len(script.commands))
+	}
+}
+
+func TestClientBulkWriteSplitsByMessageSize(t *testing.T) {
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	rec := &recorder{}
+	c := connect(t, cluster.URI(), func(o *sturdy.Options) { o.Monitor = rec.monitor() })
+	// 60 documents of 1 MB across two collections: more than one 48 MB
+	// message.
+	blob := strings.Repeat("x", 1<<20)
+	var models []sturdy.ClientWriteModel
+	for i := range 60 {
+		models = append(models, sturdy.ClientWriteModel{Database: "db", Collection: fmt.Sprint("c", i%2), Model: &sturdy.InsertOneModel{Document: d("_id", i, "blob", blob)}})
+	}
+	res, err := c.BulkWrite(ctx, models)
+	if err != nil || res.InsertedCount != 60 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	started := rec.startedNamed("bulkWrite")
+	if len(started) != 2 {
+		t.Fatalf("%d bulkWrite commands, want 2", len(started))
+	}
+	for _, e := range started {
+		if len(e.Command) > 48_000_000 {
+			t.Errorf("a command of %d bytes exceeds maxMessageSizeBytes", len(e.Command))
+		}
+	}
+	for _, coll := range []string{"c0", "c1"} {
+		if n, err := c.Database("db").Collection(coll).CountDocuments(ctx, nil); err != nil || n != 30 {
+			t.Fatalf("%s: %d documents, %v", coll, n, err)
+		}
+	}
+}
+
+// TestBulkPartialResultOnLaterBatchFailure fails the second command of
+// InsertMany, Collection.BulkWrite and Client.BulkWrite, with a command
+// error and with a network error whose retry fails too: each error carries
+// the partial result of the first command, which matches what the server
+// holds.
+func TestBulkPartialResultOnLaterBatchFailure(t *testing.T) {
+	blob := strings.Repeat("x", 1<<20)
+	const docs = 60 // of 1 MB: two commands
+	for _, fault := range []struct {
+		name string
+		data bson.D
+		is   func(error) bool
+	}{
+		{"command error", d("errorCode", 8), func(err error) bool {
+			var ce *sturdy.CommandError
+			return errors.As(err, &ce) && ce.Code == 8
+		}},
+		{"failed retry", d("closeConnection", true), sturdy.IsNetworkError},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			cluster := mongosim.Start(t)
+			c := connect(t, cluster.URI(), nil)
+			arm := func(cmd string) {
+				t.Helper()
+				// skip 1: the first command passes, every later one fails
+				// (the retry too).
+				if err := cluster.SetFailPoint(d("configureFailPoint", "failCommand", "mode", d("skip", 1),
+					"data", append(d("failCommands", bson.A{cmd}), fault.data...))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			disarm := func() {
+				t.Helper()
+				if err := cluster.SetFailPoint(d("configureFailPoint", "failCommand", "mode", "off")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			count := func(coll string) int64 {
+				t.Helper()
+				n, err := c.Database("db").Collection(coll).CountDocuments(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+
+			arm("insert")
+			many := make([]any, docs)
+			for i := range many {
+				many[i] = d("_id", i, "blob", blob)
+			}
+			_, err := c.Database("db").Collection("many").InsertMany(ctx, many)
+			var bwe *sturdy.BulkWriteException
+			if !errors.As(err, &bwe) || !fault.is(err) || bwe.PartialResult == nil || len(bwe.WriteErrors) != 0 {
+				t.Fatalf("InsertMany: %T %v", err, err)
+			}
+			if n := count("many"); n == 0 || n == docs || bwe.PartialResult.InsertedCount != n {
+				t.Fatalf("InsertMany: partial result %d inserted, the server has %d", bwe.PartialResult.InsertedCount, n)
+			}
+			disarm()
+
+			arm("insert")
+			models := make([]sturdy.WriteModel, docs)
+			for i := range models {
+				models[i] = &sturdy.InsertOneModel{Document: d("_id", i, "blob", blob)}
+			}
+			_, err = c.Database("db").Collection("bulk").BulkWrite(ctx, models)
+			if !errors.As(err, &bwe) || !fault.is(err) || bwe.PartialResult == nil {
+				t.Fatalf("BulkWrite: %T %v", err, err)
+			}
+			if n := count("bulk"); n == 0 || n == docs || bwe.PartialResult.InsertedCount != n {
+				t.Fatalf("BulkWrite: partial result %d inserted, the server has %d", bwe.PartialResult.InsertedCount, n)
+			}
+			disarm()
+
+			arm("bulkWrite")
+			cmodels := make([]sturdy.ClientWriteModel, docs)
+			for i := range cmodels {
+				cmodels[i] = sturdy.ClientWriteModel{Database: "db", Collection: "client", Model: &sturdy.InsertOneModel{Document: d("_id", i, "blob", blob)}}
+			}
+			_, err = c.BulkWrite(ctx, cmodels, &sturdy.ClientBulkWriteOptions{VerboseResults: true})
+			var cbe *sturdy.ClientBulkWriteException
+			if !errors.As(err, &cbe) || !fault.is(err) || cbe.Err == nil || cbe.PartialResult == nil {
+				t.Fatalf("Client.BulkWrite: %T %v", err, err)
+			}
+			n := count("client")
+			if pr := cbe.PartialResult; n == 0 || n == docs || pr.InsertedCount != n || int64(len(pr.InsertResults)) != n {
+				t.Fatalf("Client.BulkWrite: partial result %d inserted (%d results), the server has %d", pr.InsertedCount, len(pr.InsertResults), n)
+			}
+			if fault.name == "failed retry" && !sturdy.HasErrorLabel(err, sturdy.LabelRetryableWrite) {
+				t.Errorf("the failed retry's network error lost its RetryableWriteError label: %v", err)
+			}
+		})
+	}
+}
+
+// TestClientBulkWriteMatchesOfficialDriver runs the same models through
+// the official driver's Client.BulkWrite and sturdy's against mongosim: the
+// results and the data written must agree.
+func TestClientBulkWriteMatchesOfficialDriver(t *testing.T) {
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	c := connect(t, cluster.URI(), nil)
+	official, err := mongo.Connect(options.Client().ApplyURI(cluster.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = official.Disconnect(context.Background()) })
+
+	res, err := c.BulkWrite(ctx, mixedClientModels(), &sturdy.ClientBulkWriteOptions{VerboseResults: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sturdyData []string
+	for _, ns := range [][2]string{{"a", "x"}, {"b", "y"}} {
+		sturdyData = append(sturdyData, dumpColl(ctx, t, official.Database(ns[0]).Collection(ns[1])))
+		if err := official.Database(ns[0]).Drop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ns := func(db, coll string, m mongo.ClientWriteModel) mongo.ClientBulkWrite {
+		return mongo.ClientBulkWrite{Database: db, Collection: coll, Model: m}
+	}
+	ores, err := official.BulkWrite(ctx, []mongo.ClientBulkWrite{
+		ns("a", "x", mongo.NewClientInsertOneModel().SetDocument(d("_id", 1, "v", 1))),
+		ns("b", "y", mongo.NewClientInsertOneModel().SetDocument(d("_id", 1, "v", 10))),
+		ns("a", "x", mongo.NewClientInsertOneModel().SetDocument(d("_id", 2, "v", 2))),
+		ns("b", "y", mongo.NewClientUpdateOneModel().SetFilter(d("_id", 1)).SetUpdate(d("$inc", d("v", 5)))),
+		ns("a", "x", mongo.NewClientUpdateManyModel().SetFilter(d()).SetUpdate(d("$set", d("w", true)))),
+		ns("b", "y", mongo.NewClientReplaceOneModel().SetFilter(d("_id", 7)).SetReplacement(d("v", 70)).SetUpsert(true)),
+		ns("a", "x", mongo.NewClientDeleteOneModel().SetFilter(d("_id", 2))),
+		ns("b", "y", mongo.NewClientDeleteManyModel().SetFilter(d("v", d("$gte", 100)))),
+	}, options.ClientBulkWrite().SetVerboseResults(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := [...]int64{res.InsertedCount, res.UpsertedCount, res.MatchedCount, res.ModifiedCount, res.DeletedCount}
+	want := [...]int64{ores.InsertedCount, ores.UpsertedCount, ores.MatchedCount, ores.ModifiedCount, ores.DeletedCount}
+	if got != want {
+		t.Errorf("counts: sturdy %v, official %v", got, want)
+	}
+	if len(res.InsertResults) != len(ores.InsertResults) || len(res.UpdateResults) != len(ores.UpdateResults) || len(res.DeleteResults) != len(ores.DeleteResults) {
+		t.Fatalf("per-model results: sturdy %d/%d/%d, official %d/%d/%d", len(res.InsertResults), len(res.UpdateResults), len(res.DeleteResults),
+			len(ores.InsertResults), len(ores.UpdateResults), len(ores.DeleteResults))
+	}
+	for i, u := range ores.UpdateResults {
+		s := res.UpdateResults[int(i)]
+		if s.MatchedCount != u.MatchedCount || s.ModifiedCount != u.ModifiedCount || !reflect.DeepEqual(s.UpsertedID, u.UpsertedID) {
+			t.Errorf("update result %d: sturdy %+v, official %+v", i, s, u)
+		}
+	}
+	for i, dr := range ores.DeleteResults {
+		if res.DeleteResults[int(i)].DeletedCount != dr.DeletedCount {
+			t.Errorf("delete result %d: sturdy %+v, official %+v", i, res.DeleteResults[int(i)], dr)
+		}
+	}
+	for i, nsName := range [][2]string{{"a", "x"}, {"b", "y"}} {
+		if got := dumpColl(ctx, t, official.Database(nsName[0]).Collection(nsName[1])); got != sturdyData[i] {
+			t.Errorf("%s.%s: official wrote %s, sturdy %s", nsName[0], nsName[1], got, sturdyData[i])
+		}
+	}
+}
+
+func dumpColl(ctx context.Context, t *testing.T, coll *mongo.Collection) string {
+	t.Helper()
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetSort(d("_id", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []bson.D
+	if err := cur.All(ctx, &docs); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(docs)
+}
