@@ -105,6 +105,14 @@ type IndexOptions struct {
 	ExpireAfterSeconds      *int32
 	PartialFilterExpression any
 	Collation               *Collation
+	// Version is the index version ("v"); default nil: the server's.
+	Version *int32
+	// Weights, DefaultLanguage and LanguageOverride configure text
+	// indexes; WildcardProjection selects the fields of a wildcard index.
+	Weights            any
+	DefaultLanguage    *string
+	LanguageOverride   *string
+	WildcardProjection any
 }
 
 // ReturnDocument chooses which version of the document FindOneAndUpdate and
@@ -322,8 +330,20 @@ type DistinctOptions struct {
 	Session   *Session
 }
 
-// CreateIndexOptions are the options of CreateIndex.
+// CreateIndexOptions are the options of CreateIndex and CreateIndexes.
 type CreateIndexOptions struct {
+	// CommitQuorum is how many data-bearing members must finish building
+	// the indexes before the primary commits them: an int, "majority" or
+	// "votingMembers" (the server's default). Default nil: not sent.
+	CommitQuorum any
+	Comment      any
+	MaxTime      time.Duration
+	Session      *Session
+}
+
+// DropIndexOptions are the options of DropIndex, DropIndexByKeys and
+// DropIndexes.
+type DropIndexOptions struct {
 	Comment any
 	MaxTime time.Duration
 	Session *Session
