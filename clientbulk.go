@@ -242,11 +242,7 @@ func (w *clientBulk) send(ctx context.Context, batch []clientOp, start int, nsDo
 			}
 		}
 	}
-	w.res.InsertedCount += int64Of(reply, "nInserted")
-	w.res.UpsertedCount += int64Of(reply, "nUpserted")
-	w.res.MatchedCount += int64Of(reply, "nMatched")
-	w.res.ModifiedCount += int64Of(reply, "nModified")
-	w.res.DeletedCount += int64Of(reply, "nDeleted")
+	w.addCounts(reply)
 
 	cur := &Cursor{client: w.client, server: r.Server, sess: r.Session, ownsSess: w.session == nil && r.Session != nil}
 	defer cur.Close(context.WithoutCancel(ctx))
@@ -256,26 +252,13 @@ func (w *clientBulk) send(ctx context.Context, batch []clientOp, start int, nsDo
 	firstError := len(batch)
 	errorsSeen := 0
 	for cur.Next(ctx) {
-		item := cur.Current
-		idx, ok := item.Lookup("idx").AsInt64OK()
-		if !ok || idx < 0 || idx >= int64(len(batch)) {
-			return false, fmt.Errorf("sturdy: bulkWrite result %v names no op of the %d sent", item, len(batch))
+		i, failed, err := w.addItem(batch, start, cur.Current)
+		if err != nil {
+			return false, err
 		}
-		i, model := int(idx), start+int(idx)
-		if okv, _ := item.Lookup("ok").AsFloat64OK(); okv != 1 {
+		if failed {
 			errorsSeen++
 			firstError = min(firstError, i)
-			we := WriteError{Index: model, Code: int32(int64Of(item, "code")), Raw: append(bson.Raw(nil), item...)}
-			we.Message, _ = item.Lookup("errmsg").StringValueOK()
-			we.Details, _ = we.Raw.Lookup("errInfo").DocumentOK()
-			if w.exc.WriteErrors == nil {
-				w.exc.WriteErrors = map[int]WriteError{}
-			}
-			w.exc.WriteErrors[model] = we
-			continue
-		}
-		if w.verbose {
-			w.addResult(batch[i], model, item)
 		}
 	}
 	if err := cur.Err(); err != nil {
@@ -287,6 +270,40 @@ func (w *clientBulk) send(ctx context.Context, batch []clientOp, start int, nsDo
 		w.succeeded = true
 	}
 	return w.ordered && errorsSeen > 0, nil
+}
+
+// addCounts adds the summary counts of a reply to the result.
+func (w *clientBulk) addCounts(reply bson.Raw) {
+	w.res.InsertedCount += int64Of(reply, "nInserted")
+	w.res.UpsertedCount += int64Of(reply, "nUpserted")
+	w.res.MatchedCount += int64Of(reply, "nMatched")
+	w.res.ModifiedCount += int64Of(reply, "nModified")
+	w.res.DeletedCount += int64Of(reply, "nDeleted")
+}
+
+// addItem records one document of the results cursor, the outcome of op
+// idx of batch (model start+idx): a write error, or with verbose results a
+// success. It returns idx and whether the op failed.
+func (w *clientBulk) addItem(batch []clientOp, start int, item bson.Raw) (int, bool, error) {
+	idx, ok := item.Lookup("idx").AsInt64OK()
+	if !ok || idx < 0 || idx >= int64(len(batch)) {
+		return 0, false, fmt.Errorf("sturdy: bulkWrite result %v names no op of the %d sent", item, len(batch))
+	}
+	i, model := int(idx), start+int(idx)
+	if okv, _ := item.Lookup("ok").AsFloat64OK(); okv != 1 {
+		we := WriteError{Index: model, Code: int32(int64Of(item, "code")), Raw: append(bson.Raw(nil), item...)}
+		we.Message, _ = item.Lookup("errmsg").StringValueOK()
+		we.Details, _ = we.Raw.Lookup("errInfo").DocumentOK()
+		if w.exc.WriteErrors == nil {
+			w.exc.WriteErrors = map[int]WriteError{}
+		}
+		w.exc.WriteErrors[model] = we
+		return i, true, nil
+	}
+	if w.verbose {
+		w.addResult(batch[i], model, item)
+	}
+	return i, false, nil
 }
 
 // isWriteConcernError reports whether err is a reply carrying a write
