@@ -182,8 +182,9 @@ type clientBulk struct {
 
 	res *ClientBulkWriteResult
 	exc ClientBulkWriteException
-	// succeeded is set once any model is known to have been applied: only
-	// then does an error carry a partial result.
+	// succeeded is set once any model is known to have succeeded (a
+	// count, a result, or a batch's results read to the end): only then
+	// does an error carry a partial result.
 	succeeded bool
 }
 
@@ -274,11 +275,15 @@ func (w *clientBulk) send(ctx context.Context, batch []clientOp, start int, nsDo
 
 // addCounts adds the summary counts of a reply to the result.
 func (w *clientBulk) addCounts(reply bson.Raw) {
-	w.res.InsertedCount += int64Of(reply, "nInserted")
-	w.res.UpsertedCount += int64Of(reply, "nUpserted")
-	w.res.MatchedCount += int64Of(reply, "nMatched")
-	w.res.ModifiedCount += int64Of(reply, "nModified")
-	w.res.DeletedCount += int64Of(reply, "nDeleted")
+	n := [...]int64{int64Of(reply, "nInserted"), int64Of(reply, "nUpserted"), int64Of(reply, "nMatched"), int64Of(reply, "nModified"), int64Of(reply, "nDeleted")}
+	w.res.InsertedCount += n[0]
+	w.res.UpsertedCount += n[1]
+	w.res.MatchedCount += n[2]
+	w.res.ModifiedCount += n[3]
+	w.res.DeletedCount += n[4]
+	if n[0]+n[1]+n[2]+n[4] > 0 {
+		w.succeeded = true
+	}
 }
 
 // addItem records one document of the results cursor, the outcome of op
@@ -300,6 +305,7 @@ func (w *clientBulk) addItem(batch []clientOp, start int, item bson.Raw) (int, b
 		w.exc.WriteErrors[model] = we
 		return i, true, nil
 	}
+	w.succeeded = true
 	if w.verbose {
 		w.addResult(batch[i], model, item)
 	}

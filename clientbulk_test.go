@@ -257,11 +257,19 @@ func TestClientBulkWriteClientSideErrors(t *testing.T) {
 // has fail: true, and returns the results one per batch, so that every
 // result after the first needs a getMore.
 type scriptedBulkWrite struct {
-	mu       sync.Mutex
-	commands []bulkCommand
-	getMores int
-	pending  map[int64][]bson.D
-	nextID   int64
+	mu sync.Mutex
+	// hangupAt, when positive, closes the connection instead of answering
+	// the bulkWrite command with that number (1-based), once.
+	hangupAt int
+	seen     int
+	// wce adds a write concern error to every reply; getMoreErr fails
+	// every getMore with code 8.
+	wce, getMoreErr bool
+	txns            []int64 // txnNumber of every bulkWrite received, -1 for none
+	commands        []bulkCommand
+	getMores        int
+	pending         map[int64][]bson.D
+	nextID          int64
 }
 
 type bulkCommand struct {
@@ -276,6 +284,16 @@ func (s *scriptedBulkWrite) handle(r *blackpipe.Request) bool {
 	case "bulkWrite":
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.seen++
+		txn, ok := r.Command.Lookup("txnNumber").Int64OK()
+		if !ok {
+			txn = -1
+		}
+		s.txns = append(s.txns, txn)
+		if s.seen == s.hangupAt {
+			_ = r.Hangup()
+			return true
+		}
 		var bc bulkCommand
 		var ops []bson.Raw
 		for _, seq := range r.Sequences {
@@ -320,13 +338,21 @@ func (s *scriptedBulkWrite) handle(r *blackpipe.Request) bool {
 			}
 			s.pending[id] = results[1:]
 		}
-		_ = r.Reply(d("cursor", d("id", id, "ns", "admin.$cmd.bulkWrite", "firstBatch", first),
-			"nErrors", int32(0), "nInserted", int32(len(ops)), "nMatched", int32(0), "nModified", int32(0), "nUpserted", int32(0), "nDeleted", int32(0)))
+		reply := d("cursor", d("id", id, "ns", "admin.$cmd.bulkWrite", "firstBatch", first),
+			"nErrors", int32(0), "nInserted", int32(len(ops)), "nMatched", int32(0), "nModified", int32(0), "nUpserted", int32(0), "nDeleted", int32(0))
+		if s.wce {
+			reply = append(reply, bson.E{Key: "writeConcernError", Value: d("code", int32(64), "errmsg", "waiting for replication timed out")})
+		}
+		_ = r.Reply(reply)
 		return true
 	case "getMore":
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.getMores++
+		if s.getMoreErr {
+			_ = r.ReplyError(8, "getMore failed")
+			return true
+		}
 		id := r.Command.Lookup("getMore").Int64()
 		if coll := r.Command.Lookup("collection").StringValue(); coll != "$cmd.bulkWrite" || r.DB != "admin" {
 			_ = r.ReplyError(26, "getMore on "+r.DB+"."+coll)
@@ -401,6 +427,49 @@ func TestClientBulkWriteBatchesBlackpipe(t *testing.T) {
 	if fmt.Sprint(ids) != "[0 1 2 3 5 7]" || pr.DeleteResults[4].DeletedCount != 1 || pr.InsertResults[7].InsertedID != int32(7) {
 		t.Fatalf("per-model results %v %v", pr.InsertResults, pr.DeleteResults)
 	}
+
+	// A network error on the first attempt of the third command: that
+	// batch alone is retried, with the same txnNumber.
+	script.mu.Lock()
+	script.commands, script.txns, script.seen, script.hangupAt = nil, nil, 0, 3
+	script.mu.Unlock()
+	models[6] = m("a", "x", &sturdy.InsertOneModel{Document: d("_id", 6)})
+	res, err = c.BulkWrite(ctx, models)
+	if err != nil || res.InsertedCount != 3+3+2 {
+		t.Fatalf("with a retried batch: %+v, %v", res, err)
+	}
+	if txns := script.txns; len(txns) != 4 || txns[0] < 0 || txns[1] != -1 || txns[2] < 0 || txns[3] != txns[2] || txns[2] == txns[0] {
+		t.Fatalf("txnNumbers %v: want a number for batch 1, none for batch 2, one number for both attempts of batch 3", txns)
+	}
+	if len(script.commands) != 3 {
+		t.Fatalf("%d answered commands, want 3", len(script.commands))
+	}
+
+	// Write concern errors do not stop the write: one per command.
+	script.mu.Lock()
+	script.wce = true
+	script.mu.Unlock()
+	_, err = c.BulkWrite(ctx, models, &sturdy.ClientBulkWriteOptions{VerboseResults: true})
+	if !errors.As(err, &cbe) || len(cbe.WriteConcernErrors) != 3 || len(cbe.WriteErrors) != 0 || cbe.Err != nil {
+		t.Fatalf("write concern errors: %v", err)
+	}
+	if pr := cbe.PartialResult; pr == nil || len(pr.InsertResults)+len(pr.DeleteResults) != len(models) {
+		t.Fatalf("write concern errors: partial result %+v", cbe.PartialResult)
+	}
+
+	// A failed getMore of the results is a top-level error; the results
+	// read before it are the partial result.
+	script.mu.Lock()
+	script.wce, script.getMoreErr = false, true
+	script.mu.Unlock()
+	_, err = c.BulkWrite(ctx, models, &sturdy.ClientBulkWriteOptions{VerboseResults: true})
+	var ce *sturdy.CommandError
+	if !errors.As(err, &cbe) || !errors.As(err, &ce) || ce.Code != 8 || cbe.PartialResult == nil || len(cbe.PartialResult.InsertResults) != 1 {
+		t.Fatalf("getMore error: %v (partial %+v)", err, cbe.PartialResult)
+	}
+	script.mu.Lock()
+	script.getMoreErr = false
+	script.mu.Unlock()
 
 	// Ordered: the failing batch is the last one sent.
 	script.mu.Lock()
