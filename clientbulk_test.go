@@ -487,15 +487,15 @@ func TestClientBulkWriteSplitsByMessageSize(t *testing.T) {
 	cluster := mongosim.Start(t)
 	rec := &recorder{}
 	c := connect(t, cluster.URI(), func(o *sturdy.Options) { o.Monitor = rec.monitor() })
-	// 60 documents of 1 MB across two collections: more than one 48 MB
+	// 50 documents of 1 MB across two collections: more than one 48 MB
 	// message.
 	blob := strings.Repeat("x", 1<<20)
 	var models []sturdy.ClientWriteModel
-	for i := range 60 {
+	for i := range 50 {
 		models = append(models, sturdy.ClientWriteModel{Database: "db", Collection: fmt.Sprint("c", i%2), Model: &sturdy.InsertOneModel{Document: d("_id", i, "blob", blob)}})
 	}
 	res, err := c.BulkWrite(ctx, models)
-	if err != nil || res.InsertedCount != 60 {
+	if err != nil || res.InsertedCount != 50 {
 		t.Fatalf("%+v, %v", res, err)
 	}
 	started := rec.startedNamed("bulkWrite")
@@ -508,7 +508,7 @@ func TestClientBulkWriteSplitsByMessageSize(t *testing.T) {
 		}
 	}
 	for _, coll := range []string{"c0", "c1"} {
-		if n, err := c.Database("db").Collection(coll).CountDocuments(ctx, nil); err != nil || n != 30 {
+		if n, err := c.Database("db").Collection(coll).CountDocuments(ctx, nil); err != nil || n != 25 {
 			t.Fatalf("%s: %d documents, %v", coll, n, err)
 		}
 	}
@@ -516,96 +516,102 @@ func TestClientBulkWriteSplitsByMessageSize(t *testing.T) {
 
 // TestBulkPartialResultOnLaterBatchFailure fails the second command of
 // InsertMany, Collection.BulkWrite and Client.BulkWrite, with a command
-// error and with a network error whose retry fails too: each error carries
+// error or with a network error whose retry fails too: each error carries
 // the partial result of the first command, which matches what the server
-// holds.
+// holds. (Every pair of API and fault would move 300 MB; each API meets
+// one fault, Client.BulkWrite both.)
 func TestBulkPartialResultOnLaterBatchFailure(t *testing.T) {
 	blob := strings.Repeat("x", 1<<20)
-	const docs = 60 // of 1 MB: two commands
-	for _, fault := range []struct {
-		name string
-		data bson.D
-		is   func(error) bool
-	}{
-		{"command error", d("errorCode", 8), func(err error) bool {
-			var ce *sturdy.CommandError
+	const docs = 50 // of 1 MB: two commands under maxMessageSizeBytes 48 MB
+	commandError := d("errorCode", 8)
+	failedRetry := d("closeConnection", true)
+	isFault := func(fault bson.D, err error) bool {
+		var ce *sturdy.CommandError
+		if fault[0].Key == "errorCode" {
 			return errors.As(err, &ce) && ce.Code == 8
-		}},
-		{"failed retry", d("closeConnection", true), sturdy.IsNetworkError},
+		}
+		// The network error of the retry, labelled as a retryable write
+		// error that may be retried again.
+		return sturdy.IsNetworkError(err) && sturdy.HasErrorLabel(err, sturdy.LabelRetryableWrite)
+	}
+	// write runs one API on collection coll and returns the number of
+	// inserts its partial result reports and its error.
+	type write func(ctx context.Context, coll *sturdy.Collection) (int64, error)
+	insertMany := func(ctx context.Context, coll *sturdy.Collection) (int64, error) {
+		many := make([]any, docs)
+		for i := range many {
+			many[i] = d("_id", i, "blob", blob)
+		}
+		_, err := coll.InsertMany(ctx, many)
+		var bwe *sturdy.BulkWriteException
+		if !errors.As(err, &bwe) || bwe.PartialResult == nil || bwe.Err == nil || len(bwe.WriteErrors) != 0 {
+			return 0, fmt.Errorf("not a BulkWriteException with Err and PartialResult: %T %w", err, err)
+		}
+		return bwe.PartialResult.InsertedCount, err
+	}
+	collBulk := func(ctx context.Context, coll *sturdy.Collection) (int64, error) {
+		models := make([]sturdy.WriteModel, docs)
+		for i := range models {
+			models[i] = &sturdy.InsertOneModel{Document: d("_id", i, "blob", blob)}
+		}
+		_, err := coll.BulkWrite(ctx, models)
+		var bwe *sturdy.BulkWriteException
+		if !errors.As(err, &bwe) || bwe.PartialResult == nil || bwe.Err == nil {
+			return 0, fmt.Errorf("not a BulkWriteException with Err and PartialResult: %T %w", err, err)
+		}
+		return bwe.PartialResult.InsertedCount, err
+	}
+	clientBulk := func(ctx context.Context, coll *sturdy.Collection) (int64, error) {
+		models := make([]sturdy.ClientWriteModel, docs)
+		for i := range models {
+			models[i] = sturdy.ClientWriteModel{Database: "db", Collection: coll.Name(), Model: &sturdy.InsertOneModel{Document: d("_id", i, "blob", blob)}}
+		}
+		_, err := coll.Database().Client().BulkWrite(ctx, models, &sturdy.ClientBulkWriteOptions{VerboseResults: true})
+		var cbe *sturdy.ClientBulkWriteException
+		if !errors.As(err, &cbe) || cbe.PartialResult == nil || cbe.Err == nil {
+			return 0, fmt.Errorf("not a ClientBulkWriteException with Err and PartialResult: %T %w", err, err)
+		}
+		if pr := cbe.PartialResult; int64(len(pr.InsertResults)) != pr.InsertedCount {
+			return 0, fmt.Errorf("%d insert results for %d inserts", len(pr.InsertResults), pr.InsertedCount)
+		}
+		return cbe.PartialResult.InsertedCount, err
+	}
+
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	c := connect(t, cluster.URI(), nil)
+	for _, tc := range []struct {
+		name    string
+		command string
+		fault   bson.D
+		run     write
+	}{
+		{"InsertMany/command error", "insert", commandError, insertMany},
+		{"Collection.BulkWrite/failed retry", "insert", failedRetry, collBulk},
+		{"Client.BulkWrite/command error", "bulkWrite", commandError, clientBulk},
+		{"Client.BulkWrite/failed retry", "bulkWrite", failedRetry, clientBulk},
 	} {
-		t.Run(fault.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			cluster := mongosim.Start(t)
-			c := connect(t, cluster.URI(), nil)
-			arm := func(cmd string) {
-				t.Helper()
-				// skip 1: the first command passes, every later one fails
-				// (the retry too).
-				if err := cluster.SetFailPoint(d("configureFailPoint", "failCommand", "mode", d("skip", 1),
-					"data", append(d("failCommands", bson.A{cmd}), fault.data...))); err != nil {
-					t.Fatal(err)
-				}
+		t.Run(tc.name, func(t *testing.T) {
+			// skip 1: the first command passes, every later one fails
+			// (a retry too).
+			if err := cluster.SetFailPoint(d("configureFailPoint", "failCommand", "mode", d("skip", 1),
+				"data", append(d("failCommands", bson.A{tc.command}), tc.fault...))); err != nil {
+				t.Fatal(err)
 			}
-			disarm := func() {
-				t.Helper()
-				if err := cluster.SetFailPoint(d("configureFailPoint", "failCommand", "mode", "off")); err != nil {
-					t.Fatal(err)
-				}
+			coll := c.Database("db").Collection(strings.NewReplacer("/", "_", " ", "_", ".", "_").Replace(tc.name))
+			inserted, err := tc.run(ctx, coll)
+			if err := cluster.SetFailPoint(d("configureFailPoint", "failCommand", "mode", "off")); err != nil {
+				t.Fatal(err)
 			}
-			count := func(coll string) int64 {
-				t.Helper()
-				n, err := c.Database("db").Collection(coll).CountDocuments(ctx, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return n
+			if inserted == 0 || !isFault(tc.fault, err) {
+				t.Fatalf("error %v", err)
 			}
-
-			arm("insert")
-			many := make([]any, docs)
-			for i := range many {
-				many[i] = d("_id", i, "blob", blob)
+			n, cerr := coll.CountDocuments(ctx, nil)
+			if cerr != nil {
+				t.Fatal(cerr)
 			}
-			_, err := c.Database("db").Collection("many").InsertMany(ctx, many)
-			var bwe *sturdy.BulkWriteException
-			if !errors.As(err, &bwe) || !fault.is(err) || bwe.PartialResult == nil || len(bwe.WriteErrors) != 0 {
-				t.Fatalf("InsertMany: %T %v", err, err)
-			}
-			if n := count("many"); n == 0 || n == docs || bwe.PartialResult.InsertedCount != n {
-				t.Fatalf("InsertMany: partial result %d inserted, the server has %d", bwe.PartialResult.InsertedCount, n)
-			}
-			disarm()
-
-			arm("insert")
-			models := make([]sturdy.WriteModel, docs)
-			for i := range models {
-				models[i] = &sturdy.InsertOneModel{Document: d("_id", i, "blob", blob)}
-			}
-			_, err = c.Database("db").Collection("bulk").BulkWrite(ctx, models)
-			if !errors.As(err, &bwe) || !fault.is(err) || bwe.PartialResult == nil {
-				t.Fatalf("BulkWrite: %T %v", err, err)
-			}
-			if n := count("bulk"); n == 0 || n == docs || bwe.PartialResult.InsertedCount != n {
-				t.Fatalf("BulkWrite: partial result %d inserted, the server has %d", bwe.PartialResult.InsertedCount, n)
-			}
-			disarm()
-
-			arm("bulkWrite")
-			cmodels := make([]sturdy.ClientWriteModel, docs)
-			for i := range cmodels {
-				cmodels[i] = sturdy.ClientWriteModel{Database: "db", Collection: "client", Model: &sturdy.InsertOneModel{Document: d("_id", i, "blob", blob)}}
-			}
-			_, err = c.BulkWrite(ctx, cmodels, &sturdy.ClientBulkWriteOptions{VerboseResults: true})
-			var cbe *sturdy.ClientBulkWriteException
-			if !errors.As(err, &cbe) || !fault.is(err) || cbe.Err == nil || cbe.PartialResult == nil {
-				t.Fatalf("Client.BulkWrite: %T %v", err, err)
-			}
-			n := count("client")
-			if pr := cbe.PartialResult; n == 0 || n == docs || pr.InsertedCount != n || int64(len(pr.InsertResults)) != n {
-				t.Fatalf("Client.BulkWrite: partial result %d inserted (%d results), the server has %d", pr.InsertedCount, len(pr.InsertResults), n)
-			}
-			if fault.name == "failed retry" && !sturdy.HasErrorLabel(err, sturdy.LabelRetryableWrite) {
-				t.Errorf("the failed retry's network error lost its RetryableWriteError label: %v", err)
+			if n == docs || inserted != n {
+				t.Fatalf("partial result: %d inserted, the server has %d of %d", inserted, n, docs)
 			}
 		})
 	}
