@@ -322,7 +322,8 @@ func mergeReply(reply bson.Raw, kind stmtKind, batch []writeStmt, res *BulkWrite
 // split to respect the server's maxWriteBatchSize and maxMessageSizeBytes.
 // Ordered writes (the default) stop at the first error. Write errors and
 // write concern errors are returned as a *BulkWriteException whose indexes
-// are positions in models.
+// are positions in models; so is a command or network error after an
+// earlier command was answered (its Err), with the partial result.
 func (coll *Collection) BulkWrite(ctx context.Context, models []WriteModel, optList ...*BulkWriteOptions) (*BulkWriteResult, error) {
 	opts := lastOptions(optList)
 	if opts == nil {

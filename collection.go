@@ -75,7 +75,9 @@ func (coll *Collection) InsertOne(ctx context.Context, doc any, optList ...*Inse
 
 // InsertMany inserts docs, split into as few insert commands as the server's
 // limits allow. Ordered (the default) stops at the first error. Write
-// errors are returned as a *BulkWriteException indexed by position in docs.
+// errors, and a command or network error after an earlier command was
+// answered, are returned as a *BulkWriteException indexed by position in
+// docs, with the partial result.
 func (coll *Collection) InsertMany(ctx context.Context, docs []any, optList ...*InsertManyOptions) (*InsertManyResult, error) {
 	opts := lastOptions(optList)
 	if opts == nil {
