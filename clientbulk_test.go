@@ -155,6 +155,9 @@ func TestClientBulkWriteErrors(t *testing.T) {
 	if !sturdy.IsDuplicateKey(err) {
 		t.Error("IsDuplicateKey false for a client bulk write duplicate")
 	}
+	if ix, ok := sturdy.DuplicateKeyIndex(err); !ok || ix != "_id_" {
+		t.Errorf("DuplicateKeyIndex = %q, %v", ix, ok)
+	}
 
 	// Unordered: every model runs; the duplicates are reported by index.
 	_, err = c.BulkWrite(ctx, models, &sturdy.ClientBulkWriteOptions{Ordered: ptr(false)})

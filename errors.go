@@ -222,6 +222,14 @@ func DuplicateKeyIndex(err error) (index string, ok bool) {
 		msg string
 	}
 	var reports []report
+	var cbwe *ClientBulkWriteException
+	if errors.As(err, &cbwe) {
+		for _, w := range cbwe.WriteErrors {
+			if isDupCode(w.Code) {
+				reports = append(reports, report{w.Raw, w.Message})
+			}
+		}
+	}
 	var bwe *BulkWriteException
 	if errors.As(err, &bwe) {
 		for _, w := range bwe.WriteErrors {
