@@ -112,6 +112,12 @@ func (c *Client) BulkWrite(ctx context.Context, models []ClientWriteModel, optLi
 		if op.kind == kindInsert && op.size > l.maxDoc {
 			return nil, argError("document of model %d is %d bytes, larger than the server's maxBsonObjectSize %d", i, op.size, l.maxDoc)
 		}
+		// The server takes each op as one document: at most
+		// maxBsonObjectSize, plus the slack it allows for the op's own
+		// fields around an insert's largest document.
+		if len(op.doc) > l.maxDoc+commandReserve {
+			return nil, argError("model %d is %d bytes as a bulkWrite op, larger than the server's maxBsonObjectSize %d", i, len(op.doc), l.maxDoc)
+		}
 		if nsDocs[op.ns] == nil {
 			if nsDocs[op.ns], err = wire.AppendDocument(nil, bson.D{{Key: "ns", Value: op.ns}}); err != nil {
 				return nil, fmt.Errorf("sturdy: encoding namespace %q: %w", op.ns, err)

@@ -223,6 +223,7 @@ func TestClientBulkWriteClientSideErrors(t *testing.T) {
 		{"nil model", []sturdy.ClientWriteModel{{Database: "db", Collection: "c"}}, nil, "nil write model"},
 		{"update without operators", []sturdy.ClientWriteModel{{Database: "db", Collection: "c", Model: &sturdy.UpdateOneModel{Filter: nil, Update: d("x", 1)}}}, nil, "$-operators"},
 		{"replace with operators", []sturdy.ClientWriteModel{{Database: "db", Collection: "c", Model: &sturdy.ReplaceOneModel{Replacement: d("$set", d("x", 1))}}}, nil, "$-operators"},
+		{"op too large", []sturdy.ClientWriteModel{{Database: "db", Collection: "c", Model: &sturdy.UpdateOneModel{Filter: d("b", strings.Repeat("x", 17<<20)), Update: d("$set", d("x", 1))}}}, nil, "as a bulkWrite op"},
 		{"document too large", []sturdy.ClientWriteModel{{Database: "db", Collection: "c", Model: &sturdy.InsertOneModel{Document: d("b", strings.Repeat("x", 17<<20))}}}, nil, "maxBsonObjectSize"},
 	}
 	for _, tc := range cases {
