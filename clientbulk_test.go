@@ -701,3 +701,53 @@ func dumpColl(ctx context.Context, t *testing.T, coll *mongo.Collection) string 
 	}
 	return fmt.Sprint(docs)
 }
+
+// BenchmarkClientBulkWrite inserts 1 000 small documents into two
+// namespaces per operation with Client.BulkWrite, sturdy's and the
+// official driver's, against one mongosim (in this process, so the times
+// include the server's work).
+func BenchmarkClientBulkWrite(b *testing.B) {
+	const n = 1000
+	cluster, err := mongosim.Launch(mongosim.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cluster.Close()
+	ctx := context.Background()
+	b.Run("sturdy", func(b *testing.B) {
+		c, err := sturdy.Connect(ctx, cluster.URI())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Disconnect(ctx)
+		models := make([]sturdy.ClientWriteModel, n)
+		b.ReportAllocs()
+		for b.Loop() {
+			for i := range models {
+				models[i] = sturdy.ClientWriteModel{Database: "bench", Collection: fmt.Sprint("s", i%2), Model: &sturdy.InsertOneModel{Document: d("x", i, "s", "hello world")}}
+			}
+			res, err := c.BulkWrite(ctx, models)
+			if err != nil || res.InsertedCount != n {
+				b.Fatalf("%+v, %v", res, err)
+			}
+		}
+	})
+	b.Run("official", func(b *testing.B) {
+		c, err := mongo.Connect(options.Client().ApplyURI(cluster.URI()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Disconnect(ctx)
+		models := make([]mongo.ClientBulkWrite, n)
+		b.ReportAllocs()
+		for b.Loop() {
+			for i := range models {
+				models[i] = mongo.ClientBulkWrite{Database: "bench", Collection: fmt.Sprint("o", i%2), Model: mongo.NewClientInsertOneModel().SetDocument(d("x", i, "s", "hello world"))}
+			}
+			res, err := c.BulkWrite(ctx, models)
+			if err != nil || res.InsertedCount != n {
+				b.Fatalf("%+v, %v", res, err)
+			}
+		}
+	})
+}
