@@ -234,6 +234,9 @@ func (w *clientBulk) send(ctx context.Context, batch []clientOp, start int, nsDo
 		w.opID = r.OperationID
 	}
 	if w.unack || (err != nil && !w.isWriteConcernError(err)) {
+		if w.session == nil && r.Session != nil {
+			r.Session.End()
+		}
 		return false, err
 	}
 	reply := r.Reply

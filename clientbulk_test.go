@@ -273,6 +273,7 @@ type scriptedBulkWrite struct {
 	commands        []bulkCommand
 	getMores        int
 	pending         map[int64][]bson.D
+	lsids           map[int64]string // cursor id → lsid of the command that opened it
 	nextID          int64
 }
 
@@ -341,6 +342,10 @@ func (s *scriptedBulkWrite) handle(r *blackpipe.Request) bool {
 				s.pending = map[int64][]bson.D{}
 			}
 			s.pending[id] = results[1:]
+			if s.lsids == nil {
+				s.lsids = map[int64]string{}
+			}
+			s.lsids[id] = r.Command.Lookup("lsid").String()
 		}
 		reply := d("cursor", d("id", id, "ns", "admin.$cmd.bulkWrite", "firstBatch", first),
 			"nErrors", int32(0), "nInserted", int32(len(ops)), "nMatched", int32(0), "nModified", int32(0), "nUpserted", int32(0), "nDeleted", int32(0))
@@ -360,6 +365,11 @@ func (s *scriptedBulkWrite) handle(r *blackpipe.Request) bool {
 		id := r.Command.Lookup("getMore").Int64()
 		if coll := r.Command.Lookup("collection").StringValue(); coll != "$cmd.bulkWrite" || r.DB != "admin" {
 			_ = r.ReplyError(26, "getMore on "+r.DB+"."+coll)
+			return true
+		}
+		// The results cursor belongs to the command's session.
+		if lsid := r.Command.Lookup("lsid").String(); lsid != s.lsids[id] {
+			_ = r.ReplyError(50738, "cursor opened in session "+s.lsids[id]+" used in session "+lsid)
 			return true
 		}
 		rest := s.pending[id]
