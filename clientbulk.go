@@ -68,9 +68,9 @@ func (c *Client) BulkWrite(ctx context.Context, models []ClientWriteModel, optLi
 	unack := wc.Unacknowledged()
 	switch {
 	case unack && opts.VerboseResults:
-		return nil, argError("Cannot request unacknowledged write concern and verbose results")
+		return nil, argError("cannot request unacknowledged write concern and verbose results")
 	case unack && ordered:
-		return nil, argError("Cannot request unacknowledged write concern and ordered writes")
+		return nil, argError("cannot request unacknowledged write concern and ordered writes")
 	case unack && opts.Session != nil:
 		return nil, ErrUnacknowledgedSession
 	}
