@@ -60,14 +60,16 @@ const (
 	commandReserve = 16 * 1024
 )
 
-// writeLimits are the batch limits of the server writes go to.
+// writeLimits are the batch limits of the server writes go to, and its
+// maxWireVersion.
 type writeLimits struct {
 	maxCount, maxMessage, maxDoc int
+	wire                         int32
 }
 
 // limits selects a writable server and reads its hello limits.
 func (c *Client) limits(ctx context.Context) (writeLimits, error) {
-	l := writeLimits{defaultMaxWriteBatchSize, defaultMaxMessageSizeBytes, defaultMaxBSONObjectSize}
+	l := writeLimits{maxCount: defaultMaxWriteBatchSize, maxMessage: defaultMaxMessageSizeBytes, maxDoc: defaultMaxBSONObjectSize}
 	if c.closed.Load() {
 		return l, ErrClientDisconnected
 	}
@@ -77,6 +79,7 @@ func (c *Client) limits(ctx context.Context) (writeLimits, error) {
 	}
 	srv.Dec() // selected only to read its limits: not an operation in progress
 	d := srv.Description()
+	l.wire = d.MaxWireVersion
 	if d.MaxWriteBatchSize > 0 {
 		l.maxCount = int(d.MaxWriteBatchSize)
 	}
@@ -178,18 +181,22 @@ func (coll *Collection) runWrites(ctx context.Context, groups []writeGroup, o *w
 		return nil, err
 	}
 	res := &BulkWriteResult{Acknowledged: !unack, UpsertedIDs: map[int64]any{}}
-	var (
-		bwe  BulkWriteException
-		opID int64
-	)
 	for _, g := range groups {
-		if g.kind == kindInsert {
-			for _, s := range g.stmts {
-				if len(s.doc) > l.maxDoc {
-					return res, argError("document at index %d is %d bytes, larger than the server's maxBsonObjectSize %d", s.index, len(s.doc), l.maxDoc)
-				}
+		if g.kind != kindInsert {
+			continue
+		}
+		for _, s := range g.stmts {
+			if len(s.doc) > l.maxDoc {
+				return res, argError("document at index %d is %d bytes, larger than the server's maxBsonObjectSize %d", s.index, len(s.doc), l.maxDoc)
 			}
 		}
+	}
+	var (
+		bwe      BulkWriteException
+		opID     int64
+		answered bool // a command of this write got a reply
+	)
+	for _, g := range groups {
 		cmd, err := wire.AppendDocument(nil, coll.writeCommand(g.kind, o))
 		if err != nil {
 			return res, fmt.Errorf("sturdy: encoding %s command: %w", g.kind.command(), err)
@@ -212,10 +219,11 @@ func (coll *Collection) runWrites(ctx context.Context, groups []writeGroup, o *w
 			if err != nil {
 				var we *WriteException
 				if !errors.As(err, &we) || we.Raw == nil {
-					return res, err
+					return res, bwe.stopped(res, err, answered)
 				}
 				reply = we.Raw
 			}
+			answered = true
 			failed := mergeReply(reply, g.kind, batch, res, &bwe, models)
 			if failed && o.ordered {
 				return res, bwe.finish(res)
@@ -230,6 +238,19 @@ func (e *BulkWriteException) finish(res *BulkWriteResult) error {
 	if len(e.WriteErrors) == 0 && e.WriteConcernError == nil {
 		return nil
 	}
+	e.PartialResult = res
+	return e
+}
+
+// stopped returns err, the top-level error (command, network, selection)
+// that ended the write: inside the exception, with the partial result, when
+// an earlier command of the write was answered; alone when none was, as
+// then nothing is known to have been written.
+func (e *BulkWriteException) stopped(res *BulkWriteResult, err error, answered bool) error {
+	if !answered {
+		return err
+	}
+	e.Err = err
 	e.PartialResult = res
 	return e
 }
@@ -301,7 +322,8 @@ func mergeReply(reply bson.Raw, kind stmtKind, batch []writeStmt, res *BulkWrite
 // split to respect the server's maxWriteBatchSize and maxMessageSizeBytes.
 // Ordered writes (the default) stop at the first error. Write errors and
 // write concern errors are returned as a *BulkWriteException whose indexes
-// are positions in models.
+// are positions in models; so is a command or network error after an
+// earlier command was answered (its Err), with the partial result.
 func (coll *Collection) BulkWrite(ctx context.Context, models []WriteModel, optList ...*BulkWriteOptions) (*BulkWriteResult, error) {
 	opts := lastOptions(optList)
 	if opts == nil {
@@ -341,13 +363,8 @@ func (coll *Collection) BulkWrite(ctx context.Context, models []WriteModel, optL
 }
 
 // modelStmt turns a write model into a statement.
-func modelStmt(m WriteModel) (stmtKind, bson.Raw, bool, error) {
-	switch m := m.(type) {
-	case *InsertOneModel:
-		if m == nil {
-			break
-		}
-		return modelStmt(*m)
+func modelStmt(model WriteModel) (stmtKind, bson.Raw, bool, error) {
+	switch m := derefModel(model).(type) {
 	case InsertOneModel:
 		doc, err := toDoc(m.Document, false)
 		if err != nil {
@@ -355,48 +372,23 @@ func modelStmt(m WriteModel) (stmtKind, bson.Raw, bool, error) {
 		}
 		doc, _, err = ensureID(doc)
 		return kindInsert, doc, false, err
-	case *UpdateOneModel:
-		if m == nil {
-			break
-		}
-		return modelStmt(*m)
 	case UpdateOneModel:
 		doc, err := updateStmt(m.Filter, m.Update, false, m.Upsert, m.ArrayFilters, m.Collation, m.Hint, m.Sort)
 		return kindUpdate, doc, false, err
-	case *UpdateManyModel:
-		if m == nil {
-			break
-		}
-		return modelStmt(*m)
 	case UpdateManyModel:
 		doc, err := updateStmt(m.Filter, m.Update, true, m.Upsert, m.ArrayFilters, m.Collation, m.Hint, nil)
 		return kindUpdate, doc, true, err
-	case *ReplaceOneModel:
-		if m == nil {
-			break
-		}
-		return modelStmt(*m)
 	case ReplaceOneModel:
 		doc, err := replaceStmt(m.Filter, m.Replacement, m.Upsert, m.Collation, m.Hint, m.Sort)
 		return kindUpdate, doc, false, err
-	case *DeleteOneModel:
-		if m == nil {
-			break
-		}
-		return modelStmt(*m)
 	case DeleteOneModel:
 		doc, err := deleteStmt(m.Filter, 1, m.Collation, m.Hint)
 		return kindDelete, doc, false, err
-	case *DeleteManyModel:
-		if m == nil {
-			break
-		}
-		return modelStmt(*m)
 	case DeleteManyModel:
 		doc, err := deleteStmt(m.Filter, 0, m.Collation, m.Hint)
 		return kindDelete, doc, true, err
 	}
-	return 0, nil, false, argError("unsupported or nil write model %T", m)
+	return 0, nil, false, argError("unsupported or nil write model %T", model)
 }
 
 // updateStmt builds an update statement {q, u, upsert, multi, ...}.

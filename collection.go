@@ -75,7 +75,9 @@ func (coll *Collection) InsertOne(ctx context.Context, doc any, optList ...*Inse
 
 // InsertMany inserts docs, split into as few insert commands as the server's
 // limits allow. Ordered (the default) stops at the first error. Write
-// errors are returned as a *BulkWriteException indexed by position in docs.
+// errors, and a command or network error after an earlier command was
+// answered, are returned as a *BulkWriteException indexed by position in
+// docs, with the partial result.
 func (coll *Collection) InsertMany(ctx context.Context, docs []any, optList ...*InsertManyOptions) (*InsertManyResult, error) {
 	opts := lastOptions(optList)
 	if opts == nil {
@@ -637,46 +639,11 @@ func (coll *Collection) Distinct(ctx context.Context, field string, filter any, 
 
 // CreateIndex creates an index and returns its name.
 func (coll *Collection) CreateIndex(ctx context.Context, model IndexModel, optList ...*CreateIndexOptions) (string, error) {
-	opts := lastOptions(optList)
-	if opts == nil {
-		opts = &CreateIndexOptions{}
-	}
-	keys, err := toDoc(model.Keys, false)
-	if err != nil {
-		return "", fmt.Errorf("index keys: %w", err)
-	}
-	io := model.Options
-	if io == nil {
-		io = &IndexOptions{}
-	}
-	var name string
-	if io.Name != nil {
-		name = *io.Name
-	} else if name, err = indexName(keys); err != nil {
-		return "", err
-	}
-	spec := cmdBuilder{{Key: "key", Value: keys}, {Key: "name", Value: name}}
-	spec.addBoolPtr("unique", io.Unique)
-	spec.addBoolPtr("sparse", io.Sparse)
-	spec.addBoolPtr("hidden", io.Hidden)
-	if io.ExpireAfterSeconds != nil {
-		spec.add("expireAfterSeconds", *io.ExpireAfterSeconds)
-	}
-	pfe, err := docOrNil(io.PartialFilterExpression)
+	names, err := coll.CreateIndexes(ctx, []IndexModel{model}, optList...)
 	if err != nil {
 		return "", err
 	}
-	spec.addIf("partialFilterExpression", pfe)
-	spec.addCollation(io.Collation)
-	cmd := cmdBuilder{{Key: "createIndexes", Value: coll.name}, {Key: "indexes", Value: bson.A{bson.D(spec)}}}
-	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
-	cmd.addIf("comment", opts.Comment)
-	cmd.addMaxTime(opts.MaxTime)
-	_, err = coll.client.execute(ctx, &exec.Operation{Name: "createIndexes", DB: coll.db, Command: bson.D(cmd), Write: true}, opts.Session)
-	if err != nil {
-		return "", err
-	}
-	return name, nil
+	return names[0], nil
 }
 
 // ListIndexes returns a cursor over the collection's index specifications.
@@ -692,11 +659,8 @@ func (coll *Collection) ListIndexes(ctx context.Context, optList ...*ListOptions
 }
 
 // DropIndex drops the named index.
-func (coll *Collection) DropIndex(ctx context.Context, name string) error {
-	cmd := cmdBuilder{{Key: "dropIndexes", Value: coll.name}, {Key: "index", Value: name}}
-	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
-	_, err := coll.client.execute(ctx, &exec.Operation{Name: "dropIndexes", DB: coll.db, Command: bson.D(cmd), Write: true}, nil)
-	return err
+func (coll *Collection) DropIndex(ctx context.Context, name string, optList ...*DropIndexOptions) error {
+	return coll.dropIndexes(ctx, name, lastOptions(optList))
 }
 
 // Drop drops the collection; dropping a collection that does not exist is

@@ -36,7 +36,8 @@
 //
 // Documents and filters are anything bson.Marshal accepts (bson.D, bson.M,
 // bson.Raw, tagged structs). Errors are typed and work with errors.As:
-// *CommandError, *WriteException, *BulkWriteException, *NetworkError,
+// *CommandError, *WriteException, *BulkWriteException,
+// *ClientBulkWriteException, *NetworkError,
 // *ServerSelectionError; HasErrorLabel, IsDuplicateKey, IsNetworkError and
 // IsTimeout classify them. Every blocking call takes a context, and no
 // goroutine outlives Client.Disconnect.

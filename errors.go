@@ -86,18 +86,30 @@ type BulkWriteError struct {
 func (e BulkWriteError) Error() string { return e.WriteError.Error() }
 
 // BulkWriteException is the error of a BulkWrite or InsertMany that returned
-// write errors or a write concern error. PartialResult counts what was
-// written; with an ordered write, models after the first error were not
-// attempted.
+// write errors or a write concern error, or that failed with a command or
+// network error after an earlier command of it was answered (Err).
+// PartialResult counts what was written; with an ordered write, models
+// after the first error were not attempted. The models of the command that
+// failed with Err may or may not have been applied.
 type BulkWriteException struct {
 	WriteErrors       []BulkWriteError
 	WriteConcernError *WriteConcernError
 	Labels            []string
 	PartialResult     *BulkWriteResult
+	// Err is the command, network or server-selection error that ended
+	// the write; nil if every command was answered. errors.As and
+	// HasErrorLabel see through to it.
+	Err error
 }
+
+// Unwrap returns Err.
+func (e *BulkWriteException) Unwrap() error { return e.Err }
 
 func (e *BulkWriteException) Error() string {
 	var parts []string
+	if e.Err != nil {
+		parts = append(parts, e.Err.Error())
+	}
 	for _, we := range e.WriteErrors {
 		parts = append(parts, we.Error())
 	}
@@ -109,6 +121,54 @@ func (e *BulkWriteException) Error() string {
 
 // HasErrorLabel reports whether the server attached label.
 func (e *BulkWriteException) HasErrorLabel(label string) bool {
+	return slices.Contains(e.Labels, label)
+}
+
+// ClientBulkWriteException is the error of a Client.BulkWrite that met write
+// errors or write concern errors, or a command or network error (Err) after
+// some models were written. PartialResult is what is known to have been
+// written, nil if no model is; the models of the command that failed with
+// Err may or may not have been applied.
+type ClientBulkWriteException struct {
+	// Err is the top-level error that ended the write, nil if none.
+	// errors.As and HasErrorLabel see through to it.
+	Err error
+	// WriteErrors are the failed models by their index in the caller's
+	// slice.
+	WriteErrors map[int]WriteError
+	// WriteConcernErrors has one entry per command whose write concern
+	// failed.
+	WriteConcernErrors []WriteConcernError
+	// Labels are the labels of replies carrying write concern errors.
+	Labels        []string
+	PartialResult *ClientBulkWriteResult
+}
+
+// Unwrap returns Err.
+func (e *ClientBulkWriteException) Unwrap() error { return e.Err }
+
+func (e *ClientBulkWriteException) Error() string {
+	var parts []string
+	if e.Err != nil {
+		parts = append(parts, e.Err.Error())
+	}
+	idx := make([]int, 0, len(e.WriteErrors))
+	for i := range e.WriteErrors {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
+	for _, i := range idx {
+		parts = append(parts, e.WriteErrors[i].Error())
+	}
+	for i := range e.WriteConcernErrors {
+		parts = append(parts, e.WriteConcernErrors[i].Error())
+	}
+	return "client bulk write exception: " + strings.Join(parts, "; ")
+}
+
+// HasErrorLabel reports whether a write concern error's reply carried label
+// (labels of Err are found through Unwrap).
+func (e *ClientBulkWriteException) HasErrorLabel(label string) bool {
 	return slices.Contains(e.Labels, label)
 }
 
@@ -125,6 +185,14 @@ func IsTimeout(err error) bool { return mongoerr.IsTimeout(err) }
 // IsDuplicateKey reports whether err is a duplicate-key error, as a command
 // error, a write error, a bulk write error or a write concern error.
 func IsDuplicateKey(err error) bool {
+	var cbwe *ClientBulkWriteException
+	if errors.As(err, &cbwe) {
+		for _, we := range cbwe.WriteErrors {
+			if isDupCode(we.Code) {
+				return true
+			}
+		}
+	}
 	var bwe *BulkWriteException
 	if errors.As(err, &bwe) {
 		for _, we := range bwe.WriteErrors {
@@ -154,6 +222,14 @@ func DuplicateKeyIndex(err error) (index string, ok bool) {
 		msg string
 	}
 	var reports []report
+	var cbwe *ClientBulkWriteException
+	if errors.As(err, &cbwe) {
+		for _, w := range cbwe.WriteErrors {
+			if isDupCode(w.Code) {
+				reports = append(reports, report{w.Raw, w.Message})
+			}
+		}
+	}
 	var bwe *BulkWriteException
 	if errors.As(err, &bwe) {
 		for _, w := range bwe.WriteErrors {

@@ -67,6 +67,14 @@ func (ReplaceOneModel) writeModel() {}
 func (DeleteOneModel) writeModel()  {}
 func (DeleteManyModel) writeModel() {}
 
+// ClientWriteModel is one write of Client.BulkWrite: Model (any WriteModel)
+// applied to collection Collection of database Database.
+type ClientWriteModel struct {
+	Database   string
+	Collection string
+	Model      WriteModel
+}
+
 // Collation selects language-specific string comparison rules.
 type Collation struct {
 	Locale          string `bson:"locale"`
@@ -97,6 +105,14 @@ type IndexOptions struct {
 	ExpireAfterSeconds      *int32
 	PartialFilterExpression any
 	Collation               *Collation
+	// Version is the index version ("v"); default nil: the server's.
+	Version *int32
+	// Weights, DefaultLanguage and LanguageOverride configure text
+	// indexes; WildcardProjection selects the fields of a wildcard index.
+	Weights            any
+	DefaultLanguage    *string
+	LanguageOverride   *string
+	WildcardProjection any
 }
 
 // ReturnDocument chooses which version of the document FindOneAndUpdate and
@@ -176,6 +192,21 @@ type BulkWriteOptions struct {
 	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Let                      any
 	Comment                  any
+	Session                  *Session
+}
+
+// ClientBulkWriteOptions are the options of Client.BulkWrite.
+type ClientBulkWriteOptions struct {
+	Ordered *bool // nil means true: stop at the first write error
+	// VerboseResults asks for the result of every model (InsertResults,
+	// UpdateResults, DeleteResults); by default only the counts are
+	// returned, which spares the server and the network one result per
+	// model.
+	VerboseResults           bool
+	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
+	Let                      any   // variables for the filters and updates ($$name)
+	Comment                  any
+	WriteConcern             *WriteConcern // nil: the client's
 	Session                  *Session
 }
 
@@ -299,8 +330,20 @@ type DistinctOptions struct {
 	Session   *Session
 }
 
-// CreateIndexOptions are the options of CreateIndex.
+// CreateIndexOptions are the options of CreateIndex and CreateIndexes.
 type CreateIndexOptions struct {
+	// CommitQuorum is how many data-bearing members must finish building
+	// the indexes before the primary commits them: an int, "majority" or
+	// "votingMembers" (the server's default). Default nil: not sent.
+	CommitQuorum any
+	Comment      any
+	MaxTime      time.Duration
+	Session      *Session
+}
+
+// DropIndexOptions are the options of DropIndex, DropIndexByKeys and
+// DropIndexes.
+type DropIndexOptions struct {
 	Comment any
 	MaxTime time.Duration
 	Session *Session

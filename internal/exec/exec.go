@@ -212,7 +212,10 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 
 	res := Result{Reply: reply, Server: st.server, OperationID: st.opID}
 	if st.ownSession {
-		if err == nil && op.KeepSession {
+		// Kept too when the error came with a server reply (a write
+		// concern error carries a bulkWrite's results cursor); the caller
+		// ends it.
+		if op.KeepSession && (err == nil || reply != nil) {
 			res.Session = st.sess
 		} else {
 			st.sess.End()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -208,8 +209,11 @@ func (tr *testRun) checkError(exp bson.Raw, err error) error {
 	var ce *sturdy.CommandError
 	var we *sturdy.WriteException
 	var bwe *sturdy.BulkWriteException
-	isCE, isWE, isBWE := errors.As(err, &ce), errors.As(err, &we), errors.As(err, &bwe)
-	fromServer := isCE || isWE || isBWE
+	var cbwe *sturdy.ClientBulkWriteException
+	isCE, isWE, isBWE, isCBWE := errors.As(err, &ce), errors.As(err, &we), errors.As(err, &bwe), errors.As(err, &cbwe)
+	// A bulk exception wrapping a network error (Err) is the client's;
+	// one wrapping a server error is found as isCE or isWE.
+	fromServer := isCE || isWE || isBWE && bwe.Err == nil || isCBWE && cbwe.Err == nil
 	for _, e := range elems {
 		v := e.Value()
 		switch e.Key() {
@@ -268,19 +272,66 @@ func (tr *testRun) checkError(exp bson.Raw, err error) error {
 			}
 		case "expectResult":
 			var actual bson.RawValue
-			if isBWE && bwe.PartialResult != nil {
+			switch {
+			case isCBWE && cbwe.PartialResult != nil:
+				actual = mustRawValue(clientBulkResultDoc(cbwe.PartialResult))
+			case isBWE && bwe.PartialResult != nil:
 				actual = mustRawValue(bulkResultDoc(bwe.PartialResult))
 			}
 			if merr := tr.m.matchRoot(v, actual); merr != nil {
 				return fmt.Errorf("expectError.expectResult: %w", merr)
 			}
-		case "writeErrors", "writeConcernErrors":
-			return unsupportedf("expectError.%s (client bulk write)", e.Key())
+		case "writeErrors":
+			if !isCBWE {
+				return fmt.Errorf("expectError.writeErrors: %T is not a client bulk write exception: %v", err, err)
+			}
+			want, _ := v.DocumentOK()
+			wantElems, _ := want.Elements()
+			if len(wantElems) != len(cbwe.WriteErrors) {
+				return fmt.Errorf("expectError.writeErrors: want %d, got %d: %v", len(wantElems), len(cbwe.WriteErrors), err)
+			}
+			for _, we := range wantElems {
+				i, convErr := strconv.Atoi(we.Key())
+				got, ok := cbwe.WriteErrors[i]
+				if convErr != nil || !ok {
+					return fmt.Errorf("expectError.writeErrors: no write error at index %s: %v", we.Key(), err)
+				}
+				actual := errorDoc(got.Code, got.Message, got.Details)
+				if merr := tr.m.matchRoot(we.Value(), actual); merr != nil {
+					return fmt.Errorf("expectError.writeErrors[%s]: %w", we.Key(), merr)
+				}
+			}
+		case "writeConcernErrors":
+			if !isCBWE {
+				return fmt.Errorf("expectError.writeConcernErrors: %T is not a client bulk write exception: %v", err, err)
+			}
+			want, _ := v.ArrayOK()
+			wantVals, _ := want.Values()
+			if len(wantVals) != len(cbwe.WriteConcernErrors) {
+				return fmt.Errorf("expectError.writeConcernErrors: want %d, got %d: %v", len(wantVals), len(cbwe.WriteConcernErrors), err)
+			}
+			for i, wv := range wantVals {
+				got := cbwe.WriteConcernErrors[i]
+				actual := errorDoc(got.Code, got.Message, got.Details)
+				if merr := tr.m.matchRoot(wv, actual); merr != nil {
+					return fmt.Errorf("expectError.writeConcernErrors[%d]: %w", i, merr)
+				}
+			}
 		default:
 			return fmt.Errorf("unknown expectError field %q", e.Key())
 		}
 	}
 	return nil
+}
+
+// errorDoc is a write error or write concern error as the unified format
+// matches it: {code, message, details}.
+func errorDoc(code int32, message string, details bson.Raw) bson.RawValue {
+	d := bson.D{{Key: "code", Value: code}, {Key: "message", Value: message}}
+	if details != nil {
+		d = append(d, bson.E{Key: "details", Value: details})
+	}
+	return mustRawValue(d)
 }
 
 // errorCodes lists every server error code err carries: the command error's,
@@ -297,6 +348,15 @@ func errorCodes(err error) []int32 {
 			out = append(out, we.WriteConcernError.Code)
 		}
 		for _, w := range we.WriteErrors {
+			out = append(out, w.Code)
+		}
+	}
+	var cbwe *sturdy.ClientBulkWriteException
+	if errors.As(err, &cbwe) {
+		for _, w := range cbwe.WriteConcernErrors {
+			out = append(out, w.Code)
+		}
+		for _, w := range cbwe.WriteErrors {
 			out = append(out, w.Code)
 		}
 	}
@@ -329,6 +389,15 @@ func errorCodeNames(err error) []string {
 			out = append(out, we.WriteConcernError.Name)
 		}
 		for _, w := range we.WriteErrors {
+			codeName(w.Raw)
+		}
+	}
+	var cbwe *sturdy.ClientBulkWriteException
+	if errors.As(err, &cbwe) {
+		for _, w := range cbwe.WriteConcernErrors {
+			out = append(out, w.Name)
+		}
+		for _, w := range cbwe.WriteErrors {
 			codeName(w.Raw)
 		}
 	}

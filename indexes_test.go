@@ -1,0 +1,89 @@
+package sturdy_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/mongosim"
+)
+
+func TestIndexManagement(t *testing.T) {
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	rec := &recorder{}
+	c := connect(t, cluster.URI(), func(o *sturdy.Options) { o.Monitor = rec.monitor() })
+	coll := c.Database("db").Collection("ix")
+	names := func() string {
+		t.Helper()
+		cur, err := coll.ListIndexes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var specs []bson.Raw
+		if err := cur.All(ctx, &specs); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range specs {
+			out = append(out, s.Lookup("name").StringValue())
+		}
+		return strings.Join(out, ",")
+	}
+
+	got, err := coll.CreateIndexes(ctx, []sturdy.IndexModel{
+		{Keys: d("a", 1)},
+		{Keys: d("b", -1, "c", 1), Options: &sturdy.IndexOptions{Unique: ptr(true)}},
+		{Keys: d("d", 1), Options: &sturdy.IndexOptions{Name: ptr("by_d"), Sparse: ptr(true)}},
+	}, &sturdy.CreateIndexOptions{Comment: "three"})
+	if err != nil || strings.Join(got, ",") != "a_1,b_-1_c_1,by_d" {
+		t.Fatalf("CreateIndexes: %v, %v", got, err)
+	}
+	if n := len(rec.startedNamed("createIndexes")); n != 1 {
+		t.Fatalf("%d createIndexes commands for three indexes, want 1", n)
+	}
+	if names() != "_id_,a_1,b_-1_c_1,by_d" {
+		t.Fatalf("indexes %s", names())
+	}
+	// The unique index is enforced: the command really created it.
+	if _, err := coll.InsertMany(ctx, []any{d("b", 1, "c", 1), d("b", 1, "c", 1)}); !sturdy.IsDuplicateKey(err) {
+		t.Fatalf("duplicate under the unique index: %v", err)
+	}
+
+	if err := coll.DropIndexByKeys(ctx, d("b", -1, "c", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := coll.DropIndex(ctx, "by_d", &sturdy.DropIndexOptions{Comment: "bye"}); err != nil {
+		t.Fatal(err)
+	}
+	if names() != "_id_,a_1" {
+		t.Fatalf("after dropping two: %s", names())
+	}
+	var ce *sturdy.CommandError
+	if err := coll.DropIndexByKeys(ctx, d("zzz", 1)); !errors.As(err, &ce) || ce.Code != 27 {
+		t.Fatalf("dropping a missing index: %v, want IndexNotFound (27)", err)
+	}
+	if _, err := coll.CreateIndex(ctx, sturdy.IndexModel{Keys: d("e", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := coll.DropIndexes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if names() != "_id_" {
+		t.Fatalf("after DropIndexes: %s", names())
+	}
+	drops := rec.startedNamed("dropIndexes")
+	last := drops[len(drops)-1].Command
+	if last.Lookup("index").StringValue() != "*" {
+		t.Fatalf("DropIndexes sent %v", last)
+	}
+	if drops[1].Command.Lookup("comment").StringValue() != "bye" {
+		t.Fatalf("DropIndex options not sent: %v", drops[1].Command)
+	}
+	if _, err := coll.CreateIndexes(ctx, nil); !errors.Is(err, sturdy.ErrEmptySlice) {
+		t.Fatalf("CreateIndexes without models: %v", err)
+	}
+}
