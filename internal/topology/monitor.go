@@ -47,6 +47,10 @@ type monitor struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wake   chan struct{} // an immediate check was requested
+	// rediscover is signalled by cancelCheck: an application's network
+	// error marked the server Unknown, and the minimum heartbeat interval
+	// no longer holds back the next check (see run).
+	rediscover chan struct{}
 
 	mu        sync.Mutex
 	conn      *conn.Conn
@@ -63,7 +67,7 @@ func newMonitor(t *Topology, s *Server) *monitor {
 	opts.Credential = nil
 	opts.Compressors = nil
 	ctx, cancel := context.WithCancel(context.Background())
-	return &monitor{t: t, s: s, opts: opts, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+	return &monitor{t: t, s: s, opts: opts, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), rediscover: make(chan struct{}, 1)}
 }
 
 func (m *monitor) requestCheck() {
@@ -81,6 +85,10 @@ func (m *monitor) cancelCheck() {
 	c := m.conn
 	m.conn = nil
 	m.mu.Unlock()
+	select {
+	case m.rediscover <- struct{}{}:
+	default:
+	}
 	if c != nil {
 		_ = c.Close()
 	}
@@ -107,13 +115,23 @@ func (m *monitor) run() {
 			if sd.Err != nil && mongoerr.IsNetworkError(sd.Err) && prev != ServerUnknown && prev != PossiblePrimary {
 				continue
 			}
+		} else if prev != ServerUnknown && prev != PossiblePrimary {
+			// An application's network error marked a known server
+			// Unknown and cancelled this check: rediscover it at once, as
+			// after a failed check of a known server, rather than after
+			// minHeartbeatFrequencyMS (during which no operation could
+			// select it). Each such check needs a fresh transition from
+			// known to Unknown, so they are bounded by application errors
+			// on healthy connections.
+			continue
 		}
 		m.wait()
 	}
 }
 
 // wait sleeps until the heartbeat interval passes or a check is requested,
-// but never less than the minimum heartbeat interval.
+// but never less than the minimum heartbeat interval, unless an
+// application error cancelled the server's check meanwhile.
 func (m *monitor) wait() {
 	start := time.Now()
 	t := time.NewTimer(m.t.o.HeartbeatInterval)
@@ -123,11 +141,19 @@ func (m *monitor) wait() {
 	case <-m.wake:
 	}
 	t.Stop()
+	select {
+	case <-m.rediscover:
+		// An application's network error marked the server Unknown
+		// meanwhile: see run.
+		return
+	default:
+	}
 	if rest := m.t.o.MinHeartbeatInterval - time.Since(start); rest > 0 {
 		t := time.NewTimer(rest)
 		select {
 		case <-m.ctx.Done():
 		case <-t.C:
+		case <-m.rediscover:
 		}
 		t.Stop()
 	}
@@ -139,6 +165,10 @@ func (m *monitor) check() (sd ServerDescription, cancelled bool) {
 	// A request made before this check starts is satisfied by it.
 	select {
 	case <-m.wake:
+	default:
+	}
+	select {
+	case <-m.rediscover:
 	default:
 	}
 	m.mu.Lock()

@@ -540,6 +540,7 @@ func (t *Topology) handleAppError(addr string, err error, generation uint64, bef
 		t.applyLocked(ServerDescription{Addr: addr, Kind: ServerUnknown, Err: err})
 		s.pool.Clear(err, false)
 		s.cancelCheck()
+		s.requestCheck() // rediscover it now: see monitor.run
 	}
 }
 
