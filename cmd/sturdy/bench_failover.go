@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
@@ -40,6 +42,8 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 	duration := fs.Duration("duration", 20*time.Second, "run time per client")
 	every := fs.Duration("every", 2*time.Second, "time between step-downs")
 	keys := fs.Int("keys", 64, "distinct documents the $inc upserts spread over")
+	fault := fs.String("fault", "", "also inject this fault (as in bench faults: reply-lost, close-before, error:CODE); none by default")
+	rate := fs.Float64("rate", 0.1, "with -fault, the fraction of writes that meet it")
 	clientsFlag := fs.String("clients", strings.Join(faultClients, ","), "clients to run, in order")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -53,11 +57,24 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "-members must be at least 2; -goroutines, -duration, -every and -keys positive")
 		return errUsage
 	}
+	var fp bson.D
+	if *fault != "" {
+		if fp, err = faultFailPoint(*fault, *rate); err != nil {
+			fmt.Fprintf(stderr, "-fault: %v\n", err)
+			return errUsage
+		}
+	}
 	sim, err := mongosim.Launch(mongosim.Options{Members: *members})
 	if err != nil {
 		return err
 	}
 	defer sim.Close()
+	if fp != nil {
+		if err := sim.SetFailPoint(fp); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "failover: with fault %s at rate %g\n", *fault, *rate)
+	}
 	fmt.Fprintf(stderr, "failover: %d members, %d goroutines, a step-down every %v, %v per client; "+
 		"both clients use their default options (no heartbeat or timeout is shortened)\n",
 		*members, *goroutines, *every, *duration)

@@ -47,9 +47,9 @@ type monitor struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wake   chan struct{} // an immediate check was requested
-	// rediscover is signalled by cancelCheck: an application's network
-	// error marked the server Unknown, and the minimum heartbeat interval
-	// no longer holds back the next check (see run).
+	// rediscover is signalled by rediscoverNow: an application's error
+	// marked the server Unknown, and the minimum heartbeat interval no
+	// longer holds back the next check (see run).
 	rediscover chan struct{}
 
 	mu        sync.Mutex
@@ -77,6 +77,21 @@ func (m *monitor) requestCheck() {
 	}
 }
 
+// rediscoverNow requests a check that the minimum heartbeat interval does
+// not hold back: an application error just marked the known server
+// Unknown (a network error, or a state change with a newer
+// topologyVersion), and no operation can select it until it is checked.
+// Such checks need a fresh transition of the server to Unknown each, so
+// they are bounded by application errors on healthy connections and by
+// the server's own state changes, not by anything the monitor does.
+func (m *monitor) rediscoverNow() {
+	select {
+	case m.rediscover <- struct{}{}:
+	default:
+	}
+	m.requestCheck()
+}
+
 // cancelCheck aborts a check in progress and drops the connection: an
 // application saw the server fail, so what the check would say is stale.
 func (m *monitor) cancelCheck() {
@@ -85,10 +100,7 @@ func (m *monitor) cancelCheck() {
 	c := m.conn
 	m.conn = nil
 	m.mu.Unlock()
-	select {
-	case m.rediscover <- struct{}{}:
-	default:
-	}
+	m.rediscoverNow()
 	if c != nil {
 		_ = c.Close()
 	}
@@ -119,10 +131,8 @@ func (m *monitor) run() {
 			// An application's network error marked a known server
 			// Unknown and cancelled this check: rediscover it at once, as
 			// after a failed check of a known server, rather than after
-			// minHeartbeatFrequencyMS (during which no operation could
-			// select it). Each such check needs a fresh transition from
-			// known to Unknown, so they are bounded by application errors
-			// on healthy connections.
+			// minHeartbeatFrequencyMS, during which no operation could
+			// select it (see rediscoverNow).
 			continue
 		}
 		m.wait()
@@ -131,7 +141,7 @@ func (m *monitor) run() {
 
 // wait sleeps until the heartbeat interval passes or a check is requested,
 // but never less than the minimum heartbeat interval, unless an
-// application error cancelled the server's check meanwhile.
+// application error marked the server Unknown meanwhile (rediscoverNow).
 func (m *monitor) wait() {
 	start := time.Now()
 	t := time.NewTimer(m.t.o.HeartbeatInterval)
@@ -143,8 +153,6 @@ func (m *monitor) wait() {
 	t.Stop()
 	select {
 	case <-m.rediscover:
-		// An application's network error marked the server Unknown
-		// meanwhile: see run.
 		return
 	default:
 	}

@@ -68,6 +68,15 @@ func (s *Server) requestCheck() {
 	}
 }
 
+func (s *Server) rediscoverNow() {
+	s.mu.Lock()
+	m := s.monitor
+	s.mu.Unlock()
+	if m != nil {
+		m.rediscoverNow()
+	}
+}
+
 func (s *Server) cancelCheck() {
 	s.mu.Lock()
 	m := s.monitor

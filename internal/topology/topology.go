@@ -526,7 +526,7 @@ func (t *Topology) handleAppError(addr string, err error, generation uint64, bef
 		if sc.shutdown {
 			s.pool.Clear(err, false)
 		}
-		s.requestCheck()
+		s.rediscoverNow()
 		return
 	}
 	if mongoerr.HasErrorLabel(err, mongoerr.LabelSystemOverloaded) {
@@ -539,8 +539,7 @@ func (t *Topology) handleAppError(addr string, err error, generation uint64, bef
 	if network || beforeHandshake {
 		t.applyLocked(ServerDescription{Addr: addr, Kind: ServerUnknown, Err: err})
 		s.pool.Clear(err, false)
-		s.cancelCheck()
-		s.requestCheck() // rediscover it now: see monitor.run
+		s.cancelCheck() // and rediscover it now: see monitor.rediscoverNow
 	}
 }
 
