@@ -106,6 +106,9 @@ func runBenchOverload(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	defer sim.Close()
+	if slices.Contains(clients, "official") {
+		fmt.Fprintln(stderr, "overload: the official driver runs with heartbeatFrequencyMS=500 (default 10000); every other option is the default")
+	}
 	limiter := mongosim.LimiterOptions{RequestsPerSecond: float64(*capacity), Burst: max(1, *capacity/20)}
 
 	var results []overloadResult

@@ -23,7 +23,8 @@ import (
 const DefaultMaxAdaptiveRetries = 5
 
 // MaxUnsentRetries caps the retries of attempts that never reached the
-// server (the pool was cleared or paused at check-out). Such an attempt
+// server (the pool was cleared or paused at check-out, or a write's server
+// stopped being writable before it was sent). Such an attempt
 // cannot have been applied, so it does not use up the operation's one
 // retry; this cap, the context's deadline and, without one, the
 // topology's ServerSelectionTimeout counted from the operation's start
@@ -114,8 +115,9 @@ func (e *Executor) retryTokens() *backoff.TokenBucket {
 //     retargeting, the server is deprioritized.
 //
 // An attempt that failed at check-out because the pool was cleared or
-// paused never reached the server: its retry is free (MaxUnsentRetries),
-// it neither counts as the operation's retry nor takes a token.
+// paused, or found its server no longer writable, never reached the
+// server: its retry is free (MaxUnsentRetries), it neither counts as the
+// operation's retry nor takes a token.
 //
 // Every other retry takes a token from the bucket (when on); a successful
 // operation deposits 0.1, plus 1 if it succeeded on a retry that took one;
@@ -234,11 +236,12 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 
 // neverSent reports whether the failed attempt of a retryable operation
 // never reached the server: its check-out found the pool cleared or
-// paused. Only operations that would be retried after such an error
+// paused, or its server stopped being writable before the write was
+// sent. Only operations that would be retried after such an error
 // (retryable writes and reads with their option on) get the free retry.
 func (r *retrier) neverSent(st *opState, err error) bool {
 	var cleared *pool.PoolClearedError
-	if st.sent || !errors.As(err, &cleared) {
+	if st.sent || !errors.As(err, &cleared) && !errors.Is(err, ErrServerNoLongerWritable) {
 		return false
 	}
 	return r.retryableWrite(st) || r.op.RetryableRead && r.e.RetryReads

@@ -158,3 +158,76 @@ func TestUnsentRetryNeedsRetryOption(t *testing.T) {
 		t.Errorf("%d retries with retryReads off", n)
 	}
 }
+
+// A retryable write whose server is marked Unknown after selection (here:
+// a NotWritablePrimary another operation met) is not sent there: it
+// selects again, for free, and is sent once the server is rediscovered.
+// The write waits for the pool's only connection, held by the test, while
+// the error arrives; the server's rediscovery (its next hello) is held
+// back until the write has found the server no longer writable.
+func TestWriteNotSentToServerThatStoppedBeingWritable(t *testing.T) {
+	srv := blackpipe.StartReplicaSet(t, "rs0", 1, blackpipe.Options{})[0]
+	env := newEnv(t, topology.Options{Hosts: []string{srv.Addr()}, SetName: "rs0",
+		HeartbeatInterval: time.Minute, MinHeartbeatInterval: time.Minute, Pool: pool.Options{MaxPoolSize: 1}})
+	s, err := env.topo.SelectServer(ctx10(t), topology.WriteSelector(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Dec()
+	var rs retries
+	rs.attach(env.exec)
+	held, err := s.Pool().CheckOut(ctx10(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	writableWhenSent := []bool{}
+	srv.Autorespond(blackpipe.Command("insert"), func(r *blackpipe.Request) bool {
+		mu.Lock()
+		writableWhenSent = append(writableWhenSent, s.Writable())
+		mu.Unlock()
+		return r.Reply(bson.D{{Key: "n", Value: 1}}) == nil
+	})
+
+	gate := make(chan struct{})
+	var openGate sync.Once
+	t.Cleanup(func() { openGate.Do(func() { close(gate) }) })
+	srv.Autorespond(blackpipe.Command("hello"), func(*blackpipe.Request) bool {
+		<-gate
+		return false // answered by the replica set's hello
+	})
+
+	ch := executeAsync(env.exec, insertOp())
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Pool().Stats().Waiting != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the write never waited for a connection")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.ProcessError(&mongoerr.CommandError{Code: 10107, Name: "NotWritablePrimary", Message: "not primary"}, s.Pool().Generation(), false)
+	if s.Writable() {
+		t.Fatal("the server is still writable after NotWritablePrimary")
+	}
+	s.Pool().CheckIn(held)
+	for len(rs.all()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the write was not retried")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	openGate.Do(func() { close(gate) })
+	if o := wait(t, ch); o.err != nil {
+		t.Fatalf("the write failed: %v", o.err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(writableWhenSent) != 1 || !writableWhenSent[0] {
+		t.Errorf("inserts sent while the server was writable: %v, want [true]", writableWhenSent)
+	}
+	evs := rs.all()
+	if len(evs) != 1 || !errors.Is(evs[0].Reason, exec.ErrServerNoLongerWritable) {
+		t.Fatalf("retries %+v, want one after ErrServerNoLongerWritable", evs)
+	}
+}

@@ -403,12 +403,18 @@ func (t *Topology) applyLocked(sd ServerDescription) {
 	if ns, ok := next.Server(sd.Addr); ok && (ns.Kind.DataBearing() || (t.o.Direct && ns.Available())) {
 		t.servers[sd.Addr].pool.Ready()
 	}
+	for _, ns := range next.Servers {
+		if s := t.servers[ns.Addr]; s != nil {
+			s.writable.Store(acceptsWrites(next.Kind, ns))
+		}
+	}
 	for _, ps := range prev.Servers {
 		if next.contains(ps.Addr) {
 			continue
 		}
 		if s := t.servers[ps.Addr]; s != nil {
 			delete(t.servers, ps.Addr)
+			s.writable.Store(false)
 			s.stopMonitor()
 			t.wg.Add(1)
 			go func() {
