@@ -29,8 +29,11 @@ const DefaultMaxAdaptiveRetries = 5
 // retry; this cap, the context's deadline and, without one, the
 // topology's ServerSelectionTimeout counted from the operation's start
 // bound them instead. Each such retry waits in server selection until the
-// server is rediscovered, so the cap is a guard, not a pace.
-const MaxUnsentRetries = 10
+// server is rediscovered (a cleared pool or a write's lost server means
+// the server was marked Unknown first), so the cap is a guard against a
+// loop, not a pace: a burst of faults on other connections can clear a
+// pool many times while a check-out waits for a new connection.
+const MaxUnsentRetries = 100
 
 // RetryableWritesUnsupportedMessage replaces the server's message when it
 // rejects a transaction number (IllegalOperation 20, "Transaction numbers

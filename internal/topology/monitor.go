@@ -49,7 +49,7 @@ type monitor struct {
 	wake   chan struct{} // an immediate check was requested
 	// rediscover is signalled by rediscoverNow: an application's error
 	// marked the server Unknown, and the minimum heartbeat interval no
-	// longer holds back the next check (see run).
+	// longer holds back the next check (see wait).
 	rediscover chan struct{}
 
 	mu        sync.Mutex
@@ -127,13 +127,6 @@ func (m *monitor) run() {
 			if sd.Err != nil && mongoerr.IsNetworkError(sd.Err) && prev != ServerUnknown && prev != PossiblePrimary {
 				continue
 			}
-		} else if prev != ServerUnknown && prev != PossiblePrimary {
-			// An application's network error marked a known server
-			// Unknown and cancelled this check: rediscover it at once, as
-			// after a failed check of a known server, rather than after
-			// minHeartbeatFrequencyMS, during which no operation could
-			// select it (see rediscoverNow).
-			continue
 		}
 		m.wait()
 	}
