@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,13 +15,15 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
 // sturdy bench failover: goroutines write steadily to a mongosim replica
-// set whose primary steps down every few seconds. For each step-down the
-// write-unavailability window is the time from the step-down to the first
-// success of a write started after it (which the new primary served);
+// set whose primary steps down (replSetStepDown) every few seconds. For each step-down the
+// write-unavailability window is the time from the step-down (its reply)
+// to the first success of a write started after it (which the new primary
+// served);
 // each client runs the same workload in turn, with its default options.
 
 type failoverResult struct {
@@ -79,6 +82,27 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 		"both clients use their default options (no heartbeat or timeout is shortened)\n",
 		*members, *goroutines, *every, *duration)
 
+	// replSetStepDown goes to the primary over a direct connection of its
+	// own, as an operator's shell would send it; not through a measured client.
+	admins := map[string]*sturdy.Client{}
+	for _, m := range sim.Members() {
+		c, err := sturdy.Connect(ctx, m.URI())
+		if err != nil {
+			return err
+		}
+		defer c.Disconnect(context.Background())
+		admins[m.Addr()] = c
+	}
+	stepDown := func(ctx context.Context) error {
+		p := sim.Primary()
+		if p == nil {
+			return errors.New("no primary to step down")
+		}
+		_, err := admins[p.Addr()].Database("admin").RunCommand(ctx,
+			bson.D{{Key: "replSetStepDown", Value: int32(10)}, {Key: "secondaryCatchUpPeriodSecs", Value: int32(0)}})
+		return err
+	}
+
 	var results []failoverResult
 	for _, name := range clients {
 		c, err := newIncClient(ctx, name, sim.URI(), "f_"+name)
@@ -86,7 +110,7 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		fmt.Fprintf(stderr, "failover: running %s\n", name)
-		res, err := runFailover(ctx, sim, c, *goroutines, *keys, *duration, *every)
+		res, err := runFailover(ctx, stepDown, c, *goroutines, *keys, *duration, *every)
 		c.close(ctx)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -104,7 +128,7 @@ type opRecord struct {
 	ok         bool
 }
 
-func runFailover(ctx context.Context, sim *mongosim.Cluster, c incClient, g, keys int, d, every time.Duration) (failoverResult, error) {
+func runFailover(ctx context.Context, stepDown func(context.Context) error, c incClient, g, keys int, d, every time.Duration) (failoverResult, error) {
 	var (
 		res  failoverResult
 		mu   sync.Mutex
@@ -152,14 +176,15 @@ func runFailover(ctx context.Context, sim *mongosim.Cluster, c incClient, g, key
 			if time.Until(deadlineOf(runCtx)) < every/2 {
 				continue
 			}
-			t := time.Now()
-			if err := sim.StepDown(ctx); err != nil {
+			if err := stepDown(ctx); err != nil {
 				stepErr = err
 				cancel()
 				stop = true
 				break
 			}
-			downs = append(downs, t)
+			// The step-down is done when its reply arrives: a write started
+			// later cannot succeed on the old primary.
+			downs = append(downs, time.Now())
 		}
 	}
 	tick.Stop()
