@@ -31,11 +31,18 @@ import (
 // the peer we measure against (benchmarks may use it; the library never does).
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "overload" {
-		fmt.Fprintln(stderr, "usage: sturdy bench overload [flags]")
-		return errUsage
+	if len(args) > 0 {
+		switch args[0] {
+		case "overload":
+			return runBenchOverload(ctx, args[1:], stdout, stderr)
+		case "faults":
+			return runBenchFaults(ctx, args[1:], stdout, stderr)
+		case "failover":
+			return runBenchFailover(ctx, args[1:], stdout, stderr)
+		}
 	}
-	return runBenchOverload(ctx, args[1:], stdout, stderr)
+	fmt.Fprintln(stderr, "usage: sturdy bench overload|faults|failover [flags]")
+	return errUsage
 }
 
 // benchClient issues one logical insert; attempts are counted by command
@@ -99,6 +106,9 @@ func runBenchOverload(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	defer sim.Close()
+	if slices.Contains(clients, "official") {
+		fmt.Fprintln(stderr, "overload: the official driver runs with heartbeatFrequencyMS=500 (default 10000); every other option is the default")
+	}
 	limiter := mongosim.LimiterOptions{RequestsPerSecond: float64(*capacity), Burst: max(1, *capacity/20)}
 
 	var results []overloadResult

@@ -22,7 +22,7 @@ var subcommands = []subcommand{
 	{"demo", "run the counter workload under injected faults, strategy by strategy", runDemo},
 	{"sim", "run mongosim, the in-memory MongoDB-compatible server", runSim},
 	{"proxy", "MongoDB-aware fault-injection proxy in front of mongod, mongos or a replica set", runProxy},
-	{"bench", "benchmarks: 'bench overload' measures retries against an overloaded server", runBench},
+	{"bench", "benchmarks against the official driver: 'bench overload', 'bench faults', 'bench failover'", runBench},
 }
 
 func main() {

@@ -36,6 +36,12 @@ var (
 	ErrSessionsNotSupported = errors.New("exec: the server does not support sessions")
 	// ErrEmptyCommand: Operation.Command is empty.
 	ErrEmptyCommand = errors.New("exec: empty command")
+	// ErrServerNoLongerWritable: the server selected for a retryable
+	// write was marked Unknown or seen to step down before the command
+	// was sent, so it was not sent. The operation selects again (a free
+	// retry, see MaxUnsentRetries); this is returned only once those run
+	// out.
+	ErrServerNoLongerWritable = errors.New("exec: the server selected for the write stopped being writable before the command was sent")
 )
 
 // Executor runs operations against a topology. Its zero value is not
@@ -305,6 +311,12 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 		return nil, err
 	}
 	defer p.CheckIn(c)
+	if op.Write && op.Server == nil && !st.stageReadPref && !srv.Writable() && st.retry.retryableWrite(st) {
+		// Known to have stepped down (or gone Unknown) since selection:
+		// a retryable write selects again rather than meet a
+		// NotWritablePrimary it would have to spend its retry on.
+		return nil, ErrServerNoLongerWritable
+	}
 	st.checkedOut = true
 	cd := c.Description()
 	st.wire = cd.MaxWireVersion

@@ -63,7 +63,9 @@ func newEnv(t *testing.T, o topology.Options) *env {
 	if o.ServerSelectionTimeout == 0 {
 		o.ServerSelectionTimeout = 5 * time.Second
 	}
-	o.Pool = pool.Options{MaxPoolSize: 10}
+	if o.Pool.MaxPoolSize == 0 {
+		o.Pool = pool.Options{MaxPoolSize: 10}
+	}
 	topo, err := topology.New(o)
 	if err != nil {
 		t.Fatal(err)

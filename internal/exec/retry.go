@@ -22,6 +22,19 @@ import (
 // been seen (seed 003's MAX_ATTEMPTS).
 const DefaultMaxAdaptiveRetries = 5
 
+// MaxUnsentRetries caps the retries of attempts that never reached the
+// server (the pool was cleared or paused at check-out, or a write's server
+// stopped being writable before it was sent). Such an attempt
+// cannot have been applied, so it does not use up the operation's one
+// retry; this cap, the context's deadline and, without one, the
+// topology's ServerSelectionTimeout counted from the operation's start
+// bound them instead. Each such retry waits in server selection until the
+// server is rediscovered (a cleared pool or a write's lost server means
+// the server was marked Unknown first), so the cap is a guard against a
+// loop, not a pace: a burst of faults on other connections can clear a
+// pool many times while a check-out waits for a new connection.
+const MaxUnsentRetries = 100
+
 // RetryableWritesUnsupportedMessage replaces the server's message when it
 // rejects a transaction number (IllegalOperation 20, "Transaction numbers
 // are only allowed on ..."), e.g. with the MMAPv1 storage engine.
@@ -66,6 +79,7 @@ func (e *Executor) policyFor(op *Operation, st *opState) retryPolicy {
 		maxAdaptive = 0
 	}
 	st.retry = retrier{e: e, op: op, maxAdaptive: maxAdaptive, tokens: e.retryTokens()}
+	st.retry.start = st.retry.now()
 	return &st.retry
 }
 
@@ -103,10 +117,16 @@ func (e *Executor) retryTokens() *backoff.TokenBucket {
 //     100 ms or the error's positive baseBackoffMS) and, with
 //     retargeting, the server is deprioritized.
 //
-// Every retry takes a token from the bucket (when on); a successful
-// operation deposits 0.1, plus 1 if it succeeded on a retry; a retry that
-// fails without the overload label gives its token back. A retry is not
-// started when the context's deadline would pass during its backoff.
+// An attempt that failed at check-out because the pool was cleared or
+// paused, or found its server no longer writable, never reached the
+// server: its retry is free (MaxUnsentRetries), it neither counts as the
+// operation's retry nor takes a token.
+//
+// Every other retry takes a token from the bucket (when on); a successful
+// operation deposits 0.1, plus 1 if it succeeded on a retry that took one;
+// a retry that fails without the overload label gives its token back. A
+// retry is not started when the context's deadline would pass during its
+// backoff.
 //
 // The error returned follows the retryable-writes rules: the latest error
 // that says a write may have been attempted, else the first error; errors
@@ -118,8 +138,11 @@ type retrier struct {
 	maxAdaptive int
 	tokens      *backoff.TokenBucket
 
-	retries   int  // retries started so far
-	overload  bool // an overload-policy error has been seen
+	retries   int       // counted retries started so far
+	unsent    int       // free retries of attempts that never reached the server
+	took      bool      // the retry in flight took a token
+	start     time.Time // when the operation started, by the injected clock
+	overload  bool      // an overload-policy error has been seen
 	prevErr   error
 	prevReply bson.Raw
 }
@@ -129,7 +152,7 @@ func (r *retrier) succeeded(*opState) {
 		return
 	}
 	n := backoff.SuccessDeposit
-	if r.retries > 0 {
+	if r.took {
 		n += backoff.RetryCost
 	}
 	r.tokens.Deposit(n)
@@ -137,8 +160,9 @@ func (r *retrier) succeeded(*opState) {
 
 func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.Raw) (bool, error, bson.Raw) {
 	overloaded := mongoerr.HasErrorLabel(err, mongoerr.LabelSystemOverloaded)
-	if r.retries > 0 && r.tokens != nil && !overloaded {
+	if r.took && !overloaded {
 		r.tokens.Deposit(backoff.RetryCost) // the failed retry's token comes back
+		r.took = false
 	}
 	if r.prevErr == nil || writeAttempted(st, err) {
 		r.prevErr, r.prevReply = err, reply
@@ -153,6 +177,16 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 	}
 	if st.txnNumber != nil && transactionNumbersRejected(err) {
 		return false, &RetryableWritesUnsupportedError{Err: err}, reply
+	}
+
+	if r.neverSent(st, err) {
+		if r.unsent >= MaxUnsentRetries || r.unsentExpired(ctx) {
+			return stop()
+		}
+		r.unsent++
+		r.took = false
+		r.announce(ctx, st, err, 0, serverAddr(st))
+		return true, nil, nil
 	}
 
 	labelled := mongoerr.HasErrorLabel(err, mongoerr.LabelRetryable) && r.overloadAllowed()
@@ -174,8 +208,11 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 	if dl, ok := ctx.Deadline(); ok && r.now().Add(wait).After(dl) {
 		return stop() // the deadline would pass before the retry starts
 	}
-	if r.tokens != nil && !r.tokens.Consume(backoff.RetryCost) {
-		return stop()
+	if r.tokens != nil {
+		if !r.tokens.Consume(backoff.RetryCost) {
+			return stop()
+		}
+		r.took = true
 	}
 	addr := ""
 	if st.server != nil {
@@ -190,13 +227,45 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 	r.announce(ctx, st, err, wait, addr)
 	if wait > 0 {
 		if serr := r.sleep(ctx, wait); serr != nil {
-			if r.tokens != nil {
+			if r.took {
 				r.tokens.Deposit(backoff.RetryCost) // the retry never ran
+				r.took = false
 			}
 			return stop()
 		}
 	}
 	return true, nil, nil
+}
+
+// neverSent reports whether the failed attempt of a retryable operation
+// never reached the server: its check-out found the pool cleared or
+// paused, or its server stopped being writable before the write was
+// sent. Only operations that would be retried after such an error
+// (retryable writes and reads with their option on) get the free retry.
+func (r *retrier) neverSent(st *opState, err error) bool {
+	var cleared *pool.PoolClearedError
+	if st.sent || !errors.As(err, &cleared) && !errors.Is(err, ErrServerNoLongerWritable) {
+		return false
+	}
+	return r.retryableWrite(st) || r.op.RetryableRead && r.e.RetryReads
+}
+
+// unsentExpired reports whether the free retries' time is up: the
+// context's deadline has passed or, without one, ServerSelectionTimeout
+// since the operation started.
+func (r *retrier) unsentExpired(ctx context.Context) bool {
+	now := r.now()
+	if dl, ok := ctx.Deadline(); ok {
+		return !now.Before(dl)
+	}
+	return now.Sub(r.start) >= r.e.Topology.Options().ServerSelectionTimeout
+}
+
+func serverAddr(st *opState) string {
+	if st.server == nil {
+		return ""
+	}
+	return st.server.Addr()
 }
 
 // overloadAllowed is the overload policy's gate: writes need RetryWrites,
@@ -232,7 +301,7 @@ func (r *retrier) announce(ctx context.Context, st *opState, reason error, wait 
 	}
 	if m := r.e.Monitor; m != nil && m.Retry != nil {
 		m.Retry(ctx, &event.RetryEvent{
-			OperationID: st.opID, CommandName: st.name, Attempt: r.retries, Reason: reason,
+			OperationID: st.opID, CommandName: st.name, Attempt: r.retries + r.unsent, Reason: reason,
 			Backoff: wait, TokensLeft: tokens, ServerAddress: addr, TxnNumber: txn,
 		})
 	}
@@ -240,7 +309,7 @@ func (r *retrier) announce(ctx context.Context, st *opState, reason error, wait 
 		attrs := []slog.Attr{
 			slog.String("command", st.name),
 			slog.Int64("operationId", st.opID),
-			slog.Int("retry", r.retries),
+			slog.Int("retry", r.retries+r.unsent),
 			slog.String("server", addr),
 			slog.String("reason", reason.Error()),
 			slog.Bool("overload", mongoerr.HasErrorLabel(reason, mongoerr.LabelSystemOverloaded)),

@@ -37,6 +37,7 @@ type Runner struct {
 	internal *sturdy.Client
 	version  [3]int
 	topology string // "single", "replicaset", "sharded", "load-balanced"
+	mongosim bool   // the deployment is mongosim (buildInfo's gitVersion says so)
 
 	paramsMu sync.Mutex
 	params   map[string]bson.RawValue // getParameter cache
@@ -59,6 +60,7 @@ func NewRunner(ctx context.Context, cfg Config) (*Runner, error) {
 		_ = c.Disconnect(ctx)
 		return nil, fmt.Errorf("buildInfo: %w", err)
 	}
+	r.mongosim = lookupString(bi, "gitVersion") == "mongosim"
 	if va, ok := bi.Lookup("versionArray").ArrayOK(); ok {
 		vals, _ := va.Values()
 		for i := 0; i < 3 && i < len(vals); i++ {
@@ -88,6 +90,11 @@ func NewRunner(ctx context.Context, cfg Config) (*Runner, error) {
 
 // Topology is the deployment's topology as runOnRequirements names it.
 func (r *Runner) Topology() string { return r.topology }
+
+// Mongosim reports whether the deployment is mongosim, to which the
+// expected failures of mongosim's own (reasons starting "mongosim:")
+// apply; against MongoDB they must pass.
+func (r *Runner) Mongosim() bool { return r.mongosim }
 
 // ServerVersion is the deployment's version.
 func (r *Runner) ServerVersion() string {

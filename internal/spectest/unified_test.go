@@ -207,15 +207,16 @@ func runOne(t *testing.T, r *Runner, sum *Summary, group, key string, f *File, i
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out := r.Run(ctx, f, i)
-	known := knownFailure(key, desc, r.Topology())
+	known := knownFailure(key, desc, r.Topology(), r.Mongosim())
 	switch {
 	case out.Skipped:
 		sum.Add(group, out, false)
 		t.Skip(out.Reason)
 	case out.Err != nil && known != "":
+		err := out.Err
 		out = Outcome{Skipped: true, Reason: "known failure: " + known}
 		sum.Add(group, out, true)
-		t.Skipf("known failure: %s\n(error: %v)", known, out.Err)
+		t.Skipf("known failure: %s\n(error: %v)", known, err)
 	case out.Err != nil:
 		sum.Add(group, out, false)
 		sum.Fail(key, desc, out.Err)

@@ -47,6 +47,10 @@ type monitor struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wake   chan struct{} // an immediate check was requested
+	// rediscover is signalled by rediscoverNow: an application's error
+	// marked the server Unknown, and the minimum heartbeat interval no
+	// longer holds back the next check (see wait).
+	rediscover chan struct{}
 
 	mu        sync.Mutex
 	conn      *conn.Conn
@@ -63,7 +67,7 @@ func newMonitor(t *Topology, s *Server) *monitor {
 	opts.Credential = nil
 	opts.Compressors = nil
 	ctx, cancel := context.WithCancel(context.Background())
-	return &monitor{t: t, s: s, opts: opts, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+	return &monitor{t: t, s: s, opts: opts, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), rediscover: make(chan struct{}, 1)}
 }
 
 func (m *monitor) requestCheck() {
@@ -71,6 +75,21 @@ func (m *monitor) requestCheck() {
 	case m.wake <- struct{}{}:
 	default:
 	}
+}
+
+// rediscoverNow requests a check that the minimum heartbeat interval does
+// not hold back: an application error just marked the known server
+// Unknown (a network error, or a state change with a newer
+// topologyVersion), and no operation can select it until it is checked.
+// Such checks need a fresh transition of the server to Unknown each, so
+// they are bounded by application errors on healthy connections and by
+// the server's own state changes, not by anything the monitor does.
+func (m *monitor) rediscoverNow() {
+	select {
+	case m.rediscover <- struct{}{}:
+	default:
+	}
+	m.requestCheck()
 }
 
 // cancelCheck aborts a check in progress and drops the connection: an
@@ -81,6 +100,7 @@ func (m *monitor) cancelCheck() {
 	c := m.conn
 	m.conn = nil
 	m.mu.Unlock()
+	m.rediscoverNow()
 	if c != nil {
 		_ = c.Close()
 	}
@@ -113,7 +133,8 @@ func (m *monitor) run() {
 }
 
 // wait sleeps until the heartbeat interval passes or a check is requested,
-// but never less than the minimum heartbeat interval.
+// but never less than the minimum heartbeat interval, unless an
+// application error marked the server Unknown meanwhile (rediscoverNow).
 func (m *monitor) wait() {
 	start := time.Now()
 	t := time.NewTimer(m.t.o.HeartbeatInterval)
@@ -123,11 +144,17 @@ func (m *monitor) wait() {
 	case <-m.wake:
 	}
 	t.Stop()
+	select {
+	case <-m.rediscover:
+		return
+	default:
+	}
 	if rest := m.t.o.MinHeartbeatInterval - time.Since(start); rest > 0 {
 		t := time.NewTimer(rest)
 		select {
 		case <-m.ctx.Done():
 		case <-t.C:
+		case <-m.rediscover:
 		}
 		t.Stop()
 	}
@@ -139,6 +166,10 @@ func (m *monitor) check() (sd ServerDescription, cancelled bool) {
 	// A request made before this check starts is satisfied by it.
 	select {
 	case <-m.wake:
+	default:
+	}
+	select {
+	case <-m.rediscover:
 	default:
 	}
 	m.mu.Lock()

@@ -117,14 +117,24 @@ type writeSelector struct{}
 
 func (writeSelector) String() string { return "writable server" }
 
+// acceptsWrites is writeSelector's test for one server of a topology of
+// kind tk.
+func acceptsWrites(tk TopologyKind, sd ServerDescription) bool {
+	switch tk {
+	case Single:
+		return sd.Available()
+	case Sharded:
+		return sd.Kind == Mongos
+	case ReplicaSetWithPrimary:
+		return sd.Kind == RSPrimary
+	}
+	return false
+}
+
 func (writeSelector) Select(d Description, candidates []ServerDescription) ([]ServerDescription, error) {
 	switch d.Kind {
-	case Single:
-		return filter(candidates, ServerDescription.Available), nil
-	case Sharded:
-		return ofKind(candidates, Mongos), nil
-	case ReplicaSetWithPrimary:
-		return ofKind(candidates, RSPrimary), nil
+	case Single, Sharded, ReplicaSetWithPrimary:
+		return filter(candidates, func(sd ServerDescription) bool { return acceptsWrites(d.Kind, sd) }), nil
 	}
 	return nil, nil
 }

@@ -14,6 +14,9 @@ type Server struct {
 	t       *Topology
 	pool    *pool.Pool
 	opCount atomic.Int64
+	// writable says whether the server, as last described, is one
+	// WriteSelector would choose; set with every description change.
+	writable atomic.Bool
 
 	mu      sync.Mutex
 	monitor *monitor // nil until the topology connects
@@ -34,6 +37,13 @@ func (s *Server) Description() ServerDescription {
 	}
 	return unknownServer(s.addr, nil)
 }
+
+// Writable reports whether the server, as currently described, accepts
+// writes: WriteSelector would choose it. A write selected before the
+// server was marked Unknown or seen to step down checks it before it is
+// sent, so as not to send it to a server known to have stopped being
+// primary. It reads an atomic, not the description.
+func (s *Server) Writable() bool { return s.writable.Load() }
 
 // OperationCount is the number of operations selected for this server and
 // not yet finished.
@@ -65,6 +75,15 @@ func (s *Server) requestCheck() {
 	s.mu.Unlock()
 	if m != nil {
 		m.requestCheck()
+	}
+}
+
+func (s *Server) rediscoverNow() {
+	s.mu.Lock()
+	m := s.monitor
+	s.mu.Unlock()
+	if m != nil {
+		m.rediscoverNow()
 	}
 }
 

@@ -403,12 +403,18 @@ func (t *Topology) applyLocked(sd ServerDescription) {
 	if ns, ok := next.Server(sd.Addr); ok && (ns.Kind.DataBearing() || (t.o.Direct && ns.Available())) {
 		t.servers[sd.Addr].pool.Ready()
 	}
+	for _, ns := range next.Servers {
+		if s := t.servers[ns.Addr]; s != nil {
+			s.writable.Store(acceptsWrites(next.Kind, ns))
+		}
+	}
 	for _, ps := range prev.Servers {
 		if next.contains(ps.Addr) {
 			continue
 		}
 		if s := t.servers[ps.Addr]; s != nil {
 			delete(t.servers, ps.Addr)
+			s.writable.Store(false)
 			s.stopMonitor()
 			t.wg.Add(1)
 			go func() {
@@ -526,7 +532,7 @@ func (t *Topology) handleAppError(addr string, err error, generation uint64, bef
 		if sc.shutdown {
 			s.pool.Clear(err, false)
 		}
-		s.requestCheck()
+		s.rediscoverNow()
 		return
 	}
 	if mongoerr.HasErrorLabel(err, mongoerr.LabelSystemOverloaded) {
@@ -539,7 +545,7 @@ func (t *Topology) handleAppError(addr string, err error, generation uint64, bef
 	if network || beforeHandshake {
 		t.applyLocked(ServerDescription{Addr: addr, Kind: ServerUnknown, Err: err})
 		s.pool.Clear(err, false)
-		s.cancelCheck()
+		s.cancelCheck() // and rediscover it now: see monitor.rediscoverNow
 	}
 }
 

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/mongosim"
+)
+
+// sturdy bench failover: goroutines write steadily to a mongosim replica
+// set whose primary steps down (replSetStepDown) every few seconds. For each step-down the
+// write-unavailability window is the time from the step-down (its reply)
+// to the first success of a write started after it (which the new primary
+// served);
+// each client runs the same workload in turn, with its default options.
+
+type failoverResult struct {
+	Client           string  `json:"client"`
+	StepDowns        int     `json:"stepdowns"`
+	UnavailableP50ms float64 `json:"unavailable_ms_p50"`
+	UnavailableMaxms float64 `json:"unavailable_ms_max"`
+	FailedOps        int64   `json:"failed_ops"`
+	Ops              int64   `json:"ops"`
+	P99ms            float64 `json:"p99_ms"`
+	// Errors counts the failures by kind.
+	Errors map[string]int64 `json:"errors,omitempty"`
+}
+
+func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sturdy bench failover", flag.ContinueOnError)
+	members := fs.Int("members", 3, "replica-set members")
+	goroutines := fs.Int("goroutines", 8, "concurrent writing goroutines per client")
+	duration := fs.Duration("duration", 20*time.Second, "run time per client")
+	every := fs.Duration("every", 2*time.Second, "time between step-downs")
+	keys := fs.Int("keys", 64, "distinct documents the $inc upserts spread over")
+	fault := fs.String("fault", "", "also inject this fault (as in bench faults: reply-lost, close-before, error:CODE); none by default")
+	rate := fs.Float64("rate", 0.1, "with -fault, the fraction of writes that meet it")
+	clientsFlag := fs.String("clients", strings.Join(faultClients, ","), "clients to run, in order")
+	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	clients, err := parseClients(*clientsFlag, faultClients, stderr)
+	if err != nil {
+		return err
+	}
+	if *members < 2 || *goroutines <= 0 || *duration <= 0 || *every <= 0 || *keys <= 0 {
+		fmt.Fprintln(stderr, "-members must be at least 2; -goroutines, -duration, -every and -keys positive")
+		return errUsage
+	}
+	var fp bson.D
+	if *fault != "" {
+		if fp, err = faultFailPoint(*fault, *rate); err != nil {
+			fmt.Fprintf(stderr, "-fault: %v\n", err)
+			return errUsage
+		}
+	}
+	sim, err := mongosim.Launch(mongosim.Options{Members: *members})
+	if err != nil {
+		return err
+	}
+	defer sim.Close()
+	if fp != nil {
+		if err := sim.SetFailPoint(fp); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "failover: with fault %s at rate %g\n", *fault, *rate)
+	}
+	fmt.Fprintf(stderr, "failover: %d members, %d goroutines, a step-down every %v, %v per client; "+
+		"both clients use their default options (no heartbeat or timeout is shortened)\n",
+		*members, *goroutines, *every, *duration)
+
+	// replSetStepDown goes to the primary over a direct connection of its
+	// own, as an operator's shell would send it; not through a measured client.
+	admins := map[string]*sturdy.Client{}
+	for _, m := range sim.Members() {
+		c, err := sturdy.Connect(ctx, m.URI())
+		if err != nil {
+			return err
+		}
+		defer c.Disconnect(context.Background())
+		admins[m.Addr()] = c
+	}
+	stepDown := func(ctx context.Context) error {
+		p := sim.Primary()
+		if p == nil {
+			return errors.New("no primary to step down")
+		}
+		_, err := admins[p.Addr()].Database("admin").RunCommand(ctx,
+			bson.D{{Key: "replSetStepDown", Value: int32(10)}, {Key: "secondaryCatchUpPeriodSecs", Value: int32(0)}})
+		return err
+	}
+
+	var results []failoverResult
+	for _, name := range clients {
+		c, err := newIncClient(ctx, name, sim.URI(), "f_"+name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		fmt.Fprintf(stderr, "failover: running %s\n", name)
+		res, err := runFailover(ctx, stepDown, c, *goroutines, *keys, *duration, *every)
+		c.close(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		res.Client = name
+		results = append(results, res)
+	}
+	printFailoverTable(stdout, results, *every, *duration)
+	return writeJSON(*jsonOut, results)
+}
+
+// opRecord is one finished write.
+type opRecord struct {
+	start, end time.Time
+	ok         bool
+}
+
+func runFailover(ctx context.Context, stepDown func(context.Context) error, c incClient, g, keys int, d, every time.Duration) (failoverResult, error) {
+	var (
+		res  failoverResult
+		mu   sync.Mutex
+		recs []opRecord
+		errs = map[string]int64{}
+		wg   sync.WaitGroup
+	)
+	runCtx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for i := 0; i < g; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(i), 2))
+			var local []opRecord
+			for runCtx.Err() == nil {
+				t0 := time.Now()
+				err := c.inc(ctx, r.IntN(keys))
+				local = append(local, opRecord{start: t0, end: time.Now(), ok: err == nil})
+				if err != nil {
+					if benchVerbose {
+						fmt.Printf("failure after %v: %v\n", time.Since(t0).Round(time.Millisecond), err)
+					}
+					mu.Lock()
+					errs[errorKind(err)]++
+					mu.Unlock()
+				}
+			}
+			mu.Lock()
+			recs = append(recs, local...)
+			mu.Unlock()
+		}(i)
+	}
+
+	// Step down every `every`, leaving the last interval free of step-downs
+	// so the last window can close.
+	var downs []time.Time
+	var stepErr error
+	tick := time.NewTicker(every)
+	for stop := false; !stop; {
+		select {
+		case <-runCtx.Done():
+			stop = true
+		case <-tick.C:
+			if time.Until(deadlineOf(runCtx)) < every/2 {
+				continue
+			}
+			if err := stepDown(ctx); err != nil {
+				stepErr = err
+				cancel()
+				stop = true
+				break
+			}
+			// The step-down is done when its reply arrives: a write started
+			// later cannot succeed on the old primary.
+			downs = append(downs, time.Now())
+		}
+	}
+	tick.Stop()
+	wg.Wait()
+	if stepErr != nil {
+		return res, stepErr
+	}
+
+	var lat []time.Duration
+	for _, r := range recs {
+		res.Ops++
+		if !r.ok {
+			res.FailedOps++
+			continue
+		}
+		lat = append(lat, r.end.Sub(r.start))
+	}
+	slices.Sort(lat)
+	res.P99ms = percentileMS(lat, 0.99)
+	res.StepDowns = len(downs)
+	var windows []time.Duration
+	for _, t := range downs {
+		first := time.Time{}
+		for _, r := range recs {
+			if r.ok && !r.start.Before(t) && (first.IsZero() || r.end.Before(first)) {
+				first = r.end
+			}
+		}
+		if !first.IsZero() {
+			windows = append(windows, first.Sub(t))
+		}
+	}
+	slices.Sort(windows)
+	res.UnavailableP50ms = percentileMS(windows, 0.5)
+	if len(windows) > 0 {
+		res.UnavailableMaxms = float64(windows[len(windows)-1].Microseconds()) / 1000
+	}
+	if len(windows) < len(downs) {
+		return res, fmt.Errorf("no write succeeded after %d of %d step-downs", len(downs)-len(windows), len(downs))
+	}
+	if len(errs) > 0 {
+		res.Errors = errs
+	}
+	return res, nil
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	dl, _ := ctx.Deadline()
+	return dl
+}
+
+func printFailoverTable(w io.Writer, results []failoverResult, every, d time.Duration) {
+	fmt.Fprintf(w, "a step-down every %v for %v per client; unavailable = step-down → first success of a write started after it\n\n", every, d)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "client\tstep-downs\tunavailable p50\tunavailable max\tops\tfailed ops\tp99\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%d\t%.1fms\t%.1fms\t%d\t%d\t%.1fms\t\n",
+			r.Client, r.StepDowns, r.UnavailableP50ms, r.UnavailableMaxms, r.Ops, r.FailedOps, r.P99ms)
+	}
+	tw.Flush()
+	for _, r := range results {
+		if len(r.Errors) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s failures:", r.Client)
+		for k, n := range r.Errors {
+			fmt.Fprintf(w, " %s ×%d;", k, n)
+		}
+		fmt.Fprintln(w)
+	}
+}
