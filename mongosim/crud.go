@@ -328,7 +328,7 @@ func cmdInsert(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFields(r, "documents", "ordered", "bypassDocumentValidation", "let"); err != nil {
+	if err := checkFields(r, "documents", "ordered", "bypassDocumentValidation", "bypassEmptyTsReplacement", "let"); err != nil {
 		return nil, err
 	}
 	docs, err := statementsArg(r, "documents")
@@ -492,7 +492,7 @@ func parseUpdateStmt(d bson.D, where, filterKey, updateKey string) (*updateStmt,
 }
 
 func cmdUpdate(r *request) (bson.D, error) {
-	coll, err := commandArgs(r, "updates", "ordered", "bypassDocumentValidation", "let")
+	coll, err := commandArgs(r, "updates", "ordered", "bypassDocumentValidation", "bypassEmptyTsReplacement", "let")
 	if err != nil {
 		return nil, err
 	}
@@ -693,7 +693,7 @@ func (s *storage) execDelete(db, coll string, st *deleteStmt) (stmtResult, error
 
 func cmdFindAndModify(r *request) (bson.D, error) {
 	coll, err := commandArgs(r, "query", "sort", "remove", "update", "new", "fields", "upsert",
-		"bypassDocumentValidation", "collation", "arrayFilters", "hint", "let")
+		"bypassDocumentValidation", "bypassEmptyTsReplacement", "collation", "arrayFilters", "hint", "let")
 	if err != nil {
 		return nil, err
 	}

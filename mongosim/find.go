@@ -1,6 +1,8 @@
 package mongosim
 
 import (
+	"slices"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
@@ -259,6 +261,8 @@ func cmdDistinct(r *request) (bson.D, error) {
 			}
 		}
 	}
+	// mongod collects the values in a set ordered by BSON comparison.
+	slices.SortStableFunc(values, value.Compare)
 	return bson.D{{Key: "values", Value: values}}, nil
 }
 

@@ -1,0 +1,177 @@
+package mongosim
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+)
+
+// Tests of issue 9's smaller divergences from mongod 8.0, each through the
+// official Go driver over TCP.
+
+func TestDistinctSortedAsMongod(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	coll := connect(t, c.URI()).Database("db").Collection("distinct")
+	// Inserted out of order and across types; arrays contribute their
+	// elements, duplicates (1 and 1.0) collapse to the first seen.
+	docs := []any{
+		bson.D{{Key: "a", Value: "x"}},
+		bson.D{{Key: "a", Value: true}},
+		bson.D{{Key: "a", Value: int32(3)}},
+		bson.D{{Key: "a", Value: bson.D{{Key: "b", Value: int32(1)}}}},
+		bson.D{{Key: "a", Value: bson.A{int32(2), 1.5}}},
+		bson.D{{Key: "a", Value: nil}},
+		bson.D{{Key: "a", Value: "b"}},
+		bson.D{{Key: "a", Value: int64(-7)}},
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	res := coll.Distinct(ctx, "a", bson.D{})
+	var got []any
+	if err := res.Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	// BSON comparison order: null < numbers < strings < objects < booleans.
+	want := []any{nil, int64(-7), 1.5, int32(2), int32(3), "b", "x", bson.D{{Key: "b", Value: int32(1)}}, true}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("distinct values\n got %#v\nwant %#v", got, want)
+	}
+}
+
+func TestMaxTimeMS(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	client := connect(t, c.URI())
+	db := client.Database("db")
+	if _, err := db.Collection("c").InsertOne(ctx, bson.D{{Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, bad := range []any{int32(-1), "100", 1.5, int64(1) << 40} {
+		_, err := runCmd(ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "maxTimeMS", Value: bad}})
+		commandError(t, err, cmderr.BadValue)
+	}
+	// 0 means no limit, as on mongod.
+	mustRun(t, ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "maxTimeMS", Value: int32(0)}})
+
+	// A blocking fail point is work the command does: maxTimeMS cuts it
+	// short with MaxTimeMSExpired, long before the block would end.
+	admin := client.Database("admin")
+	setFailCommand(t, ctx, admin, bson.D{{Key: "times", Value: int32(1)}}, bson.D{
+		{Key: "failCommands", Value: bson.A{"find"}},
+		{Key: "blockConnection", Value: true},
+		{Key: "blockTimeMS", Value: int32(10000)},
+	})
+	start := time.Now()
+	_, err := runCmd(ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "maxTimeMS", Value: int32(50)}})
+	ce := commandError(t, err, cmderr.MaxTimeMSExpired)
+	if ce.Name != "MaxTimeMSExpired" || ce.Message != "operation exceeded time limit" {
+		t.Fatalf("error %+v", ce)
+	}
+	if d := time.Since(start); d >= 10*time.Second {
+		t.Fatalf("answered after the whole block (%v)", d)
+	}
+	// The connection stays usable and the fail point is used up.
+	mustRun(t, ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "maxTimeMS", Value: int32(5000)}})
+}
+
+func TestBypassEmptyTsReplacementAccepted(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	client := connect(t, c.URI())
+	db := client.Database("db")
+	ts := bson.Timestamp{T: 5, I: 1}
+	cmds := []bson.D{
+		{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "ts", Value: ts}}}}, {Key: "bypassEmptyTsReplacement", Value: true}},
+		{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}}}}}}, {Key: "bypassEmptyTsReplacement", Value: true}},
+		{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "update", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "z", Value: 1}}}}}, {Key: "bypassEmptyTsReplacement", Value: true}},
+	}
+	for _, cmd := range cmds {
+		mustRun(t, ctx, db, cmd)
+	}
+	mustRun(t, ctx, client.Database("admin"), bson.D{
+		{Key: "bulkWrite", Value: 1},
+		{Key: "ops", Value: bson.A{bson.D{{Key: "insert", Value: int32(0)}, {Key: "document", Value: bson.D{{Key: "_id", Value: 2}}}}}},
+		{Key: "nsInfo", Value: bson.A{bson.D{{Key: "ns", Value: "db.c"}}}},
+		{Key: "bypassEmptyTsReplacement", Value: true},
+	})
+	var got bson.D
+	if err := db.Collection("c").FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := bson.D{{Key: "_id", Value: int32(1)}, {Key: "ts", Value: ts}, {Key: "y", Value: int32(1)}, {Key: "z", Value: int32(1)}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("document %v, want %v", got, want)
+	}
+	if n, err := db.Collection("c").CountDocuments(ctx, bson.D{}); err != nil || n != 2 {
+		t.Fatalf("count %d %v", n, err)
+	}
+}
+
+func TestPLAINAuth(t *testing.T) {
+	c := StartWithOptions(t, Options{Auth: AuthOptions{Username: "alice", Password: "s3cret"}})
+	ctx := testCtx(t)
+
+	// The official driver sends PLAIN to $external (LDAP on mongod
+	// Enterprise). mongosim has no external users, so it fails as a mongod
+	// without that user does: AuthenticationFailed, whatever the password.
+	for _, pw := range []string{"s3cret", "wrong"} {
+		ext := connect(t, c.URI(), options.Client().SetAuth(options.Credential{AuthMechanism: "PLAIN", Username: "alice", Password: pw}))
+		err := ext.Ping(ctx, readpref.Primary())
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != cmderr.AuthenticationFailed || ce.Message != "Authentication failed." {
+			t.Fatalf("PLAIN on $external with password %q: %T %v", pw, err, err)
+		}
+	}
+
+	// The server's answer itself: mongod's code and message, whatever was
+	// wrong (password, user, database, payload shape). One pooled
+	// connection, so the last check sees what the earlier ones did to it.
+	anon := connect(t, c.URI(), options.Client().SetMaxPoolSize(1))
+	for _, tc := range []struct{ db, payload string }{
+		{"admin", "\x00alice\x00wrong"},
+		{"admin", "\x00bob\x00s3cret"},
+		{"admin", "alice"},
+		{"admin", "carol\x00alice\x00s3cret"},
+		{"test", "\x00alice\x00s3cret"},
+	} {
+		_, err := runCmd(ctx, anon.Database(tc.db), bson.D{
+			{Key: "saslStart", Value: 1},
+			{Key: "mechanism", Value: "PLAIN"},
+			{Key: "payload", Value: bson.Binary{Data: []byte(tc.payload)}},
+		})
+		ce := commandError(t, err, cmderr.AuthenticationFailed)
+		if ce.Name != "AuthenticationFailed" || ce.Message != "Authentication failed." {
+			t.Fatalf("%q: %+v", tc.payload, ce)
+		}
+	}
+	_, err := runCmd(ctx, anon.Database("admin"), bson.D{{Key: "serverStatus", Value: 1}})
+	commandError(t, err, cmderr.Unauthorized)
+
+	// A local user authenticates with PLAIN on its own database, as on a
+	// mongod with PLAIN enabled.
+	raw := mustRun(t, ctx, anon.Database("admin"), bson.D{
+		{Key: "saslStart", Value: 1},
+		{Key: "mechanism", Value: "PLAIN"},
+		{Key: "payload", Value: bson.Binary{Data: []byte("\x00alice\x00s3cret")}},
+	})
+	if !raw.Lookup("done").Boolean() {
+		t.Fatalf("saslStart PLAIN %v", raw)
+	}
+	raw = mustRun(t, ctx, anon.Database("admin"), bson.D{{Key: "connectionStatus", Value: 1}})
+	users, _ := raw.Lookup("authInfo", "authenticatedUsers").Array().Values()
+	if len(users) != 1 || users[0].Document().Lookup("user").StringValue() != "alice" {
+		t.Fatalf("connectionStatus %v", raw)
+	}
+	mustRun(t, ctx, anon.Database("admin"), bson.D{{Key: "serverStatus", Value: 1}})
+}
