@@ -538,7 +538,10 @@ func (s *storage) execUpdate(db, coll string, st *updateStmt, now time.Time) (st
 		if st.multi || cu.sorter != nil {
 			limit = 0
 		}
-		matched := c.match(cu.filter, st.filterDoc, limit)
+		matched, err := c.match(cu.filter, st.filterDoc, limit)
+		if err != nil {
+			return err
+		}
 		if cu.sorter != nil && len(matched) > 1 {
 			matched = []*record{firstBySort(cu.sorter, matched)}
 		}
@@ -680,7 +683,11 @@ func (s *storage) execDelete(db, coll string, st *deleteStmt) (stmtResult, error
 		if st.multi {
 			limit = 0
 		}
-		for _, rec := range c.match(f, st.filterDoc, limit) {
+		matched, err := c.match(f, st.filterDoc, limit)
+		if err != nil {
+			return err
+		}
+		for _, rec := range matched {
 			c.remove(rec)
 			res.N++
 		}
@@ -792,7 +799,11 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 				if sorter != nil {
 					limit = 0
 				}
-				if m := c.match(f, filterDoc, limit); len(m) > 0 {
+				m, err := c.match(f, filterDoc, limit)
+				if err != nil {
+					return err
+				}
+				if len(m) > 0 {
 					target = m[0]
 					if sorter != nil {
 						target = firstBySort(sorter, m)

@@ -175,3 +175,48 @@ func TestPLAINAuth(t *testing.T) {
 	}
 	mustRun(t, ctx, anon.Database("admin"), bson.D{{Key: "serverStatus", Value: 1}})
 }
+
+func TestUndefinedVariableInExpr(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	db := connect(t, c.URI()).Database("db")
+	coll := db.Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	filter := bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{"$a", "$$nope"}}}}}
+	want := func(what string, err error) {
+		t.Helper()
+		var se mongo.ServerError
+		if !errors.As(err, &se) || !se.HasErrorCode(17276) || !se.HasErrorMessage("Use of undefined variable: nope") {
+			t.Fatalf("%s: want 17276 Use of undefined variable: nope, got %T %v", what, err, err)
+		}
+	}
+	_, err := coll.Find(ctx, filter)
+	want("find", err)
+	_, err = coll.CountDocuments(ctx, filter)
+	want("countDocuments", err)
+	_, err = runCmd(ctx, db, bson.D{{Key: "count", Value: "c"}, {Key: "query", Value: filter}})
+	want("count", err)
+	_, err = coll.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}})
+	want("updateOne", err)
+	_, err = coll.UpdateMany(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}})
+	want("updateMany", err)
+	_, err = coll.DeleteOne(ctx, filter)
+	want("deleteOne", err)
+	_, err = coll.DeleteMany(ctx, filter)
+	want("deleteMany", err)
+	want("findOneAndUpdate", coll.FindOneAndUpdate(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}}).Err())
+	want("findOneAndDelete", coll.FindOneAndDelete(ctx, filter).Err())
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: filter}}})
+	want("aggregate", err)
+
+	// Nothing was changed, and a defined variable still works.
+	var got bson.D
+	if err := coll.FindOne(ctx, bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{"$_id", "$$ROOT._id"}}}}}).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, bson.D{{Key: "_id", Value: int32(1)}, {Key: "a", Value: int32(1)}}) {
+		t.Fatalf("document %v", got)
+	}
+}

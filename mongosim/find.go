@@ -30,7 +30,11 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 			return err
 		}
 		for _, rec := range c.candidates(filterDoc) {
-			if f == nil || f.Match(rec.doc) {
+			ok, err := f.MatchErr(rec.doc)
+			if err != nil {
+				return err
+			}
+			if ok {
 				out = append(out, value.CloneDoc(rec.doc))
 				if limit > 0 && len(out) == limit {
 					break
@@ -201,7 +205,11 @@ func cmdCount(r *request) (bson.D, error) {
 			return err
 		}
 		for _, rec := range c.candidates(filterDoc) {
-			if f.Match(rec.doc) {
+			ok, err := f.MatchErr(rec.doc)
+			if err != nil {
+				return err
+			}
+			if ok {
 				n++
 			}
 		}

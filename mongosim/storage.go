@@ -295,11 +295,18 @@ func idEquality(filterDoc bson.D) (any, bool) {
 }
 
 // match returns the records matching f (in natural order), at most limit
-// when limit > 0.
-func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) []*record {
+// when limit > 0. An error evaluating a $expr (such as an undefined
+// variable) fails the whole operation, as on mongod.
+func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*record, error) {
 	var out []*record
+	var evalErr error
 	visit := func(r *record) bool {
-		if f.Match(r.doc) {
+		ok, err := f.MatchErr(r.doc)
+		if err != nil {
+			evalErr = err
+			return false
+		}
+		if ok {
 			out = append(out, r)
 			if limit > 0 && len(out) == limit {
 				return false
@@ -309,12 +316,14 @@ func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) []*reco
 	}
 	if _, ok := idEquality(filterDoc); ok {
 		for _, r := range c.candidates(filterDoc) {
-			visit(r)
+			if !visit(r) {
+				break
+			}
 		}
-		return out
+		return out, evalErr
 	}
 	c.each(visit)
-	return out
+	return out, evalErr
 }
 
 // prepareInsert validates doc for insertion and returns the document to
