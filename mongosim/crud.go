@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"errors"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -247,9 +248,11 @@ func writeErrorDoc(i int, err error) bson.D {
 // errorReply renders err as an {ok: 0} reply keeping the keyPattern and
 // keyValue of duplicate-key errors, which a plain command error lacks.
 func errorReply(err error) (bson.D, error) {
-	if _, isDup := err.(*dupKeyError); !isDup {
+	var dk *dupKeyError
+	if !errors.As(err, &dk) {
 		return nil, err
 	}
+	err = dk
 	code, fields := errorFields(err)
 	out := bson.D{{Key: "ok", Value: 0.0}}
 	for _, f := range fields {

@@ -3,6 +3,7 @@ package mongosim
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,4 +220,88 @@ func TestUndefinedVariableInExpr(t *testing.T) {
 	if !reflect.DeepEqual(got, bson.D{{Key: "_id", Value: int32(1)}, {Key: "a", Value: int32(1)}}) {
 		t.Fatalf("document %v", got)
 	}
+}
+
+func TestDuplicateKeyErrorsAsMongod(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	db := connect(t, c.URI()).Database("db")
+	coll := db.Collection("c")
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "a", Value: 1}}, Options: options.Index().SetUnique(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	const msgA = "E11000 duplicate key error collection: db.c index: a_1 dup key: { a: 1 }"
+	keyA := bson.D{{Key: "a", Value: int32(1)}}
+
+	// check asserts a write error's or command error's 11000 shape.
+	check := func(what string, err error, msg string, pattern, key bson.D) {
+		t.Helper()
+		var raw bson.Raw
+		var we mongo.WriteException
+		var ce mongo.CommandError
+		switch {
+		case errors.As(err, &we) && len(we.WriteErrors) == 1:
+			e := we.WriteErrors[0]
+			if e.Code != 11000 || e.Message != msg {
+				t.Fatalf("%s: write error %d %q", what, e.Code, e.Message)
+			}
+			raw = e.Raw
+		case errors.As(err, &ce):
+			if ce.Code != 11000 || ce.Name != "DuplicateKey" || ce.Message != msg {
+				t.Fatalf("%s: command error %d %s %q", what, ce.Code, ce.Name, ce.Message)
+			}
+			raw = ce.Raw
+		default:
+			t.Fatalf("%s: want a duplicate key error, got %T %v", what, err, err)
+		}
+		var got struct {
+			KeyPattern bson.D `bson:"keyPattern"`
+			KeyValue   bson.D `bson:"keyValue"`
+		}
+		if err := bson.Unmarshal(raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.KeyPattern, pattern) || !reflect.DeepEqual(got.KeyValue, key) {
+			t.Fatalf("%s: keyPattern %v keyValue %v, want %v %v", what, got.KeyPattern, got.KeyValue, pattern, key)
+		}
+	}
+
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 1}})
+	check("insert", err, msgA, keyA, keyA)
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
+	check("insert _id", err, "E11000 duplicate key error collection: db.c index: _id_ dup key: { _id: 1 }",
+		bson.D{{Key: "_id", Value: int32(1)}}, bson.D{{Key: "_id", Value: int32(1)}})
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 3}}, bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}, options.UpdateOne().SetUpsert(true))
+	check("update upsert", err, msgA, keyA, keyA)
+	err = coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: 4}}, bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}, options.FindOneAndUpdate().SetUpsert(true)).Err()
+	check("findAndModify upsert", err, msgA, keyA, keyA)
+
+	// $merge inserting a document whose a collides.
+	src := db.Collection("src")
+	if _, err := src.InsertOne(ctx, bson.D{{Key: "_id", Value: 9}, {Key: "a", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = src.Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: bson.D{{Key: "into", Value: "c"}, {Key: "whenNotMatched", Value: "insert"}}}}})
+	check("$merge", err, msgA, keyA, keyA)
+	_, err = src.Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: bson.D{{Key: "into", Value: "c"}, {Key: "whenMatched", Value: "fail"}}}}})
+	check("$merge whenMatched fail", err, msgA, keyA, keyA)
+
+	// A unique index over existing duplicates: mongod's build error.
+	dups := db.Collection("dups")
+	if _, err := dups.InsertMany(ctx, []any{bson.D{{Key: "b", Value: "x"}}, bson.D{{Key: "b", Value: "x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = dups.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "b", Value: 1}}, Options: options.Index().SetUnique(true)})
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) {
+		t.Fatalf("createIndexes over duplicates: %T %v", err, err)
+	}
+	const suffix = " :: caused by :: E11000 duplicate key error collection: db.dups index: b_1 dup key: { b: \"x\" }"
+	if !strings.HasPrefix(ce.Message, "Index build failed: ") || !strings.Contains(ce.Message, ": Collection db.dups ( ") || !strings.HasSuffix(ce.Message, suffix) {
+		t.Fatalf("createIndexes message %q", ce.Message)
+	}
+	check("createIndexes", err, ce.Message, bson.D{{Key: "b", Value: int32(1)}}, bson.D{{Key: "b", Value: "x"}})
 }

@@ -72,11 +72,7 @@ func newStorage(now func() time.Time) *storage {
 }
 
 func newCollection(db, name string) *collection {
-	var u [16]byte
-	_, _ = rand.Read(u[:])
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	c := &collection{db: db, name: name, uuid: bson.Binary{Subtype: 4, Data: u[:]}, byID: map[string]*record{}}
+	c := &collection{db: db, name: name, uuid: bson.Binary{Subtype: 4, Data: randomUUID()}, byID: map[string]*record{}}
 	c.indexes = []*index{idIndex()}
 	return c
 }
@@ -733,4 +729,13 @@ func valueSize(v any) int {
 		return 16
 	}
 	return 0
+}
+
+// randomUUID returns a random (version 4) UUID's 16 bytes.
+func randomUUID() []byte {
+	u := make([]byte, 16)
+	_, _ = rand.Read(u)
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return u
 }
