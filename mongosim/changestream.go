@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -387,27 +388,77 @@ func (st *streamState) event(s *storage, ch change) bson.D {
 	return ev
 }
 
-// updateDescription compares the top-level fields of two versions of a
-// document (a field that changed is reported whole).
+// updateDescription is the difference between two versions of a document
+// as mongod reports it: a changed field inside a subdocument at its dotted
+// path, a changed or appended array element as "arr.N", a shrunk array in
+// truncatedArrays, and a value whose type changed whole.
 func updateDescription(before, after bson.D) bson.D {
-	updated := bson.D{}
-	for _, e := range after {
-		old, ok := value.Get(before, e.Key)
-		if !ok || keyOf(old) != keyOf(e.Value) || bsonTypeName(old) != bsonTypeName(e.Value) {
-			updated = append(updated, bson.E{Key: e.Key, Value: value.Clone(e.Value)})
-		}
+	var d updateDiff
+	d.updated, d.removed, d.truncated = bson.D{}, bson.A{}, bson.A{}
+	d.doc("", before, after)
+	return bson.D{
+		{Key: "updatedFields", Value: d.updated},
+		{Key: "removedFields", Value: d.removed},
+		{Key: "truncatedArrays", Value: d.truncated},
 	}
-	removed := bson.A{}
+}
+
+type updateDiff struct {
+	updated   bson.D
+	removed   bson.A
+	truncated bson.A
+}
+
+func (d *updateDiff) doc(prefix string, before, after bson.D) {
 	for _, e := range before {
 		if _, ok := value.Get(after, e.Key); !ok {
-			removed = append(removed, e.Key)
+			d.removed = append(d.removed, prefix+e.Key)
 		}
 	}
-	return bson.D{
-		{Key: "updatedFields", Value: updated},
-		{Key: "removedFields", Value: removed},
-		{Key: "truncatedArrays", Value: bson.A{}},
+	for _, e := range after {
+		old, ok := value.Get(before, e.Key)
+		if !ok {
+			d.updated = append(d.updated, bson.E{Key: prefix + e.Key, Value: value.Clone(e.Value)})
+			continue
+		}
+		d.value(prefix+e.Key, old, e.Value)
 	}
+}
+
+// value reports the change of one field or element at path.
+func (d *updateDiff) value(path string, old, cur any) {
+	if sameStored(old, cur) {
+		return
+	}
+	switch c := cur.(type) {
+	case bson.D:
+		if o, ok := old.(bson.D); ok {
+			d.doc(path+".", o, c)
+			return
+		}
+	case bson.A:
+		if o, ok := old.(bson.A); ok {
+			if len(c) < len(o) {
+				d.truncated = append(d.truncated, bson.D{{Key: "field", Value: path}, {Key: "newSize", Value: int32(len(c))}})
+			}
+			for i, x := range c {
+				p := path + "." + strconv.Itoa(i)
+				if i >= len(o) {
+					d.updated = append(d.updated, bson.E{Key: p, Value: value.Clone(x)})
+					continue
+				}
+				d.value(p, o[i], x)
+			}
+			return
+		}
+	}
+	d.updated = append(d.updated, bson.E{Key: path, Value: value.Clone(cur)})
+}
+
+// sameStored is equality that also tells apart numeric types (1 and 1.0),
+// as a stored document does.
+func sameStored(a, b any) bool {
+	return keyOf(a) == keyOf(b) && bsonTypeName(a) == bsonTypeName(b)
 }
 
 // streamGetMore answers a getMore on a change stream cursor: the events

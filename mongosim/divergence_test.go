@@ -305,3 +305,65 @@ func TestDuplicateKeyErrorsAsMongod(t *testing.T) {
 	}
 	check("createIndexes", err, ce.Message, bson.D{{Key: "b", Value: int32(1)}}, bson.D{{Key: "b", Value: "x"}})
 }
+
+func TestChangeStreamUpdateDescriptionPaths(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	coll := connect(t, c.URI()).Database("db").Collection("paths")
+	if _, err := coll.InsertOne(ctx, bson.D{
+		{Key: "_id", Value: 1},
+		{Key: "a", Value: bson.D{{Key: "b", Value: 1}, {Key: "c", Value: 1}}},
+		{Key: "arr", Value: bson.A{1, 1, 1}},
+		{Key: "short", Value: bson.A{1, 2, 3, 4}},
+		{Key: "list", Value: bson.A{"x"}},
+		{Key: "gone", Value: 1},
+		{Key: "sub", Value: bson.D{{Key: "x", Value: 1}, {Key: "y", Value: 1}}},
+		{Key: "t", Value: bson.D{{Key: "k", Value: 1}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := coll.Watch(ctx, mongo.Pipeline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{
+		{Key: "$set", Value: bson.D{{Key: "a.b", Value: 2}, {Key: "arr.1", Value: 2}, {Key: "t", Value: "scalar"}}},
+		{Key: "$push", Value: bson.D{{Key: "list", Value: 9}}},
+		{Key: "$pop", Value: bson.D{{Key: "short", Value: 1}}},
+		{Key: "$unset", Value: bson.D{{Key: "gone", Value: ""}, {Key: "sub.y", Value: ""}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !cs.Next(ctx) {
+		t.Fatalf("no event: %v", cs.Err())
+	}
+	var ev struct {
+		OperationType     string `bson:"operationType"`
+		UpdateDescription struct {
+			UpdatedFields   bson.D   `bson:"updatedFields"`
+			RemovedFields   []string `bson:"removedFields"`
+			TruncatedArrays []bson.D `bson:"truncatedArrays"`
+		} `bson:"updateDescription"`
+	}
+	if err := cs.Decode(&ev); err != nil {
+		t.Fatal(err)
+	}
+	ud := ev.UpdateDescription
+	wantUpdated := bson.D{
+		{Key: "a.b", Value: int32(2)},
+		{Key: "arr.1", Value: int32(2)},
+		{Key: "list.1", Value: int32(9)},
+		{Key: "t", Value: "scalar"},
+	}
+	if ev.OperationType != "update" || !reflect.DeepEqual(ud.UpdatedFields, wantUpdated) {
+		t.Fatalf("updatedFields %v, want %v", ud.UpdatedFields, wantUpdated)
+	}
+	if !reflect.DeepEqual(ud.RemovedFields, []string{"gone", "sub.y"}) {
+		t.Fatalf("removedFields %v", ud.RemovedFields)
+	}
+	wantTrunc := []bson.D{{{Key: "field", Value: "short"}, {Key: "newSize", Value: int32(3)}}}
+	if !reflect.DeepEqual(ud.TruncatedArrays, wantTrunc) {
+		t.Fatalf("truncatedArrays %v, want %v", ud.TruncatedArrays, wantTrunc)
+	}
+}
