@@ -139,6 +139,22 @@ func (l *changeLog) after(pos uint64, n int) ([]change, bool) {
 	return append([]change(nil), out...), true
 }
 
+// before returns the position just before the first change at or after
+// ts, and false when changes before ts have been dropped from the history
+// (so some at or after ts may be lost too).
+func (l *changeLog) before(ts bson.Timestamp) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, ch := range l.changes {
+		if !ch.at.Before(ts) {
+			// Timestamps strictly increase: a dropped change is before
+			// ch.at, and so before ts unless ts is earlier than ch.
+			return ch.seq - 1, i > 0 || ch.seq == 1 || ch.at.Equal(ts)
+		}
+	}
+	return l.seq, true
+}
+
 // resumeToken encodes a log position as {_data: hex}: fixed-width hex, so
 // tokens compare in order as strings, as the server's do.
 func resumeToken(seq uint64) bson.D {
@@ -197,6 +213,7 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 	st := &streamState{db: r.db, coll: coll}
 	var allCluster bool
 	var resume any
+	var startAt *bson.Timestamp
 	for _, e := range opts {
 		switch e.Key {
 		case "fullDocument":
@@ -219,7 +236,11 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 			}
 			resume = e.Value
 		case "startAtOperationTime":
-			return nil, cmderr.Unsupported("$changeStream startAtOperationTime")
+			ts, ok := e.Value.(bson.Timestamp)
+			if !ok {
+				return nil, typeErr("$changeStream.startAtOperationTime", "timestamp", e.Value)
+			}
+			startAt = &ts
 		case "showExpandedEvents":
 			if truthy(e.Value) {
 				return nil, cmderr.Unsupported("$changeStream showExpandedEvents")
@@ -251,8 +272,17 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 		}
 		st.rest = p
 	}
+	if resume != nil && startAt != nil {
+		return nil, cmderr.New(40674, "Only one type of resume option is allowed, but multiple were found.")
+	}
 	log := r.cluster.data.changes
-	if resume != nil {
+	if startAt != nil {
+		pos, ok := log.before(*startAt)
+		if !ok {
+			return nil, cmderr.New(codeChangeStreamHistoryLost, "Resume of change stream was not possible, as the resume point may no longer be in the oplog.")
+		}
+		st.pos = pos
+	} else if resume != nil {
 		seq, err := parseResumeToken(resume)
 		if err != nil {
 			return nil, err

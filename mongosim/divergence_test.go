@@ -367,3 +367,61 @@ func TestChangeStreamUpdateDescriptionPaths(t *testing.T) {
 		t.Fatalf("truncatedArrays %v, want %v", ud.TruncatedArrays, wantTrunc)
 	}
 }
+
+func TestChangeStreamStartAtOperationTime(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	client := connect(t, c.URI())
+	coll := client.Database("db").Collection("sat")
+	// A first stream learns the clusterTime of the second of three
+	// inserts; a stream started at it sees the second and third only.
+	first, err := coll.Watch(ctx, mongo.Pipeline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close(ctx)
+	for i := int32(1); i <= 3; i++ {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var at *bson.Timestamp
+	for i := 1; i <= 2; i++ {
+		if !first.Next(ctx) {
+			t.Fatalf("first stream: %v", first.Err())
+		}
+		ts := bson.Timestamp{}
+		ts.T, ts.I = first.Current.Lookup("clusterTime").Timestamp()
+		at = &ts
+	}
+	cs, err := coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetStartAtOperationTime(at))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	for _, want := range []int32{2, 3} {
+		if !cs.Next(ctx) {
+			t.Fatalf("no event for %d: %v", want, cs.Err())
+		}
+		var ev struct {
+			DocumentKey struct {
+				ID int32 `bson:"_id"`
+			} `bson:"documentKey"`
+			ClusterTime bson.Timestamp `bson:"clusterTime"`
+		}
+		if err := cs.Decode(&ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.DocumentKey.ID != want || ev.ClusterTime.Before(*at) {
+			t.Fatalf("event %+v, want _id %d at or after %v", ev, want, *at)
+		}
+	}
+
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$changeStream", Value: bson.D{
+		{Key: "startAtOperationTime", Value: *at},
+		{Key: "resumeAfter", Value: bson.D{{Key: "_data", Value: "820000000000000001"}}},
+	}}}})
+	commandError(t, err, 40674)
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$changeStream", Value: bson.D{{Key: "startAtOperationTime", Value: int32(5)}}}}})
+	commandError(t, err, cmderr.TypeMismatch)
+}
