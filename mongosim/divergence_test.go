@@ -425,3 +425,39 @@ func TestChangeStreamStartAtOperationTime(t *testing.T) {
 	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$changeStream", Value: bson.D{{Key: "startAtOperationTime", Value: int32(5)}}}}})
 	commandError(t, err, cmderr.TypeMismatch)
 }
+
+// nested returns {a: {a: … 1}} with n embedded documents.
+func nested(n int) any {
+	var d any = int32(1)
+	for i := 0; i < n; i++ {
+		d = bson.D{{Key: "a", Value: d}}
+	}
+	return d
+}
+
+func TestStoredDocumentDepthLimit(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	coll := connect(t, c.URI()).Database("db").Collection("deep")
+	overflow := func(what string, err error) {
+		t.Helper()
+		var se mongo.ServerError
+		if !errors.As(err, &se) || !se.HasErrorCode(cmderr.Overflow) || !se.HasErrorMessage("Document exceeds maximum nesting depth of 100") {
+			t.Fatalf("%s: want 15 Overflow, got %T %v", what, err, err)
+		}
+	}
+	// x is level 1 and its 99 embedded documents reach level 100: stored.
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "x", Value: nested(99)}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}, {Key: "x", Value: nested(100)}})
+	overflow("insert", err)
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: bson.A{nested(99)}}}}})
+	overflow("update", err)
+	_, err = coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "x", Value: nested(150)}})
+	overflow("replace", err)
+	// The connection survives, and only the first document was stored.
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
+		t.Fatalf("count %d %v", n, err)
+	}
+}

@@ -343,6 +343,9 @@ func prepareInsert(doc bson.D) (bson.D, error) {
 	if n := bsonSize(out); n > maxBSONSize {
 		return nil, cmderr.New(cmderr.BSONObjectTooLarge, "object to insert too large. size in bytes: %d, max size: %d", n, maxBSONSize)
 	}
+	if err := checkStorageDepth(out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -411,6 +414,9 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 	}
 	if n := bsonSize(doc); n > maxBSONSize {
 		return cmderr.New(17419, "Resulting document after update is larger than %d", maxBSONSize)
+	}
+	if err := checkStorageDepth(doc); err != nil {
+		return err
 	}
 	oldKeys, err := c.indexKeys(r.doc)
 	if err != nil {
@@ -738,4 +744,41 @@ func randomUUID() []byte {
 	u[6] = u[6]&0x0f | 0x40
 	u[8] = u[8]&0x3f | 0x80
 	return u
+}
+
+// maxStorageDepth is mongod's nesting limit for stored documents: a
+// top-level field is level 1, each embedded document or array adds one.
+const maxStorageDepth = 100
+
+// checkStorageDepth refuses a document nested deeper than mongod stores,
+// with mongod's Overflow error. It stops descending at the limit.
+func checkStorageDepth(doc bson.D) error {
+	if tooDeep(doc, 1) {
+		return cmderr.New(cmderr.Overflow, "Document exceeds maximum nesting depth of %d", maxStorageDepth)
+	}
+	return nil
+}
+
+// tooDeep reports whether v's elements, at level, nest past the limit.
+func tooDeep(v any, level int) bool {
+	var elems []any
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			elems = append(elems, e.Value)
+		}
+	case bson.A:
+		elems = x
+	default:
+		return false
+	}
+	if len(elems) > 0 && level > maxStorageDepth {
+		return true
+	}
+	for _, e := range elems {
+		if tooDeep(e, level+1) {
+			return true
+		}
+	}
+	return false
 }
