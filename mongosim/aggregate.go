@@ -124,7 +124,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 	}
 	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s}, Now: r.now, Vars: vars})
 	if err != nil {
-		return nil, err
+		return errorReply(err) // $merge/$out duplicates keep keyPattern/keyValue
 	}
 	if p.HasWriteStage() {
 		out = nil

@@ -26,7 +26,7 @@ func cmdBulkWrite(r *request) (bson.D, error) {
 	if r.db != "admin" {
 		return nil, cmderr.New(cmderr.Unauthorized, "bulkWrite may only be run against the admin database.")
 	}
-	if err := checkFields(r, "ops", "nsInfo", "ordered", "bypassDocumentValidation", "errorsOnly", "let", "cursor", "rawData"); err != nil {
+	if err := checkFields(r, "ops", "nsInfo", "ordered", "bypassDocumentValidation", "bypassEmptyTsReplacement", "errorsOnly", "let", "cursor", "rawData"); err != nil {
 		return nil, err
 	}
 	if err := checkLet(r); err != nil {

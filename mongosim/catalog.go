@@ -121,7 +121,11 @@ func (k catalog) Merge(db, coll string, docs []bson.D, on []string, whenMatched 
 				if err != nil {
 					return err
 				}
-				if m := c.match(fl, filter, 1); len(m) > 0 {
+				m, err := c.match(fl, filter, 1)
+				if err != nil {
+					return err
+				}
+				if len(m) > 0 {
 					target = m[0]
 				}
 			}

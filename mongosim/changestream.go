@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -138,6 +139,22 @@ func (l *changeLog) after(pos uint64, n int) ([]change, bool) {
 	return append([]change(nil), out...), true
 }
 
+// before returns the position just before the first change at or after
+// ts, and false when changes before ts have been dropped from the history
+// (so some at or after ts may be lost too).
+func (l *changeLog) before(ts bson.Timestamp) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, ch := range l.changes {
+		if !ch.at.Before(ts) {
+			// Timestamps strictly increase: a dropped change is before
+			// ch.at, and so before ts unless ts is earlier than ch.
+			return ch.seq - 1, i > 0 || ch.seq == 1 || ch.at.Equal(ts)
+		}
+	}
+	return l.seq, true
+}
+
 // resumeToken encodes a log position as {_data: hex}: fixed-width hex, so
 // tokens compare in order as strings, as the server's do.
 func resumeToken(seq uint64) bson.D {
@@ -196,6 +213,7 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 	st := &streamState{db: r.db, coll: coll}
 	var allCluster bool
 	var resume any
+	var startAt *bson.Timestamp
 	for _, e := range opts {
 		switch e.Key {
 		case "fullDocument":
@@ -218,7 +236,11 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 			}
 			resume = e.Value
 		case "startAtOperationTime":
-			return nil, cmderr.Unsupported("$changeStream startAtOperationTime")
+			ts, ok := e.Value.(bson.Timestamp)
+			if !ok {
+				return nil, typeErr("$changeStream.startAtOperationTime", "timestamp", e.Value)
+			}
+			startAt = &ts
 		case "showExpandedEvents":
 			if truthy(e.Value) {
 				return nil, cmderr.Unsupported("$changeStream showExpandedEvents")
@@ -250,8 +272,17 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 		}
 		st.rest = p
 	}
+	if resume != nil && startAt != nil {
+		return nil, cmderr.New(40674, "Only one type of resume option is allowed, but multiple were found.")
+	}
 	log := r.cluster.data.changes
-	if resume != nil {
+	if startAt != nil {
+		pos, ok := log.before(*startAt)
+		if !ok {
+			return nil, cmderr.New(codeChangeStreamHistoryLost, "Resume of change stream was not possible, as the resume point may no longer be in the oplog.")
+		}
+		st.pos = pos
+	} else if resume != nil {
 		seq, err := parseResumeToken(resume)
 		if err != nil {
 			return nil, err
@@ -387,27 +418,77 @@ func (st *streamState) event(s *storage, ch change) bson.D {
 	return ev
 }
 
-// updateDescription compares the top-level fields of two versions of a
-// document (a field that changed is reported whole).
+// updateDescription is the difference between two versions of a document
+// as mongod reports it: a changed field inside a subdocument at its dotted
+// path, a changed or appended array element as "arr.N", a shrunk array in
+// truncatedArrays, and a value whose type changed whole.
 func updateDescription(before, after bson.D) bson.D {
-	updated := bson.D{}
-	for _, e := range after {
-		old, ok := value.Get(before, e.Key)
-		if !ok || keyOf(old) != keyOf(e.Value) || bsonTypeName(old) != bsonTypeName(e.Value) {
-			updated = append(updated, bson.E{Key: e.Key, Value: value.Clone(e.Value)})
-		}
+	var d updateDiff
+	d.updated, d.removed, d.truncated = bson.D{}, bson.A{}, bson.A{}
+	d.doc("", before, after)
+	return bson.D{
+		{Key: "updatedFields", Value: d.updated},
+		{Key: "removedFields", Value: d.removed},
+		{Key: "truncatedArrays", Value: d.truncated},
 	}
-	removed := bson.A{}
+}
+
+type updateDiff struct {
+	updated   bson.D
+	removed   bson.A
+	truncated bson.A
+}
+
+func (d *updateDiff) doc(prefix string, before, after bson.D) {
 	for _, e := range before {
 		if _, ok := value.Get(after, e.Key); !ok {
-			removed = append(removed, e.Key)
+			d.removed = append(d.removed, prefix+e.Key)
 		}
 	}
-	return bson.D{
-		{Key: "updatedFields", Value: updated},
-		{Key: "removedFields", Value: removed},
-		{Key: "truncatedArrays", Value: bson.A{}},
+	for _, e := range after {
+		old, ok := value.Get(before, e.Key)
+		if !ok {
+			d.updated = append(d.updated, bson.E{Key: prefix + e.Key, Value: value.Clone(e.Value)})
+			continue
+		}
+		d.value(prefix+e.Key, old, e.Value)
 	}
+}
+
+// value reports the change of one field or element at path.
+func (d *updateDiff) value(path string, old, cur any) {
+	if sameStored(old, cur) {
+		return
+	}
+	switch c := cur.(type) {
+	case bson.D:
+		if o, ok := old.(bson.D); ok {
+			d.doc(path+".", o, c)
+			return
+		}
+	case bson.A:
+		if o, ok := old.(bson.A); ok {
+			if len(c) < len(o) {
+				d.truncated = append(d.truncated, bson.D{{Key: "field", Value: path}, {Key: "newSize", Value: int32(len(c))}})
+			}
+			for i, x := range c {
+				p := path + "." + strconv.Itoa(i)
+				if i >= len(o) {
+					d.updated = append(d.updated, bson.E{Key: p, Value: value.Clone(x)})
+					continue
+				}
+				d.value(p, o[i], x)
+			}
+			return
+		}
+	}
+	d.updated = append(d.updated, bson.E{Key: path, Value: value.Clone(cur)})
+}
+
+// sameStored is equality that also tells apart numeric types (1 and 1.0),
+// as a stored document does.
+func sameStored(a, b any) bool {
+	return keyOf(a) == keyOf(b) && bsonTypeName(a) == bsonTypeName(b)
 }
 
 // streamGetMore answers a getMore on a change stream cursor: the events

@@ -201,7 +201,7 @@ func TestChangeStreamErrors(t *testing.T) {
 		code int32
 	}{
 		{"allChangesForCluster outside admin", "db", bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: stage(bson.D{{Key: "allChangesForCluster", Value: true}})}, {Key: "cursor", Value: bson.D{}}}, 72},
-		{"startAtOperationTime", "db", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: stage(bson.D{{Key: "startAtOperationTime", Value: bson.Timestamp{T: 1}}})}, {Key: "cursor", Value: bson.D{}}}, 238},
+		{"startAtOperationTime not a timestamp", "db", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: stage(bson.D{{Key: "startAtOperationTime", Value: int32(1)}})}, {Key: "cursor", Value: bson.D{}}}, 14},
 		{"unknown option", "db", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: stage(bson.D{{Key: "nope", Value: 1}})}, {Key: "cursor", Value: bson.D{}}}, 40415},
 		{"bad resume token", "db", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: stage(bson.D{{Key: "resumeAfter", Value: bson.D{{Key: "_data", Value: "zz"}}}})}, {Key: "cursor", Value: bson.D{}}}, 2},
 	}

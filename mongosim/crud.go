@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"errors"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -247,9 +248,11 @@ func writeErrorDoc(i int, err error) bson.D {
 // errorReply renders err as an {ok: 0} reply keeping the keyPattern and
 // keyValue of duplicate-key errors, which a plain command error lacks.
 func errorReply(err error) (bson.D, error) {
-	if _, isDup := err.(*dupKeyError); !isDup {
+	var dk *dupKeyError
+	if !errors.As(err, &dk) {
 		return nil, err
 	}
+	err = dk
 	code, fields := errorFields(err)
 	out := bson.D{{Key: "ok", Value: 0.0}}
 	for _, f := range fields {
@@ -328,7 +331,7 @@ func cmdInsert(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFields(r, "documents", "ordered", "bypassDocumentValidation", "let"); err != nil {
+	if err := checkFields(r, "documents", "ordered", "bypassDocumentValidation", "bypassEmptyTsReplacement", "let"); err != nil {
 		return nil, err
 	}
 	docs, err := statementsArg(r, "documents")
@@ -492,7 +495,7 @@ func parseUpdateStmt(d bson.D, where, filterKey, updateKey string) (*updateStmt,
 }
 
 func cmdUpdate(r *request) (bson.D, error) {
-	coll, err := commandArgs(r, "updates", "ordered", "bypassDocumentValidation", "let")
+	coll, err := commandArgs(r, "updates", "ordered", "bypassDocumentValidation", "bypassEmptyTsReplacement", "let")
 	if err != nil {
 		return nil, err
 	}
@@ -538,7 +541,10 @@ func (s *storage) execUpdate(db, coll string, st *updateStmt, now time.Time) (st
 		if st.multi || cu.sorter != nil {
 			limit = 0
 		}
-		matched := c.match(cu.filter, st.filterDoc, limit)
+		matched, err := c.match(cu.filter, st.filterDoc, limit)
+		if err != nil {
+			return err
+		}
 		if cu.sorter != nil && len(matched) > 1 {
 			matched = []*record{firstBySort(cu.sorter, matched)}
 		}
@@ -680,7 +686,11 @@ func (s *storage) execDelete(db, coll string, st *deleteStmt) (stmtResult, error
 		if st.multi {
 			limit = 0
 		}
-		for _, rec := range c.match(f, st.filterDoc, limit) {
+		matched, err := c.match(f, st.filterDoc, limit)
+		if err != nil {
+			return err
+		}
+		for _, rec := range matched {
 			c.remove(rec)
 			res.N++
 		}
@@ -693,7 +703,7 @@ func (s *storage) execDelete(db, coll string, st *deleteStmt) (stmtResult, error
 
 func cmdFindAndModify(r *request) (bson.D, error) {
 	coll, err := commandArgs(r, "query", "sort", "remove", "update", "new", "fields", "upsert",
-		"bypassDocumentValidation", "collation", "arrayFilters", "hint", "let")
+		"bypassDocumentValidation", "bypassEmptyTsReplacement", "collation", "arrayFilters", "hint", "let")
 	if err != nil {
 		return nil, err
 	}
@@ -792,7 +802,11 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 				if sorter != nil {
 					limit = 0
 				}
-				if m := c.match(f, filterDoc, limit); len(m) > 0 {
+				m, err := c.match(f, filterDoc, limit)
+				if err != nil {
+					return err
+				}
+				if len(m) > 0 {
 					target = m[0]
 					if sorter != nil {
 						target = firstBySort(sorter, m)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -91,15 +92,46 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 		cmd:     doc,
 		now:     c.now(),
 	}
+	limit, badLimit := maxTimeArg(r)
+	if badLimit != nil {
+		_ = br.Reply(errorDoc(badLimit, nil))
+		return true
+	}
 	var cancel context.CancelFunc = func() {}
-	if ms, ok := r.get("maxTimeMS"); ok {
-		if n, ok := asInt64(ms); ok && n > 0 {
-			r.ctx, cancel = context.WithTimeout(r.ctx, time.Duration(n)*time.Millisecond)
-		}
+	if limit > 0 {
+		r.ctx, cancel = context.WithTimeout(r.ctx, limit)
 	}
 	defer cancel()
 	m.run(r, cmd)
 	return true
+}
+
+// maxTimeArg validates maxTimeMS as mongod does (a number in
+// [0, 2147483647]; 0 means no limit). The limit becomes r.ctx's deadline,
+// so anything that blocks on r.ctx answers MaxTimeMSExpired when it passes.
+func maxTimeArg(r *request) (time.Duration, *cmderr.Error) {
+	v, ok := r.get("maxTimeMS")
+	if !ok {
+		return 0, nil
+	}
+	f, ok := asFloat(v)
+	if !ok {
+		return 0, cmderr.New(cmderr.BadValue, "maxTimeMS must be a number")
+	}
+	if f != math.Trunc(f) || f < 0 || f > math.MaxInt32 {
+		return 0, cmderr.New(cmderr.BadValue, "%v value for maxTimeMS is out of range [0, 2147483647]", v)
+	}
+	return time.Duration(f) * time.Millisecond, nil
+}
+
+// errMaxTime is mongod's answer when a command outlives its maxTimeMS.
+func errMaxTime() error {
+	return cmderr.New(cmderr.MaxTimeMSExpired, "operation exceeded time limit")
+}
+
+// expired reports whether the command's maxTimeMS deadline has passed.
+func (r *request) expired() bool {
+	return errors.Is(r.ctx.Err(), context.DeadlineExceeded)
 }
 
 // run takes a decoded request through the checks in order: authentication,
@@ -154,8 +186,12 @@ func (m *Member) run(r *request, cmd *command) {
 			return
 		}
 		if act.blockConnection {
-			if !sleepCtx(r.raw.Context(), act.blockTime) {
-				return // the connection or server closed while blocked
+			// As mongod's, the block is interruptible by maxTimeMS.
+			if !sleepCtx(r.ctx, act.blockTime) {
+				if r.expired() && r.raw.Context().Err() == nil {
+					m.replyErr(r, &out, errMaxTime())
+				}
+				return // else the connection or server closed while blocked
 			}
 		}
 		if act.errorCode != 0 {
@@ -218,6 +254,11 @@ func (m *Member) run(r *request, cmd *command) {
 	}
 	if errors.Is(err, errReplied) {
 		return
+	}
+	if r.expired() && cmd.name != "getMore" {
+		// The work outlived maxTimeMS (getMore's maxTimeMS is its await
+		// time, not a limit): mongod would have interrupted it.
+		err = errMaxTime()
 	}
 	if err != nil {
 		m.replyErr(r, &out, err)

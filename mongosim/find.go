@@ -1,6 +1,8 @@
 package mongosim
 
 import (
+	"slices"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
@@ -28,7 +30,11 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 			return err
 		}
 		for _, rec := range c.candidates(filterDoc) {
-			if f == nil || f.Match(rec.doc) {
+			ok, err := f.MatchErr(rec.doc)
+			if err != nil {
+				return err
+			}
+			if ok {
 				out = append(out, value.CloneDoc(rec.doc))
 				if limit > 0 && len(out) == limit {
 					break
@@ -199,7 +205,11 @@ func cmdCount(r *request) (bson.D, error) {
 			return err
 		}
 		for _, rec := range c.candidates(filterDoc) {
-			if f.Match(rec.doc) {
+			ok, err := f.MatchErr(rec.doc)
+			if err != nil {
+				return err
+			}
+			if ok {
 				n++
 			}
 		}
@@ -259,6 +269,8 @@ func cmdDistinct(r *request) (bson.D, error) {
 			}
 		}
 	}
+	// mongod collects the values in a set ordered by BSON comparison.
+	slices.SortStableFunc(values, value.Compare)
 	return bson.D{{Key: "values", Value: values}}, nil
 }
 

@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -466,14 +467,14 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 		for _, ix := range specs {
 			if _, err := c.addIndex(ix); err != nil {
 				c.indexes = c.indexes[:n] // all or nothing
-				return err
+				return indexBuildFailed(c, err)
 			}
 		}
 		after = len(c.indexes)
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return errorReply(err)
 	}
 	reply := bson.D{
 		{Key: "numIndexesBefore", Value: int32(before)},
@@ -596,4 +597,18 @@ func cmdDropIndexes(r *request) (bson.D, error) {
 		reply = append(reply, bson.E{Key: "msg", Value: "non-_id indexes dropped for collection"})
 	}
 	return reply, nil
+}
+
+// indexBuildFailed words a duplicate found while building a unique index as
+// mongod does: the E11000 message behind the build's and collection's
+// UUIDs, with keyPattern and keyValue kept.
+func indexBuildFailed(c *collection, err error) error {
+	var dk *dupKeyError
+	if !errors.As(err, &dk) {
+		return err
+	}
+	out := *dk
+	out.err = cmderr.New(dk.err.Code, "Index build failed: %s: Collection %s ( %s ) :: caused by :: %s",
+		uuidString(randomUUID()), c.ns(), uuidString(c.uuid.Data), dk.err.Message)
+	return &out
 }

@@ -72,11 +72,7 @@ func newStorage(now func() time.Time) *storage {
 }
 
 func newCollection(db, name string) *collection {
-	var u [16]byte
-	_, _ = rand.Read(u[:])
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	c := &collection{db: db, name: name, uuid: bson.Binary{Subtype: 4, Data: u[:]}, byID: map[string]*record{}}
+	c := &collection{db: db, name: name, uuid: bson.Binary{Subtype: 4, Data: randomUUID()}, byID: map[string]*record{}}
 	c.indexes = []*index{idIndex()}
 	return c
 }
@@ -295,11 +291,18 @@ func idEquality(filterDoc bson.D) (any, bool) {
 }
 
 // match returns the records matching f (in natural order), at most limit
-// when limit > 0.
-func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) []*record {
+// when limit > 0. An error evaluating a $expr (such as an undefined
+// variable) fails the whole operation, as on mongod.
+func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*record, error) {
 	var out []*record
+	var evalErr error
 	visit := func(r *record) bool {
-		if f.Match(r.doc) {
+		ok, err := f.MatchErr(r.doc)
+		if err != nil {
+			evalErr = err
+			return false
+		}
+		if ok {
 			out = append(out, r)
 			if limit > 0 && len(out) == limit {
 				return false
@@ -309,12 +312,14 @@ func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) []*reco
 	}
 	if _, ok := idEquality(filterDoc); ok {
 		for _, r := range c.candidates(filterDoc) {
-			visit(r)
+			if !visit(r) {
+				break
+			}
 		}
-		return out
+		return out, evalErr
 	}
 	c.each(visit)
-	return out
+	return out, evalErr
 }
 
 // prepareInsert validates doc for insertion and returns the document to
@@ -337,6 +342,9 @@ func prepareInsert(doc bson.D) (bson.D, error) {
 	}
 	if n := bsonSize(out); n > maxBSONSize {
 		return nil, cmderr.New(cmderr.BSONObjectTooLarge, "object to insert too large. size in bytes: %d, max size: %d", n, maxBSONSize)
+	}
+	if err := checkStorageDepth(out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -406,6 +414,9 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 	}
 	if n := bsonSize(doc); n > maxBSONSize {
 		return cmderr.New(17419, "Resulting document after update is larger than %d", maxBSONSize)
+	}
+	if err := checkStorageDepth(doc); err != nil {
+		return err
 	}
 	oldKeys, err := c.indexKeys(r.doc)
 	if err != nil {
@@ -724,4 +735,50 @@ func valueSize(v any) int {
 		return 16
 	}
 	return 0
+}
+
+// randomUUID returns a random (version 4) UUID's 16 bytes.
+func randomUUID() []byte {
+	u := make([]byte, 16)
+	_, _ = rand.Read(u)
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return u
+}
+
+// maxStorageDepth is mongod's nesting limit for stored documents: a
+// top-level field is level 1, each embedded document or array adds one.
+const maxStorageDepth = 100
+
+// checkStorageDepth refuses a document nested deeper than mongod stores,
+// with mongod's Overflow error. It stops descending at the limit.
+func checkStorageDepth(doc bson.D) error {
+	if tooDeep(doc, 1) {
+		return cmderr.New(cmderr.Overflow, "Document exceeds maximum nesting depth of %d", maxStorageDepth)
+	}
+	return nil
+}
+
+// tooDeep reports whether v's elements, at level, nest past the limit.
+func tooDeep(v any, level int) bool {
+	var elems []any
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			elems = append(elems, e.Value)
+		}
+	case bson.A:
+		elems = x
+	default:
+		return false
+	}
+	if len(elems) > 0 && level > maxStorageDepth {
+		return true
+	}
+	for _, e := range elems {
+		if tooDeep(e, level+1) {
+			return true
+		}
+	}
+	return false
 }
