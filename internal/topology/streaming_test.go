@@ -2,6 +2,9 @@ package topology
 
 import (
 	"context"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -161,7 +164,6 @@ func TestStreamingMonitorReadsExhaustReplies(t *testing.T) {
 	if k := s.Description().Kind; k != Standalone {
 		t.Fatalf("after the retry the server is %s", k)
 	}
-	_ = st.Send(st.base, false) // end the stream so the connection is free
 }
 
 // TestPollModeNeverStreams: serverMonitoringMode=poll sends plain hellos
@@ -273,4 +275,23 @@ func measureStepDown(t *testing.T, mode string) time.Duration {
 		return false
 	})
 	return time.Since(start)
+}
+
+// TestMeasureStepDownDetection compares streaming and polling with the
+// default heartbeat (10 s): set STURDY_MEASURE_FAILOVER=N to run N
+// step-downs per mode. Polling waits for the next heartbeat, so it is
+// slow and off by default.
+func TestMeasureStepDownDetection(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("STURDY_MEASURE_FAILOVER"))
+	if n <= 0 {
+		t.Skip("set STURDY_MEASURE_FAILOVER=N to measure")
+	}
+	for _, mode := range []string{"stream", "poll"} {
+		var ds []time.Duration
+		for range n {
+			t.Run(mode, func(t *testing.T) { ds = append(ds, measureStepDown(t, mode)) })
+		}
+		slices.Sort(ds)
+		t.Logf("%s: step-down → new primary seen, n=%d min %v median %v max %v", mode, len(ds), ds[0], ds[len(ds)/2], ds[len(ds)-1])
+	}
 }

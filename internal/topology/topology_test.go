@@ -166,7 +166,10 @@ func TestStepDownNewPrimarySelected(t *testing.T) {
 
 func TestStateChangeErrorMarksUnknownAndRechecks(t *testing.T) {
 	cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 3})
-	topo := connect(t, Options{Hosts: []string{cluster.Members()[0].Addr()}, SetName: "rs0"})
+	// Polling: a streaming monitor ignores check requests while it awaits
+	// the server's next reply (server monitoring spec), and this error is
+	// synthetic, so the server would push nothing for maxAwaitTimeMS.
+	topo := connect(t, Options{Hosts: []string{cluster.Members()[0].Addr()}, SetName: "rs0", ServerMonitoringMode: "poll"})
 	primary := selectWrite(t, topo, 5*time.Second)
 	gen := primary.Pool().Generation()
 
