@@ -31,6 +31,9 @@ type monitor struct {
 	mu        sync.Mutex
 	conn      *conn.Conn
 	cancelled bool // the current check was cancelled by an application error
+	awaiting  bool // the current check awaits a streamed reply
+	restart   bool // the awaited check was cancelled to check again at once
+	reconnect bool // the next check must not await: restartStream came between checks
 
 	rtt rttStats
 	// Owned by the monitor goroutine.
@@ -71,6 +74,30 @@ func (m *monitor) cancelCheck() {
 	}
 }
 
+// restartStream is how an application's state-change error requests a
+// check. A streaming monitor would, as the spec says, ignore the request
+// until the server's next reply, up to heartbeatFrequencyMS later; a real
+// state change has been pushed already, but an error the server's state
+// does not explain (failCommand, a proxy) would leave the server Unknown
+// that long. So an awaited check is cancelled and a new connection's
+// handshake checks the server at once.
+func (m *monitor) restartStream() {
+	m.mu.Lock()
+	c := m.conn
+	if c != nil && m.awaiting {
+		m.restart = true
+		m.conn = nil
+	} else {
+		c = nil
+		m.reconnect = true
+	}
+	m.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+	m.requestCheck()
+}
+
 func (m *monitor) stop() {
 	m.cancel()
 	m.cancelCheck()
@@ -80,9 +107,12 @@ func (m *monitor) run() {
 	defer m.cancelCheck() // closes the connection
 	for m.ctx.Err() == nil {
 		prev := m.s.Description().Kind
-		sd, cancelled := m.check()
+		sd, cancelled, restart := m.check()
 		if m.ctx.Err() != nil {
 			return
+		}
+		if restart {
+			continue // the server is Unknown already; reconnect at once
 		}
 		if cancelled {
 			m.wait()
@@ -152,15 +182,23 @@ func (m *monitor) connectTimeout() time.Duration {
 // check runs one hello, or reads the next streamed one, and returns the
 // resulting description; cancelled reports that an application error
 // cancelled it meanwhile.
-func (m *monitor) check() (sd ServerDescription, cancelled bool) {
+// restart reports that restartStream cancelled it.
+func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 	// A request made before this check starts is satisfied by it.
 	select {
 	case <-m.wake:
 	default:
 	}
 	m.mu.Lock()
-	m.cancelled = false
+	m.cancelled, m.restart = false, false
 	c := m.conn
+	if m.reconnect && c != nil && m.stream {
+		// A streaming connection cannot send a plain hello while a reply
+		// is pending: check with a new connection's handshake.
+		_ = c.Close()
+		m.conn, c = nil, nil
+	}
+	m.reconnect = false
 	m.mu.Unlock()
 
 	addr := m.s.addr
@@ -198,7 +236,13 @@ func (m *monitor) check() (sd ServerDescription, cancelled bool) {
 	case awaited:
 		// The server may wait up to maxAwaitTimeMS (the heartbeat
 		// interval) before it replies.
+		m.mu.Lock()
+		m.awaiting = true
+		m.mu.Unlock()
 		reply, err = m.awaitHello(c, timeout+m.t.o.HeartbeatInterval)
+		m.mu.Lock()
+		m.awaiting = false
+		m.mu.Unlock()
 	default:
 		reply, err = m.hello(c, timeout)
 		if err == nil {
@@ -208,7 +252,7 @@ func (m *monitor) check() (sd ServerDescription, cancelled bool) {
 	duration := time.Since(start)
 	if err != nil {
 		m.mu.Lock()
-		cancelled = m.cancelled
+		cancelled, restart = m.cancelled, m.restart
 		if m.conn != nil {
 			_ = m.conn.Close()
 			m.conn = nil
@@ -219,7 +263,7 @@ func (m *monitor) check() (sd ServerDescription, cancelled bool) {
 		if mon != nil && mon.ServerHeartbeatFailed != nil {
 			mon.ServerHeartbeatFailed(&event.ServerHeartbeatFailedEvent{Address: addr, Duration: duration, Failure: err, Awaited: awaited})
 		}
-		return unknownServer(addr, err), cancelled
+		return unknownServer(addr, err), cancelled, restart
 	}
 	avg, minRTT := m.rtt.get()
 	sd = NewServerDescription(addr, reply, avg)
@@ -231,7 +275,7 @@ func (m *monitor) check() (sd ServerDescription, cancelled bool) {
 	if mon != nil && mon.ServerHeartbeatSucceeded != nil {
 		mon.ServerHeartbeatSucceeded(&event.ServerHeartbeatSucceededEvent{Address: addr, Duration: duration, Reply: reply, Awaited: awaited})
 	}
-	return sd, false
+	return sd, false, false
 }
 
 func (m *monitor) helloName() string {

@@ -68,6 +68,17 @@ func (s *Server) requestCheck() {
 	}
 }
 
+// recheckAfterStateChange requests a check after a state-change error,
+// cancelling an awaited streaming check (see monitor.restartStream).
+func (s *Server) recheckAfterStateChange() {
+	s.mu.Lock()
+	m := s.monitor
+	s.mu.Unlock()
+	if m != nil {
+		m.restartStream()
+	}
+}
+
 func (s *Server) cancelCheck() {
 	s.mu.Lock()
 	m := s.monitor

@@ -534,7 +534,7 @@ func (t *Topology) handleAppError(addr string, err error, generation uint64, bef
 		if sc.shutdown {
 			s.pool.Clear(err, false)
 		}
-		s.requestCheck()
+		s.recheckAfterStateChange()
 		return
 	}
 	if mongoerr.HasErrorLabel(err, mongoerr.LabelSystemOverloaded) {
