@@ -102,6 +102,7 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 		ServerSelectionTimeout: o.ServerSelectionTimeout,
 		SocketTimeout:          o.SocketTimeout,
 		LocalThreshold:         *o.LocalThreshold,
+		ServerMonitoringMode:   o.ServerMonitoringMode,
 		Pool: pool.Options{
 			MaxPoolSize:   maxPool,
 			MinPoolSize:   o.MinPoolSize,

@@ -255,6 +255,14 @@ func (c *Conn) ReadReply(ctx context.Context) (*Reply, error) {
 	return reply, err
 }
 
+// Streaming reports that the last reply had moreToCome set: the server
+// will send another reply, to be read with ReadReply.
+func (c *Conn) Streaming() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streaming && !c.closed.Load()
+}
+
 // read reads one reply that must answer responseTo. The caller holds c.mu.
 func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
 	msg, own, err := c.readMessage()

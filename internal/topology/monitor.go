@@ -13,36 +13,16 @@ import (
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 )
 
-// rttAverage is the exponentially weighted moving average of round trip
-// times the server selection spec prescribes (alpha 0.2).
-type rttAverage struct {
-	avg time.Duration
-	set bool
-}
-
-const rttAlpha = 0.2
-
-// add records a sample and returns the new average. Negative samples (a
-// clock step) are ignored.
-func (r *rttAverage) add(sample time.Duration) time.Duration {
-	if sample < 0 {
-		return r.avg
-	}
-	if !r.set {
-		r.avg, r.set = sample, true
-		return r.avg
-	}
-	r.avg = time.Duration(rttAlpha*float64(sample) + (1-rttAlpha)*float64(r.avg))
-	return r.avg
-}
-
-func (r *rttAverage) reset() { *r = rttAverage{} }
-
-// monitor checks one server by polling hello on its own connection.
+// monitor checks one server on its own connection. With the streaming
+// protocol (server monitoring spec) it sends one awaitable hello with
+// exhaustAllowed and then reads the replies the server pushes whenever its
+// state changes, while a second goroutine (runRTT) measures latency on
+// another connection. Otherwise it polls hello every heartbeat interval.
 type monitor struct {
-	t    *Topology
-	s    *Server
-	opts conn.Options
+	t      *Topology
+	s      *Server
+	opts   conn.Options
+	stream bool // the streaming protocol is allowed (serverMonitoringMode)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -55,9 +35,15 @@ type monitor struct {
 	mu        sync.Mutex
 	conn      *conn.Conn
 	cancelled bool // the current check was cancelled by an application error
+	awaiting  bool // the current check awaits a streamed reply
+	restart   bool // the awaited check was cancelled to check again at once
+	reconnect bool // the next check must not await: restartStream came between checks
 
-	rtt    rttAverage // owned by the monitor goroutine
-	legacy bool       // the server does not know "hello": use isMaster
+	rtt rttStats
+	// Owned by the monitor goroutine.
+	legacy     bool             // the server does not know "hello": use isMaster
+	rttStarted bool             // runRTT is running
+	lastTV     *TopologyVersion // topologyVersion of the last successful check
 }
 
 func newMonitor(t *Topology, s *Server) *monitor {
@@ -67,7 +53,8 @@ func newMonitor(t *Topology, s *Server) *monitor {
 	opts.Credential = nil
 	opts.Compressors = nil
 	ctx, cancel := context.WithCancel(context.Background())
-	return &monitor{t: t, s: s, opts: opts, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), rediscover: make(chan struct{}, 1)}
+	return &monitor{t: t, s: s, opts: opts, stream: streamingEnabled(t.o.ServerMonitoringMode),
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), rediscover: make(chan struct{}, 1)}
 }
 
 func (m *monitor) requestCheck() {
@@ -94,6 +81,7 @@ func (m *monitor) rediscoverNow() {
 
 // cancelCheck aborts a check in progress and drops the connection: an
 // application saw the server fail, so what the check would say is stale.
+// Closing the connection also interrupts a streaming read.
 func (m *monitor) cancelCheck() {
 	m.mu.Lock()
 	m.cancelled = true
@@ -106,6 +94,30 @@ func (m *monitor) cancelCheck() {
 	}
 }
 
+// restartStream is how an application's state-change error requests a
+// check. A streaming monitor would, as the spec says, ignore the request
+// until the server's next reply, up to heartbeatFrequencyMS later; a real
+// state change has been pushed already, but an error the server's state
+// does not explain (failCommand, a proxy) would leave the server Unknown
+// that long. So an awaited check is cancelled and a new connection's
+// handshake checks the server at once.
+func (m *monitor) restartStream() {
+	m.mu.Lock()
+	c := m.conn
+	if c != nil && m.awaiting {
+		m.restart = true
+		m.conn = nil
+	} else {
+		c = nil
+		m.reconnect = true
+	}
+	m.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+	m.rediscoverNow()
+}
+
 func (m *monitor) stop() {
 	m.cancel()
 	m.cancelCheck()
@@ -115,21 +127,48 @@ func (m *monitor) run() {
 	defer m.cancelCheck() // closes the connection
 	for m.ctx.Err() == nil {
 		prev := m.s.Description().Kind
-		sd, cancelled := m.check()
+		sd, cancelled, restart := m.check()
 		if m.ctx.Err() != nil {
 			return
 		}
-		if !cancelled {
-			m.t.applyCheck(sd)
-			// A known server that fails with a network error gets one
-			// immediate retry: a single dropped connection should not cost
-			// a whole heartbeat of unavailability.
-			if sd.Err != nil && mongoerr.IsNetworkError(sd.Err) && prev != ServerUnknown && prev != PossiblePrimary {
-				continue
-			}
+		if restart {
+			continue // the server is Unknown already; reconnect at once
+		}
+		if cancelled {
+			m.wait()
+			continue
+		}
+		m.t.applyCheck(sd)
+		supportsStreaming := sd.Err == nil && sd.Kind != ServerUnknown && sd.TopologyVersion != nil
+		if m.stream && supportsStreaming && !m.rttStarted {
+			m.rttStarted = true
+			m.t.wg.Add(1)
+			go func() {
+				defer m.t.wg.Done()
+				m.runRTT()
+			}()
+		}
+		// Streaming: the next check is the next awaited reply, no sleep.
+		if m.stream && (supportsStreaming || m.streaming()) {
+			continue
+		}
+		// A known server that fails with a network error gets one
+		// immediate retry: a single dropped connection should not cost
+		// a whole heartbeat of unavailability.
+		if sd.Err != nil && mongoerr.IsNetworkError(sd.Err) && prev != ServerUnknown && prev != PossiblePrimary {
+			continue
 		}
 		m.wait()
 	}
+}
+
+// streaming reports that the monitoring connection has a streamed reply
+// pending.
+func (m *monitor) streaming() bool {
+	m.mu.Lock()
+	c := m.conn
+	m.mu.Unlock()
+	return c != nil && c.Streaming()
 }
 
 // wait sleeps until the heartbeat interval passes or a check is requested,
@@ -160,9 +199,18 @@ func (m *monitor) wait() {
 	}
 }
 
-// check runs one hello and returns the resulting description; cancelled
-// reports that an application error cancelled it meanwhile.
-func (m *monitor) check() (sd ServerDescription, cancelled bool) {
+func (m *monitor) connectTimeout() time.Duration {
+	if m.opts.DialTimeout > 0 {
+		return m.opts.DialTimeout
+	}
+	return defaultConnectTimeout
+}
+
+// check runs one hello, or reads the next streamed one, and returns the
+// resulting description; cancelled reports that an application error
+// cancelled it meanwhile.
+// restart reports that restartStream cancelled it.
+func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 	// A request made before this check starts is satisfied by it.
 	select {
 	case <-m.wake:
@@ -173,26 +221,34 @@ func (m *monitor) check() (sd ServerDescription, cancelled bool) {
 	default:
 	}
 	m.mu.Lock()
-	m.cancelled = false
+	m.cancelled, m.restart = false, false
 	c := m.conn
+	if m.reconnect && c != nil && m.stream {
+		// A streaming connection cannot send a plain hello while a reply
+		// is pending: check with a new connection's handshake.
+		_ = c.Close()
+		m.conn, c = nil, nil
+	}
+	m.reconnect = false
 	m.mu.Unlock()
 
 	addr := m.s.addr
 	mon := m.t.o.Monitor
+	fresh := c == nil || c.Closed()
+	// A check is awaited when the server may hold it until its state
+	// changes: reading a streamed reply or starting a stream.
+	awaited := !fresh && (c.Streaming() || (m.stream && m.lastTV != nil))
 	if mon != nil && mon.ServerHeartbeatStarted != nil {
-		mon.ServerHeartbeatStarted(&event.ServerHeartbeatStartedEvent{Address: addr})
+		mon.ServerHeartbeatStarted(&event.ServerHeartbeatStartedEvent{Address: addr, Awaited: awaited})
 	}
-	timeout := m.opts.DialTimeout
-	if timeout <= 0 {
-		timeout = defaultConnectTimeout
-	}
+	timeout := m.connectTimeout()
 	start := time.Now()
 	var (
-		reply  bson.Raw
-		sample time.Duration
-		err    error
+		reply bson.Raw
+		err   error
 	)
-	if c == nil || c.Closed() {
+	switch {
+	case fresh:
 		ctx, cancel := context.WithTimeout(m.ctx, timeout)
 		c, err = conn.Dial(ctx, addr, m.opts)
 		cancel()
@@ -205,32 +261,59 @@ func (m *monitor) check() (sd ServerDescription, cancelled bool) {
 				m.conn = c
 			}
 			m.mu.Unlock()
-			reply, sample = c.Description().Raw, c.HandshakeRTT()
+			reply = c.Description().Raw
+			m.rtt.add(c.HandshakeRTT())
 		}
-	} else {
+	case awaited:
+		// The server may wait up to maxAwaitTimeMS (the heartbeat
+		// interval) before it replies.
+		m.mu.Lock()
+		m.awaiting = true
+		m.mu.Unlock()
+		reply, err = m.awaitHello(c, timeout+m.t.o.HeartbeatInterval)
+		m.mu.Lock()
+		m.awaiting = false
+		m.mu.Unlock()
+	default:
 		reply, err = m.hello(c, timeout)
-		sample = time.Since(start)
+		if err == nil {
+			m.rtt.add(time.Since(start))
+		}
 	}
 	duration := time.Since(start)
 	if err != nil {
 		m.mu.Lock()
-		cancelled = m.cancelled
+		cancelled, restart = m.cancelled, m.restart
 		if m.conn != nil {
 			_ = m.conn.Close()
 			m.conn = nil
 		}
 		m.mu.Unlock()
 		m.rtt.reset()
+		m.lastTV = nil
 		if mon != nil && mon.ServerHeartbeatFailed != nil {
-			mon.ServerHeartbeatFailed(&event.ServerHeartbeatFailedEvent{Address: addr, Duration: duration, Failure: err})
+			mon.ServerHeartbeatFailed(&event.ServerHeartbeatFailedEvent{Address: addr, Duration: duration, Failure: err, Awaited: awaited})
 		}
-		return unknownServer(addr, err), cancelled
+		return unknownServer(addr, err), cancelled, restart
 	}
-	sd = NewServerDescription(addr, reply, m.rtt.add(sample))
+	avg, minRTT := m.rtt.get()
+	sd = NewServerDescription(addr, reply, avg)
+	sd.MinRTT = minRTT
+	m.lastTV = nil
+	if sd.Err == nil {
+		m.lastTV = sd.TopologyVersion
+	}
 	if mon != nil && mon.ServerHeartbeatSucceeded != nil {
-		mon.ServerHeartbeatSucceeded(&event.ServerHeartbeatSucceededEvent{Address: addr, Duration: duration, Reply: reply})
+		mon.ServerHeartbeatSucceeded(&event.ServerHeartbeatSucceededEvent{Address: addr, Duration: duration, Reply: reply, Awaited: awaited})
 	}
-	return sd, false
+	return sd, false, false
+}
+
+func (m *monitor) helloName() string {
+	if m.legacy {
+		return "isMaster"
+	}
+	return "hello"
 }
 
 // hello runs hello (or legacy isMaster for servers that lack hello) on an
@@ -238,15 +321,45 @@ func (m *monitor) check() (sd ServerDescription, cancelled bool) {
 func (m *monitor) hello(c *conn.Conn, timeout time.Duration) (bson.Raw, error) {
 	ctx, cancel := context.WithTimeout(m.ctx, timeout)
 	defer cancel()
-	name := "hello"
-	if m.legacy {
-		name = "isMaster"
-	}
-	reply, err := c.RoundTrip(ctx, "admin", bson.D{{Key: name, Value: int32(1)}, {Key: "helloOk", Value: true}})
-	var ce *mongoerr.CommandError
-	if !m.legacy && errors.As(err, &ce) && ce.Code == 59 { // CommandNotFound
+	reply, err := c.RoundTrip(ctx, "admin", bson.D{{Key: m.helloName(), Value: int32(1)}, {Key: "helloOk", Value: true}})
+	if !m.legacy && isCommandNotFound(err) {
 		m.legacy = true
 		return m.hello(c, timeout)
 	}
 	return reply, err
+}
+
+// awaitHello reads the next streamed reply, or starts the stream with an
+// awaitable hello carrying the last topologyVersion and exhaustAllowed.
+func (m *monitor) awaitHello(c *conn.Conn, timeout time.Duration) (bson.Raw, error) {
+	ctx, cancel := context.WithTimeout(m.ctx, timeout)
+	defer cancel()
+	var (
+		r   *conn.Reply
+		err error
+	)
+	if c.Streaming() {
+		r, err = c.ReadReply(ctx)
+	} else {
+		tv := m.lastTV
+		cmd, merr := bson.Marshal(bson.D{
+			{Key: m.helloName(), Value: int32(1)},
+			{Key: "helloOk", Value: true},
+			{Key: "topologyVersion", Value: bson.D{{Key: "processId", Value: tv.ProcessID}, {Key: "counter", Value: tv.Counter}}},
+			{Key: "maxAwaitTimeMS", Value: m.t.o.HeartbeatInterval.Milliseconds()},
+		})
+		if merr != nil {
+			return nil, merr
+		}
+		r, err = c.Send(ctx, &conn.Request{DB: "admin", Command: cmd, ExhaustAllowed: true})
+	}
+	if r == nil {
+		return nil, err
+	}
+	return r.Body, err
+}
+
+func isCommandNotFound(err error) bool {
+	var ce *mongoerr.CommandError
+	return errors.As(err, &ce) && ce.Code == 59
 }

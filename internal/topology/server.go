@@ -78,12 +78,14 @@ func (s *Server) requestCheck() {
 	}
 }
 
-func (s *Server) rediscoverNow() {
+// recheckAfterStateChange requests a check after a state-change error,
+// cancelling an awaited streaming check (see monitor.restartStream).
+func (s *Server) recheckAfterStateChange() {
 	s.mu.Lock()
 	m := s.monitor
 	s.mu.Unlock()
 	if m != nil {
-		m.rediscoverNow()
+		m.restartStream()
 	}
 }
 

@@ -93,6 +93,7 @@ type ServerDescription struct {
 	Addr                         string
 	Kind                         ServerKind
 	RTT                          time.Duration // average round trip time; 0 while Unknown
+	MinRTT                       time.Duration // minimum of the last 10 RTT samples; 0 until there are 2
 	Err                          error         // why the server is Unknown, if it is
 	MinWireVersion               int32
 	MaxWireVersion               int32

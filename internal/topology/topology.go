@@ -39,6 +39,9 @@ type Options struct {
 	// LocalThreshold is the latency window. 0 means 0: the caller resolves
 	// the 15 ms default.
 	LocalThreshold time.Duration
+	// ServerMonitoringMode is "stream", "poll" or "auto" ("" means auto:
+	// stream unless running on a FaaS platform).
+	ServerMonitoringMode string
 
 	// Pool configures each server's pool. Its Conn and Monitor are replaced
 	// by the fields below.
@@ -127,6 +130,11 @@ func New(o Options) (*Topology, error) {
 	}
 	if o.Direct && len(o.Hosts) > 1 {
 		return nil, fmt.Errorf("topology: a direct connection takes exactly one host, got %d", len(o.Hosts))
+	}
+	switch o.ServerMonitoringMode {
+	case "", "auto", "stream", "poll":
+	default:
+		return nil, fmt.Errorf("topology: serverMonitoringMode must be auto, stream or poll, got %q", o.ServerMonitoringMode)
 	}
 	if o.Conn.LoadBalanced {
 		return nil, errors.New("topology: load-balanced mode is not supported")
@@ -532,7 +540,7 @@ func (t *Topology) handleAppError(addr string, err error, generation uint64, bef
 		if sc.shutdown {
 			s.pool.Clear(err, false)
 		}
-		s.rediscoverNow()
+		s.recheckAfterStateChange()
 		return
 	}
 	if mongoerr.HasErrorLabel(err, mongoerr.LabelSystemOverloaded) {

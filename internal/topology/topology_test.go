@@ -169,6 +169,9 @@ func TestStepDownNewPrimarySelected(t *testing.T) {
 
 func TestStateChangeErrorMarksUnknownAndRechecks(t *testing.T) {
 	cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 3})
+	// Streaming (the default): the synthetic state-change error below is
+	// not pushed by the server, so the monitor must cancel its awaited
+	// check to rediscover the primary quickly.
 	topo := connect(t, Options{Hosts: []string{cluster.Members()[0].Addr()}, SetName: "rs0"})
 	primary := selectWrite(t, topo, 5*time.Second)
 	gen := primary.Pool().Generation()
