@@ -15,6 +15,6 @@ if (!process.env.STURDY_BIN) {
 }
 const files = process.argv.slice(2).length ? process.argv.slice(2)
   : readdirSync(join(here, 'test')).filter(f => f.endsWith('.test.mjs')).sort().map(f => join('test', f));
-const r = spawnSync(process.execPath, ['--test', '--test-concurrency=6', ...files], { cwd: here, stdio: 'inherit' });
+const r = spawnSync(process.execPath, ['--test', '--test-reporter=spec', `--test-concurrency=${files.length}`, ...files], { cwd: here, stdio: 'inherit' });
 if (dir) rmSync(dir, { recursive: true, force: true });
 process.exit(r.status ?? 1);

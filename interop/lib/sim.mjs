@@ -158,7 +158,7 @@ export function withSimLog(getSim, fn) {
       await fn(t);
     } catch (err) {
       const sim = getSim();
-      if (sim) process.stderr.write(`\n[${t.name}] failed; ${sim.tail()}\n`);
+      if (sim?.stderr.trim()) process.stderr.write(`\n[${t.name}] failed; ${sim.tail()}\n`);
       throw err;
     }
   };
