@@ -1,8 +1,8 @@
 // Change streams through the Node.js driver: event shapes for insert,
 // update (dotted updatedFields, removedFields, truncatedArrays), replace and
-// delete; drop, rename and dropDatabase followed by invalidate; resuming
-// with resumeAfter, startAfter (past an invalidate) and startAtOperationTime;
-// and an automatic resume after the server closes the connection.
+// delete; resuming with resumeAfter and startAtOperationTime; an automatic
+// resume after the server closes the connection; drop, rename and
+// dropDatabase followed by invalidate, and startAfter past an invalidate.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -112,6 +112,54 @@ test('fullDocument: updateLookup and a $match pipeline', withSimLog(() => sim, a
   }
 }));
 
+test('resumeAfter and startAtOperationTime replay what followed', withSimLog(() => sim, async () => {
+  const coll = db.collection('resume');
+  const cs = await open(coll);
+  let first;
+  try {
+    await coll.insertMany([{ _id: 1 }, { _id: 2 }, { _id: 3 }]);
+    first = await nextWithin(cs);
+    assert.deepEqual(first.documentKey, { _id: 1 });
+  } finally {
+    await cs.close();
+  }
+  const resumed = coll.watch([], { resumeAfter: first._id });
+  try {
+    assert.deepEqual((await nextWithin(resumed)).documentKey, { _id: 2 });
+    assert.deepEqual((await nextWithin(resumed)).documentKey, { _id: 3 });
+  } finally {
+    await resumed.close();
+  }
+  const at = coll.watch([], { startAtOperationTime: first.clusterTime });
+  try {
+    // startAtOperationTime is inclusive: the event at that time comes first.
+    assert.deepEqual((await nextWithin(at)).documentKey, { _id: 1 });
+  } finally {
+    await at.close();
+  }
+}));
+
+test('a closed connection during getMore: the driver resumes without losing events', withSimLog(() => sim, async () => {
+  const coll = db.collection('netresume');
+  const cs = await open(coll);
+  const since = rec.mark();
+  try {
+    await rec.client.db('admin').command({
+      configureFailPoint: 'failCommand', mode: { times: 1 }, data: { failCommands: ['getMore'], closeConnection: true },
+    });
+    await coll.insertMany([{ _id: 1 }, { _id: 2 }]);
+    assert.deepEqual((await nextWithin(cs)).documentKey, { _id: 1 });
+    assert.deepEqual((await nextWithin(cs)).documentKey, { _id: 2 });
+    const aggs = rec.of('commandStarted', since).filter(e => e.event.commandName === 'aggregate');
+    assert.equal(aggs.length, 1, 'the stream was re-opened once');
+    const stage = aggs[0].event.command.pipeline[0].$changeStream;
+    assert.ok(stage.resumeAfter || stage.startAtOperationTime, `re-opened from where it was (${JSON.stringify(stage)})`);
+  } finally {
+    await rec.client.db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
+    await cs.close();
+  }
+}));
+
 test('drop emits drop then invalidate, and startAfter resumes past the invalidate', withSimLog(() => sim, async () => {
   const coll = db.collection('dropme');
   await coll.insertOne({ _id: 0 });
@@ -176,54 +224,6 @@ test('dropDatabase on a database stream: drop per collection, dropDatabase, inva
     assert.equal((await nextWithin(cs)).operationType, 'invalidate');
     await assertClosedAfterInvalidate(cs);
   } finally {
-    await cs.close();
-  }
-}));
-
-test('resumeAfter and startAtOperationTime replay what followed', withSimLog(() => sim, async () => {
-  const coll = db.collection('resume');
-  const cs = await open(coll);
-  let first;
-  try {
-    await coll.insertMany([{ _id: 1 }, { _id: 2 }, { _id: 3 }]);
-    first = await nextWithin(cs);
-    assert.deepEqual(first.documentKey, { _id: 1 });
-  } finally {
-    await cs.close();
-  }
-  const resumed = coll.watch([], { resumeAfter: first._id });
-  try {
-    assert.deepEqual((await nextWithin(resumed)).documentKey, { _id: 2 });
-    assert.deepEqual((await nextWithin(resumed)).documentKey, { _id: 3 });
-  } finally {
-    await resumed.close();
-  }
-  const at = coll.watch([], { startAtOperationTime: first.clusterTime });
-  try {
-    // startAtOperationTime is inclusive: the event at that time comes first.
-    assert.deepEqual((await nextWithin(at)).documentKey, { _id: 1 });
-  } finally {
-    await at.close();
-  }
-}));
-
-test('a closed connection during getMore: the driver resumes without losing events', withSimLog(() => sim, async () => {
-  const coll = db.collection('netresume');
-  const cs = await open(coll);
-  const since = rec.mark();
-  try {
-    await rec.client.db('admin').command({
-      configureFailPoint: 'failCommand', mode: { times: 1 }, data: { failCommands: ['getMore'], closeConnection: true },
-    });
-    await coll.insertMany([{ _id: 1 }, { _id: 2 }]);
-    assert.deepEqual((await nextWithin(cs)).documentKey, { _id: 1 });
-    assert.deepEqual((await nextWithin(cs)).documentKey, { _id: 2 });
-    const aggs = rec.of('commandStarted', since).filter(e => e.event.commandName === 'aggregate');
-    assert.equal(aggs.length, 1, 'the stream was re-opened once');
-    const stage = aggs[0].event.command.pipeline[0].$changeStream;
-    assert.ok(stage.resumeAfter || stage.startAtOperationTime, `re-opened from where it was (${JSON.stringify(stage)})`);
-  } finally {
-    await rec.client.db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
     await cs.close();
   }
 }));

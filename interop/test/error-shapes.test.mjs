@@ -98,21 +98,6 @@ test('satisfiable write concerns succeed: w:3, w:"majority", j:true, w:0', withS
   }
 }));
 
-test('a retryable error carries RetryableWriteError, added by the server', withSimLog(() => sim, async () => {
-  // Both attempts fail with 91 ShutdownInProgress; for 4.4+ servers the
-  // driver relies on the server to label retryable errors.
-  await failPoint({ failCommands: ['insert'], errorCode: 91 }, { times: 2 });
-  try {
-    const err = await db.collection('labels').insertOne({ _id: 1 }).then(() => null, e => e);
-    assert.ok(err instanceof MongoServerError, `got ${err}`);
-    assert.equal(err.code, 91);
-    assert.equal(err.codeName, 'ShutdownInProgress');
-    assert.ok(err.hasErrorLabel('RetryableWriteError'), `labels ${JSON.stringify(err.errorLabels)}`);
-  } finally {
-    await failPointOff();
-  }
-}));
-
 test('a non-retryable server error has no RetryableWriteError label', withSimLog(() => sim, async () => {
   const c = db.collection('labels2');
   await c.insertOne({ _id: 1 });
@@ -186,4 +171,19 @@ test('unknown command: 59 CommandNotFound', withSimLog(() => sim, async () => {
   assert.equal(err.code, 59);
   assert.equal(err.codeName, 'CommandNotFound');
   assert.match(err.message, /no such command: 'noSuchCommand'/);
+}));
+
+test('a retryable error carries RetryableWriteError, added by the server', withSimLog(() => sim, async () => {
+  // Both attempts fail with 91 ShutdownInProgress; for 4.4+ servers the
+  // driver relies on the server to label retryable errors.
+  await failPoint({ failCommands: ['insert'], errorCode: 91 }, { times: 2 });
+  try {
+    const err = await db.collection('labels').insertOne({ _id: 1 }).then(() => null, e => e);
+    assert.ok(err instanceof MongoServerError, `got ${err}`);
+    assert.equal(err.code, 91);
+    assert.equal(err.codeName, 'ShutdownInProgress');
+    assert.ok(err.hasErrorLabel('RetryableWriteError'), `labels ${JSON.stringify(err.errorLabels)}`);
+  } finally {
+    await failPointOff();
+  }
 }));
