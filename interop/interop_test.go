@@ -41,7 +41,13 @@ func TestNodeDriver(t *testing.T) {
 	}
 	requireNode(t, node)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// End (and kill the process group) before go test's own -timeout
+	// panics, which would skip the cleanup.
+	deadline := time.Now().Add(5 * time.Minute)
+	if d, ok := t.Deadline(); ok && d.Add(-15*time.Second).Before(deadline) {
+		deadline = d.Add(-15 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 
 	if stale, why := modulesStale(); stale {

@@ -23,6 +23,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&o.Limiter.Burst, "burst", 0, "ingress request burst capacity (0: same as -rate)")
 	fs.IntVar(&o.Limiter.MaxConnections, "max-conns", 0, "maximum connections per member (0: unlimited)")
 	seed := fs.Int64("seed", 1, "seed for fail point activationProbability")
+	exitOnEOF := fs.Bool("exit-on-eof", false, "exit when stdin reaches end of file (ties the sim's lifetime to a parent's pipe)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -31,6 +32,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return errUsage
 	}
 	o.Seed = *seed
+	if *exitOnEOF {
+		var cancel context.CancelFunc
+		ctx, cancel = cancelOnEOF(ctx)
+		defer cancel()
+	}
 	c, err := mongosim.Launch(o)
 	if err != nil {
 		return err

@@ -5,7 +5,8 @@
 // directory. Each sim listens on ephemeral ports (-port 0) and prints its
 // connection string, so test files never collide and never guess ports.
 // Every sim started here is killed when its test file ends, including when
-// the file fails, throws, or is interrupted (SIGINT/SIGTERM).
+// the file fails, throws, or is interrupted (SIGINT/SIGTERM); if the file's
+// process dies without cleaning up, the sim sees its stdin close and exits.
 
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -54,8 +55,10 @@ export function sturdyBinary() {
  */
 export async function startSim({ members = 3, args = [] } = {}) {
   const bin = sturdyBinary();
-  const argv = ['sim', '-port', '0', '-members', String(members), ...args];
-  const proc = spawn(bin, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // -exit-on-eof: the sim exits when this process's end of its stdin pipe
+  // closes, so even a SIGKILLed test file leaves no sim behind.
+  const argv = ['sim', '-port', '0', '-exit-on-eof', '-members', String(members), ...args];
+  const proc = spawn(bin, argv, { stdio: ['pipe', 'pipe', 'pipe'] });
   const sim = new Sim(proc, argv);
   live.add(sim);
   try {

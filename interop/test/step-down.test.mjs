@@ -48,11 +48,13 @@ test('writes succeed through two step-downs under load', withSimLog(() => sim, a
     for (let round = 0; round < 2; round++) {
       await waitFor('500 more acknowledged writes', () => acked >= (round + 1) * 500, 20_000);
       const old = await primaryOf();
-      const mark = rec.mark();
       // The step-down period (10 s) keeps the old primary ineligible, so the
       // second round elects the third member.
       const r = await rec.client.db('admin').command({ replSetStepDown: 10, secondaryCatchUpPeriodSecs: 5 });
       assert.equal(r.ok, 1);
+      // From here on the old primary has stepped down: every insert sent
+      // after this point must succeed elsewhere.
+      const mark = rec.mark();
       const elected = await waitFor('a new primary', async () => {
         const p = await primaryOf();
         return p && p !== old ? p : null;
@@ -69,7 +71,8 @@ test('writes succeed through two step-downs under load', withSimLog(() => sim, a
   assert.deepEqual(failures.map(String), [], 'every write succeeded');
   assert.notEqual(stepDowns[1].elected, stepDowns[0].old, 'the member that stepped down stays ineligible');
 
-  // Inserts sent after a step-down's reply all succeeded on its new primary.
+  // Inserts sent after a step-down's reply all succeeded on its new primary,
+  // none on the member that stepped down.
   for (const [i, { old, elected, mark }] of stepDowns.entries()) {
     const endMark = stepDowns[i + 1]?.mark ?? rec.events.length;
     const startedAfter = new Set(rec.events.slice(mark, endMark)
