@@ -49,7 +49,7 @@ export function sturdyBinary() {
 }
 
 /**
- * Starts `sturdy sim` and waits until every member answers a ping.
+ * Starts `sturdy sim` and waits until every member answers hello.
  * @param {{members?: number, args?: string[]}} [opts]
  * @returns {Promise<Sim>}
  */
