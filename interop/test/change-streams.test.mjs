@@ -182,6 +182,7 @@ test('drop emits drop then invalidate, and startAfter resumes past the invalidat
   const resumeErr = await open(coll, [], { resumeAfter: invalidate._id }).then(() => null, e => e);
   assert.ok(resumeErr, 'resumeAfter an invalidate token fails');
   assert.equal(resumeErr.code, 260, `InvalidResumeToken (${resumeErr})`);
+  assert.match(resumeErr.message, /Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification/);
   const again = await open(coll, [], { startAfter: invalidate._id });
   try {
     await coll.insertOne({ _id: 'reborn' });
