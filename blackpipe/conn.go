@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sturdy-go/sturdy/wire"
 )
@@ -142,14 +143,21 @@ func (c *Conn) serve() {
 			s.opts.OnConnClose(c)
 		}
 	}()
+	partial := s.opts.PartialMessageTimeout
+	if partial == 0 {
+		partial = DefaultPartialMessageTimeout
+	}
+	mr := &messageReader{nc: c.nc, partial: partial, idle: s.opts.IdleTimeout}
 	for {
-		b, err := wire.ReadMessage(c.nc, nil, 0)
+		mr.start()
+		b, err := wire.ReadMessage(mr, nil, 0)
 		if err != nil {
 			if c.ctx.Err() == nil && !isClosedErr(err) {
 				s.logf("conn %d: read: %v; closing", c.id, err)
 			}
 			return
 		}
+		mr.stop()
 		r, err := c.decodeRequest(b)
 		if err != nil {
 			s.logf("conn %d: malformed request: %v; closing", c.id, err)
@@ -168,6 +176,41 @@ func (c *Conn) serve() {
 			return
 		}
 	}
+}
+
+// messageReader sets the read deadlines of one message: IdleTimeout until
+// its first byte, then PartialMessageTimeout for the rest, so a stalled
+// client cannot hold a connection and its buffer forever.
+type messageReader struct {
+	nc            net.Conn
+	partial, idle time.Duration
+	started       bool
+}
+
+func (m *messageReader) start() {
+	m.started = false
+	if m.idle > 0 {
+		_ = m.nc.SetReadDeadline(time.Now().Add(m.idle))
+	}
+}
+
+func (m *messageReader) stop() {
+	if m.idle > 0 || m.partial > 0 {
+		_ = m.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+func (m *messageReader) Read(p []byte) (int, error) {
+	n, err := m.nc.Read(p)
+	if n > 0 && !m.started {
+		m.started = true
+		if m.partial > 0 {
+			_ = m.nc.SetReadDeadline(time.Now().Add(m.partial))
+		} else if m.idle > 0 {
+			_ = m.nc.SetReadDeadline(time.Time{})
+		}
+	}
+	return n, err
 }
 
 func isClosedErr(err error) bool {

@@ -148,6 +148,9 @@ func (c *Cluster) startMember(i int) (*Member, error) {
 		Handler:     m.handle,
 		AcceptConn:  m.acceptConn,
 		OnConnClose: m.connClosed,
+
+		PartialMessageTimeout: c.opts.PartialMessageTimeout,
+		IdleTimeout:           c.opts.IdleTimeout,
 	}
 	if lg := c.opts.Logger; lg != nil {
 		bo.Logf = func(format string, args ...any) { lg.Debug(fmt.Sprintf(format, args...)) }

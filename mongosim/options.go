@@ -36,6 +36,12 @@ type Options struct {
 	Compressors []string
 	// Logger receives debug records; nil discards them.
 	Logger *slog.Logger
+	// PartialMessageTimeout disconnects a client that stalls in the middle
+	// of a message for that long (default 30s; negative: never), and
+	// IdleTimeout one that sends nothing between messages for that long
+	// (default 0: never, as mongod). See blackpipe.Options.
+	PartialMessageTimeout time.Duration
+	IdleTimeout           time.Duration
 }
 
 // AuthOptions holds the one user mongosim knows when auth is on.
