@@ -18,6 +18,8 @@ type limiter struct {
 	last     time.Time
 	backoff  int32 // baseBackoffMS attached to overload errors; 0 = none
 	maxConns int
+	// rejectCost is the tokens a rejection takes (LimiterOptions.RejectCost).
+	rejectCost float64
 }
 
 func newLimiter(now func() time.Time, o LimiterOptions) *limiter {
@@ -34,6 +36,7 @@ func (l *limiter) set(o LimiterOptions) {
 	l.burst = float64(o.Burst)
 	l.backoff = o.BaseBackoffMS
 	l.maxConns = o.MaxConnections
+	l.rejectCost = max(o.RejectCost, 0)
 	l.refillConfigLocked()
 }
 
@@ -50,7 +53,7 @@ func (l *limiter) refillConfigLocked() {
 func (l *limiter) options() (o LimiterOptions, enabled bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return LimiterOptions{RequestsPerSecond: l.rate, Burst: int(l.burst), BaseBackoffMS: l.backoff, MaxConnections: l.maxConns}, l.enabled
+	return LimiterOptions{RequestsPerSecond: l.rate, Burst: int(l.burst), BaseBackoffMS: l.backoff, MaxConnections: l.maxConns, RejectCost: l.rejectCost}, l.enabled
 }
 
 // admit takes a token. on reports whether the bucket is active at all.
@@ -66,6 +69,7 @@ func (l *limiter) admit() (admitted, on bool) {
 	}
 	l.last = now
 	if l.tokens < 1 {
+		l.tokens = max(l.tokens-l.rejectCost, -l.burst)
 		return false, true
 	}
 	l.tokens--

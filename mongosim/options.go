@@ -64,4 +64,10 @@ type LimiterOptions struct {
 	// MaxConnections caps open connections per member; further connections
 	// are closed at once. 0 means unlimited.
 	MaxConnections int
+	// RejectCost is what rejecting a request costs the server, as a
+	// fraction of an admitted request's capacity: each rejection takes that
+	// many tokens, and the bucket may go into debt down to -Burst. Real
+	// servers pay for every request they turn away, which is how retry
+	// storms outlast the overload that caused them. 0: rejections are free.
+	RejectCost float64
 }

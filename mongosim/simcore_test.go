@@ -681,6 +681,32 @@ func TestIngressRequestLimiter(t *testing.T) {
 	}
 }
 
+// With RejectCost each rejection takes capacity: a storm of rejected
+// requests leaves the bucket in debt, so admission resumes later than the
+// refill rate alone would allow.
+func TestIngressRequestLimiterRejectCost(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := StartWithOptions(t, Options{Now: clock.Now, Limiter: LimiterOptions{RequestsPerSecond: 10, Burst: 2, RejectCost: 0.5}})
+	ctx := testCtx(t)
+	client := connect(t, c.URI(), options.Client().SetMaxAdaptiveRetries(0))
+	admin := client.Database("admin")
+	ping := func() error { return admin.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err() }
+	for i := 0; i < 2; i++ {
+		if err := ping(); err != nil {
+			t.Fatalf("ping %d within burst: %v", i, err)
+		}
+	}
+	for i := 0; i < 5; i++ { // the debt stops at -Burst = -2 tokens
+		commandError(t, ping(), cmderr.IngressRequestRateLimitExceeded)
+	}
+	clock.Advance(100 * time.Millisecond) // +1 token: -1, still in debt
+	commandError(t, ping(), cmderr.IngressRequestRateLimitExceeded)
+	clock.Advance(250 * time.Millisecond) // -1.5 + 2.5 = 1 token
+	if err := ping(); err != nil {
+		t.Fatalf("ping after the debt is repaid: %v", err)
+	}
+}
+
 func TestSCRAMAuth(t *testing.T) {
 	c := StartWithOptions(t, Options{Auth: AuthOptions{Username: "alice", Password: "s3cret"}})
 	ctx := testCtx(t)
