@@ -63,6 +63,10 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 			}
 		}
 	}()
+	if !m.awaitAdmission(br) {
+		br.NoReply() // the connection closed while queued
+		return true
+	}
 	if br.OpCode != wire.OpMsg && !isHelloName(br.Name) {
 		_ = br.Reply(errorDoc(cmderr.New(codeUnsupportedOpQueryCommand,
 			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal", br.Name), nil))

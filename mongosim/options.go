@@ -70,4 +70,16 @@ type LimiterOptions struct {
 	// servers pay for every request they turn away, which is how retry
 	// storms outlast the overload that caused them. 0: rejections are free.
 	RejectCost float64
+	// ConnectionsPerSecond is the refill rate of the connection
+	// establishment token bucket (mongod's
+	// ingressConnectionEstablishmentRatePerSec); a new connection that
+	// finds it empty waits in a queue of ConnectionQueueDepth before its
+	// first command is served, or is closed at once when the queue is full.
+	// 0 disables it.
+	ConnectionsPerSecond float64
+	// ConnectionBurst is that bucket's capacity; 0 means
+	// max(1, ConnectionsPerSecond).
+	ConnectionBurst int
+	// ConnectionQueueDepth is how many connections may wait for a token.
+	ConnectionQueueDepth int
 }
