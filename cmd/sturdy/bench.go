@@ -39,9 +39,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return runBenchFaults(ctx, args[1:], stdout, stderr)
 		case "failover":
 			return runBenchFailover(ctx, args[1:], stdout, stderr)
+		case "connect":
+			return runBenchConnect(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fmt.Fprintln(stderr, "usage: sturdy bench overload|faults|failover [flags]")
+	fmt.Fprintln(stderr, "usage: sturdy bench overload|faults|failover|connect [flags]")
 	return errUsage
 }
 

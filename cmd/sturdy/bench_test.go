@@ -191,3 +191,38 @@ func TestBenchOverloadSpikeSmoke(t *testing.T) {
 		t.Errorf("HTML chart missing (%v)", err)
 	}
 }
+
+func TestBenchConnectSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "connect.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "connect", "-rate", "20", "-burst", "2", "-goroutines", "50", "-duration", "1s", "-json", out}
+	if code := run(ctx, args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []connectResult
+	if err := json.Unmarshal(b, &rs); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].Client != "sturdy" || rs[1].Client != "official" {
+		t.Fatalf("results %+v", rs)
+	}
+	for _, r := range rs {
+		if r.Ops == 0 || r.ConnAttempts == 0 {
+			t.Errorf("%s: %d ops, %d connection attempts", r.Client, r.Ops, r.ConnAttempts)
+		}
+	}
+	// 50 goroutines want up to 50 connections from a server admitting 2
+	// at once and 20 a second: some are refused. sturdy's pool backs off
+	// after a refusal instead of redialing at once, so it cannot need more
+	// attempts than connections it could have been admitted plus its
+	// refusals' backoffs allow: far fewer than a redial per refusal.
+	if s := rs[0]; s.ConnRefused > 0 && s.ConnAttempts > 200 {
+		t.Errorf("sturdy made %d connection attempts (%d refused) in 1 s against a 20/s limiter", s.ConnAttempts, s.ConnRefused)
+	}
+}

@@ -23,7 +23,7 @@ var subcommands = []subcommand{
 	{"sim", "run mongosim, the in-memory MongoDB-compatible server", runSim},
 	{"proxy", "MongoDB-aware fault-injection proxy in front of mongod, mongos or a replica set", runProxy},
 	{"soak", "chaos run: a mixed workload under a seeded fault schedule, proving nothing is lost, applied twice or stuck", runSoak},
-	{"bench", "benchmarks against the official driver: 'bench overload', 'bench faults', 'bench failover'", runBench},
+	{"bench", "benchmarks against the official driver: 'bench overload', 'bench faults', 'bench failover', 'bench connect'", runBench},
 }
 
 func main() {
