@@ -71,6 +71,12 @@ func (a *avgAcc) result() any {
 	if a.n == 0 {
 		return nil
 	}
+	if _, dec := a.sum.(bson.Decimal128); dec {
+		avg, err := value.Divide(a.sum, int64(a.n)) // exact, as mongod's decimal $avg
+		if err == nil {
+			return avg
+		}
+	}
 	f, _ := value.ToFloat(a.sum)
 	return f / float64(a.n)
 }
