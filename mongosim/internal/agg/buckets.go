@@ -48,6 +48,36 @@ func groupExpr(stageName string, v any) (*expr.Expr, error) {
 	return nil, cmderr.New(40202, "The %s 'groupBy' field must be defined as a $-prefixed path or an expression, but found: %s", stageName, expr.Render(v))
 }
 
+func newAccs(specs []accSpec) []accumulator {
+	accs := make([]accumulator, len(specs))
+	for k, a := range specs {
+		accs[k] = a.newAcc()
+	}
+	return accs
+}
+
+// accumulate adds doc to one group's accumulators.
+func accumulate(rt *runtime, specs []accSpec, accs []accumulator, doc bson.D) error {
+	for k, a := range specs {
+		x, err := a.arg.Eval(doc, rt.vars)
+		if err != nil {
+			return err
+		}
+		if err := accs[k].add(x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// accResults appends the accumulators' results to d.
+func accResults(d bson.D, specs []accSpec, accs []accumulator) bson.D {
+	for k, a := range specs {
+		d = append(d, bson.E{Key: a.field, Value: accs[k].result()})
+	}
+	return d
+}
+
 type bucketStage struct {
 	groupBy    *expr.Expr
 	boundaries bson.A
@@ -141,19 +171,10 @@ func (b *bucketStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 			return nil, cmderr.New(40066, "$switch could not find a matching branch for an input, and no default was specified.")
 		}
 		if groups[slot] == nil {
-			groups[slot] = make([]accumulator, len(b.output))
-			for k, a := range b.output {
-				groups[slot][k] = a.newAcc()
-			}
+			groups[slot] = newAccs(b.output)
 		}
-		for k, a := range b.output {
-			x, err := a.arg.Eval(doc, rt.vars)
-			if err != nil {
-				return nil, err
-			}
-			if err := groups[slot][k].add(x); err != nil {
-				return nil, err
-			}
+		if err := accumulate(rt, b.output, groups[slot], doc); err != nil {
+			return nil, err
 		}
 	}
 	var out []bson.D
@@ -165,11 +186,7 @@ func (b *bucketStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		if slot < n {
 			id = b.boundaries[slot]
 		}
-		d := bson.D{{Key: "_id", Value: id}}
-		for k, a := range b.output {
-			d = append(d, bson.E{Key: a.field, Value: accs[k].result()})
-		}
-		out = append(out, d)
+		out = append(out, accResults(bson.D{{Key: "_id", Value: id}}, b.output, accs))
 	}
 	return out, nil
 }
@@ -258,19 +275,10 @@ func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		for end < len(items) && value.Compare(items[end].key, items[end-1].key) == 0 {
 			end++
 		}
-		bk := &bucket{min: items[i].key, max: items[end-1].key, accs: make([]accumulator, len(b.output))}
-		for k, a := range b.output {
-			bk.accs[k] = a.newAcc()
-		}
+		bk := &bucket{min: items[i].key, max: items[end-1].key, accs: newAccs(b.output)}
 		for _, it := range items[i:end] {
-			for k, a := range b.output {
-				x, err := a.arg.Eval(it.doc, rt.vars)
-				if err != nil {
-					return nil, err
-				}
-				if err := bk.accs[k].add(x); err != nil {
-					return nil, err
-				}
+			if err := accumulate(rt, b.output, bk.accs, it.doc); err != nil {
+				return nil, err
 			}
 		}
 		if len(buckets) > 0 {
@@ -281,11 +289,7 @@ func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 	}
 	out := make([]bson.D, 0, len(buckets))
 	for _, bk := range buckets {
-		d := bson.D{{Key: "_id", Value: bson.D{{Key: "min", Value: bk.min}, {Key: "max", Value: bk.max}}}}
-		for k, a := range b.output {
-			d = append(d, bson.E{Key: a.field, Value: bk.accs[k].result()})
-		}
-		out = append(out, d)
+		out = append(out, accResults(bson.D{{Key: "_id", Value: bson.D{{Key: "min", Value: bk.min}, {Key: "max", Value: bk.max}}}}, b.output, bk.accs))
 	}
 	return out, nil
 }

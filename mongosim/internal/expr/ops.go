@@ -105,9 +105,14 @@ func compileArgs(name string, args any, minN, maxN int) ([]evalFn, error) {
 	return fns, nil
 }
 
+// evalAll evaluates argument functions; an absent one (nil, an optional
+// argument not given) evaluates to nil.
 func evalAll(s *scope, fns []evalFn) ([]any, error) {
 	vals := make([]any, len(fns))
 	for i, fn := range fns {
+		if fn == nil {
+			continue
+		}
 		v, err := fn(s)
 		if err != nil {
 			return nil, err

@@ -99,13 +99,9 @@ func compileDateAdd(sign int64) opCompiler {
 		}
 		start, unitFn, amount, tz := fns[0], fns[1], fns[2], fns[3]
 		return func(s *scope) (any, error) {
-			vals := make([]any, 3)
-			for i, f := range []evalFn{start, unitFn, amount} {
-				v, err := f(s)
-				if err != nil {
-					return nil, err
-				}
-				vals[i] = v
+			vals, err := evalAll(s, []evalFn{start, unitFn, amount})
+			if err != nil {
+				return nil, err
 			}
 			if IsNullish(vals[0]) || IsNullish(vals[1]) || IsNullish(vals[2]) {
 				return nil, nil
@@ -177,16 +173,9 @@ func compileDateDiff(name string, args any) (evalFn, error) {
 		return nil, err
 	}
 	return func(s *scope) (any, error) {
-		vals := make([]any, 5)
-		for i, f := range fns {
-			if f == nil {
-				continue
-			}
-			v, err := f(s)
-			if err != nil {
-				return nil, err
-			}
-			vals[i] = v
+		vals, err := evalAll(s, fns)
+		if err != nil {
+			return nil, err
 		}
 		if IsNullish(vals[0]) || IsNullish(vals[1]) || IsNullish(vals[2]) {
 			return nil, nil
@@ -237,16 +226,9 @@ func compileDateTrunc(name string, args any) (evalFn, error) {
 		return nil, err
 	}
 	return func(s *scope) (any, error) {
-		vals := make([]any, 5)
-		for i, f := range fns {
-			if f == nil {
-				continue
-			}
-			v, err := f(s)
-			if err != nil {
-				return nil, err
-			}
-			vals[i] = v
+		vals, err := evalAll(s, fns)
+		if err != nil {
+			return nil, err
 		}
 		if _, given := m["binSize"]; !given {
 			vals[2] = int64(1)

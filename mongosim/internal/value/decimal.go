@@ -130,24 +130,12 @@ func quo(d, x, y *apd.Decimal) (apd.Condition, error) {
 }
 
 // NegateDecimal returns -v for a decimal (exactly); ok is false for other types.
-func NegateDecimal(v any) (any, bool) {
-	d, ok := v.(bson.Decimal128)
-	if !ok {
-		return nil, false
-	}
-	x, ok := toDecimal(d)
-	if !ok {
-		return nil, false
-	}
-	r := new(apd.Decimal)
-	if _, err := decimal128.Neg(r, x); err != nil {
-		return nil, false
-	}
-	return fromDecimal(r), true
-}
+func NegateDecimal(v any) (any, bool) { return decimalUnary(v, decimal128.Neg) }
 
 // AbsDecimal returns |v| for a decimal; ok is false for other types.
-func AbsDecimal(v any) (any, bool) {
+func AbsDecimal(v any) (any, bool) { return decimalUnary(v, decimal128.Abs) }
+
+func decimalUnary(v any, op func(d, x *apd.Decimal) (apd.Condition, error)) (any, bool) {
 	d, ok := v.(bson.Decimal128)
 	if !ok {
 		return nil, false
@@ -157,7 +145,7 @@ func AbsDecimal(v any) (any, bool) {
 		return nil, false
 	}
 	r := new(apd.Decimal)
-	if _, err := decimal128.Abs(r, x); err != nil {
+	if _, err := op(r, x); err != nil {
 		return nil, false
 	}
 	return fromDecimal(r), true
