@@ -142,13 +142,15 @@ func (c *Conn) serve() {
 			s.opts.OnConnClose(c)
 		}
 	}()
+	var next []byte // a message read while the previous request was pending
 	for {
-		b, err := wire.ReadMessage(c.nc, nil, 0)
-		if err != nil {
-			if c.ctx.Err() == nil && !isClosedErr(err) {
-				s.logf("conn %d: read: %v; closing", c.id, err)
+		b := next
+		next = nil
+		if b == nil {
+			var ok bool
+			if b, ok = c.read(); !ok {
+				return
 			}
-			return
 		}
 		r, err := c.decodeRequest(b)
 		if err != nil {
@@ -164,10 +166,37 @@ func (c *Conn) serve() {
 		}
 		select {
 		case <-r.done:
+			continue
+		case <-r.watch:
+		case <-c.ctx.Done():
+			return
+		}
+		// r is streaming or waiting long (WatchClose): read on, so that a
+		// client closing the connection ends the wait at once. A client
+		// may not send while its request is pending; whatever it sends
+		// waits until r is resolved.
+		var ok bool
+		if next, ok = c.read(); !ok {
+			return
+		}
+		select {
+		case <-r.done:
 		case <-c.ctx.Done():
 			return
 		}
 	}
+}
+
+// read reads the next message; false means the connection is done.
+func (c *Conn) read() ([]byte, bool) {
+	b, err := wire.ReadMessage(c.nc, nil, 0)
+	if err != nil {
+		if c.ctx.Err() == nil && !isClosedErr(err) {
+			c.s.logf("conn %d: read: %v; closing", c.id, err)
+		}
+		return nil, false
+	}
+	return b, true
 }
 
 func isClosedErr(err error) bool {
@@ -185,6 +214,7 @@ func (c *Conn) decodeRequest(b []byte) (*Request, error) {
 		OpCode:     m.Header.OpCode,
 		Compressor: m.Compressor,
 		done:       make(chan struct{}),
+		watch:      make(chan struct{}),
 	}
 	switch {
 	case m.Msg != nil:

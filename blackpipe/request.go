@@ -37,6 +37,18 @@ type Request struct {
 	mu       sync.Mutex
 	resolved bool
 	done     chan struct{} // closed once the request is resolved
+	watch    chan struct{} // closed by WatchClose (and Stream)
+	watchOne sync.Once
+}
+
+// WatchClose lets the connection's reader go on reading while r is
+// pending, as a server does: a client that closes the connection then
+// cancels Context at once, instead of when a reply fails to be written.
+// Call it from a handler that returns before answering a request that may
+// wait long (an awaitable hello). A message the client sends meanwhile is
+// held until r is resolved.
+func (r *Request) WatchClose() {
+	r.watchOne.Do(func() { close(r.watch) })
 }
 
 // Context is canceled when the request's connection or the server closes.

@@ -45,6 +45,7 @@ type Cluster struct {
 	term       int64
 	setVersion int32
 	closed     bool
+	async      sync.WaitGroup // goroutines answering awaitable hellos
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -265,9 +266,28 @@ func (c *Cluster) Close() error {
 				errs = append(errs, fmt.Errorf("member %s: %w", m.addr, err))
 			}
 		}
+		// Closing the listeners canceled every connection's context,
+		// which ends every awaitable hello still waiting.
+		c.async.Wait()
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
+}
+
+// goAsync runs f on a goroutine that Close waits for; it reports false,
+// without running f, once the cluster is closed.
+func (c *Cluster) goAsync(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.async.Add(1)
+	go func() {
+		defer c.async.Done()
+		f()
+	}()
+	return true
 }
 
 // randFloat returns a pseudo-random number in [0, 1) from the seeded source.

@@ -163,7 +163,9 @@ func TestSingleMemberPingAndHello(t *testing.T) {
 	}
 }
 
-func TestStandaloneHasNoSessions(t *testing.T) {
+// A mongod standalone supports sessions (logicalSessionTimeoutMinutes) but
+// not retryable writes or transactions: txnNumber answers 20.
+func TestStandaloneSessions(t *testing.T) {
 	c := StartWithOptions(t, Options{Standalone: true})
 	ctx := testCtx(t)
 	if strings.Contains(c.URI(), "replicaSet") {
@@ -171,16 +173,32 @@ func TestStandaloneHasNoSessions(t *testing.T) {
 	}
 	client := connect(t, c.URI())
 	hello := mustRun(t, ctx, client.Database("admin"), bson.D{{Key: "hello", Value: 1}})
-	for _, k := range []string{"logicalSessionTimeoutMinutes", "setName", "hosts"} {
+	for _, k := range []string{"setName", "hosts"} {
 		if _, err := hello.LookupErr(k); err == nil {
 			t.Errorf("standalone hello has %s", k)
 		}
+	}
+	if v, err := hello.LookupErr("logicalSessionTimeoutMinutes"); err != nil || v.Int32() != 30 {
+		t.Errorf("standalone logicalSessionTimeoutMinutes = %v (%v), want 30", v, err)
 	}
 	if !hello.Lookup("isWritablePrimary").Boolean() {
 		t.Fatal("standalone is not writable")
 	}
 	if err := c.StepDown(ctx); err == nil {
 		t.Fatal("StepDown on a standalone succeeded")
+	}
+	db := client.Database("test")
+	// The driver sends its implicit session's lsid with both.
+	mustRun(t, ctx, db, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}})
+	_, err := runCmd(ctx, db, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 2}}}},
+		{Key: "txnNumber", Value: int64(1)}})
+	ce := commandError(t, err, cmderr.IllegalOperation)
+	if ce.Message != "Transaction numbers are only allowed on a replica set member or mongos" {
+		t.Fatalf("message %q", ce.Message)
+	}
+	// The driver uses (implicit) sessions but no retryable writes there.
+	if _, err := db.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 3}}); err != nil {
+		t.Fatalf("insert through the driver: %v", err)
 	}
 }
 
