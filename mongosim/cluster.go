@@ -56,6 +56,8 @@ type counters struct {
 	connsAccepted, connsRejected           atomic.Int64
 	failPointsFired, replayed, hangups     atomic.Int64
 	stepDowns, authSuccesses, authFailures atomic.Int64
+	streamed                               atomic.Int64
+	awaiting                               atomic.Int64 // awaitable hellos in progress (not in Stats)
 }
 
 // Stats are cumulative counters of a Cluster, summed over its members.
@@ -71,6 +73,7 @@ type Stats struct {
 	StepDowns       int64 // primary changes
 	AuthSuccesses   int64
 	AuthFailures    int64
+	Streamed        int64 // exhaust hello replies sent with moreToCome (no request of their own)
 }
 
 // Launch starts a deployment as described by o. Call Close to stop it.
@@ -248,6 +251,7 @@ func (c *Cluster) Stats() Stats {
 		ConnsAccepted: s.connsAccepted.Load(), ConnsRejected: s.connsRejected.Load(),
 		FailPointsFired: s.failPointsFired.Load(), Replayed: s.replayed.Load(), Hangups: s.hangups.Load(),
 		StepDowns: s.stepDowns.Load(), AuthSuccesses: s.authSuccesses.Load(), AuthFailures: s.authFailures.Load(),
+		Streamed: s.streamed.Load(),
 	}
 }
 

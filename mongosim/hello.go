@@ -150,6 +150,9 @@ func parseAwait(r *request) (aw awaitArgs, ok bool, err error) {
 // failCommand fail point naming hello applies to it, and an error reply
 // ends the stream.
 func (m *Member) awaitHello(r *request, aw awaitArgs) {
+	st := &m.cluster.stats
+	st.awaiting.Add(1)
+	defer st.awaiting.Add(-1)
 	done := r.raw.Context().Done()
 	for first := true; ; first = false {
 		if !first {
@@ -174,6 +177,7 @@ func (m *Member) awaitHello(r *request, aw awaitArgs) {
 		if err := r.send(reply); err != nil || r.stream == nil {
 			return
 		}
+		st.streamed.Add(1)
 		// The next invocation awaits a change from what this reply said.
 		aw.pid = m.processID
 		if tv, ok := lookupD(reply, "topologyVersion"); ok {
