@@ -39,15 +39,19 @@ type Cluster struct {
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs
 
-	mu         sync.Mutex // guards the replica-set state below
-	members    []*Member
-	primary    int // index into members; -1 during an election
-	term       int64
-	setVersion int32
-	closed     bool
-	async      sync.WaitGroup // goroutines answering awaitable hellos
-	closeOnce  sync.Once
-	closeErr   error
+	mu      sync.Mutex // guards the replica-set state below
+	members []*Member
+	primary int // index into members; -1 during an election
+	// lastPrimary is the member that was primary last; elections start
+	// looking after it.
+	lastPrimary int
+	electTimer  *time.Timer // a pending election (no eligible member yet)
+	term        int64
+	setVersion  int32
+	closed      bool
+	async       sync.WaitGroup // goroutines answering awaitable hellos
+	closeOnce   sync.Once
+	closeErr    error
 }
 
 // counters are the Stats counters, updated atomically.
@@ -262,6 +266,9 @@ func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true
+		if c.electTimer != nil {
+			c.electTimer.Stop()
+		}
 		members := append([]*Member(nil), c.members...)
 		c.mu.Unlock()
 		var errs []error

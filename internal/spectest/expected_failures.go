@@ -20,10 +20,9 @@ type expectedFailure struct {
 
 // Reasons shared by several entries.
 const (
-	reasonCOLL               = "mongosim: only the simple collation is implemented (NotImplemented for locale/strength)"
-	reasonStandaloneSessions = "mongosim: a standalone server reports no logicalSessionTimeoutMinutes (by design, see DESIGN.md), so it has no sessions; a mongod standalone supports them"
-	reasonLET                = "mongosim: let variables are implemented for aggregate only, not for find, update, delete and findAndModify"
-	reasonUndefinedVar       = "mongosim: an undefined variable ($$id2) in a write's $expr filter is not reported as error 17276 (collection.match drops $expr evaluation errors; mongod rejects it when parsing)"
+	reasonCOLL         = "mongosim: only the simple collation is implemented (NotImplemented for locale/strength)"
+	reasonLET          = "mongosim: let variables are implemented for aggregate only, not for find, update, delete and findAndModify"
+	reasonUndefinedVar = "mongosim: an undefined variable ($$id2) in a write's $expr filter is not reported as error 17276 (collection.match drops $expr evaluation errors; mongod rejects it when parsing)"
 )
 
 // expectedFailures lists the known failures: sturdy client behaviour that
@@ -60,8 +59,6 @@ var expectedFailures = []expectedFailure{
 	{File: "crud/estimatedDocumentCount.json", Test: "estimatedDocumentCount works correctly on views", Reason: "mongosim: views (create with viewOn) are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with options", Reason: "mongosim: find's min/max index bounds are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with showRecordId and returnKey", Reason: "mongosim: find's returnKey and showRecordId are not implemented"},
-	{File: "sessions/driver-sessions-server-support.json", Test: "Server supports explicit sessions", Topology: "single", Reason: reasonStandaloneSessions},
-	{File: "sessions/driver-sessions-server-support.json", Test: "Server supports implicit sessions", Topology: "single", Reason: reasonStandaloneSessions},
 }
 
 // knownFailure returns the reason a test is expected to fail on topology,
