@@ -459,3 +459,75 @@ func TestAwaitableHelloArgumentErrors(t *testing.T) {
 		t.Errorf("awaitable hello with the current topologyVersion answered after %v", took)
 	}
 }
+
+// A legacy OP_QUERY isMaster may be awaitable but, as with mongod, is
+// never streamed: even with the OP_QUERY exhaust flag it gets one OP_REPLY,
+// sent when the topology changes.
+func TestLegacyAwaitableIsMasterWakesOnStepDown(t *testing.T) {
+	c := StartWithOptions(t, Options{Members: 2})
+	rc := dialRaw(t, c.Members()[1].Addr())
+	tv := helloTV(t, rc.query(bson.D{{Key: "isMaster", Value: 1}}))
+	q, err := bson.Marshal(bson.D{{Key: "isMaster", Value: 1}, {Key: "topologyVersion", Value: tv}, {Key: "maxAwaitTimeMS", Value: int64(10000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const queryExhaust = 1 << 6
+	rc.id++
+	if _, err := rc.nc.Write(wire.AppendQuery(nil, rc.id, 0, &wire.Query{Flags: queryExhaust, FullCollectionName: "admin.$cmd", NumberToReturn: -1, Query: q})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "the isMaster to wait", func() bool { return c.stats.awaiting.Load() == 1 })
+	start := time.Now()
+	if err := c.StepDown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_ = rc.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := wire.ReadMessage(rc.nc, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := wire.Decode(b, 0)
+	if err != nil || m.Reply == nil || len(m.Reply.Documents) != 1 {
+		t.Fatalf("want one OP_REPLY, got %+v, %v", m, err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("answered %v after the step-down", took)
+	}
+	if !m.Reply.Documents[0].Lookup("ismaster").Boolean() {
+		t.Fatalf("member 1 not primary after the step-down: %v", m.Reply.Documents[0])
+	}
+	// Nothing more is pushed: the next request is answered normally.
+	if r := rc.query(bson.D{{Key: "isMaster", Value: 1}}); !r.Lookup("ismaster").Boolean() {
+		t.Fatalf("isMaster after the awaited one: %v", r)
+	}
+}
+
+// Close ends every awaiting hello at once, streamed or not, even with the
+// clients still connected.
+func TestCloseReleasesAwaitingHellos(t *testing.T) {
+	c, err := Launch(Options{Members: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range c.Members() {
+		rc := dialRaw(t, m.Addr())
+		tv := helloTV(t, rc.query(bson.D{{Key: "isMaster", Value: 1}}))
+		var flags wire.MsgFlags
+		if i == 0 {
+			flags = wire.ExhaustAllowed
+		}
+		rc.sendMsg(flags, bson.D{{Key: "hello", Value: 1}, {Key: "$db", Value: "admin"},
+			{Key: "topologyVersion", Value: tv}, {Key: "maxAwaitTimeMS", Value: int64(60000)}})
+	}
+	waitFor(t, 2*time.Second, "both hellos to wait", func() bool { return c.stats.awaiting.Load() == 2 })
+	start := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Close took %v", took)
+	}
+	if n := c.stats.awaiting.Load(); n != 0 {
+		t.Fatalf("%d hellos still waiting after Close", n)
+	}
+}
