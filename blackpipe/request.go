@@ -101,7 +101,9 @@ func (r *Request) matchDoc() (bson.D, error) {
 }
 
 // resolve marks the request resolved; it returns ErrAlreadyReplied if it
-// already was.
+// already was. The caller calls finish once its reply is written (or the
+// connection closed), so that the connection serves a request read ahead
+// (WatchClose) only after this reply is on the wire.
 func (r *Request) resolve() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -109,9 +111,11 @@ func (r *Request) resolve() error {
 		return ErrAlreadyReplied
 	}
 	r.resolved = true
-	close(r.done)
 	return nil
 }
+
+// finish lets the connection read and serve the next request.
+func (r *Request) finish() { close(r.done) }
 
 // marshalReply converts doc to a BSON document with "ok": 1 appended when
 // it has no "ok" field.
@@ -176,6 +180,7 @@ func (r *Request) replyRaw(body bson.Raw) error {
 	if err := r.resolve(); err != nil {
 		return err
 	}
+	defer r.finish()
 	if r.moreToCome() {
 		return nil
 	}
@@ -291,6 +296,7 @@ func (r *Request) Hangup() error {
 	if err := r.resolve(); err != nil {
 		return err
 	}
+	defer r.finish()
 	return r.Conn.hangup()
 }
 
@@ -299,6 +305,7 @@ func (r *Request) Reset() error {
 	if err := r.resolve(); err != nil {
 		return err
 	}
+	defer r.finish()
 	return r.Conn.reset()
 }
 
@@ -316,6 +323,7 @@ func (r *Request) ReplyPartial(doc any, n int) error {
 	if err := r.resolve(); err != nil {
 		return err
 	}
+	defer r.finish()
 	b, err := r.encodeReply(body)
 	if err != nil {
 		return err
@@ -397,6 +405,7 @@ func (r *Request) ReplyMalformed(kind Malformation) error {
 	if err := r.resolve(); err != nil {
 		return err
 	}
+	defer r.finish()
 	werr := r.Conn.write(msg)
 	herr := r.Conn.hangup()
 	if werr != nil {
