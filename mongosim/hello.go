@@ -85,7 +85,8 @@ const (
 )
 
 // parseAwait validates topologyVersion and maxAwaitTimeMS as mongod's
-// hello parser does; ok is false when the request has neither.
+// hello parser does (its IDL context is "hello" for every alias); ok is
+// false when the request has neither.
 func parseAwait(r *request) (aw awaitArgs, ok bool, err error) {
 	tvV, hasTV := r.get("topologyVersion")
 	mv, hasMax := r.get("maxAwaitTimeMS")
@@ -100,30 +101,30 @@ func parseAwait(r *request) (aw awaitArgs, ok bool, err error) {
 			case "processId":
 				oid, isOID := e.Value.(bson.ObjectID)
 				if !isOID {
-					return aw, false, typeErr("topologyVersion.processId", "objectId", e.Value)
+					return aw, false, typeErr("hello.topologyVersion.processId", "objectId", e.Value)
 				}
 				aw.pid, hasPID = oid, true
 			case "counter":
 				n, isLong := e.Value.(int64)
 				if !isLong {
-					return aw, false, typeErr("topologyVersion.counter", "long", e.Value)
+					return aw, false, typeErr("hello.topologyVersion.counter", "long", e.Value)
 				}
 				aw.counter, hasCounter = n, true
 			default:
-				return aw, false, cmderr.New(codeIDLUnknownField, "BSON field 'topologyVersion.%s' is an unknown field.", e.Key)
+				return aw, false, cmderr.New(codeIDLUnknownField, "BSON field 'hello.topologyVersion.%s' is an unknown field.", e.Key)
 			}
 		}
 		if !hasPID {
-			return aw, false, cmderr.New(codeIDLMissingField, "BSON field 'topologyVersion.processId' is missing but a required field")
+			return aw, false, cmderr.New(codeIDLMissingField, "BSON field 'hello.topologyVersion.processId' is missing but a required field")
 		}
 		if !hasCounter {
-			return aw, false, cmderr.New(codeIDLMissingField, "BSON field 'topologyVersion.counter' is missing but a required field")
+			return aw, false, cmderr.New(codeIDLMissingField, "BSON field 'hello.topologyVersion.counter' is missing but a required field")
 		}
 	}
 	if hasMax {
 		ms, isNum := asInt64(mv)
 		if !isNum {
-			return aw, false, typeErr(r.raw.Name+".maxAwaitTimeMS", "long", mv)
+			return aw, false, typeErr("hello.maxAwaitTimeMS", "long", mv)
 		}
 		if ms < 0 {
 			return aw, false, cmderr.New(codeIDLComparison, "BSON field 'maxAwaitTimeMS' value must be >= 0, actual value '%d'", ms)
