@@ -2,6 +2,7 @@ package mongosim
 
 import (
 	"sync/atomic"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -24,6 +25,9 @@ type Member struct {
 	// guarded by cluster.mu.
 	tvCounter int64
 	tvChanged chan struct{}
+	// electableAt ends a replSetStepDown or replSetFreeze period: the
+	// member is not elected before it. Guarded by cluster.mu.
+	electableAt time.Time
 }
 
 // Addr returns the member's "host:port".

@@ -20,14 +20,13 @@ type expectedFailure struct {
 
 // Reasons shared by several entries.
 const (
-	reasonCOLL               = "mongosim: only the simple collation is implemented (NotImplemented for locale/strength)"
-	reasonStandaloneSessions = "mongosim: a standalone server reports no logicalSessionTimeoutMinutes (by design, see DESIGN.md), so it has no sessions; a mongod standalone supports them"
-	reasonLET                = "mongosim: let variables are implemented for aggregate only, not for find, update, delete and findAndModify"
-	reasonCSProjectID        = "mongosim: a change event whose _id was projected out is returned instead of failing the stream with 280 ChangeStreamFatalError"
-	reasonPrePostImages      = "mongosim: collMod and the changeStreamPreAndPostImages collection option are not implemented"
-	reasonFailGetMore        = "mongosim: the failGetMoreAfterCursorCheckout fail point is not implemented"
-	reasonCapped             = "mongosim: capped collections (and so tailable cursors) are not implemented"
-	reasonCSOT               = "issue 16: the runner does not read schema 1.26 and timeoutMS (client-side operations timeout) is not implemented"
+	reasonCOLL          = "mongosim: only the simple collation is implemented (NotImplemented for locale/strength)"
+	reasonLET           = "mongosim: let variables are implemented for aggregate only, not for find, update, delete and findAndModify"
+	reasonCSProjectID   = "mongosim: a change event whose _id was projected out is returned instead of failing the stream with 280 ChangeStreamFatalError"
+	reasonPrePostImages = "mongosim: collMod and the changeStreamPreAndPostImages collection option are not implemented"
+	reasonFailGetMore   = "mongosim: the failGetMoreAfterCursorCheckout fail point is not implemented"
+	reasonCapped        = "mongosim: capped collections (and so tailable cursors) are not implemented"
+	reasonCSOT          = "issue 16: the runner does not read schema 1.26 and timeoutMS (client-side operations timeout) is not implemented"
 )
 
 // expectedFailures lists the known failures: sturdy client behaviour that
@@ -60,8 +59,6 @@ var expectedFailures = []expectedFailure{
 	{File: "crud/estimatedDocumentCount.json", Test: "estimatedDocumentCount works correctly on views", Reason: "mongosim: views (create with viewOn) are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with options", Reason: "mongosim: find's min/max index bounds are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with showRecordId and returnKey", Reason: "mongosim: find's returnKey and showRecordId are not implemented"},
-	{File: "sessions/driver-sessions-server-support.json", Test: "Server supports explicit sessions", Topology: "single", Reason: reasonStandaloneSessions},
-	{File: "sessions/driver-sessions-server-support.json", Test: "Server supports implicit sessions", Topology: "single", Reason: reasonStandaloneSessions},
 	{File: "change-streams/change-streams.json", Test: "Test server error on projecting out _id", Reason: reasonCSProjectID},
 	{File: "change-streams/change-streams.json", Test: "Test drop and invalidate event types", Reason: "mongosim: change streams emit no drop, rename, dropDatabase or invalidate events (the stream waits for the drop event until the runner gives up after 60 s)"},
 	{File: "change-streams/change-streams-disambiguatedPaths.json", Test: "disambiguatedPaths is present on updateDescription when an ambiguous path is present", Reason: "mongosim: $changeStream showExpandedEvents (and updateDescription.disambiguatedPaths) is not implemented"},
