@@ -44,6 +44,8 @@ type ListDatabasesResult struct {
 // ListDatabases lists the databases matching filter (nil: all), which may
 // test name, sizeOnDisk and empty.
 func (c *Client) ListDatabases(ctx context.Context, filter any, optList ...*ListDatabasesOptions) (ListDatabasesResult, error) {
+	ctx, cancel := c.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ListDatabasesOptions{}
@@ -64,6 +66,8 @@ func (c *Client) ListDatabases(ctx context.Context, filter any, optList ...*List
 // ListDatabaseNames returns the names of the databases matching filter (nil:
 // all). It sends nameOnly: true; opts.NameOnly is ignored.
 func (c *Client) ListDatabaseNames(ctx context.Context, filter any, optList ...*ListDatabasesOptions) ([]string, error) {
+	ctx, cancel := c.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ListDatabasesOptions{}
@@ -144,6 +148,8 @@ type CollectionSpecification struct {
 // collections and views matching filter (nil: all), which may test name,
 // type, options and info.
 func (db *Database) ListCollections(ctx context.Context, filter any, optList ...*ListCollectionsOptions) (*Cursor, error) {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ListCollectionsOptions{}
@@ -154,6 +160,8 @@ func (db *Database) ListCollections(ctx context.Context, filter any, optList ...
 // ListCollectionSpecifications returns the decoded specifications of the
 // collections and views matching filter (nil: all).
 func (db *Database) ListCollectionSpecifications(ctx context.Context, filter any, optList ...*ListCollectionsOptions) ([]CollectionSpecification, error) {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	cur, err := db.ListCollections(ctx, filter, optList...)
 	if err != nil {
 		return nil, err
@@ -195,6 +203,8 @@ func collectionSpecification(doc bson.Raw) (CollectionSpecification, error) {
 // matching filter (nil: all). It sends nameOnly: true; opts.NameOnly is
 // ignored.
 func (db *Database) ListCollectionNames(ctx context.Context, filter any, optList ...*ListCollectionsOptions) ([]string, error) {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ListCollectionsOptions{}
@@ -275,6 +285,8 @@ type CreateCollectionOptions struct {
 // for a namespace that exists with other options, come back as a
 // *CommandError.
 func (db *Database) CreateCollection(ctx context.Context, name string, optList ...*CreateCollectionOptions) error {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &CreateCollectionOptions{}

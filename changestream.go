@@ -72,17 +72,23 @@ type ChangeStream struct {
 // Watch opens a change stream on every non-system collection of the
 // deployment (MongoDB replica sets and sharded clusters).
 func (c *Client) Watch(ctx context.Context, pipeline any, optList ...*ChangeStreamOptions) (*ChangeStream, error) {
+	ctx, cancel := c.begin(ctx)
+	defer cancel()
 	db := c.Database("admin")
 	return newChangeStream(ctx, c, "admin", "", true, db.rp, db.rc, pipeline, lastOptions(optList))
 }
 
 // Watch opens a change stream on the database's collections.
 func (db *Database) Watch(ctx context.Context, pipeline any, optList ...*ChangeStreamOptions) (*ChangeStream, error) {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	return newChangeStream(ctx, db.client, db.name, "", false, db.rp, db.rc, pipeline, lastOptions(optList))
 }
 
 // Watch opens a change stream on the collection.
 func (coll *Collection) Watch(ctx context.Context, pipeline any, optList ...*ChangeStreamOptions) (*ChangeStream, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	return newChangeStream(ctx, coll.client, coll.db, coll.name, false, coll.rp, coll.rc, pipeline, lastOptions(optList))
 }
 

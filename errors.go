@@ -260,3 +260,9 @@ func DuplicateKeyIndex(err error) (index string, ok bool) {
 }
 
 func isDupCode(code int32) bool { return code == 11000 || code == 11001 || code == 12582 }
+
+// TimeoutError is an operation that ran out of its timeoutMS (see
+// Options.Timeout): errors.Is(err, context.DeadlineExceeded) holds, and Err
+// is the last error met (a server's MaxTimeMSExpired, a network timeout, a
+// server selection error), or nil when the time ran out before sending.
+type TimeoutError = mongoerr.TimeoutError

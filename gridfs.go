@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/internal/csot"
 )
 
 // GridFS errors; the errors a download returns wrap them with details.
@@ -32,6 +34,9 @@ type BucketOptions struct {
 	ReadPreference *ReadPreference
 	ReadConcern    string
 	WriteConcern   *WriteConcern
+	// Timeout is the timeoutMS of the bucket's operations: nil inherits
+	// the database's, a pointer to 0 means no limit.
+	Timeout *time.Duration
 }
 
 // Bucket is a GridFS bucket: files stored as a <name>.files document and
@@ -60,13 +65,18 @@ func (db *Database) GridFSBucket(opts *BucketOptions) *Bucket {
 	if o.ChunkSize <= 0 {
 		o.ChunkSize = DefaultChunkSize
 	}
-	co := &CollectionOptions{ReadPreference: o.ReadPreference, ReadConcernLevel: o.ReadConcern, WriteConcern: o.WriteConcern}
+	co := &CollectionOptions{ReadPreference: o.ReadPreference, ReadConcernLevel: o.ReadConcern, WriteConcern: o.WriteConcern, Timeout: o.Timeout}
 	return &Bucket{
 		name:      o.Name,
 		chunkSize: o.ChunkSize,
 		files:     db.Collection(o.Name+".files", co),
 		chunks:    db.Collection(o.Name+".chunks", co),
 	}
+}
+
+// begin starts an operation under the bucket's timeoutMS (see csot).
+func (b *Bucket) begin(ctx context.Context) (context.Context, context.CancelFunc) {
+	return csot.Start(ctx, b.files.timeout)
 }
 
 // Name returns the bucket's name.
@@ -249,6 +259,8 @@ func (s *DownloadStream) Close() error {
 // DownloadToStream writes the file with the given _id to w and returns the
 // number of bytes written.
 func (b *Bucket) DownloadToStream(ctx context.Context, id any, w io.Writer) (int64, error) {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
 	s, err := b.OpenDownloadStream(ctx, id)
 	if err != nil {
 		return 0, err
@@ -258,6 +270,8 @@ func (b *Bucket) DownloadToStream(ctx context.Context, id any, w io.Writer) (int
 
 // DownloadToStreamByName writes a revision of the file called name to w.
 func (b *Bucket) DownloadToStreamByName(ctx context.Context, name string, w io.Writer, optList ...*DownloadByNameOptions) (int64, error) {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
 	s, err := b.OpenDownloadStreamByName(ctx, name, optList...)
 	if err != nil {
 		return 0, err
@@ -285,6 +299,8 @@ type UploadOptions struct {
 // and the files document last, so a failed upload leaves no visible file
 // (its chunks are removed on a best-effort basis).
 func (b *Bucket) UploadFromStream(ctx context.Context, filename string, r io.Reader, optList ...*UploadOptions) (any, error) {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
 	o := UploadOptions{}
 	if p := lastOptions(optList); p != nil {
 		o = *p

@@ -132,6 +132,9 @@ type DatabaseOptions struct {
 	WriteConcern     *WriteConcern
 	ReadPreference   *ReadPreference
 	ReadConcernLevel string
+	// Timeout is the timeoutMS of the database's (or collection's)
+	// operations: nil inherits, a pointer to 0 means no limit.
+	Timeout *time.Duration
 }
 
 // CollectionOptions override the database's defaults for one Collection.

@@ -189,8 +189,16 @@ func (tr *testRun) runOperation(ctx context.Context, op bson.Raw) error {
 	if object == "testRunner" {
 		return tr.special(ctx, name, a)
 	}
-	octx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	// A safety net against a hung operation, without a context deadline:
+	// a deadline would be the operation's timeout (sent as maxTimeMS).
+	octx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stop := time.AfterFunc(60*time.Second, cancel)
+	defer stop.Stop()
+	if v, ok := a.get("timeoutMS"); ok {
+		n, _ := asInt(v)
+		octx = sturdy.WithTimeout(octx, time.Duration(n)*time.Millisecond)
+	}
 	res, err := tr.dispatch(octx, object, name, a)
 	if a.sess != nil {
 		a.sess.id()
