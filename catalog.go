@@ -125,9 +125,10 @@ type ListCollectionsOptions struct {
 	AuthorizedCollections *bool
 	// BatchSize is the number of specifications per batch. Default 0: the
 	// server's.
-	BatchSize int32
-	Comment   any
-	Session   *Session
+	BatchSize   int32
+	Comment     any
+	Session     *Session
+	TimeoutMode TimeoutMode // see FindOptions.TimeoutMode
 }
 
 // CollectionSpecification is one collection (or view) of
@@ -242,7 +243,7 @@ func (db *Database) listCollections(ctx context.Context, filter any, nameOnly *b
 	}
 	cmd.addIf("comment", opts.Comment)
 	op := &exec.Operation{Name: "listCollections", DB: db.name, Command: bson.D(cmd), RetryableRead: true}
-	return openCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment)
+	return openCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
 }
 
 // CreateCollectionOptions are the options of CreateCollection. Nil and zero

@@ -412,7 +412,7 @@ func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOp
 		return nil, err
 	}
 	op := &exec.Operation{Name: "find", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), RetryableRead: true}
-	return openCursor(ctx, coll.client, op, opts.Session, opts.BatchSize, opts.Comment)
+	return openCursor(ctx, coll.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
 }
 
 func (coll *Collection) findCommand(filter any, opts *FindOptions) (cmdBuilder, error) {
@@ -552,7 +552,10 @@ func aggregate(ctx context.Context, client *Client, db, coll string, rp *ReadPre
 		op.RetryableRead = true
 	}
 	op.Command = bson.D(cmd)
-	return openCursor(ctx, client, op, opts.Session, opts.BatchSize, opts.Comment)
+	if write && opts.TimeoutMode == TimeoutIteration {
+		return nil, argError("timeoutMode iteration cannot be used with an aggregate with $out or $merge")
+	}
+	return openCursor(ctx, client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
 }
 
 // pipelineValue marshals a pipeline and checks it is an array of documents.
@@ -700,7 +703,7 @@ func (coll *Collection) ListIndexes(ctx context.Context, optList ...*ListOptions
 	cmd := cmdBuilder{{Key: "listIndexes", Value: coll.name}}
 	cmd.addIf("comment", opts.Comment)
 	op := &exec.Operation{Name: "listIndexes", DB: coll.db, Command: bson.D(cmd), RetryableRead: true}
-	return openCursor(ctx, coll.client, op, opts.Session, 0, opts.Comment)
+	return openCursor(ctx, coll.client, op, opts.Session, 0, opts.Comment, opts.TimeoutMode)
 }
 
 // DropIndex drops the named index.

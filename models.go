@@ -233,6 +233,9 @@ type FindOptions struct {
 	ReturnKey           bool
 	ShowRecordID        bool
 	Session             *Session
+	// TimeoutMode says how timeoutMS bounds the cursor; it needs a
+	// timeoutMS. Default "": TimeoutCursorLifetime.
+	TimeoutMode TimeoutMode
 }
 
 // FindOneOptions are the options of FindOne.
@@ -304,6 +307,7 @@ type AggregateOptions struct {
 	MaxTime                  time.Duration
 	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Session                  *Session
+	TimeoutMode              TimeoutMode // see FindOptions.TimeoutMode
 }
 
 // CountOptions are the options of CountDocuments.
@@ -360,6 +364,7 @@ type RunCommandOptions struct {
 
 // ListOptions are the options of ListIndexes.
 type ListOptions struct {
-	Comment any
-	Session *Session
+	Comment     any
+	Session     *Session
+	TimeoutMode TimeoutMode // see FindOptions.TimeoutMode
 }

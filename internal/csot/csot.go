@@ -122,3 +122,12 @@ func SendMaxTime(ctx context.Context) bool {
 func Detach(ctx context.Context) context.Context {
 	return context.WithValue(context.WithoutCancel(ctx), stateKey{}, nil)
 }
+
+// Timeout returns the timeoutMS of the operation in progress (0: no limit).
+func Timeout(ctx context.Context) (time.Duration, bool) {
+	s, ok := ctx.Value(stateKey{}).(*state)
+	if !ok {
+		return 0, false
+	}
+	return s.timeout, true
+}

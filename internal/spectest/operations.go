@@ -703,7 +703,7 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 			return checked(a, func() (opResult, error) { return opResult{}, coll.DropIndexes(ctx, o) })
 		},
 		"listIndexes": func(ctx context.Context, a *args) (opResult, error) {
-			o := &sturdy.ListOptions{}
+			o := &sturdy.ListOptions{TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}
 			var err error
 			if o.Session, err = a.session(); err != nil {
 				return opResult{}, err
@@ -828,6 +828,7 @@ func aggregateOptions(a *args) (*sturdy.AggregateOptions, error) {
 	if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 		return nil, err
 	}
+	o.TimeoutMode = sturdy.TimeoutMode(a.str("timeoutMode"))
 	return o, nil
 }
 
@@ -836,7 +837,8 @@ func findOptions(a *args) (*sturdy.FindOptions, error) {
 		BatchSize: int32(a.int64("batchSize")), Hint: a.any("hint"), Min: a.any("min"), Max: a.any("max"), Let: a.any("let"),
 		Comment: a.any("comment"), MaxTime: a.maxTime(), AllowDiskUse: a.boolPtr("allowDiskUse"),
 		AllowPartialResults: a.boolean("allowPartialResults"), NoCursorTimeout: a.boolean("noCursorTimeout"),
-		ReturnKey: a.boolean("returnKey"), ShowRecordID: a.boolean("showRecordId")}
+		ReturnKey: a.boolean("returnKey"), ShowRecordID: a.boolean("showRecordId"),
+		TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}
 	var err error
 	if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 		return nil, err
@@ -1151,7 +1153,7 @@ func listCollectionsArgs(a *args) (any, *sturdy.ListCollectionsOptions, error) {
 		return nil, nil, err
 	}
 	o := &sturdy.ListCollectionsOptions{AuthorizedCollections: a.boolPtr("authorizedCollections"),
-		BatchSize: int32(a.int64("batchSize")), Comment: a.any("comment")}
+		BatchSize: int32(a.int64("batchSize")), Comment: a.any("comment"), TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}
 	if a.d.Lookup("nameOnly").Type != 0 && a.op != "listCollectionNames" {
 		o.NameOnly = a.boolPtr("nameOnly")
 	}
