@@ -186,8 +186,13 @@ func (m *Member) run(r *request, cmd *command) {
 			return
 		}
 		if act.blockConnection {
-			// As mongod's, the block is interruptible by maxTimeMS.
-			if !sleepCtx(r.ctx, act.blockTime) {
+			// As mongod's, the block is interruptible by maxTimeMS, except
+			// getMore's: its maxTimeMS is an await time, not a limit.
+			bctx := r.ctx
+			if cmd.name == "getMore" {
+				bctx = r.raw.Context()
+			}
+			if !sleepCtx(bctx, act.blockTime) {
 				if r.expired() && r.raw.Context().Err() == nil {
 					m.replyErr(r, &out, errMaxTime())
 				}

@@ -131,3 +131,13 @@ func Timeout(ctx context.Context) (time.Duration, bool) {
 	}
 	return s.timeout, true
 }
+
+// WithMaxTime undoes WithoutMaxTime: the operation's commands carry
+// maxTimeMS again (a change stream's resume aggregate inside a Next).
+func WithMaxTime(ctx context.Context) context.Context {
+	s, ok := ctx.Value(stateKey{}).(*state)
+	if !ok || !s.noMaxTime {
+		return ctx
+	}
+	return context.WithValue(ctx, stateKey{}, &state{timeout: s.timeout})
+}
