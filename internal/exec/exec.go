@@ -346,7 +346,7 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	}
 
 	cmd := e.assemble(op, st, srv, cd, ss)
-	if cmd, err = withMaxTime(ctx, cmd, srv.Description().MinRTT); err != nil {
+	if cmd, err = withMaxTime(ctx, cmd, srv.Description().MinRTT, op.RunCommand); err != nil {
 		return nil, err
 	}
 	// Encoded into a pooled buffer: Send copies it into the connection's
@@ -643,13 +643,20 @@ func (e *Executor) logFailure(ctx context.Context, st *opState, srv *topology.Se
 // ignored under timeoutMS); a command whose maxTimeMS is kept (a tailable
 // getMore's maxAwaitTimeMS) gets at most that much. When the time left
 // cannot cover the round trip the command is not sent.
-func withMaxTime(ctx context.Context, cmd bson.D, minRTT time.Duration) (bson.D, error) {
+func withMaxTime(ctx context.Context, cmd bson.D, minRTT time.Duration, runCommand bool) (bson.D, error) {
 	if !csot.Active(ctx) {
 		return cmd, nil
 	}
 	cmd = dropWTimeout(cmd)
 	dl, ok := csot.Deadline(ctx)
 	if !ok {
+		// timeoutMS=0: a deprecated maxTimeMS option is ignored; a
+		// getMore's await time and runCommand's own field are kept.
+		if csot.SendMaxTime(ctx) && !runCommand {
+			if i := slices.IndexFunc(cmd, func(e bson.E) bool { return e.Key == "maxTimeMS" }); i >= 0 {
+				cmd = slices.Delete(cmd, i, i+1)
+			}
+		}
 		return cmd, nil
 	}
 	left := time.Until(dl) - minRTT
