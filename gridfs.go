@@ -371,13 +371,59 @@ func (b *Bucket) ensureIndexes(ctx context.Context) error {
 	if !errors.Is(err, ErrNoDocuments) {
 		return err
 	}
-	if _, err := b.files.CreateIndex(ctx, IndexModel{Keys: bson.D{{Key: "filename", Value: int32(1)}, {Key: "uploadDate", Value: int32(1)}}}); err != nil {
+	filesKeys := bson.D{{Key: "filename", Value: int32(1)}, {Key: "uploadDate", Value: int32(1)}}
+	if has, err := hasIndex(ctx, b.files, filesKeys); err != nil {
 		return err
+	} else if !has {
+		if _, err := b.files.CreateIndex(ctx, IndexModel{Keys: filesKeys}); err != nil {
+			return err
+		}
 	}
-	unique := true
-	if _, err := b.chunks.CreateIndex(ctx, IndexModel{Keys: bson.D{{Key: "files_id", Value: int32(1)}, {Key: "n", Value: int32(1)}}, Options: &IndexOptions{Unique: &unique}}); err != nil {
+	chunksKeys := bson.D{{Key: "files_id", Value: int32(1)}, {Key: "n", Value: int32(1)}}
+	if has, err := hasIndex(ctx, b.chunks, chunksKeys); err != nil {
 		return err
+	} else if !has {
+		unique := true
+		if _, err := b.chunks.CreateIndex(ctx, IndexModel{Keys: chunksKeys, Options: &IndexOptions{Unique: &unique}}); err != nil {
+			return err
+		}
 	}
 	b.indexesReady = true
 	return nil
+}
+
+// hasIndex reports whether coll has an index on keys (directions compared
+// as numbers, as the GridFS spec asks: 1 and 1.0 are the same index).
+func hasIndex(ctx context.Context, coll *Collection, keys bson.D) (bool, error) {
+	cur, err := coll.ListIndexes(ctx)
+	if err != nil {
+		var ce *CommandError
+		if errors.As(err, &ce) && ce.Code == 26 { // NamespaceNotFound: no collection yet
+			return false, nil
+		}
+		return false, err
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	for cur.Next(ctx) {
+		k, ok := cur.Current.Lookup("key").DocumentOK()
+		if !ok {
+			continue
+		}
+		elems, _ := k.Elements()
+		if len(elems) != len(keys) {
+			continue
+		}
+		same := true
+		for i, e := range elems {
+			n, ok := e.Value().AsFloat64OK()
+			if e.Key() != keys[i].Key || !ok || n != float64(keys[i].Value.(int32)) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return true, nil
+		}
+	}
+	return false, cur.Err()
 }
