@@ -102,3 +102,72 @@ func TestTimeoutLevelsEndToEnd(t *testing.T) {
 		t.Errorf("maxTimeMS %d sent under timeoutMS=0", n)
 	}
 }
+
+// CSOT prose test 8, with bounds widened for a shared machine: the shorter
+// of timeoutMS and serverSelectionTimeoutMS ends server selection, and
+// timeoutMS=0 leaves serverSelectionTimeoutMS in charge.
+func TestTimeoutBoundsServerSelection(t *testing.T) {
+	const nobody = "mongodb://127.0.0.1:1/?connectTimeoutMS=100" // nothing listens on port 1
+	for _, tc := range []struct {
+		opts        string
+		atMost      time.Duration
+		wantTimeout bool // a TimeoutError (timeoutMS expired first)
+	}{
+		{"&timeoutMS=150&serverSelectionTimeoutMS=10000", 2 * time.Second, true},
+		{"&timeoutMS=10000&serverSelectionTimeoutMS=150", 2 * time.Second, false},
+		{"&timeoutMS=0&serverSelectionTimeoutMS=150", 2 * time.Second, false},
+	} {
+		t.Run(tc.opts, func(t *testing.T) {
+			c := connect(t, nobody+tc.opts, nil)
+			start := time.Now()
+			_, err := c.Database("admin").RunCommand(context.Background(), d("ping", 1))
+			took := time.Since(start)
+			if err == nil {
+				t.Fatal("ping succeeded with no server")
+			}
+			if took > tc.atMost || took < 100*time.Millisecond {
+				t.Errorf("selection failed after %v", took)
+			}
+			var te *sturdy.TimeoutError
+			if errors.As(err, &te) != tc.wantTimeout {
+				t.Errorf("got %v (%T); TimeoutError wanted: %v", err, err, tc.wantTimeout)
+			}
+		})
+	}
+}
+
+// CSOT prose test 1, scaled down (mongosim takes seconds to store the
+// test's 50 MB): a server whose maxWriteBatchSize is 2 makes a 4-document
+// insertMany two commands, each answered after 600 ms; under a 1 s timeout
+// both are sent and the second one times out.
+func TestTimeoutMultiBatchInsertMany(t *testing.T) {
+	srv := blackpipe.Start(t)
+	srv.Autorespond(blackpipe.Func(func(r *blackpipe.Request) bool { return r.Name == "hello" || r.Name == "isMaster" }),
+		func(r *blackpipe.Request) bool {
+			reply := srv.HelloReply(r)
+			for i := range reply {
+				if reply[i].Key == "maxWriteBatchSize" {
+					reply[i].Value = int32(2)
+				}
+			}
+			_ = r.Reply(reply)
+			return true
+		})
+	srv.Autorespond(blackpipe.Command("insert"), func(r *blackpipe.Request) bool {
+		_ = r.ReplyAfter(600*time.Millisecond, d("n", 2, "ok", 1.0))
+		return true
+	})
+	rec := &recorder{}
+	c := connect(t, srv.URI()+"&timeoutMS=1000&retryWrites=false", func(o *sturdy.Options) { o.Monitor = rec.monitor() })
+	start := time.Now()
+	_, err := c.Database("db").Collection("coll").InsertMany(context.Background(), []any{d("_id", 1), d("_id", 2), d("_id", 3), d("_id", 4)})
+	if !errors.Is(err, context.DeadlineExceeded) || !sturdy.IsTimeout(err) {
+		t.Fatalf("got %v, want a timeout", err)
+	}
+	if took := time.Since(start); took > 1500*time.Millisecond {
+		t.Errorf("the 1 s insertMany returned after %v", took)
+	}
+	if n := len(rec.startedNamed("insert")); n != 2 {
+		t.Errorf("%d insert commands, want 2 (the batches of one insertMany)", n)
+	}
+}

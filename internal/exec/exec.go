@@ -723,6 +723,10 @@ func timeoutError(ctx context.Context, err error) error {
 	if errors.As(err, &te) {
 		return err
 	}
+	var sel *mongoerr.ServerSelectionError
+	if errors.As(err, &sel) && ctx.Err() == nil {
+		return err // serverSelectionTimeoutMS, shorter than the time left, ran out
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) || mongoerr.IsTimeout(err) || mongoerr.IsMaxTimeExpired(err) {
 		return &mongoerr.TimeoutError{Err: err}
 	}
