@@ -427,3 +427,67 @@ func hasIndex(ctx context.Context, coll *Collection, keys bson.D) (bool, error) 
 	}
 	return false, cur.Err()
 }
+
+// Find returns a cursor over the bucket's files documents matching filter.
+func (b *Bucket) Find(ctx context.Context, filter any, optList ...*FindOptions) (*Cursor, error) {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
+	return b.files.Find(ctx, filter, optList...)
+}
+
+// Delete removes the file with the given _id: its files document, then its
+// chunks. A missing files document is ErrFileNotFound (its stray chunks are
+// still removed). Both deletes share the operation's timeout.
+func (b *Bucket) Delete(ctx context.Context, id any) error {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
+	idv, err := toValue(id)
+	if err != nil {
+		return err
+	}
+	res, err := b.files.DeleteOne(ctx, bson.D{{Key: "_id", Value: idv}})
+	if err != nil {
+		return err
+	}
+	if _, err := b.chunks.DeleteMany(ctx, bson.D{{Key: "files_id", Value: idv}}); err != nil {
+		return err
+	}
+	if res.DeletedCount == 0 {
+		return fmt.Errorf("%w: _id %v", ErrFileNotFound, id)
+	}
+	return nil
+}
+
+// Rename sets the filename of the file with the given _id.
+func (b *Bucket) Rename(ctx context.Context, id any, newFilename string) error {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
+	idv, err := toValue(id)
+	if err != nil {
+		return err
+	}
+	res, err := b.files.UpdateOne(ctx, bson.D{{Key: "_id", Value: idv}}, bson.D{{Key: "$set", Value: bson.D{{Key: "filename", Value: newFilename}}}})
+	if err != nil {
+		return err
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("%w: _id %v", ErrFileNotFound, id)
+	}
+	return nil
+}
+
+// Drop drops the bucket's files and chunks collections.
+func (b *Bucket) Drop(ctx context.Context) error {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
+	if err := b.files.Drop(ctx); err != nil {
+		return err
+	}
+	if err := b.chunks.Drop(ctx); err != nil {
+		return err
+	}
+	b.indexMu.Lock()
+	b.indexesReady = false
+	b.indexMu.Unlock()
+	return nil
+}

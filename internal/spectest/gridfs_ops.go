@@ -96,6 +96,38 @@ func bucketOps(e *bucketEntity) map[string]opFunc {
 				return value(id)
 			})
 		},
+		"delete": func(ctx context.Context, a *args) (opResult, error) {
+			id, ok := a.get("id")
+			if !ok {
+				return opResult{}, &runnerError{fmt.Errorf("delete needs an id")}
+			}
+			return checked(a, func() (opResult, error) { return opResult{}, e.b.Delete(ctx, native(id)) })
+		},
+		"rename": func(ctx context.Context, a *args) (opResult, error) {
+			id, ok := a.get("id")
+			if !ok {
+				return opResult{}, &runnerError{fmt.Errorf("rename needs an id")}
+			}
+			name := a.str("newFilename")
+			return checked(a, func() (opResult, error) { return opResult{}, e.b.Rename(ctx, native(id), name) })
+		},
+		"drop": func(ctx context.Context, a *args) (opResult, error) {
+			return checked(a, func() (opResult, error) { return opResult{}, e.b.Drop(ctx) })
+		},
+		"find": func(ctx context.Context, a *args) (opResult, error) {
+			f, err := a.filter()
+			if err != nil {
+				return opResult{}, err
+			}
+			o, err := findOptions(a)
+			if err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				cur, err := e.b.Find(ctx, f, o)
+				return cursorResult(ctx, cur, err)
+			})
+		},
 		"downloadByName": func(ctx context.Context, a *args) (opResult, error) {
 			name := a.str("filename")
 			o := &sturdy.DownloadByNameOptions{}
