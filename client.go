@@ -317,8 +317,9 @@ func (c *Client) begin(ctx context.Context) (context.Context, context.CancelFunc
 	return csot.Start(ctx, c.timeout())
 }
 
-// execute runs op with the explicit session s (nil: an implicit one), under
-// the client-wide Timeout when the context has no earlier deadline.
+// execute runs op with the explicit session s (nil: an implicit one). An
+// operation not begun by its public method (see begin) is begun here under
+// the client's timeoutMS.
 func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (exec.Result, error) {
 	if c.closed.Load() {
 		return exec.Result{}, ErrClientDisconnected

@@ -178,8 +178,9 @@ func HasErrorLabel(err error, label string) bool { return mongoerr.HasErrorLabel
 // IsNetworkError reports whether err is (or wraps) a network error.
 func IsNetworkError(err error) bool { return mongoerr.IsNetworkError(err) }
 
-// IsTimeout reports whether err is a timeout: a context deadline, a network
-// timeout or a server time limit (MaxTimeMSExpired).
+// IsTimeout reports whether err is a timeout: a TimeoutError (timeoutMS), a
+// context deadline, a network timeout or a server time limit
+// (MaxTimeMSExpired).
 func IsTimeout(err error) bool { return mongoerr.IsTimeout(err) }
 
 // IsDuplicateKey reports whether err is a duplicate-key error, as a command

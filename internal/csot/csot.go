@@ -117,12 +117,6 @@ func SendMaxTime(ctx context.Context) bool {
 	return ok && !s.noMaxTime
 }
 
-// Detach returns a context with ctx's values but without its timeout state
-// or deadline (for work that must outlive the operation).
-func Detach(ctx context.Context) context.Context {
-	return context.WithValue(context.WithoutCancel(ctx), stateKey{}, nil)
-}
-
 // Timeout returns the timeoutMS of the operation in progress (0: no limit).
 func Timeout(ctx context.Context) (time.Duration, bool) {
 	s, ok := ctx.Value(stateKey{}).(*state)
