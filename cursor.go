@@ -37,6 +37,7 @@ type Cursor struct {
 	closed    bool
 	src       CursorSource // set by NewCursor: documents come from src, not from a server
 	tmo       cursorTimeout
+	maxAwait  time.Duration // getMore's maxTimeMS (RunCursorCommand)
 }
 
 // TimeoutMode says how an operation's timeoutMS bounds the cursor it opens.
@@ -199,6 +200,7 @@ func (c *Cursor) getMore(ctx context.Context) {
 	if c.batchSize > 0 {
 		cmd.add("batchSize", c.batchSize)
 	}
+	cmd.addMaxTime(c.maxAwait)
 	cmd.addIf("comment", c.comment)
 	res, err := c.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess}, nil)
 	if err != nil {

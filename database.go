@@ -87,6 +87,51 @@ func (db *Database) RunCommand(ctx context.Context, cmd any, optList ...*RunComm
 	return res.Reply, nil
 }
 
+// RunCursorCommand runs a command that returns a cursor (find, aggregate,
+// listCollections, or any other) and returns the cursor; its getMores go to
+// the same server with the same session. The command is never retried as a
+// write. Under timeoutMS RunCommand's rule applies: sturdy sets maxTimeMS.
+func (db *Database) RunCursorCommand(ctx context.Context, cmd any, optList ...*RunCursorCommandOptions) (*Cursor, error) {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
+	opts := lastOptions(optList)
+	if opts == nil {
+		opts = &RunCursorCommandOptions{}
+	}
+	d, name, err := commandDoc(cmd)
+	if err != nil {
+		return nil, err
+	}
+	op := &exec.Operation{Name: name, DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference), RunCommand: true}
+	c, err := openCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
+	if err != nil {
+		return nil, err
+	}
+	c.maxAwait = opts.MaxAwaitTime
+	return c, nil
+}
+
+// commandDoc turns a command document into a bson.D kept byte for byte,
+// with its name.
+func commandDoc(cmd any) (bson.D, string, error) {
+	raw, err := toDoc(cmd, false)
+	if err != nil {
+		return nil, "", err
+	}
+	elems, err := raw.Elements()
+	if err != nil {
+		return nil, "", argError("invalid command document: %v", err)
+	}
+	if len(elems) == 0 {
+		return nil, "", argError("command document is empty")
+	}
+	d := make(bson.D, 0, len(elems))
+	for _, e := range elems {
+		d = append(d, bson.E{Key: e.Key(), Value: e.Value()})
+	}
+	return d, elems[0].Key(), nil
+}
+
 // Aggregate runs a database-level aggregation (for stages such as
 // $currentOp or $documents) and returns a cursor over its results.
 func (db *Database) Aggregate(ctx context.Context, pipeline any, optList ...*AggregateOptions) (*Cursor, error) {

@@ -362,6 +362,18 @@ type RunCommandOptions struct {
 	Session        *Session
 }
 
+// RunCursorCommandOptions are the options of RunCursorCommand. BatchSize,
+// MaxAwaitTime and Comment apply to the cursor's getMores (the command
+// carries its own).
+type RunCursorCommandOptions struct {
+	ReadPreference *ReadPreference // nil means primary
+	Session        *Session
+	BatchSize      int32
+	MaxAwaitTime   time.Duration // getMore's maxTimeMS (capped by the time left under timeoutMS)
+	Comment        any
+	TimeoutMode    TimeoutMode // see FindOptions.TimeoutMode
+}
+
 // ListOptions are the options of ListIndexes.
 type ListOptions struct {
 	Comment     any

@@ -171,3 +171,41 @@ func TestTimeoutMultiBatchInsertMany(t *testing.T) {
 		t.Errorf("%d insert commands, want 2 (the batches of one insertMany)", n)
 	}
 }
+
+// RunCursorCommand returns a working cursor; under timeoutMS its command
+// carries maxTimeMS and its getMores (cursorLifetime) do not, while a
+// getMore MaxAwaitTime is sent as given.
+func TestTimeoutRunCursorCommand(t *testing.T) {
+	cluster := mongosim.Start(t)
+	rec := &recorder{}
+	c := connect(t, cluster.URI()+"&timeoutMS=5000", func(o *sturdy.Options) { o.Monitor = rec.monitor() })
+	ctx := context.Background()
+	db := c.Database("db")
+	docs := []any{d("_id", 1), d("_id", 2), d("_id", 3), d("_id", 4), d("_id", 5)}
+	if _, err := db.Collection("c").InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := db.RunCursorCommand(ctx, d("find", "c", "batchSize", 2), &sturdy.RunCursorCommandOptions{BatchSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bson.M
+	if err := cur.All(ctx, &got); err != nil || len(got) != 5 {
+		t.Fatalf("got %v (%v), want 5 documents", got, err)
+	}
+	if v := commandField(rec.startedNamed("find")[0], "maxTimeMS"); v.Type == 0 {
+		t.Error("find sent without maxTimeMS under timeoutMS")
+	}
+	getMores := rec.startedNamed("getMore")
+	if len(getMores) != 2 {
+		t.Fatalf("%d getMores, want 2", len(getMores))
+	}
+	for _, g := range getMores {
+		if v := commandField(g, "maxTimeMS"); v.Type != 0 {
+			t.Errorf("getMore sent with maxTimeMS %v", v)
+		}
+	}
+	if _, err := db.RunCursorCommand(ctx, d("ping", 1)); err == nil {
+		t.Error("RunCursorCommand accepted a reply without a cursor")
+	}
+}

@@ -28,8 +28,13 @@ func (tr *testRun) extraOp(ent any, name string) opFunc {
 			return tr.createChangeStream(e.client.Watch)
 		}
 	case *databaseEntity:
-		if name == "createChangeStream" {
+		switch name {
+		case "createChangeStream":
 			return tr.createChangeStream(e.db.Watch)
+		case "runCursorCommand":
+			return tr.runCursorCommand(e.db, false)
+		case "createCommandCursor":
+			return tr.runCursorCommand(e.db, true)
 		}
 	case *collectionEntity:
 		switch name {
@@ -173,5 +178,46 @@ func cursorOps(e *cursorEntity) map[string]opFunc {
 		"close": func(ctx context.Context, a *args) (opResult, error) {
 			return checked(a, func() (opResult, error) { return opResult{}, e.cur.Close(ctx) })
 		},
+	}
+}
+
+// runCursorCommand runs a cursor command: iterated to the end
+// (runCursorCommand) or saved as a cursor entity (createCommandCursor).
+func (tr *testRun) runCursorCommand(db *sturdy.Database, keep bool) opFunc {
+	return func(ctx context.Context, a *args) (opResult, error) {
+		cmd, err := a.doc("command")
+		if err != nil {
+			return opResult{}, err
+		}
+		if cmd == nil {
+			return opResult{}, &runnerError{fmt.Errorf("%s needs a command", a.op)}
+		}
+		a.str("commandName") // the command's first key says it
+		if a.has("cursorType") {
+			return opResult{}, unsupportedf("tailable cursors (cursorType)")
+		}
+		o := &sturdy.RunCursorCommandOptions{BatchSize: int32(a.int64("batchSize")), MaxAwaitTime: a.maxTime(),
+			Comment: a.any("comment"), TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}
+		if v, ok := a.get("readPreference"); ok {
+			if o.ReadPreference, err = readPreference(v); err != nil {
+				return opResult{}, err
+			}
+		}
+		if o.Session, err = a.session(); err != nil {
+			return opResult{}, err
+		}
+		return checked(a, func() (opResult, error) {
+			cur, err := db.RunCursorCommand(ctx, cmd, o)
+			if !keep || err != nil {
+				return cursorResult(ctx, cur, err)
+			}
+			ent := &cursorEntity{cur: cur}
+			id := fmt.Sprintf("$cursor%d", len(tr.entities.order))
+			if err := tr.entities.add(id, ent); err != nil {
+				_ = cur.Close(context.WithoutCancel(ctx))
+				return opResult{}, &runnerError{err}
+			}
+			return opResult{entity: ent}, nil
+		})
 	}
 }

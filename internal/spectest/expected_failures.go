@@ -23,7 +23,7 @@ const (
 	reasonCOLL               = "mongosim: only the simple collation is implemented (NotImplemented for locale/strength)"
 	reasonStandaloneSessions = "mongosim: a standalone server reports no logicalSessionTimeoutMinutes (by design, see DESIGN.md), so it has no sessions; a mongod standalone supports them"
 	reasonLET                = "mongosim: let variables are implemented for aggregate only, not for find, update, delete and findAndModify"
-	reasonCapped             = "mongosim: capped collections are not implemented (initialData creates one), so tailable cursors cannot be tested; issue 16: sturdy's Find has no tailable/awaitData cursor type either"
+	reasonCapped             = "mongosim: capped collections are not implemented, so tailable cursors cannot be tested; issue 16: sturdy has no tailable/awaitData cursor type either"
 	reasonUndefinedVar       = "mongosim: an undefined variable ($$id2) in a write's $expr filter is not reported as error 17276 (collection.match drops $expr evaluation errors; mongod rejects it when parsing)"
 )
 
@@ -65,6 +65,9 @@ var expectedFailures = []expectedFailure{
 	{File: "client-side-operations-timeout/tailable-non-awaitData.json", Reason: reasonCapped},
 	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor iteration timeoutMS is refreshed for getMore - failure", Reason: reasonCapped},
 	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor awaitData iteration timeoutMS is refreshed for getMore - failure", Reason: reasonCapped},
+	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Non-tailable cursor iteration timeoutMS is refreshed for getMore if timeoutMode is iteration - failure",
+		Reason: "issue 16: expects a timeout although its one blocked getMore (60 ms) is shorter than the 100 ms timeoutMS that timeoutMode iteration gives each next; sturdy completes the iteration"},
+	{File: "run-command/runCursorCommand.json", Test: "does not close the cursor when receiving an empty batch", Reason: reasonCapped},
 	{File: "sessions/driver-sessions-server-support.json", Test: "Server supports explicit sessions", Topology: "single", Reason: reasonStandaloneSessions},
 	{File: "sessions/driver-sessions-server-support.json", Test: "Server supports implicit sessions", Topology: "single", Reason: reasonStandaloneSessions},
 }
