@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -660,7 +661,7 @@ func withMaxTime(ctx context.Context, cmd bson.D, minRTT time.Duration, runComma
 		return cmd, nil
 	}
 	left := time.Until(dl) - minRTT
-	ms := left.Milliseconds()
+	ms := min(left.Milliseconds(), math.MaxInt32) // the server's upper bound
 	if ms <= 0 {
 		return cmd, &mongoerr.TimeoutError{Detail: fmt.Sprintf("%v left, less than the server's minimum round trip %v; command not sent", time.Until(dl).Round(time.Microsecond), minRTT)}
 	}
