@@ -196,8 +196,11 @@ type TimeoutError struct {
 }
 
 func (e *TimeoutError) Error() string {
-	if e.Err == nil {
+	switch {
+	case e.Err == nil:
 		return "operation timed out (timeoutMS): " + e.Detail
+	case e.Detail != "":
+		return "operation timed out (timeoutMS): " + e.Detail + "; last error: " + e.Err.Error()
 	}
 	return "operation timed out (timeoutMS): " + e.Err.Error()
 }
