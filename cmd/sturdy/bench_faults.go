@@ -228,7 +228,10 @@ func runIncWorkload(ctx context.Context, c incClient, g, keys int, d time.Durati
 // errorKind names an error for the breakdown: its code name or type, and
 // whether it was a network error.
 func errorKind(err error) string {
+	var te *sturdy.TimeoutError
 	switch {
+	case errors.As(err, &te): // timeoutMS ran out; it wraps the last error met
+		return "timeout"
 	case sturdy.IsNetworkError(err), mongo.IsNetworkError(err):
 		return "network error"
 	case sturdy.IsTimeout(err), mongo.IsTimeout(err):
