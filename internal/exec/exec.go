@@ -246,11 +246,19 @@ func (e *Executor) run(ctx context.Context, op *Operation, st *opState) (bson.Ra
 		st.sent = false
 		srv, err := e.selectServer(ctx, op, st)
 		st.server = srv
-		if err == nil && st.attempts > 0 && st.txnNumber != nil && !srv.Description().SupportsRetryableWrites() {
-			// Seed 002: the server selected for the retry no longer
-			// supports retryable writes (a downgrade in progress).
-			srv.Dec()
-			err = errRetryUnsupported
+		if err == nil && st.attempts > 0 && st.txnNumber != nil {
+			switch sd := srv.Description(); {
+			case sd.Kind == topology.ServerUnknown:
+				// Marked Unknown since selection (another operation's
+				// error): select again, as for a stepped-down server.
+				srv.Dec()
+				err = ErrServerNoLongerWritable
+			case !sd.SupportsRetryableWrites():
+				// Seed 002: the server selected for the retry no longer
+				// supports retryable writes (a downgrade in progress).
+				srv.Dec()
+				err = errRetryUnsupported
+			}
 		}
 		if err == nil {
 			reply, err = e.attempt(ctx, op, st, srv)
@@ -316,7 +324,10 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 		return nil, err
 	}
 	defer p.CheckIn(c)
-	if op.Write && op.Server == nil && !st.stageReadPref && !srv.Writable() && st.retry.retryableWrite(st) {
+	// Read before Writable: a description read after the server went
+	// Unknown would make a retryable write go without a txnNumber.
+	sd := srv.Description()
+	if op.Write && op.Server == nil && !st.stageReadPref && (!srv.Writable() || sd.Kind == topology.ServerUnknown) && st.retry.retryableWrite(st) {
 		// Known to have stepped down (or gone Unknown) since selection:
 		// a retryable write selects again rather than meet a
 		// NotWritablePrimary it would have to spend its retry on.
@@ -341,7 +352,7 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 		}
 	}
 	if ss != nil && st.txnNumber == nil && op.RetryableWrite && e.RetryWrites &&
-		supportsRetryableWrites(srv.Description(), cd) {
+		supportsRetryableWrites(sd, cd) {
 		n := ss.NextTxnNumber()
 		st.txnNumber = &n
 	}
