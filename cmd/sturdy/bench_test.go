@@ -54,6 +54,8 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"bench", "faults", "-fault", "nope"},
 		{"bench", "faults", "-fault", "error:x"},
 		{"bench", "faults", "-rate", "2"},
+		{"bench", "faults", "-timeout", "-1s"},
+		{"bench", "faults", "-timeout", "10us"},
 		{"bench", "failover", "-members", "1"},
 		{"bench", "failover", "-clients", "nope"},
 	} {
