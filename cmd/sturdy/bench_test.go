@@ -110,6 +110,39 @@ func TestBenchFaultsSmoke(t *testing.T) {
 	}
 }
 
+// With -timeout, sturdy retries a write that meets close-before faults until
+// the deadline instead of once: without it about 1 in 10 retries meets the
+// fault again (0.1 failures per fault at rate 0.1), with it almost none fail.
+func TestBenchFaultsWithTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "faults.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "faults", "-fault", "close-before", "-timeout", "2s", "-clients", "sturdy",
+		"-duration", "2s", "-goroutines", "4", "-json", out}
+	if code := run(ctx, args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "timeoutMS=2000") {
+		t.Errorf("the tool does not say the clients run with timeoutMS: %s", stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []faultsResult
+	if err := json.Unmarshal(b, &rs); err != nil || len(rs) != 1 {
+		t.Fatalf("results %s (%v)", b, err)
+	}
+	r := rs[0]
+	if r.Faults < 50 {
+		t.Fatalf("only %d faults in %d operations", r.Faults, r.Ops)
+	}
+	if r.FailuresPerFault > 0.03 {
+		t.Errorf("%d failures for %d faults (%.3f per fault) under a 2 s timeout: %v", r.Failures, r.Faults, r.FailuresPerFault, r.Errors)
+	}
+}
+
 // bench failover steps the primary down and measures every window.
 func TestBenchFailoverSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
