@@ -337,6 +337,9 @@ func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (e
 	}
 	ctx, cancel := c.begin(ctx)
 	defer cancel()
+	if d, ok := csot.Timeout(ctx); ok && d < 0 {
+		return exec.Result{}, argError("negative timeout %v (WithTimeout, DatabaseOptions.Timeout or BucketOptions.Timeout)", d)
+	}
 	res, err := c.exec.Execute(ctx, op)
 	if err != nil && errors.Is(err, session.ErrSessionEnded) {
 		err = ErrSessionEnded

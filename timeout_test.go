@@ -209,3 +209,22 @@ func TestTimeoutRunCursorCommand(t *testing.T) {
 		t.Error("RunCursorCommand accepted a reply without a cursor")
 	}
 }
+
+// A negative timeout at the database, collection or operation level is
+// refused before anything is sent.
+func TestTimeoutNegativeRefused(t *testing.T) {
+	srv := blackpipe.Start(t)
+	c := connect(t, srv.URI(), nil)
+	// Nothing answers a find: a find that was sent ends at this deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	neg := -time.Second
+	coll := c.Database("db", &sturdy.DatabaseOptions{Timeout: &neg}).Collection("c")
+	if err := coll.FindOne(ctx, d()).Err(); err == nil || sturdy.IsTimeout(err) {
+		t.Errorf("negative database timeout: %v", err)
+	}
+	coll = c.Database("db").Collection("c")
+	if err := coll.FindOne(sturdy.WithTimeout(ctx, neg), d()).Err(); err == nil || sturdy.IsTimeout(err) {
+		t.Errorf("negative operation timeout: %v", err)
+	}
+}
