@@ -133,7 +133,8 @@ type DatabaseOptions struct {
 	ReadPreference   *ReadPreference
 	ReadConcernLevel string
 	// Timeout is the timeoutMS of the database's (or collection's)
-	// operations: nil inherits, a pointer to 0 means no limit.
+	// operations: nil inherits, a pointer to 0 means no limit; a negative
+	// value makes every operation fail with an argument error.
 	Timeout *time.Duration
 }
 

@@ -13,6 +13,7 @@ import (
 // means no limit (legacy timeouts are still ignored). Unlike
 // context.WithTimeout it needs no cancel: the deadline is made, and
 // released, inside each operation. An earlier deadline of ctx still wins.
+// A negative d makes the operation fail with an argument error.
 func WithTimeout(ctx context.Context, d time.Duration) context.Context {
 	return csot.WithOperationTimeout(ctx, d)
 }
