@@ -122,12 +122,13 @@ func (t *cursorTable) remove(id int64) bool {
 	return ok
 }
 
-// killNS removes every cursor on namespace ns (drop).
+// killNS removes every cursor on namespace ns (drop). A change stream
+// outlives its collection: it reports the drop and is then invalidated.
 func (t *cursorTable) killNS(ns string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for id, c := range t.m {
-		if c.ns == ns {
+		if c.ns == ns && c.stream == nil {
 			delete(t.m, id)
 		}
 	}
@@ -180,6 +181,21 @@ func cmdGetMore(r *request) (bson.D, error) {
 	c.lastUsed.Store(time.Now().UnixNano())
 	if t.get(id) == nil { // killed while we waited
 		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", id)
+	}
+	if act := r.member.evalGetMoreAfterCheckout(); act != nil {
+		r.member.cluster.stats.failPointsFired.Add(1)
+		code := act.errorCode
+		if code == 0 {
+			code = codeInternalError
+		}
+		e := cmderr.New(code, "Failing getMore after cursor checkout (failGetMoreAfterCursorCheckout fail point)")
+		if c.stream != nil && resumableCodes[code] {
+			// mongod labels a resumable error of a change stream's
+			// getMore (not one set by failCommand, raised before the
+			// cursor is known).
+			e.Labels = []string{labelResumableChangeStream}
+		}
+		return nil, e
 	}
 	if c.stream != nil {
 		return streamGetMore(r, c, ns, batchSize)

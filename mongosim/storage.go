@@ -56,6 +56,13 @@ type collection struct {
 	live    int
 	indexes []*index   // indexes[0] is _id_
 	changes *changeLog // nil for scratch collections, whose writes are not logged
+	// options are the create options listCollections reports;
+	// timeseries marks a time series collection (type "timeseries").
+	options    bson.D
+	timeseries bool
+	// prePostImages is changeStreamPreAndPostImages.enabled: change events
+	// of the collection's writes can carry pre- and post-images.
+	prePostImages bool
 }
 
 type record struct {
@@ -91,6 +98,12 @@ func (s *storage) lookup(db, coll string) *collection {
 
 // ensure returns the collection, creating it (and its database) if missing.
 func (s *storage) ensure(db, coll string) (*collection, bool, error) {
+	return s.ensureWith(db, coll, nil)
+}
+
+// ensureWith is ensure that runs init on a collection it creates before
+// anyone else can see it (the create command's options).
+func (s *storage) ensureWith(db, coll string, init func(c *collection)) (*collection, bool, error) {
 	if c := s.lookup(db, coll); c != nil {
 		return c, false, nil
 	}
@@ -109,7 +122,11 @@ func (s *storage) ensure(db, coll string) (*collection, bool, error) {
 	}
 	c := newCollection(db, coll)
 	c.changes = s.changes
+	if init != nil {
+		init(c)
+	}
 	d.colls[coll] = c
+	s.changes.recordDDL(changeCreate, db, coll, c.uuid, "", "")
 	return c, true, nil
 }
 
@@ -178,6 +195,7 @@ func (s *storage) dropCollection(db, coll string) (bool, int) {
 	c.mu.Lock()
 	c.dropped = true
 	n := len(c.indexes)
+	c.changes.recordDDL(changeDrop, db, coll, c.uuid, "", "")
 	c.mu.Unlock()
 	s.cursors.killNS(db + "." + coll)
 	return true, n
@@ -191,12 +209,21 @@ func (s *storage) dropDatabase(db string) {
 	if d == nil {
 		return
 	}
-	for _, c := range d.colls {
+	// As mongod: a drop event for each collection, then dropDatabase.
+	names := make([]string, 0, len(d.colls))
+	for n := range d.colls {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := d.colls[n]
 		c.mu.Lock()
 		c.dropped = true
+		c.changes.recordDDL(changeDrop, db, n, c.uuid, "", "")
 		c.mu.Unlock()
 		s.cursors.killNS(c.ns())
 	}
+	s.changes.recordDDL(changeDropDatabase, db, "", bson.Binary{}, "", "")
 }
 
 // collectionNames lists db's collections, sorted.

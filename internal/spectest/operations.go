@@ -730,6 +730,15 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 		"drop": func(ctx context.Context, a *args) (opResult, error) {
 			return checked(a, func() (opResult, error) { return opResult{}, coll.Drop(ctx) })
 		},
+		"rename": func(ctx context.Context, a *args) (opResult, error) {
+			to := a.str("to")
+			o := &sturdy.RenameOptions{DropTarget: a.boolean("dropTarget"), Comment: a.any("comment")}
+			var err error
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) { return opResult{}, coll.Rename(ctx, to, o) })
+		},
 	}
 }
 
