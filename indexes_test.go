@@ -87,3 +87,36 @@ func TestIndexManagement(t *testing.T) {
 		t.Fatalf("CreateIndexes without models: %v", err)
 	}
 }
+
+func TestCollectionRename(t *testing.T) {
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	c := connect(t, cluster.URI(), nil)
+	db := c.Database("db")
+	src, dst := db.Collection("src"), db.Collection("dst")
+	if _, err := src.InsertOne(ctx, d("_id", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.InsertOne(ctx, d("_id", 2)); err != nil {
+		t.Fatal(err)
+	}
+	// An existing target is refused unless DropTarget.
+	err := src.Rename(ctx, "dst")
+	var ce *sturdy.CommandError
+	if !errors.As(err, &ce) || ce.Code != 48 {
+		t.Fatalf("rename onto an existing collection: %v, want 48 NamespaceExists", err)
+	}
+	if err := src.Rename(ctx, "dst", &sturdy.RenameOptions{DropTarget: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := dst.CountDocuments(ctx, d("_id", 1)); err != nil || n != 1 {
+		t.Fatalf("renamed document: %d, %v", n, err)
+	}
+	if n, err := dst.CountDocuments(ctx, d()); err != nil || n != 1 {
+		t.Fatalf("target after dropTarget holds %d documents (%v), want 1", n, err)
+	}
+	names, err := db.ListCollectionNames(ctx, d())
+	if err != nil || strings.Join(names, ",") != "dst" {
+		t.Fatalf("collections %v (%v), want only dst", names, err)
+	}
+}
