@@ -363,18 +363,27 @@ func cmdCreate(r *request) (bson.D, error) {
 	}
 	var options bson.D // as listCollections reports them
 	var clustered, timeseries bson.D
-	var images bool
+	var images, capped bool
+	var size, maxDocs int64
 	for i, e := range r.cmd {
 		if i == 0 || genericFields[e.Key] {
 			continue
 		}
 		switch e.Key {
 		case "capped":
-			if truthy(e.Value) {
-				return nil, cmderr.Unsupported("capped collections")
+			capped = truthy(e.Value)
+		case "size", "max":
+			n, ok := int64Arg(e.Value)
+			if !ok || n < 0 {
+				return nil, cmderr.New(cmderr.BadValue, "'%s' must be a non-negative number", e.Key)
 			}
-		case "autoIndexId", "validationLevel", "validationAction", "size", "max", "idIndex":
-			// meaningless without a validator or capping; accepted
+			if e.Key == "size" {
+				size = n
+			} else {
+				maxDocs = n
+			}
+		case "autoIndexId", "validationLevel", "validationAction", "idIndex":
+			// meaningless without a validator; accepted
 		case "validator", "storageEngine", "indexOptionDefaults":
 			if d, ok := e.Value.(bson.D); !ok || len(d) > 0 {
 				return nil, cmderr.Unsupported("create option " + e.Key)
@@ -413,11 +422,25 @@ func cmdCreate(r *request) (bson.D, error) {
 	if _, ok := r.get("expireAfterSeconds"); ok && clustered == nil && timeseries == nil {
 		return nil, cmderr.New(cmderr.InvalidOptions, "'expireAfterSeconds' requires clustering to be enabled")
 	}
+	if capped {
+		if size == 0 {
+			return nil, cmderr.New(cmderr.InvalidOptions, "the 'size' field is required when 'capped' is true")
+		}
+		if clustered != nil || timeseries != nil {
+			return nil, cmderr.New(cmderr.InvalidOptions, "a capped collection cannot be clustered or time series")
+		}
+		capOpts := bson.D{{Key: "capped", Value: true}, {Key: "size", Value: size}}
+		if maxDocs > 0 {
+			capOpts = append(capOpts, bson.E{Key: "max", Value: maxDocs})
+		}
+		options = append(capOpts, options...)
+	}
 	if clustered != nil && timeseries != nil {
 		return nil, cmderr.New(cmderr.InvalidOptions, "Time-series collections are clustered implicitly; clusteredIndex must not be given")
 	}
 	init := func(c *collection) {
 		c.options, c.prePostImages = options, images
+		c.capped, c.cappedSize, c.cappedMax = capped, size, maxDocs
 		c.timeseries = timeseries != nil
 		if clustered != nil {
 			// The clustered index is the collection's _id index: it has
@@ -711,7 +734,8 @@ func cmdRenameCollection(r *request) (bson.D, error) {
 	c.mu.Lock()
 	c.dropped = true
 	moved := &collection{db: tdb, name: tcoll, uuid: c.uuid, byID: c.byID, order: c.order, live: c.live, indexes: c.indexes,
-		changes: c.changes, options: c.options, timeseries: c.timeseries, prePostImages: c.prePostImages}
+		changes: c.changes, options: c.options, timeseries: c.timeseries, prePostImages: c.prePostImages,
+		capped: c.capped, cappedSize: c.cappedSize, cappedMax: c.cappedMax, bytes: c.bytes, inserted: c.inserted}
 	c.changes.recordDDL(changeRename, fdb, fcoll, c.uuid, tdb, tcoll)
 	c.mu.Unlock()
 	delete(src.colls, fcoll)
@@ -734,11 +758,12 @@ func cmdCollStats(r *request) (bson.D, error) {
 	var count, size int64
 	var nindexes int
 	var names bson.D
+	var capped bool
 	err = r.cluster.data.read(r.db, coll, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "Collection [%s.%s] not found.", r.db, coll)
 		}
-		count, size, nindexes = int64(c.live), c.dataSize(), len(c.indexes)
+		count, size, nindexes, capped = int64(c.live), c.dataSize(), len(c.indexes), c.capped
 		for _, ix := range c.indexes {
 			names = append(names, bson.E{Key: ix.name, Value: int64(0)})
 		}
@@ -760,7 +785,7 @@ func cmdCollStats(r *request) (bson.D, error) {
 		{Key: "nindexes", Value: int32(nindexes)},
 		{Key: "totalIndexSize", Value: int64(0)},
 		{Key: "indexSizes", Value: names},
-		{Key: "capped", Value: false},
+		{Key: "capped", Value: capped},
 	}, nil
 }
 

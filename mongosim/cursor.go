@@ -38,6 +38,7 @@ type cursor struct {
 	docs     []bson.D
 	lastUsed atomic.Int64 // unix nanoseconds
 	stream   *streamState // set for a change stream (tailable) cursor
+	tail     *tailState   // set for a tailable find cursor
 }
 
 // reply builds a command's cursor reply: the first batch of docs, and a
@@ -199,6 +200,9 @@ func cmdGetMore(r *request) (bson.D, error) {
 	}
 	if c.stream != nil {
 		return streamGetMore(r, c, ns, batchSize)
+	}
+	if c.tail != nil {
+		return tailGetMore(r, c, ns, batchSize)
 	}
 	batch, rest := splitBatch(c.docs, batchSize)
 	c.docs = rest

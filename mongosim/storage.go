@@ -60,6 +60,15 @@ type collection struct {
 	// timeseries marks a time series collection (type "timeseries").
 	options    bson.D
 	timeseries bool
+	// capped collections keep at most cappedMax documents (0: no count
+	// limit) of at most cappedSize bytes in all, evicting the oldest;
+	// bytes is their size, kept only when capped.
+	capped                bool
+	cappedSize, cappedMax int64
+	bytes                 int64
+	// inserted numbers insertions: record.seq, the position of tailable
+	// cursors.
+	inserted uint64
 	// prePostImages is changeStreamPreAndPostImages.enabled: change events
 	// of the collection's writes can carry pre- and post-images.
 	prePostImages bool
@@ -69,6 +78,7 @@ type record struct {
 	doc   bson.D
 	idKey string
 	pos   int
+	seq   uint64 // insertion number in its collection
 }
 
 func newStorage(now func() time.Time) *storage {
@@ -410,13 +420,37 @@ func (c *collection) insert(doc bson.D) error {
 	if err := c.checkUnique(keys, r); err != nil {
 		return err
 	}
-	r.pos = len(c.order)
+	c.inserted++
+	r.pos, r.seq = len(c.order), c.inserted
 	c.order = append(c.order, r)
 	c.byID[idKey] = r
 	c.live++
 	c.addKeys(keys, r)
 	c.changes.record(changeInsert, c, nil, doc)
+	if c.capped {
+		c.bytes += int64(bsonSize(doc))
+		c.evictCapped(r)
+	}
 	return nil
+}
+
+// evictCapped removes the oldest documents of a capped collection until
+// it is within its limits, never the one just inserted. As on mongod 5.0+,
+// each removal is a delete (change streams see it).
+func (c *collection) evictCapped(keep *record) {
+	for c.live > 1 && ((c.cappedMax > 0 && int64(c.live) > c.cappedMax) || c.bytes > c.cappedSize) {
+		var oldest *record
+		for _, r := range c.order {
+			if r != nil {
+				oldest = r
+				break
+			}
+		}
+		if oldest == nil || oldest == keep {
+			return
+		}
+		c.remove(oldest)
+	}
 }
 
 // replace swaps r's document for doc (the result of an update), keeping
@@ -463,6 +497,9 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 		kind = changeReplace
 	}
 	c.changes.record(kind, c, r.doc, doc)
+	if c.capped {
+		c.bytes += int64(bsonSize(doc) - bsonSize(r.doc))
+	}
 	r.doc = doc
 	return nil
 }
@@ -476,6 +513,9 @@ func (c *collection) remove(r *record) {
 	}
 	delete(c.byID, r.idKey)
 	c.changes.record(changeDelete, c, r.doc, nil)
+	if c.capped {
+		c.bytes -= int64(bsonSize(r.doc))
+	}
 	c.order[r.pos] = nil
 	c.live--
 	if len(c.order) > 64 && c.live < len(c.order)/2 {
@@ -499,6 +539,7 @@ func (c *collection) truncate() {
 	c.byID = map[string]*record{}
 	c.order = nil
 	c.live = 0
+	c.bytes = 0
 	for _, ix := range c.indexes[1:] {
 		if ix.entries != nil {
 			ix.entries = map[string]*record{}

@@ -249,6 +249,18 @@ func (tr *testRun) dispatch(ctx context.Context, object, name string, a *args) (
 		run = collectionOps(e.coll)[name]
 	case *databaseEntity:
 		run = databaseOps(e.db)[name]
+		if name == "createCollection" && run != nil {
+			// The result is the new collection, for saveResultAsEntity.
+			create := run
+			run = func(ctx context.Context, a *args) (opResult, error) {
+				coll := a.str("collection")
+				res, err := create(ctx, a)
+				if err == nil {
+					res.entity = &collectionEntity{client: e.client, coll: e.db.Collection(coll)}
+				}
+				return res, err
+			}
+		}
 	case *clientEntity:
 		run = clientOps(e.client)[name]
 	case *sessionEntity:
