@@ -31,6 +31,7 @@ type Cursor struct {
 	sess      *session.Client
 	ownsSess  bool // the implicit session lives as long as the cursor
 	batchSize int32
+	maxTime   time.Duration // maxTimeMS of each getMore (RunCursorCommand)
 	comment   any
 	err       error
 	closed    bool
@@ -107,11 +108,36 @@ func (c *Cursor) Next(ctx context.Context) bool {
 	}
 }
 
+// TryNext moves to the next document if one is in hand or the next
+// getMore returns one; unlike Next it returns false after one empty batch
+// (a tailable cursor's "nothing new yet"), with Err nil and the cursor
+// still open.
+func (c *Cursor) TryNext(ctx context.Context) bool {
+	if c.src != nil {
+		return c.nextFromSource(ctx)
+	}
+	if doc, ok := c.batch.next(); ok {
+		c.Current = doc
+		return true
+	}
+	c.Current = nil
+	if c.id == 0 || c.err != nil || c.closed {
+		return false
+	}
+	c.getMore(ctx)
+	if doc, ok := c.batch.next(); ok {
+		c.Current = doc
+		return true
+	}
+	return false
+}
+
 func (c *Cursor) getMore(ctx context.Context) {
 	cmd := cmdBuilder{{Key: "getMore", Value: c.id}, {Key: "collection", Value: c.coll}}
 	if c.batchSize > 0 {
 		cmd.add("batchSize", c.batchSize)
 	}
+	cmd.addMaxTime(c.maxTime)
 	cmd.addIf("comment", c.comment)
 	res, err := c.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess}, nil)
 	if err != nil {

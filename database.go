@@ -73,6 +73,43 @@ func (db *Database) RunCommand(ctx context.Context, cmd any, optList ...*RunComm
 	return res.Reply, nil
 }
 
+// RunCursorCommand runs cmd, a command that answers with a cursor (find,
+// aggregate, listCollections, a tailable find…), and returns the cursor;
+// a reply without a cursor is an error. opts.BatchSize, MaxTime and
+// Comment go on each getMore (the command's own fields are left as given).
+// Without a session the implicit one is kept for the cursor's life.
+func (db *Database) RunCursorCommand(ctx context.Context, cmd any, optList ...*RunCursorCommandOptions) (*Cursor, error) {
+	opts := lastOptions(optList)
+	if opts == nil {
+		opts = &RunCursorCommandOptions{}
+	}
+	if opts.MaxTime < 0 || opts.BatchSize < 0 {
+		return nil, argError("RunCursorCommand: BatchSize and MaxTime must not be negative")
+	}
+	raw, err := toDoc(cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	elems, err := raw.Elements()
+	if err != nil {
+		return nil, argError("invalid command document: %v", err)
+	}
+	if len(elems) == 0 {
+		return nil, argError("command document is empty")
+	}
+	d := make(bson.D, 0, len(elems))
+	for _, e := range elems {
+		d = append(d, bson.E{Key: e.Key(), Value: e.Value()})
+	}
+	op := &exec.Operation{Name: elems[0].Key(), DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference), RunCommand: true}
+	c, err := openCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment)
+	if err != nil {
+		return nil, err
+	}
+	c.maxTime = opts.MaxTime
+	return c, nil
+}
+
 // Aggregate runs a database-level aggregation (for stages such as
 // $currentOp or $documents) and returns a cursor over its results.
 func (db *Database) Aggregate(ctx context.Context, pipeline any, optList ...*AggregateOptions) (*Cursor, error) {

@@ -120,3 +120,46 @@ func TestCollectionRename(t *testing.T) {
 		t.Fatalf("collections %v (%v), want only dst", names, err)
 	}
 }
+
+func TestRunCursorCommand(t *testing.T) {
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	c := connect(t, cluster.URI(), nil)
+	db := c.Database("db")
+	if _, err := db.RunCommand(ctx, d("create", "log", "capped", true, "size", 4096)); err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection("log")
+	for i := 1; i <= 3; i++ {
+		if _, err := coll.InsertOne(ctx, d("_id", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, err := db.RunCursorCommand(ctx, d("find", "log", "tailable", true, "batchSize", 2), &sturdy.RunCursorCommandOptions{BatchSize: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close(ctx)
+	for want := int32(1); want <= 3; want++ {
+		if !cur.TryNext(ctx) || cur.Current.Lookup("_id").Int32() != want {
+			t.Fatalf("document %d: %v, %v", want, cur.Current, cur.Err())
+		}
+	}
+	// Nothing new: TryNext gives up after one empty batch, the cursor open.
+	if cur.TryNext(ctx) || cur.Err() != nil || cur.ID() == 0 {
+		t.Fatalf("empty batch: current %v, err %v, id %d", cur.Current, cur.Err(), cur.ID())
+	}
+	if _, err := coll.InsertOne(ctx, d("_id", 4)); err != nil {
+		t.Fatal(err)
+	}
+	if !cur.TryNext(ctx) || cur.Current.Lookup("_id").Int32() != 4 {
+		t.Fatalf("tailed document: %v, %v", cur.Current, cur.Err())
+	}
+
+	// A reply without a cursor is an error of the client, not the server.
+	_, err = db.RunCursorCommand(ctx, d("ping", 1))
+	var ce *sturdy.CommandError
+	if err == nil || errors.As(err, &ce) || !strings.Contains(err.Error(), "no cursor") {
+		t.Fatalf("ping as a cursor command: %v", err)
+	}
+}

@@ -357,6 +357,18 @@ type RenameOptions struct {
 	Session    *Session
 }
 
+// RunCursorCommandOptions are the options of Database.RunCursorCommand.
+type RunCursorCommandOptions struct {
+	ReadPreference *ReadPreference // nil means primary
+	Session        *Session
+	// BatchSize, MaxTime and Comment are sent with every getMore (the
+	// initial command carries its own). MaxTime is how long a getMore on
+	// a tailable awaitData cursor waits for new documents.
+	BatchSize int32
+	MaxTime   time.Duration
+	Comment   any
+}
+
 // RunCommandOptions are the options of Database.RunCommand.
 type RunCommandOptions struct {
 	ReadPreference *ReadPreference // nil means primary

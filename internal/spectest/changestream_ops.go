@@ -19,8 +19,8 @@ type changeStreamEntity struct {
 
 func (e *changeStreamEntity) close(ctx context.Context) { _ = e.cs.Close(ctx) }
 
-// extraOp returns the runner's change stream and GridFS operations on an
-// entity, or nil.
+// extraOp returns the runner's change stream, command cursor and GridFS
+// operations on an entity, or nil.
 func (tr *testRun) extraOp(ent any, name string) opFunc {
 	switch e := ent.(type) {
 	case *clientEntity:
@@ -31,12 +31,15 @@ func (tr *testRun) extraOp(ent any, name string) opFunc {
 		if name == "createChangeStream" {
 			return tr.createChangeStream(e.db.Watch)
 		}
+		return tr.commandCursorOps(e.db, name)
 	case *collectionEntity:
 		if name == "createChangeStream" {
 			return tr.createChangeStream(e.coll.Watch)
 		}
 	case *changeStreamEntity:
 		return changeStreamOps(e)[name]
+	case *cursorEntity:
+		return cursorOps(e)[name]
 	case *bucketEntity:
 		return bucketOps(e)[name]
 	}
