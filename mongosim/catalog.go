@@ -442,6 +442,10 @@ func cmdCreate(r *request) (bson.D, error) {
 		c.options, c.prePostImages = options, images
 		c.capped, c.cappedSize, c.cappedMax = capped, size, maxDocs
 		c.timeseries = timeseries != nil
+		if c.timeseries {
+			tf, _ := value.Get(timeseries, "timeField")
+			c.timeField = tf.(string)
+		}
 		if clustered != nil {
 			// The clustered index is the collection's _id index: it has
 			// the name given and says clustered.
@@ -734,7 +738,7 @@ func cmdRenameCollection(r *request) (bson.D, error) {
 	c.mu.Lock()
 	c.dropped = true
 	moved := &collection{db: tdb, name: tcoll, uuid: c.uuid, byID: c.byID, order: c.order, live: c.live, indexes: c.indexes,
-		changes: c.changes, options: c.options, timeseries: c.timeseries, prePostImages: c.prePostImages,
+		changes: c.changes, options: c.options, timeseries: c.timeseries, timeField: c.timeField, prePostImages: c.prePostImages,
 		capped: c.capped, cappedSize: c.cappedSize, cappedMax: c.cappedMax, bytes: c.bytes, inserted: c.inserted}
 	c.changes.recordDDL(changeRename, fdb, fcoll, c.uuid, tdb, tcoll)
 	c.mu.Unlock()

@@ -57,9 +57,12 @@ type collection struct {
 	indexes []*index   // indexes[0] is _id_
 	changes *changeLog // nil for scratch collections, whose writes are not logged
 	// options are the create options listCollections reports;
-	// timeseries marks a time series collection (type "timeseries").
+	// timeseries marks a time series collection (type "timeseries"):
+	// timeField must hold a date, and _id is not unique (there is no _id
+	// index; records get a synthetic idKey).
 	options    bson.D
 	timeseries bool
+	timeField  string
 	// capped collections keep at most cappedMax documents (0: no count
 	// limit) of at most cappedSize bytes in all, evicting the oldest;
 	// bytes is their size, kept only when capped.
@@ -292,7 +295,7 @@ func (c *collection) each(fn func(r *record) bool) {
 // one record named by a top-level _id equality when the filter has one,
 // else all of them. The caller still runs the filter.
 func (c *collection) candidates(filterDoc bson.D) []*record {
-	if id, ok := idEquality(filterDoc); ok {
+	if id, ok := idEquality(filterDoc); ok && !c.timeseries {
 		if r := c.byID[keyOf(id)]; r != nil {
 			return []*record{r}
 		}
@@ -409,7 +412,12 @@ func checkID(id any) error {
 func (c *collection) insert(doc bson.D) error {
 	id, _ := value.Get(doc, "_id")
 	idKey := keyOf(id)
-	if c.byID[idKey] != nil {
+	if c.timeseries {
+		if t, _ := value.Get(doc, c.timeField); bsonTypeName(t) != "date" {
+			return cmderr.New(cmderr.BadValue, "'%s' must be present and contain a valid BSON UTC datetime value", c.timeField)
+		}
+		idKey += "\x00" + strconv.FormatUint(c.inserted+1, 10)
+	} else if c.byID[idKey] != nil {
 		return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
 	}
 	keys, err := c.indexKeys(doc)

@@ -52,7 +52,6 @@ var expectedFailures = []expectedFailure{
 	{File: "crud/updateMany-let.json", Test: "", Reason: reasonLET},
 	{File: "crud/updateOne-let.json", Test: "", Reason: reasonLET},
 	{File: "crud/client-bulkWrite-options.json", Test: "client bulkWrite let", Reason: reasonLET},
-	{File: "collection-management/timeseries-collection.json", Test: "insertMany with duplicate ids", Reason: "mongosim: a time series collection is stored as an ordinary collection with a unique _id index, so documents with equal _id are refused (11000); mongod buckets them and allows duplicates"},
 	{File: "server-discovery-and-monitoring/replicaset-emit-topology-changed-before-close.json", Test: "Topology lifecycle", Reason: "mongosim: the embedded deployment is a one-member replica set, which yields 2 TopologyDescriptionChanged events before close; the test waits for the 4 of a three-member set (the closing change to Unknown is emitted: see topology.TestDisconnectAnnouncesUnknownBeforeClosed)"},
 	{File: "crud/estimatedDocumentCount.json", Test: "estimatedDocumentCount works correctly on views", Reason: "mongosim: views (create with viewOn) are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with options", Reason: "mongosim: find's min/max index bounds are not implemented"},
