@@ -504,3 +504,43 @@ func TestConnValuesAndOnConnClose(t *testing.T) {
 		t.Error("Conn context not canceled")
 	}
 }
+
+// WatchClose: while a request waits, a client hanging up cancels its
+// context at once; a request sent meanwhile is held until the first is
+// answered, then served in order.
+func TestWatchCloseNoticesHangupAndHoldsNextRequest(t *testing.T) {
+	s := Start(t)
+	pending := make(chan *Request, 2)
+	s.Autorespond(Command("wait"), func(r *Request) bool {
+		r.WatchClose()
+		pending <- r
+		return true
+	})
+	// A client that hangs up while its request waits.
+	rc := dialRaw(t, s.Addr())
+	rc.sendMsg(0, bson.D{{Key: "wait", Value: 1}, {Key: "$db", Value: "admin"}})
+	r := <-pending
+	_ = rc.nc.Close()
+	select {
+	case <-r.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("hang-up not noticed while the request waited")
+	}
+	// A client that sends another request while the first waits.
+	rc2 := dialRaw(t, s.Addr())
+	id := rc2.sendMsg(0, bson.D{{Key: "wait", Value: 1}, {Key: "$db", Value: "admin"}})
+	r2 := <-pending
+	pingID := rc2.sendMsg(0, bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}})
+	if err := r2.Reply(bson.D{{Key: "n", Value: int32(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []int32{id, pingID} {
+		m, err := rc2.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Header.ResponseTo != want {
+			t.Fatalf("reply to %d, want %d", m.Header.ResponseTo, want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sturdy-go/sturdy/wire"
 )
@@ -142,13 +143,20 @@ func (c *Conn) serve() {
 			s.opts.OnConnClose(c)
 		}
 	}()
+	partial := s.opts.PartialMessageTimeout
+	if partial == 0 {
+		partial = DefaultPartialMessageTimeout
+	}
+	mr := &messageReader{nc: c.nc, partial: partial, idle: s.opts.IdleTimeout}
+	var next []byte // a message read while the previous request was pending
 	for {
-		b, err := wire.ReadMessage(c.nc, nil, 0)
-		if err != nil {
-			if c.ctx.Err() == nil && !isClosedErr(err) {
-				s.logf("conn %d: read: %v; closing", c.id, err)
+		b := next
+		next = nil
+		if b == nil {
+			var ok bool
+			if b, ok = c.read(mr, true); !ok {
+				return
 			}
-			return
 		}
 		r, err := c.decodeRequest(b)
 		if err != nil {
@@ -164,10 +172,76 @@ func (c *Conn) serve() {
 		}
 		select {
 		case <-r.done:
+			continue
+		case <-r.watch:
+		case <-c.ctx.Done():
+			return
+		}
+		// r is streaming or waiting long (WatchClose): read on, so that a
+		// client closing the connection ends the wait at once. A client
+		// may not send while its request is pending; whatever it sends
+		// waits until r is resolved.
+		var ok bool
+		if next, ok = c.read(mr, false); !ok {
+			return
+		}
+		select {
+		case <-r.done:
 		case <-c.ctx.Done():
 			return
 		}
 	}
+}
+
+// read reads the next message; false means the connection is done. idle
+// says the client may be idle (IdleTimeout applies); a client whose
+// request is still pending is not idle, it is waiting for us.
+func (c *Conn) read(mr *messageReader, idle bool) ([]byte, bool) {
+	mr.start(idle)
+	b, err := wire.ReadMessage(mr, nil, 0)
+	mr.stop()
+	if err != nil {
+		if c.ctx.Err() == nil && !isClosedErr(err) {
+			c.s.logf("conn %d: read: %v; closing", c.id, err)
+		}
+		return nil, false
+	}
+	return b, true
+}
+
+// messageReader sets the read deadlines of one message: IdleTimeout until
+// its first byte, then PartialMessageTimeout for the rest, so a stalled
+// client cannot hold a connection and its buffer forever.
+type messageReader struct {
+	nc            net.Conn
+	partial, idle time.Duration
+	started       bool
+}
+
+func (m *messageReader) start(idle bool) {
+	m.started = false
+	if idle && m.idle > 0 {
+		_ = m.nc.SetReadDeadline(time.Now().Add(m.idle))
+	}
+}
+
+func (m *messageReader) stop() {
+	if m.idle > 0 || m.partial > 0 {
+		_ = m.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+func (m *messageReader) Read(p []byte) (int, error) {
+	n, err := m.nc.Read(p)
+	if n > 0 && !m.started {
+		m.started = true
+		if m.partial > 0 {
+			_ = m.nc.SetReadDeadline(time.Now().Add(m.partial))
+		} else if m.idle > 0 {
+			_ = m.nc.SetReadDeadline(time.Time{})
+		}
+	}
+	return n, err
 }
 
 func isClosedErr(err error) bool {
@@ -185,6 +259,7 @@ func (c *Conn) decodeRequest(b []byte) (*Request, error) {
 		OpCode:     m.Header.OpCode,
 		Compressor: m.Compressor,
 		done:       make(chan struct{}),
+		watch:      make(chan struct{}),
 	}
 	switch {
 	case m.Msg != nil:

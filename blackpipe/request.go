@@ -37,6 +37,18 @@ type Request struct {
 	mu       sync.Mutex
 	resolved bool
 	done     chan struct{} // closed once the request is resolved
+	watch    chan struct{} // closed by WatchClose (and Stream)
+	watchOne sync.Once
+}
+
+// WatchClose lets the connection's reader go on reading while r is
+// pending, as a server does: a client that closes the connection then
+// cancels Context at once, instead of when a reply fails to be written.
+// Call it from a handler that returns before answering a request that may
+// wait long (an awaitable hello). A message the client sends meanwhile is
+// held until r is resolved.
+func (r *Request) WatchClose() {
+	r.watchOne.Do(func() { close(r.watch) })
 }
 
 // Context is canceled when the request's connection or the server closes.
@@ -89,7 +101,9 @@ func (r *Request) matchDoc() (bson.D, error) {
 }
 
 // resolve marks the request resolved; it returns ErrAlreadyReplied if it
-// already was.
+// already was. The caller calls finish once its reply is written (or the
+// connection closed), so that the connection serves a request read ahead
+// (WatchClose) only after this reply is on the wire.
 func (r *Request) resolve() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -97,9 +111,11 @@ func (r *Request) resolve() error {
 		return ErrAlreadyReplied
 	}
 	r.resolved = true
-	close(r.done)
 	return nil
 }
+
+// finish lets the connection read and serve the next request.
+func (r *Request) finish() { close(r.done) }
 
 // marshalReply converts doc to a BSON document with "ok": 1 appended when
 // it has no "ok" field.
@@ -164,6 +180,7 @@ func (r *Request) replyRaw(body bson.Raw) error {
 	if err := r.resolve(); err != nil {
 		return err
 	}
+	defer r.finish()
 	if r.moreToCome() {
 		return nil
 	}
@@ -279,6 +296,7 @@ func (r *Request) Hangup() error {
 	if err := r.resolve(); err != nil {
 		return err
 	}
+	defer r.finish()
 	return r.Conn.hangup()
 }
 
@@ -287,6 +305,7 @@ func (r *Request) Reset() error {
 	if err := r.resolve(); err != nil {
 		return err
 	}
+	defer r.finish()
 	return r.Conn.reset()
 }
 
@@ -304,6 +323,7 @@ func (r *Request) ReplyPartial(doc any, n int) error {
 	if err := r.resolve(); err != nil {
 		return err
 	}
+	defer r.finish()
 	b, err := r.encodeReply(body)
 	if err != nil {
 		return err
@@ -385,6 +405,7 @@ func (r *Request) ReplyMalformed(kind Malformation) error {
 	if err := r.resolve(); err != nil {
 		return err
 	}
+	defer r.finish()
 	werr := r.Conn.write(msg)
 	herr := r.Conn.hangup()
 	if werr != nil {

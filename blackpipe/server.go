@@ -45,7 +45,18 @@ type Options struct {
 	AcceptConn  func(c *Conn) bool
 	OnConnClose func(c *Conn)
 	Logf        func(format string, args ...any)
+	// PartialMessageTimeout bounds how long the rest of a message may take
+	// once its first byte has arrived; a client that stalls mid-message
+	// (slowloris, a half-sent message) is disconnected. Default 30s;
+	// negative means no limit.
+	PartialMessageTimeout time.Duration
+	// IdleTimeout, if positive, disconnects a client that sends nothing for
+	// that long between messages. Default 0: no limit, as mongod.
+	IdleTimeout time.Duration
 }
+
+// DefaultPartialMessageTimeout is Options.PartialMessageTimeout's default.
+const DefaultPartialMessageTimeout = 30 * time.Second
 
 // Handler handles a request; it returns false to pass it on (to the built-in
 // defaults, then to the Receive queue). A handler that returns true must

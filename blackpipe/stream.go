@@ -27,8 +27,10 @@ type Stream struct {
 }
 
 // Stream resolves r and returns a Stream to answer it with. The
-// connection reads no further request until a reply without moreToCome
-// ends the stream (as with a real server, the client may not send one).
+// connection dispatches no further request until a reply without
+// moreToCome ends the stream (as with a real server, the client may not
+// send one); it does watch for the client closing the connection, which
+// cancels Context (see WatchClose).
 func (r *Request) Stream() (*Stream, error) {
 	if r.OpCode != wire.OpMsg || r.Flags&wire.ExhaustAllowed == 0 {
 		return nil, ErrNotExhaust
@@ -39,7 +41,8 @@ func (r *Request) Stream() (*Stream, error) {
 	if r.resolved {
 		return nil, ErrAlreadyReplied
 	}
-	r.resolved = true // the reader waits on streamDone instead of done
+	r.resolved = true // done is closed by the last Send
+	r.watchOne.Do(func() { close(r.watch) })
 	return s, nil
 }
 

@@ -24,6 +24,11 @@ const (
 	paramMaxConns           = "maxIncomingConnections"                   // per member; 0 = unlimited
 	// mongosim's own: the bucket capacity in requests.
 	paramBurstCapacity = "ingressRequestRateLimiterBurstCapacity"
+	// The connection establishment rate limiter, as MongoDB 8.2 names it;
+	// a rate of 0 turns it off.
+	paramConnRatePerSec = "ingressConnectionEstablishmentRatePerSec"
+	paramConnBurstSecs  = "ingressConnectionEstablishmentBurstCapacitySecs"
+	paramConnMaxQueue   = "ingressConnectionEstablishmentMaxQueueDepth"
 )
 
 func okReply() bson.D { return bson.D{{Key: "ok", Value: 1.0}} }
@@ -120,6 +125,24 @@ func setParameterCmd(r *request) (bson.D, error) {
 			}
 			was = int32(cur.MaxConnections)
 			l.setMaxConnections(int(f))
+		case paramConnRatePerSec, paramConnBurstSecs, paramConnMaxQueue:
+			f, ok := asFloat(e.Value)
+			if !ok || f < 0 {
+				return nil, cmderr.New(cmderr.BadValue, "%s must be a non-negative number", e.Key)
+			}
+			next := cur
+			switch e.Key {
+			case paramConnRatePerSec:
+				was, next.ConnectionsPerSecond = cur.ConnectionsPerSecond, f
+			case paramConnBurstSecs:
+				if cur.ConnectionsPerSecond > 0 {
+					was = float64(cur.ConnectionBurst) / cur.ConnectionsPerSecond
+				}
+				next.ConnectionBurst = int(f * cur.ConnectionsPerSecond)
+			default:
+				was, next.ConnectionQueueDepth = int32(cur.ConnectionQueueDepth), int(f)
+			}
+			l.set(next)
 		default:
 			return nil, cmderr.New(cmderr.InvalidOptions, "attempted to set unrecognized parameter [%s], use help:true to see options ", e.Key)
 		}
@@ -146,6 +169,8 @@ func getParameterCmd(r *request) (bson.D, error) {
 		{Key: paramBurstCapacity, Value: int32(o.Burst)},
 		{Key: paramBaseBackoffMS, Value: o.BaseBackoffMS},
 		{Key: paramMaxConns, Value: int32(o.MaxConnections)},
+		{Key: paramConnRatePerSec, Value: o.ConnectionsPerSecond},
+		{Key: paramConnMaxQueue, Value: int32(o.ConnectionQueueDepth)},
 	}
 	v, _ := r.get("getParameter")
 	if s, ok := v.(string); ok && s == "*" {

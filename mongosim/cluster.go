@@ -39,14 +39,19 @@ type Cluster struct {
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs
 
-	mu         sync.Mutex // guards the replica-set state below
-	members    []*Member
-	primary    int // index into members; -1 during an election
-	term       int64
-	setVersion int32
-	closed     bool
-	closeOnce  sync.Once
-	closeErr   error
+	mu      sync.Mutex // guards the replica-set state below
+	members []*Member
+	primary int // index into members; -1 during an election
+	// lastPrimary is the member that was primary last; elections start
+	// looking after it.
+	lastPrimary int
+	electTimer  *time.Timer // a pending election (no eligible member yet)
+	term        int64
+	setVersion  int32
+	closed      bool
+	async       sync.WaitGroup // goroutines answering awaitable hellos
+	closeOnce   sync.Once
+	closeErr    error
 }
 
 // counters are the Stats counters, updated atomically.
@@ -55,6 +60,8 @@ type counters struct {
 	connsAccepted, connsRejected           atomic.Int64
 	failPointsFired, replayed, hangups     atomic.Int64
 	stepDowns, authSuccesses, authFailures atomic.Int64
+	streamed                               atomic.Int64
+	awaiting                               atomic.Int64 // awaitable hellos in progress (not in Stats)
 }
 
 // Stats are cumulative counters of a Cluster, summed over its members.
@@ -70,6 +77,7 @@ type Stats struct {
 	StepDowns       int64 // primary changes
 	AuthSuccesses   int64
 	AuthFailures    int64
+	Streamed        int64 // exhaust hello replies sent with moreToCome (no request of their own)
 }
 
 // Launch starts a deployment as described by o. Call Close to stop it.
@@ -148,6 +156,9 @@ func (c *Cluster) startMember(i int) (*Member, error) {
 		Handler:     m.handle,
 		AcceptConn:  m.acceptConn,
 		OnConnClose: m.connClosed,
+
+		PartialMessageTimeout: c.opts.PartialMessageTimeout,
+		IdleTimeout:           c.opts.IdleTimeout,
 	}
 	if lg := c.opts.Logger; lg != nil {
 		bo.Logf = func(format string, args ...any) { lg.Debug(fmt.Sprintf(format, args...)) }
@@ -247,6 +258,7 @@ func (c *Cluster) Stats() Stats {
 		ConnsAccepted: s.connsAccepted.Load(), ConnsRejected: s.connsRejected.Load(),
 		FailPointsFired: s.failPointsFired.Load(), Replayed: s.replayed.Load(), Hangups: s.hangups.Load(),
 		StepDowns: s.stepDowns.Load(), AuthSuccesses: s.authSuccesses.Load(), AuthFailures: s.authFailures.Load(),
+		Streamed: s.streamed.Load(),
 	}
 }
 
@@ -257,6 +269,9 @@ func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true
+		if c.electTimer != nil {
+			c.electTimer.Stop()
+		}
 		members := append([]*Member(nil), c.members...)
 		c.mu.Unlock()
 		var errs []error
@@ -265,9 +280,28 @@ func (c *Cluster) Close() error {
 				errs = append(errs, fmt.Errorf("member %s: %w", m.addr, err))
 			}
 		}
+		// Closing the listeners canceled every connection's context,
+		// which ends every awaitable hello still waiting.
+		c.async.Wait()
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
+}
+
+// goAsync runs f on a goroutine that Close waits for; it reports false,
+// without running f, once the cluster is closed.
+func (c *Cluster) goAsync(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.async.Add(1)
+	go func() {
+		defer c.async.Done()
+		f()
+	}()
+	return true
 }
 
 // randFloat returns a pseudo-random number in [0, 1) from the seeded source.

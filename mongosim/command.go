@@ -21,6 +21,28 @@ type request struct {
 	cmd     bson.D // the command, document sequences folded in as arrays
 	txn     *txnContext
 	now     time.Time
+	// stream is set while an exhaust hello streams its replies.
+	stream *blackpipe.Stream
+}
+
+// send answers the request. In an exhaust stream a successful reply
+// carries moreToCome and an error reply ends the stream, as the
+// server-monitoring spec requires.
+func (r *request) send(doc bson.D) error {
+	if r.stream == nil {
+		return r.raw.Reply(doc)
+	}
+	ok, _ := lookupD(doc, "ok")
+	more := asBool(ok)
+	return r.stream.Send(doc, more)
+}
+
+// hangup closes the connection without a reply.
+func (r *request) hangup() error {
+	if r.stream != nil {
+		return r.raw.Conn.Close() // the request itself is already resolved
+	}
+	return r.raw.Hangup()
 }
 
 // command describes one registered command.

@@ -49,6 +49,7 @@ type outcome struct {
 	hasTxnNumber   bool
 	explicitLabels []string // a fail point's errorLabels, replacing the server's own
 	labelsSet      bool
+	extraInfo      bson.D // a fail point's errorExtraInfo, merged into the error reply
 }
 
 // handle is the member's blackpipe Handler: every request ends here.
@@ -63,6 +64,10 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 			}
 		}
 	}()
+	if !m.awaitAdmission(br) {
+		br.NoReply() // the connection closed while queued
+		return true
+	}
 	if br.OpCode != wire.OpMsg && !isHelloName(br.Name) {
 		_ = br.Reply(errorDoc(cmderr.New(codeUnsupportedOpQueryCommand,
 			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal", br.Name), nil))
@@ -165,6 +170,10 @@ func (m *Member) run(r *request, cmd *command) {
 		return
 	}
 	out.hasTxnNumber = hasTxn
+	if hasTxn && c.setName == "" {
+		m.replyErr(r, &out, cmderr.New(cmderr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos"))
+		return
+	}
 	if _, ok := r.get("startTransaction"); ok {
 		m.replyErr(r, &out, cmderr.Unsupported("multi-document transactions"))
 		return
@@ -174,32 +183,9 @@ func (m *Member) run(r *request, cmd *command) {
 		return
 	}
 
-	var wce bson.D
-	if act := m.evalFailCommand(r); act != nil {
-		c.stats.failPointsFired.Add(1)
-		if act.errorLabels != nil {
-			out.labelsSet, out.explicitLabels = true, act.errorLabels
-		}
-		if act.closeConnection {
-			c.stats.hangups.Add(1)
-			_ = r.raw.Hangup()
-			return
-		}
-		if act.blockConnection {
-			// As mongod's, the block is interruptible by maxTimeMS.
-			if !sleepCtx(r.ctx, act.blockTime) {
-				if r.expired() && r.raw.Context().Err() == nil {
-					m.replyErr(r, &out, errMaxTime())
-				}
-				return // else the connection or server closed while blocked
-			}
-		}
-		if act.errorCode != 0 {
-			e := cmderr.New(act.errorCode, failCommandMessage)
-			m.replyErr(r, &out, e)
-			return
-		}
-		wce = act.writeConcernError
+	wce, answered := m.applyFailCommand(r, &out)
+	if answered {
+		return
 	}
 
 	if cmd.write && !m.IsPrimary() {
@@ -208,10 +194,6 @@ func (m *Member) run(r *request, cmd *command) {
 	}
 
 	if hasTxn {
-		if c.setName == "" {
-			m.replyErr(r, &out, cmderr.New(cmderr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos"))
-			return
-		}
 		if !cmd.retryableWrite {
 			m.replyErr(r, &out, cmderr.New(codeTxnNumberNotAllowed,
 				"txnNumber may only be provided for multi-document transactions and retryable write commands. autocommit:false was not provided, and %s is not a retryable write command.", cmd.name))
@@ -240,7 +222,7 @@ func (m *Member) run(r *request, cmd *command) {
 			// being returned.
 			if opw.closeConnection {
 				c.stats.hangups.Add(1)
-				_ = r.raw.Hangup()
+				_ = r.hangup()
 				return
 			}
 			m.replyErr(r, &out, cmderr.New(opw.failBeforeCommitCode, failBeforeCommitMessage))
@@ -272,7 +254,7 @@ func (m *Member) run(r *request, cmd *command) {
 				// client sees only a dropped connection and must retry to
 				// learn the result.
 				c.stats.hangups.Add(1)
-				_ = r.raw.Hangup()
+				_ = r.hangup()
 				return
 			}
 		}
@@ -285,9 +267,50 @@ func (m *Member) run(r *request, cmd *command) {
 	if labels := m.replyLabels(&out, reply); len(labels) > 0 {
 		reply = setField(reply, "errorLabels", labels)
 	}
-	if err := r.raw.Reply(reply); err != nil {
+	if code, ok := wceCode(reply); ok && m.isNotPrimaryErrorOnSet(code) {
+		reply = setField(reply, "topologyVersion", m.topologyVersionDoc())
+	}
+	if err := r.send(reply); err != nil {
 		c.logf("mongosim %s: reply to %s: %v", m.addr, cmd.name, err)
 	}
+}
+
+// applyFailCommand applies an activated failCommand fail point to r, in
+// mongod's order: closeConnection, then blockConnection, then errorCode
+// (with errorExtraInfo). It returns the writeConcernError to add to a
+// successful reply, and answered when r needs nothing more (answered with
+// an error, or its connection closed).
+func (m *Member) applyFailCommand(r *request, out *outcome) (wce bson.D, answered bool) {
+	c := m.cluster
+	act := m.evalFailCommand(r)
+	if act == nil {
+		return nil, false
+	}
+	c.stats.failPointsFired.Add(1)
+	if act.errorLabels != nil {
+		out.labelsSet, out.explicitLabels = true, act.errorLabels
+	}
+	if act.closeConnection {
+		c.stats.hangups.Add(1)
+		_ = r.hangup()
+		return nil, true
+	}
+	if act.blockConnection {
+		// As mongod's, the block is interruptible by maxTimeMS.
+		if !sleepCtx(r.ctx, act.blockTime) {
+			if r.expired() && r.raw.Context().Err() == nil {
+				m.replyErr(r, out, errMaxTime())
+			}
+			return nil, true // else the connection or server closed while blocked
+		}
+	}
+	if act.errorCode != 0 {
+		e := cmderr.New(act.errorCode, failCommandMessage)
+		out.extraInfo = act.errorExtraInfo
+		m.replyErr(r, out, e)
+		return nil, true
+	}
+	return act.writeConcernError, false
 }
 
 // errReplied is returned by handlers that answered the request themselves.
@@ -339,15 +362,55 @@ func (m *Member) replyErr(r *request, out *outcome, err error) {
 			extra = append(extra, bson.E{Key: "baseBackoffMS", Value: ms})
 		}
 	}
-	if e.Code == cmderr.NotWritablePrimary || e.Code == cmderr.PrimarySteppedDown {
-		counter, _ := m.topologyVersion()
-		extra = append(extra, bson.E{Key: "topologyVersion", Value: bson.D{
-			{Key: "processId", Value: m.processID}, {Key: "counter", Value: counter},
-		}})
+	for _, x := range out.extraInfo {
+		if _, dup := lookupD(extra, x.Key); !dup && !slices.Contains(errorDocKeys, x.Key) {
+			extra = append(extra, x)
+		}
 	}
-	if err := r.raw.Reply(errorDoc(&e, extra)); err != nil {
+	if m.isNotPrimaryErrorOnSet(e.Code) {
+		extra = append(extra, bson.E{Key: "topologyVersion", Value: m.topologyVersionDoc()})
+	}
+	if err := r.send(errorDoc(&e, extra)); err != nil {
 		m.cluster.logf("mongosim %s: reply to %s: %v", m.addr, r.name, err)
 	}
+}
+
+// errorDocKeys are the fields errorDoc writes; errorExtraInfo cannot
+// replace them.
+var errorDocKeys = []string{"ok", "errmsg", "code", "codeName", "errorLabels", "topologyVersion"}
+
+// notPrimaryErrorCodes are mongod's NotPrimaryError category: a replica
+// set member adds its topologyVersion to a reply carrying one of them, as
+// the command error or in writeConcernError, so drivers can tell a stale
+// error from a new one. (ShutdownError codes get it only while mongod
+// quiesces before shutdown, which mongosim does not do.)
+var notPrimaryErrorCodes = []int32{
+	cmderr.NotWritablePrimary, cmderr.NotPrimaryNoSecondaryOk, cmderr.NotPrimaryOrSecondary,
+	cmderr.PrimarySteppedDown, cmderr.InterruptedDueToReplState,
+}
+
+func (m *Member) isNotPrimaryErrorOnSet(code int32) bool {
+	return m.cluster.setName != "" && slices.Contains(notPrimaryErrorCodes, code)
+}
+
+func (m *Member) topologyVersionDoc() bson.D {
+	counter, _ := m.topologyVersion()
+	return bson.D{{Key: "processId", Value: m.processID}, {Key: "counter", Value: counter}}
+}
+
+// wceCode returns the code of a reply's writeConcernError.
+func wceCode(reply bson.D) (int32, bool) {
+	v, ok := lookupD(reply, "writeConcernError")
+	if !ok {
+		return 0, false
+	}
+	d, ok := v.(bson.D)
+	if !ok {
+		return 0, false
+	}
+	cv, _ := lookupD(d, "code")
+	n, ok := asInt64(cv)
+	return int32(n), ok
 }
 
 // extraCodeNames are codeNames of codes only the dispatcher uses.

@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,7 @@ type failPoint struct {
 	act         fpAction
 	commands    []string // failCommands
 	appName     string
+	threadName  string // mongod names a connection's thread "conn<connectionId>"
 	namespace   string
 }
 
@@ -44,6 +46,7 @@ type fpAction struct {
 	closeConnection      bool
 	errorCode            int32
 	errorLabels          []string // non-nil (possibly empty) when the fail point names them
+	errorExtraInfo       bson.D   // fields merged into the errorCode reply
 	writeConcernError    bson.D
 	blockConnection      bool
 	blockTime            time.Duration
@@ -92,29 +95,36 @@ func (f *failPoints) configure(cmd bson.D) (int64, error) {
 			return 0, cmderr.New(cmderr.BadValue, "unknown mode: %s", m)
 		}
 	case bson.D:
-		if len(m) != 1 {
-			return 0, cmderr.New(cmderr.BadValue, "mode object can include only one of 'times', 'skip' and 'activationProbability'")
+		// As mongod: times wins over skip, which wins over
+		// activationProbability (drivers send {times: n, skip: 0}).
+		key := ""
+		for _, k := range []string{"times", "skip", "activationProbability"} {
+			if _, ok := lookupD(m, k); ok {
+				key = k
+				break
+			}
 		}
-		switch m[0].Key {
+		val, _ := lookupD(m, key)
+		switch key {
 		case "times", "skip":
-			n, ok := asInt64(m[0].Value)
+			n, ok := asInt64(val)
 			if !ok || n < 0 {
-				return 0, cmderr.New(cmderr.BadValue, "'%s' must be a non-negative number", m[0].Key)
+				return 0, cmderr.New(cmderr.BadValue, "'%s' must be a non-negative number", key)
 			}
 			fp.mode, fp.remaining = modeTimes, n
-			if m[0].Key == "skip" {
+			if key == "skip" {
 				fp.mode = modeSkip
 			} else if n == 0 {
 				off = true
 			}
 		case "activationProbability":
-			p, ok := asFloat(m[0].Value)
+			p, ok := asFloat(val)
 			if !ok || p < 0 || p > 1 {
 				return 0, cmderr.New(cmderr.BadValue, "activationProbability must be between 0.0 and 1.0")
 			}
 			fp.mode, fp.probability = modeProbability, p
 		default:
-			return 0, cmderr.New(cmderr.BadValue, "unknown mode field: %s", m[0].Key)
+			return 0, cmderr.New(cmderr.BadValue, "'mode' must be one of 'off', 'alwaysOn', 'times', and 'activationProbability'")
 		}
 	default:
 		return 0, cmderr.New(cmderr.TypeMismatch, "'mode' must be a string or an object")
@@ -228,9 +238,24 @@ func parseFailPointData(name string, fp *failPoint, cmd bson.D) error {
 				return typeErr("namespace", "string", e.Value)
 			}
 			fp.namespace = s
-		case "threadName", "failInternalCommands", "errorExtraInfo":
-			// threadName and internal commands do not exist in mongosim.
-			return cmderr.Unsupported("failCommand option " + e.Key)
+		case "threadName":
+			s, ok := e.Value.(string)
+			if !ok {
+				return typeErr("threadName", "string", e.Value)
+			}
+			fp.threadName = s
+		case "failInternalCommands":
+			// Only internal clients (other cluster members) send internal
+			// commands, and mongosim has none: accepted, never matters.
+			if _, ok := e.Value.(bool); !ok {
+				return typeErr("failInternalCommands", "bool", e.Value)
+			}
+		case "errorExtraInfo":
+			d, ok := e.Value.(bson.D)
+			if !ok {
+				return typeErr("errorExtraInfo", "object", e.Value)
+			}
+			fp.act.errorExtraInfo = d
 		default:
 			return cmderr.New(cmderr.BadValue, "unknown failCommand option: %s", e.Key)
 		}
@@ -292,6 +317,9 @@ func (m *Member) evalFailCommand(r *request) *fpAction {
 			return false
 		}
 		if fp.appName != "" && fp.appName != r.raw.Conn.AppName() {
+			return false
+		}
+		if fp.threadName != "" && fp.threadName != "conn"+strconv.FormatInt(r.raw.Conn.ID(), 10) {
 			return false
 		}
 		if fp.namespace != "" {

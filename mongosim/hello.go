@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -18,55 +19,173 @@ const (
 	sessionTimeoutMins  = 30
 )
 
-// helloCmd answers hello, isMaster and the legacy OP_QUERY isMaster. An
-// awaitable hello (topologyVersion + maxAwaitTimeMS, as sent by streaming
-// monitors) whose topologyVersion is current waits until this member's
-// topology changes, maxAwaitTimeMS passes, or the connection closes.
+// helloCmd answers hello, isMaster and the legacy OP_QUERY isMaster.
+//
+// An awaitable hello (topologyVersion + maxAwaitTimeMS, as a streaming
+// monitor sends it) naming this member's current topologyVersion waits
+// until the topology changes or maxAwaitTimeMS passes; one naming another
+// process or an older counter is answered at once. With the OP_MSG
+// exhaustAllowed flag the reply carries moreToCome and the member keeps
+// answering on the same connection, each reply again awaiting a change, until
+// the connection closes. The wait runs on its own goroutine so that the
+// connection's reader notices a client hanging up (mongod does the same).
 func helloCmd(r *request) (bson.D, error) {
 	m := r.member
-	counter, changed := m.topologyVersion()
-	if wait, ok := awaitTime(r, m.processID, counter); ok {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-changed:
-		case <-r.raw.Context().Done():
-			t.Stop()
-			return nil, errReplied // connection closed: nobody to answer
-		}
-		t.Stop()
+	aw, awaitable, err := parseAwait(r)
+	if err != nil {
+		return nil, err
 	}
-	return m.helloReply(r), nil
+	exhaust := r.raw.OpCode == wire.OpMsg && r.raw.Flags&wire.ExhaustAllowed != 0
+	if exhaust && !awaitable {
+		return nil, cmderr.New(codeExhaustNeedsMaxAwait, "An isMaster or hello request with exhaust must specify 'maxAwaitTimeMS'")
+	}
+	if !awaitable {
+		return m.helloReply(r), nil
+	}
+	counter, _ := m.topologyVersion()
+	if aw.pid == m.processID && aw.counter > counter {
+		return nil, cmderr.New(codeTopologyVersionAhead,
+			"Received a topology version with the same process ID and a higher counter than the current topology version")
+	}
+	if exhaust {
+		st, err := r.raw.Stream()
+		if err != nil {
+			return nil, err
+		}
+		r.stream = st
+	} else {
+		r.raw.WatchClose()
+	}
+	// The wait outlives this call (and its maxTimeMS context): it ends
+	// with the connection.
+	r.ctx = r.raw.Context()
+	if !m.cluster.goAsync(func() { m.awaitHello(r, aw) }) {
+		_ = r.hangup() // the cluster is closing
+	}
+	return nil, errReplied
 }
 
-// awaitTime reports how long an awaitable hello waits: only when it names
-// this process's current topologyVersion.
-func awaitTime(r *request, pid bson.ObjectID, counter int64) (time.Duration, bool) {
-	mv, ok := r.get("maxAwaitTimeMS")
-	if !ok {
-		return 0, false
+// awaitArgs are the awaitable-hello fields of a request.
+type awaitArgs struct {
+	pid      bson.ObjectID
+	counter  int64
+	maxAwait time.Duration
+}
+
+// Codes of mongod's awaitable hello checks.
+const (
+	codeAwaitFieldsPaired    = 31368
+	codeNegativeTVCounter    = 31372
+	codeTopologyVersionAhead = 31382
+	codeExhaustNeedsMaxAwait = 51756
+	codeExpectedObject       = 10065
+	codeIDLMissingField      = 40414
+	codeIDLUnknownField      = 40415
+	codeIDLComparison        = 51024
+)
+
+// parseAwait validates topologyVersion and maxAwaitTimeMS as mongod's
+// hello parser does (its IDL context is "hello" for every alias); ok is
+// false when the request has neither.
+func parseAwait(r *request) (aw awaitArgs, ok bool, err error) {
+	tvV, hasTV := r.get("topologyVersion")
+	mv, hasMax := r.get("maxAwaitTimeMS")
+	if hasTV {
+		tv, isDoc := tvV.(bson.D)
+		if !isDoc {
+			return aw, false, cmderr.New(codeExpectedObject, "invalid parameter: expected an object (topologyVersion)")
+		}
+		var hasPID, hasCounter bool
+		for _, e := range tv {
+			switch e.Key {
+			case "processId":
+				oid, isOID := e.Value.(bson.ObjectID)
+				if !isOID {
+					return aw, false, typeErr("hello.topologyVersion.processId", "objectId", e.Value)
+				}
+				aw.pid, hasPID = oid, true
+			case "counter":
+				n, isLong := e.Value.(int64)
+				if !isLong {
+					return aw, false, typeErr("hello.topologyVersion.counter", "long", e.Value)
+				}
+				aw.counter, hasCounter = n, true
+			default:
+				return aw, false, cmderr.New(codeIDLUnknownField, "BSON field 'hello.topologyVersion.%s' is an unknown field.", e.Key)
+			}
+		}
+		if !hasPID {
+			return aw, false, cmderr.New(codeIDLMissingField, "BSON field 'hello.topologyVersion.processId' is missing but a required field")
+		}
+		if !hasCounter {
+			return aw, false, cmderr.New(codeIDLMissingField, "BSON field 'hello.topologyVersion.counter' is missing but a required field")
+		}
 	}
-	ms, ok := asInt64(mv)
-	if !ok || ms <= 0 {
-		return 0, false
+	if hasMax {
+		ms, isNum := asInt64(mv)
+		if !isNum {
+			return aw, false, typeErr("hello.maxAwaitTimeMS", "long", mv)
+		}
+		if ms < 0 {
+			return aw, false, cmderr.New(codeIDLComparison, "BSON field 'maxAwaitTimeMS' value must be >= 0, actual value '%d'", ms)
+		}
+		aw.maxAwait = time.Duration(ms) * time.Millisecond
 	}
-	tvV, ok := r.get("topologyVersion")
-	if !ok {
-		return 0, false
+	switch {
+	case hasTV && !hasMax:
+		return aw, false, cmderr.New(codeAwaitFieldsPaired, "A request with a 'topologyVersion' must include 'maxAwaitTimeMS'")
+	case hasMax && !hasTV:
+		return aw, false, cmderr.New(codeAwaitFieldsPaired, "A request with 'maxAwaitTimeMS' must include a 'topologyVersion'")
+	case !hasTV:
+		return aw, false, nil
 	}
-	tv, ok := tvV.(bson.D)
-	if !ok {
-		return 0, false
+	if aw.counter < 0 {
+		return aw, false, cmderr.New(codeNegativeTVCounter, "topologyVersion must have a non-negative counter")
 	}
-	p, _ := lookupD(tv, "processId")
-	if oid, ok := p.(bson.ObjectID); !ok || oid != pid {
-		return 0, false
+	return aw, true, nil
+}
+
+// awaitHello answers an awaitable hello, and for an exhaust stream every
+// further reply, until the connection or the cluster closes. Each streamed
+// reply after the first is a new invocation of hello, as in mongod: a
+// failCommand fail point naming hello applies to it, and an error reply
+// ends the stream.
+func (m *Member) awaitHello(r *request, aw awaitArgs) {
+	st := &m.cluster.stats
+	st.awaiting.Add(1)
+	defer st.awaiting.Add(-1)
+	done := r.raw.Context().Done()
+	for first := true; ; first = false {
+		if !first {
+			var out outcome
+			if _, answered := m.applyFailCommand(r, &out); answered {
+				return
+			}
+		}
+		counter, changed := m.topologyVersion()
+		if aw.pid == m.processID && aw.counter == counter && aw.maxAwait > 0 {
+			t := time.NewTimer(aw.maxAwait)
+			select {
+			case <-t.C:
+			case <-changed:
+			case <-done:
+				t.Stop()
+				return
+			}
+			t.Stop()
+		}
+		reply := m.helloReply(r)
+		if err := r.send(reply); err != nil || r.stream == nil {
+			return
+		}
+		st.streamed.Add(1)
+		// The next invocation awaits a change from what this reply said.
+		aw.pid = m.processID
+		if tv, ok := lookupD(reply, "topologyVersion"); ok {
+			c, _ := lookupD(tv.(bson.D), "counter")
+			aw.counter, _ = c.(int64)
+		}
 	}
-	cv, _ := lookupD(tv, "counter")
-	if n, ok := asInt64(cv); !ok || n != counter {
-		return 0, false
-	}
-	return time.Duration(ms) * time.Millisecond, true
 }
 
 func (m *Member) helloReply(r *request) bson.D {
@@ -133,9 +252,9 @@ func (m *Member) helloReply(r *request) bson.D {
 		bson.E{Key: "maxWriteBatchSize", Value: int32(maxWriteBatchSize)},
 		bson.E{Key: "localTime", Value: bson.NewDateTimeFromTime(now)},
 	)
-	if c.setName != "" {
-		d = append(d, bson.E{Key: "logicalSessionTimeoutMinutes", Value: int32(sessionTimeoutMins)})
-	}
+	// Standalone servers support sessions too (not retryable writes or
+	// transactions: txnNumber answers 20 there).
+	d = append(d, bson.E{Key: "logicalSessionTimeoutMinutes", Value: int32(sessionTimeoutMins)})
 	d = append(d,
 		bson.E{Key: "connectionId", Value: int32(r.raw.Conn.ID())},
 		bson.E{Key: "minWireVersion", Value: int32(0)},

@@ -18,6 +18,13 @@ type limiter struct {
 	last     time.Time
 	backoff  int32 // baseBackoffMS attached to overload errors; 0 = none
 	maxConns int
+	// rejectCost is the tokens a rejection takes (LimiterOptions.RejectCost).
+	rejectCost float64
+
+	// The connection establishment bucket and its queue.
+	connRate, connBurst, connTokens float64
+	connLast                        time.Time
+	connDepth, connQueued           int
 }
 
 func newLimiter(now func() time.Time, o LimiterOptions) *limiter {
@@ -34,6 +41,14 @@ func (l *limiter) set(o LimiterOptions) {
 	l.burst = float64(o.Burst)
 	l.backoff = o.BaseBackoffMS
 	l.maxConns = o.MaxConnections
+	l.rejectCost = max(o.RejectCost, 0)
+	l.connRate = max(o.ConnectionsPerSecond, 0)
+	l.connBurst = float64(o.ConnectionBurst)
+	if l.connBurst <= 0 {
+		l.connBurst = max(1, l.connRate)
+	}
+	l.connTokens, l.connLast = l.connBurst, l.now()
+	l.connDepth = max(o.ConnectionQueueDepth, 0)
 	l.refillConfigLocked()
 }
 
@@ -50,7 +65,8 @@ func (l *limiter) refillConfigLocked() {
 func (l *limiter) options() (o LimiterOptions, enabled bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return LimiterOptions{RequestsPerSecond: l.rate, Burst: int(l.burst), BaseBackoffMS: l.backoff, MaxConnections: l.maxConns}, l.enabled
+	return LimiterOptions{RequestsPerSecond: l.rate, Burst: int(l.burst), BaseBackoffMS: l.backoff, MaxConnections: l.maxConns, RejectCost: l.rejectCost,
+		ConnectionsPerSecond: l.connRate, ConnectionBurst: int(l.connBurst), ConnectionQueueDepth: l.connDepth}, l.enabled
 }
 
 // admit takes a token. on reports whether the bucket is active at all.
@@ -66,6 +82,7 @@ func (l *limiter) admit() (admitted, on bool) {
 	}
 	l.last = now
 	if l.tokens < 1 {
+		l.tokens = max(l.tokens-l.rejectCost, -l.burst)
 		return false, true
 	}
 	l.tokens--
@@ -119,4 +136,80 @@ func (l *limiter) setMaxConnections(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.maxConns = n
+}
+
+// Connection admission outcomes.
+const (
+	connAdmitted = iota
+	connQueued
+	connRejected
+)
+
+// admitConn decides for a new connection: admitted (a token was free),
+// queued (it must wait for one with waitConnToken), or rejected.
+func (l *limiter) admitConn() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.connRate <= 0 {
+		return connAdmitted
+	}
+	if l.takeConnTokenLocked() {
+		return connAdmitted
+	}
+	if l.connQueued < l.connDepth {
+		l.connQueued++
+		return connQueued
+	}
+	return connRejected
+}
+
+func (l *limiter) takeConnTokenLocked() bool {
+	now := l.now()
+	if el := now.Sub(l.connLast).Seconds(); el > 0 {
+		l.connTokens = min(l.connBurst, l.connTokens+el*l.connRate)
+	}
+	l.connLast = now
+	if l.connTokens < 1 {
+		return false
+	}
+	l.connTokens--
+	return true
+}
+
+// waitConnToken waits until a queued connection gets its token, or done is
+// closed; either way it leaves the queue. It waits in real time, so a test
+// of the queue runs on the real clock.
+func (l *limiter) waitConnToken(done <-chan struct{}) bool {
+	for {
+		l.mu.Lock()
+		ok := l.connRate <= 0 || l.takeConnTokenLocked()
+		var wait time.Duration
+		if ok {
+			l.connQueued--
+		} else {
+			wait = time.Duration((1 - l.connTokens) / l.connRate * float64(time.Second))
+		}
+		l.mu.Unlock()
+		if ok {
+			return true
+		}
+		t := time.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-done:
+			t.Stop()
+			l.mu.Lock()
+			l.connQueued--
+			l.mu.Unlock()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// leaveConnQueue frees the queue slot of a connection that closed before
+// it sent anything.
+func (l *limiter) leaveConnQueue() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.connQueued = max(0, l.connQueued-1)
 }

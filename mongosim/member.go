@@ -2,6 +2,7 @@ package mongosim
 
 import (
 	"sync/atomic"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -24,6 +25,9 @@ type Member struct {
 	// guarded by cluster.mu.
 	tvCounter int64
 	tvChanged chan struct{}
+	// electableAt ends a replSetStepDown or replSetFreeze period: the
+	// member is not elected before it. Guarded by cluster.mu.
+	electableAt time.Time
 }
 
 // Addr returns the member's "host:port".
@@ -66,7 +70,7 @@ func (m *Member) bumpTopologyLocked() {
 
 // acceptConn is the connection limiter: beyond MaxConnections open
 // connections, new ones are closed at once.
-func (m *Member) acceptConn(_ *blackpipe.Conn) bool {
+func (m *Member) acceptConn(bc *blackpipe.Conn) bool {
 	c := m.cluster
 	limit := c.limiter.maxConnections()
 	n := m.conns.Add(1)
@@ -75,8 +79,36 @@ func (m *Member) acceptConn(_ *blackpipe.Conn) bool {
 		c.stats.connsRejected.Add(1)
 		return false
 	}
+	switch c.limiter.admitConn() {
+	case connRejected:
+		m.conns.Add(-1)
+		c.stats.connsRejected.Add(1)
+		c.logf("mongosim %s: connection from %s rejected: the connection establishment queue is full", m.addr, bc.RemoteAddr())
+		return false
+	case connQueued:
+		bc.SetValue(connQueuedKey{}, true)
+	}
 	c.stats.connsAccepted.Add(1)
 	return true
 }
 
-func (m *Member) connClosed(_ *blackpipe.Conn) { m.conns.Add(-1) }
+// connQueuedKey marks a connection waiting in the establishment queue: its
+// first command is served once it gets a token (awaitAdmission).
+type connQueuedKey struct{}
+
+// awaitAdmission holds a queued connection's first command until the
+// establishment bucket admits it; false means the connection went away.
+func (m *Member) awaitAdmission(br *blackpipe.Request) bool {
+	if queued, _ := br.Conn.Value(connQueuedKey{}).(bool); !queued {
+		return true
+	}
+	br.Conn.SetValue(connQueuedKey{}, false)
+	return m.cluster.limiter.waitConnToken(br.Conn.Context().Done())
+}
+
+func (m *Member) connClosed(bc *blackpipe.Conn) {
+	m.conns.Add(-1)
+	if queued, _ := bc.Value(connQueuedKey{}).(bool); queued {
+		m.cluster.limiter.leaveConnQueue() // closed before its first command
+	}
+}

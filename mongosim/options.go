@@ -36,6 +36,12 @@ type Options struct {
 	Compressors []string
 	// Logger receives debug records; nil discards them.
 	Logger *slog.Logger
+	// PartialMessageTimeout disconnects a client that stalls in the middle
+	// of a message for that long (default 30s; negative: never), and
+	// IdleTimeout one that sends nothing between messages for that long
+	// (default 0: never, as mongod). See blackpipe.Options.
+	PartialMessageTimeout time.Duration
+	IdleTimeout           time.Duration
 }
 
 // AuthOptions holds the one user mongosim knows when auth is on.
@@ -58,4 +64,22 @@ type LimiterOptions struct {
 	// MaxConnections caps open connections per member; further connections
 	// are closed at once. 0 means unlimited.
 	MaxConnections int
+	// RejectCost is what rejecting a request costs the server, as a
+	// fraction of an admitted request's capacity: each rejection takes that
+	// many tokens, and the bucket may go into debt down to -Burst. Real
+	// servers pay for every request they turn away, which is how retry
+	// storms outlast the overload that caused them. 0: rejections are free.
+	RejectCost float64
+	// ConnectionsPerSecond is the refill rate of the connection
+	// establishment token bucket (mongod's
+	// ingressConnectionEstablishmentRatePerSec); a new connection that
+	// finds it empty waits in a queue of ConnectionQueueDepth before its
+	// first command is served, or is closed at once when the queue is full.
+	// 0 disables it.
+	ConnectionsPerSecond float64
+	// ConnectionBurst is that bucket's capacity; 0 means
+	// max(1, ConnectionsPerSecond).
+	ConnectionBurst int
+	// ConnectionQueueDepth is how many connections may wait for a token.
+	ConnectionQueueDepth int
 }

@@ -163,7 +163,9 @@ func TestSingleMemberPingAndHello(t *testing.T) {
 	}
 }
 
-func TestStandaloneHasNoSessions(t *testing.T) {
+// A mongod standalone supports sessions (logicalSessionTimeoutMinutes) but
+// not retryable writes or transactions: txnNumber answers 20.
+func TestStandaloneSessions(t *testing.T) {
 	c := StartWithOptions(t, Options{Standalone: true})
 	ctx := testCtx(t)
 	if strings.Contains(c.URI(), "replicaSet") {
@@ -171,16 +173,32 @@ func TestStandaloneHasNoSessions(t *testing.T) {
 	}
 	client := connect(t, c.URI())
 	hello := mustRun(t, ctx, client.Database("admin"), bson.D{{Key: "hello", Value: 1}})
-	for _, k := range []string{"logicalSessionTimeoutMinutes", "setName", "hosts"} {
+	for _, k := range []string{"setName", "hosts"} {
 		if _, err := hello.LookupErr(k); err == nil {
 			t.Errorf("standalone hello has %s", k)
 		}
+	}
+	if v, err := hello.LookupErr("logicalSessionTimeoutMinutes"); err != nil || v.Int32() != 30 {
+		t.Errorf("standalone logicalSessionTimeoutMinutes = %v (%v), want 30", v, err)
 	}
 	if !hello.Lookup("isWritablePrimary").Boolean() {
 		t.Fatal("standalone is not writable")
 	}
 	if err := c.StepDown(ctx); err == nil {
 		t.Fatal("StepDown on a standalone succeeded")
+	}
+	db := client.Database("test")
+	// The driver sends its implicit session's lsid with both.
+	mustRun(t, ctx, db, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}})
+	_, err := runCmd(ctx, db, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 2}}}},
+		{Key: "txnNumber", Value: int64(1)}})
+	ce := commandError(t, err, cmderr.IllegalOperation)
+	if ce.Message != "Transaction numbers are only allowed on a replica set member or mongos" {
+		t.Fatalf("message %q", ce.Message)
+	}
+	// The driver uses (implicit) sessions but no retryable writes there.
+	if _, err := db.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 3}}); err != nil {
+		t.Fatalf("insert through the driver: %v", err)
 	}
 }
 
@@ -285,15 +303,64 @@ func TestReplicaSetStepDown(t *testing.T) {
 	}
 }
 
+// A one-member set steps down only with force, and then, as mongod, has
+// no primary until its step-down period ends and it is elected again.
 func TestSingleMemberStepDownNeedsForce(t *testing.T) {
 	c := Start(t)
 	ctx := testCtx(t)
 	admin := connect(t, c.URI()).Database("admin")
 	_, err := runCmd(ctx, admin, bson.D{{Key: "replSetStepDown", Value: 10}})
 	commandError(t, err, cmderr.ExceededTimeLimit)
-	mustRun(t, ctx, admin, bson.D{{Key: "replSetStepDown", Value: 10}, {Key: "force", Value: true}})
-	if c.Primary() != c.Members()[0] || c.Stats().StepDowns != 1 {
-		t.Fatal("forced step-down of a one-member set must re-elect it")
+	mustRun(t, ctx, admin, bson.D{{Key: "replSetStepDown", Value: 1}, {Key: "force", Value: true}})
+	if c.Primary() != nil || c.Stats().StepDowns != 1 {
+		t.Fatal("a forced step-down of a one-member set must leave it without a primary")
+	}
+	waitFor(t, 5*time.Second, "re-election after the 1 s step-down period", func() bool { return c.Primary() == c.Members()[0] })
+}
+
+// replSetStepDown keeps the member from being elected for stepDownSecs,
+// replSetFreeze does the same for a secondary, and the set waits without a
+// primary when nobody is eligible, as mongod.
+func TestStepDownPeriodAndFreeze(t *testing.T) {
+	c := StartWithOptions(t, Options{Members: 2})
+	ctx := testCtx(t)
+	ms := c.Members()
+	admin0 := connect(t, ms[0].URI()).Database("admin")
+	admin1 := connect(t, ms[1].URI()).Database("admin")
+	_, err := runCmd(ctx, admin0, bson.D{{Key: "replSetStepDown", Value: 5}, {Key: "secondaryCatchUpPeriodSecs", Value: 10}})
+	commandError(t, err, cmderr.BadValue)
+	mustRun(t, ctx, admin0, bson.D{{Key: "replSetStepDown", Value: 60}})
+	if c.Primary() != ms[1] {
+		t.Fatal("member 1 not elected")
+	}
+	// Member 0 is in its 60 s period: stepping member 1 down leaves no
+	// primary until member 1's own 1 s period ends.
+	mustRun(t, ctx, admin1, bson.D{{Key: "replSetStepDown", Value: 1}, {Key: "secondaryCatchUpPeriodSecs", Value: 0}})
+	if p := c.Primary(); p != nil {
+		t.Fatalf("primary %s elected during both step-down periods", p.Addr())
+	}
+	h := mustRun(t, ctx, admin0, bson.D{{Key: "hello", Value: 1}})
+	if _, err := h.LookupErr("primary"); err == nil || h.Lookup("isWritablePrimary").Boolean() {
+		t.Fatalf("hello without a primary: %v", h)
+	}
+	waitFor(t, 5*time.Second, "member 1 re-elected", func() bool { return c.Primary() == ms[1] })
+	_, err = runCmd(ctx, admin1, bson.D{{Key: "replSetFreeze", Value: 30}})
+	commandError(t, err, 95)
+	// Unfreezing member 0 ends its step-down period: a step-down of
+	// member 1 now elects it at once.
+	if r := mustRun(t, ctx, admin0, bson.D{{Key: "replSetFreeze", Value: 0}}); r.Lookup("info").StringValue() != "unfreezing" {
+		t.Fatalf("unfreeze: %v", r)
+	}
+	mustRun(t, ctx, admin1, bson.D{{Key: "replSetStepDown", Value: 60}})
+	if c.Primary() != ms[0] {
+		t.Fatal("unfrozen member 0 not elected")
+	}
+	// A frozen secondary is not elected either.
+	mustRun(t, ctx, admin1, bson.D{{Key: "replSetFreeze", Value: 0}})
+	mustRun(t, ctx, admin1, bson.D{{Key: "replSetFreeze", Value: 60}})
+	mustRun(t, ctx, admin0, bson.D{{Key: "replSetStepDown", Value: 1}, {Key: "secondaryCatchUpPeriodSecs", Value: 0}})
+	if c.Primary() != nil {
+		t.Fatal("frozen member 1 elected")
 	}
 }
 
@@ -678,6 +745,32 @@ func TestIngressRequestLimiter(t *testing.T) {
 		if err := ping(); err != nil {
 			t.Fatalf("ping after SetLimiter off: %v", err)
 		}
+	}
+}
+
+// With RejectCost each rejection takes capacity: a storm of rejected
+// requests leaves the bucket in debt, so admission resumes later than the
+// refill rate alone would allow.
+func TestIngressRequestLimiterRejectCost(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := StartWithOptions(t, Options{Now: clock.Now, Limiter: LimiterOptions{RequestsPerSecond: 10, Burst: 2, RejectCost: 0.5}})
+	ctx := testCtx(t)
+	client := connect(t, c.URI(), options.Client().SetMaxAdaptiveRetries(0))
+	admin := client.Database("admin")
+	ping := func() error { return admin.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err() }
+	for i := 0; i < 2; i++ {
+		if err := ping(); err != nil {
+			t.Fatalf("ping %d within burst: %v", i, err)
+		}
+	}
+	for i := 0; i < 5; i++ { // the debt stops at -Burst = -2 tokens
+		commandError(t, ping(), cmderr.IngressRequestRateLimitExceeded)
+	}
+	clock.Advance(100 * time.Millisecond) // +1 token: -1, still in debt
+	commandError(t, ping(), cmderr.IngressRequestRateLimitExceeded)
+	clock.Advance(250 * time.Millisecond) // -1.5 + 2.5 = 1 token
+	if err := ping(); err != nil {
+		t.Fatalf("ping after the debt is repaid: %v", err)
 	}
 }
 

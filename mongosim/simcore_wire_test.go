@@ -180,3 +180,38 @@ func TestConnectionLimiter(t *testing.T) {
 		t.Fatalf("connection after the first closed: %v", err)
 	}
 }
+
+// The connection establishment limiter admits a burst, queues the next
+// connections until tokens refill (their first command waits), and closes
+// connections beyond the queue at once.
+func TestConnectionEstablishmentLimiter(t *testing.T) {
+	c := Start(t)
+	start := time.Now() // the bucket holds one token from here on
+	c.SetLimiter(LimiterOptions{ConnectionsPerSecond: 10, ConnectionBurst: 1, ConnectionQueueDepth: 2})
+	addr := c.Members()[0].Addr()
+	ping := bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}}
+	first := dialRaw(t, addr)
+	queued := []*rawConn{dialRaw(t, addr), dialRaw(t, addr)}
+	over := dialRaw(t, addr)
+	if _, err := first.msg(ping); err != nil {
+		t.Fatalf("first connection: %v", err)
+	}
+	if _, err := over.msg(ping); err == nil {
+		t.Fatal("a connection beyond the queue was served")
+	} else if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the connection beyond the queue hung instead of being closed: %v", err)
+	}
+	for i, q := range queued {
+		if _, err := q.msg(ping); err != nil {
+			t.Fatalf("queued connection %d: %v", i, err)
+		}
+	}
+	// One token, then 10 per second: the second queued connection cannot
+	// be served before 200 ms after the limiter was set.
+	if took := time.Since(start); took < 190*time.Millisecond {
+		t.Errorf("queued connections served after %v; the bucket admits 10 per second", took)
+	}
+	if st := c.Stats(); st.ConnsRejected != 1 || st.ConnsAccepted != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -39,9 +39,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return runBenchFaults(ctx, args[1:], stdout, stderr)
 		case "failover":
 			return runBenchFailover(ctx, args[1:], stdout, stderr)
+		case "connect":
+			return runBenchConnect(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fmt.Fprintln(stderr, "usage: sturdy bench overload|faults|failover [flags]")
+	fmt.Fprintln(stderr, "usage: sturdy bench overload|faults|failover|connect [flags]")
 	return errUsage
 }
 
@@ -77,6 +79,14 @@ func runBenchOverload(ctx context.Context, args []string, stdout, stderr io.Writ
 	clientsFlag := fs.String("clients", strings.Join(benchClients, ","), "clients to run")
 	opTimeout := fs.Duration("op-timeout", 2*time.Second, "deadline of each operation")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	spike := fs.Bool("spike", false, "instead of steady loads: offered -base×C, a spike of -spike-load×C for -spike-for, then -base×C for -after; report recovery time")
+	spikeLoad := fs.Float64("spike-load", 8, "with -spike: the offered load during the spike, as a multiple of C")
+	spikeFor := fs.Duration("spike-for", 3*time.Second, "with -spike: how long the spike lasts")
+	base := fs.Float64("base", 0.8, "with -spike: the offered load outside the spike, as a multiple of C")
+	before := fs.Duration("before", 2*time.Second, "with -spike: time at the base load before the spike")
+	after := fs.Duration("after", 8*time.Second, "with -spike: time at the base load after the spike")
+	rejectCost := fs.Float64("reject-cost", 0.25, "with -spike: capacity each rejection costs the server, as a fraction of an admitted request (mongosim RejectCost)")
+	htmlOut := fs.String("html", "", "with -spike: also write goodput-over-time charts as HTML to this file")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -108,6 +118,15 @@ func runBenchOverload(ctx context.Context, args []string, stdout, stderr io.Writ
 	defer sim.Close()
 	if slices.Contains(clients, "official") {
 		fmt.Fprintln(stderr, "overload: the official driver runs with heartbeatFrequencyMS=500 (default 10000); every other option is the default")
+	}
+	if *spike {
+		if *spikeLoad <= 0 || *spikeFor <= 0 || *base <= 0 || *before < 0 || *after <= 0 || *rejectCost < 0 {
+			fmt.Fprintln(stderr, "-spike-load, -spike-for, -base and -after must be positive, -before and -reject-cost not negative")
+			return errUsage
+		}
+		p := spikeProfile{Base: *base, Spike: *spikeLoad, Before: *before, For: *spikeFor, After: *after, Capacity: *capacity,
+			Bucket: 250 * time.Millisecond, OpTimeout: *opTimeout, RecoveredAt: 0.9, Window: 1}
+		return runSpike(ctx, sim, clients, p, *rejectCost, stdout, stderr, *jsonOut, *htmlOut)
 	}
 	limiter := mongosim.LimiterOptions{RequestsPerSecond: float64(*capacity), Burst: max(1, *capacity/20)}
 

@@ -99,7 +99,10 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 			return errors.New("no primary to step down")
 		}
 		_, err := admins[p.Addr()].Database("admin").RunCommand(ctx,
-			bson.D{{Key: "replSetStepDown", Value: int32(10)}, {Key: "secondaryCatchUpPeriodSecs", Value: int32(0)}})
+			// A 1 s step-down period, as mongod keeps the member from
+			// being re-elected for it: longer periods would leave the set
+			// without an eligible member after a few step-downs.
+			bson.D{{Key: "replSetStepDown", Value: int32(1)}, {Key: "secondaryCatchUpPeriodSecs", Value: int32(0)}})
 		return err
 	}
 

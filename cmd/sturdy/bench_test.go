@@ -133,3 +133,96 @@ func TestBenchFailoverSmoke(t *testing.T) {
 		t.Errorf("windows p50 %v max %v", rs[0].UnavailableP50ms, rs[0].UnavailableMaxms)
 	}
 }
+
+func TestRecoveryTime(t *testing.T) {
+	p := spikeProfile{Base: 0.5, Capacity: 100, Before: time.Second, For: time.Second, After: 3 * time.Second,
+		Bucket: 500 * time.Millisecond, RecoveredAt: 0.9, Window: 1}
+	// Buckets of 0.5 s; the spike ends at bucket 4. Offered base = 50/s,
+	// so recovery needs a 1 s window averaging ≥ 45/s.
+	goodput := []float64{50, 50, 5, 5, 0, 10, 40, 50, 50, 50}
+	if got := recoveryTime(goodput, p); got != 1.0 { // window [6,8): (40+50)/2 = 45
+		t.Errorf("recovery = %v, want 1.0", got)
+	}
+	if got := recoveryTime([]float64{50, 50, 5, 5, 0, 10, 20, 20, 20, 30}, p); got != -1 {
+		t.Errorf("never recovered: got %v, want -1", got)
+	}
+	if got := recoveryTime([]float64{50, 50, 5, 5, 50, 50, 50, 50, 50, 50}, p); got != 0 {
+		t.Errorf("immediate recovery: got %v, want 0", got)
+	}
+}
+
+func TestBenchOverloadSpikeSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	out, html := filepath.Join(dir, "spike.json"), filepath.Join(dir, "spike.html")
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "overload", "-spike", "-capacity", "200", "-before", "300ms", "-spike-for", "500ms", "-after", "1s",
+		"-clients", "no-retries,sturdy", "-json", out, "-html", html}
+	if code := run(ctx, args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(b, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0]["client"] != "no-retries" || rows[1]["client"] != "sturdy" {
+		t.Fatalf("rows %v", rows)
+	}
+	for _, r := range rows {
+		for _, k := range []string{"recovery_s", "amplification", "goodput_during_spike"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("%v lacks %q", r["client"], k)
+			}
+		}
+		if r["succeeded"].(float64) == 0 {
+			t.Errorf("%v: nothing succeeded", r["client"])
+		}
+	}
+	if a := rows[0]["amplification"].(float64); a > 1.0001 {
+		t.Errorf("no-retries sent %.2f attempts per request", a)
+	}
+	h, err := os.ReadFile(html)
+	if err != nil || !bytes.Contains(h, []byte("<polyline")) {
+		t.Errorf("HTML chart missing (%v)", err)
+	}
+}
+
+func TestBenchConnectSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "connect.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "connect", "-rate", "20", "-burst", "2", "-goroutines", "50", "-duration", "1s", "-json", out}
+	if code := run(ctx, args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []connectResult
+	if err := json.Unmarshal(b, &rs); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].Client != "sturdy" || rs[1].Client != "official" {
+		t.Fatalf("results %+v", rs)
+	}
+	for _, r := range rs {
+		if r.Ops == 0 || r.ConnAttempts == 0 {
+			t.Errorf("%s: %d ops, %d connection attempts", r.Client, r.Ops, r.ConnAttempts)
+		}
+	}
+	// 50 goroutines want up to 50 connections from a server admitting 2
+	// at once and 20 a second: some are refused. sturdy's pool backs off
+	// after a refusal instead of redialing at once, so it cannot need more
+	// attempts than connections it could have been admitted plus its
+	// refusals' backoffs allow: far fewer than a redial per refusal.
+	if s := rs[0]; s.ConnRefused > 0 && s.ConnAttempts > 200 {
+		t.Errorf("sturdy made %d connection attempts (%d refused) in 1 s against a 20/s limiter", s.ConnAttempts, s.ConnRefused)
+	}
+}

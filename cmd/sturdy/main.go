@@ -22,7 +22,8 @@ var subcommands = []subcommand{
 	{"demo", "run the counter workload under injected faults, strategy by strategy", runDemo},
 	{"sim", "run mongosim, the in-memory MongoDB-compatible server", runSim},
 	{"proxy", "MongoDB-aware fault-injection proxy in front of mongod, mongos or a replica set", runProxy},
-	{"bench", "benchmarks against the official driver: 'bench overload', 'bench faults', 'bench failover'", runBench},
+	{"soak", "chaos run: a mixed workload under a seeded fault schedule, proving nothing is lost, applied twice or stuck", runSoak},
+	{"bench", "benchmarks against the official driver: 'bench overload', 'bench faults', 'bench failover', 'bench connect'", runBench},
 }
 
 func main() {

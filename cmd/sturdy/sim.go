@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/sturdy-go/sturdy/mongosim"
 )
@@ -22,6 +23,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Float64Var(&o.Limiter.RequestsPerSecond, "rate", 0, "ingress request limit per second per member (0: off)")
 	fs.IntVar(&o.Limiter.Burst, "burst", 0, "ingress request burst capacity (0: same as -rate)")
 	fs.IntVar(&o.Limiter.MaxConnections, "max-conns", 0, "maximum connections per member (0: unlimited)")
+	fs.DurationVar(&o.PartialMessageTimeout, "partial-timeout", 30*time.Second, "disconnect a client that stalls this long in the middle of a message (negative: never)")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 0, "disconnect a client idle this long between messages (0: never)")
 	seed := fs.Int64("seed", 1, "seed for fail point activationProbability")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err

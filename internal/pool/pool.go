@@ -3,11 +3,14 @@ package pool
 import (
 	"container/list"
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/internal/mongoerr"
 )
 
 // Options configures a Pool. The zero value is an unlimited pool with no
@@ -42,6 +45,16 @@ type Options struct {
 	// to SDAM error handling (a pre-handshake error of the given
 	// connection generation).
 	EstablishError func(err error, generation uint64)
+	// NoEstablishBackoff turns off the establishment backoff: by default,
+	// after a connection attempt fails in a way overload can cause (the
+	// error gets the SystemOverloadedError label), the pool starts no new
+	// connection for jitter × min(10 s, 100 ms × 2^(failures-1)), so that
+	// a server shedding connections is not met by a stampede of redials
+	// from every waiting check-out. A successful connection ends it.
+	NoEstablishBackoff bool
+	// Jitter returns the backoff's jitter in [0, 1); nil means
+	// math/rand/v2.Float64. Tests inject it.
+	Jitter func() float64
 }
 
 const (
@@ -124,6 +137,11 @@ type Pool struct {
 	queue      list.List        // of *waiter, FIFO
 	doomed     []*conn.Conn     // closed by unlock, outside the lock
 	now        func() time.Time // time source; time.Now
+
+	// The establishment backoff (Options.NoEstablishBackoff).
+	establishFailures int         // consecutive overload-like dial failures
+	backoffUntil      time.Time   // no new dial before this
+	backoffTimer      *time.Timer // serves the queue when the backoff ends
 }
 
 // New creates a paused pool for addr and publishes PoolCreated.
@@ -372,7 +390,46 @@ func (p *Pool) totalLocked() int { return p.pending + len(p.idle) + p.inUse }
 
 func (p *Pool) canDialLocked() bool {
 	return p.state == stateReady && p.pending < p.maxConnecting &&
-		(p.opts.MaxPoolSize <= 0 || p.totalLocked() < p.opts.MaxPoolSize)
+		(p.opts.MaxPoolSize <= 0 || p.totalLocked() < p.opts.MaxPoolSize) &&
+		!p.backingOffLocked()
+}
+
+func (p *Pool) backingOffLocked() bool {
+	return !p.backoffUntil.IsZero() && p.now().Before(p.backoffUntil)
+}
+
+// establishFailedLocked starts or extends the establishment backoff after
+// a dial error that overload can cause.
+func (p *Pool) establishFailedLocked(err error) {
+	if p.opts.NoEstablishBackoff || p.state == stateClosed || !mongoerr.HasErrorLabel(err, mongoerr.LabelSystemOverloaded) {
+		return
+	}
+	p.establishFailures++
+	jitter := rand.Float64
+	if p.opts.Jitter != nil {
+		jitter = p.opts.Jitter
+	}
+	d := backoff.Delay(backoff.Base, p.establishFailures-1, jitter())
+	p.backoffUntil = p.now().Add(d)
+	if p.backoffTimer != nil {
+		p.backoffTimer.Stop()
+	}
+	p.backoffTimer = time.AfterFunc(d, func() {
+		p.mu.Lock()
+		p.serveLocked()
+		p.unlock()
+		p.nudge() // and let the background goroutine refill MinPoolSize
+	})
+}
+
+// establishSucceededLocked ends the establishment backoff.
+func (p *Pool) establishSucceededLocked() {
+	p.establishFailures = 0
+	p.backoffUntil = time.Time{}
+	if p.backoffTimer != nil {
+		p.backoffTimer.Stop()
+		p.backoffTimer = nil
+	}
 }
 
 // serveLocked hands idle connections, or permission to dial, to the
@@ -475,6 +532,7 @@ func (p *Pool) dial(ctx context.Context, m *member) {
 			p.resolveLocked(w, nil, p.clearedErrLocked())
 		}
 	case err == nil:
+		p.establishSucceededLocked()
 		m.c = c
 		c.SetGeneration(m.gen)
 		p.conns[c] = m
@@ -488,6 +546,9 @@ func (p *Pool) dial(ctx context.Context, m *member) {
 		}
 	default:
 		m.state = connClosed
+		if m.gen == p.generation {
+			p.establishFailedLocked(err)
+		}
 		reason, fail := event.ReasonError, err
 		switch {
 		case p.state == stateClosed:
@@ -566,6 +627,7 @@ func (p *Pool) Clear(cause error, interruptInUse bool) {
 		return
 	}
 	wasPaused := p.state == statePaused
+	p.establishSucceededLocked() // a new generation starts without backoff
 	p.generation++
 	p.state = statePaused
 	p.clearCause = cause
@@ -616,6 +678,7 @@ func (p *Pool) Close(ctx context.Context) error {
 		clear(p.idle)
 		p.idle = nil
 		p.publish(&event.PoolEvent{Type: event.PoolClosed})
+		p.establishSucceededLocked() // stops the backoff timer
 		p.cancel()
 		close(p.stop)
 	}

@@ -22,6 +22,16 @@ type accSpec struct {
 	field string
 	op    string
 	arg   *expr.Expr
+	// make, when set, creates the accumulator (the n-accumulators, whose
+	// n and sort order come from the specification).
+	make func() accumulator
+}
+
+func (a accSpec) newAcc() accumulator {
+	if a.make != nil {
+		return a.make()
+	}
+	return accumulators[a.op]()
 }
 
 var accumulators = map[string]func() accumulator{
@@ -40,8 +50,7 @@ var accumulators = map[string]func() accumulator{
 }
 
 var unsupportedAccumulators = map[string]bool{
-	"$accumulator": true, "$top": true, "$topN": true, "$bottom": true, "$bottomN": true,
-	"$firstN": true, "$lastN": true, "$maxN": true, "$minN": true, "$median": true, "$percentile": true,
+	"$accumulator": true, "$median": true, "$percentile": true,
 }
 
 type sumAcc struct{ sum any }
@@ -70,6 +79,12 @@ func (a *avgAcc) add(v any) error {
 func (a *avgAcc) result() any {
 	if a.n == 0 {
 		return nil
+	}
+	if _, dec := a.sum.(bson.Decimal128); dec {
+		avg, err := value.Divide(a.sum, int64(a.n)) // exact, as mongod's decimal $avg
+		if err == nil {
+			return avg
+		}
 	}
 	f, _ := value.ToFloat(a.sum)
 	return f / float64(a.n)
@@ -220,39 +235,55 @@ func compileGroup(arg any) (stage, error) {
 			return nil, cmderr.New(16406, "duplicate field name specified in object literal: %s", e.Key)
 		}
 		seen[e.Key] = true
-		acc, ok := value.ToDoc(e.Value)
-		if !ok {
-			return nil, cmderr.New(40234, "The field '%s' must be an accumulator object", e.Key)
-		}
-		if len(acc) != 1 {
-			return nil, cmderr.New(40238, "The field '%s' must specify one accumulator", e.Key)
-		}
-		op, argSpec := acc[0].Key, acc[0].Value
-		if _, ok := accumulators[op]; !ok {
-			if unsupportedAccumulators[op] {
-				return nil, cmderr.Unsupported("group accumulator " + op)
-			}
-			return nil, cmderr.New(15952, "unknown group operator '%s'", op)
-		}
-		if _, isArray := value.ToArray(argSpec); isArray {
-			return nil, cmderr.New(40237, "The %s accumulator is a unary operator", op)
-		}
-		if op == "$count" {
-			if d, ok := value.ToDoc(argSpec); !ok || len(d) != 0 {
-				return nil, cmderr.New(cmderr.TypeMismatch, "$count takes no arguments, i.e. $count:{}")
-			}
-			argSpec = int32(1)
-		}
-		x, err := expr.Compile(argSpec)
+		a, err := compileAcc(e.Key, e.Value)
 		if err != nil {
 			return nil, err
 		}
-		g.accs = append(g.accs, accSpec{field: e.Key, op: op, arg: x})
+		g.accs = append(g.accs, a)
 	}
 	if !haveID {
 		return nil, cmderr.New(cmderr.Location15955, "a group specification must include an _id")
 	}
 	return g, nil
+}
+
+// compileAcc compiles one output field's accumulator, {op: arg}.
+func compileAcc(field string, spec any) (accSpec, error) {
+	acc, ok := value.ToDoc(spec)
+	if !ok {
+		return accSpec{}, cmderr.New(40234, "The field '%s' must be an accumulator object", field)
+	}
+	if len(acc) != 1 {
+		return accSpec{}, cmderr.New(40238, "The field '%s' must specify one accumulator", field)
+	}
+	op, argSpec := acc[0].Key, acc[0].Value
+	if nAccumulators[op] {
+		x, mk, err := compileNAcc(op, argSpec)
+		if err != nil {
+			return accSpec{}, err
+		}
+		return accSpec{field: field, op: op, arg: x, make: mk}, nil
+	}
+	if _, ok := accumulators[op]; !ok {
+		if unsupportedAccumulators[op] {
+			return accSpec{}, cmderr.Unsupported("group accumulator " + op)
+		}
+		return accSpec{}, cmderr.New(15952, "unknown group operator '%s'", op)
+	}
+	if _, isArray := value.ToArray(argSpec); isArray {
+		return accSpec{}, cmderr.New(40237, "The %s accumulator is a unary operator", op)
+	}
+	if op == "$count" {
+		if d, ok := value.ToDoc(argSpec); !ok || len(d) != 0 {
+			return accSpec{}, cmderr.New(cmderr.TypeMismatch, "$count takes no arguments, i.e. $count:{}")
+		}
+		argSpec = int32(1)
+	}
+	x, err := expr.Compile(argSpec)
+	if err != nil {
+		return accSpec{}, err
+	}
+	return accSpec{field: field, op: op, arg: x}, nil
 }
 
 type group struct {
@@ -279,7 +310,7 @@ func (g *groupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		if grp == nil {
 			grp = &group{id: id, accs: make([]accumulator, len(g.accs))}
 			for j, a := range g.accs {
-				grp.accs[j] = accumulators[a.op]()
+				grp.accs[j] = a.newAcc()
 			}
 			index[key] = grp
 			order = append(order, grp)

@@ -160,8 +160,7 @@ func compilePipeline(pipeline bson.A, where nesting) (*Pipeline, error) {
 }
 
 var unsupportedStages = map[string]bool{
-	"$bucket": true, "$bucketAuto": true, "$sample": true, "$redact": true, "$geoNear": true,
-	"$graphLookup": true, "$setWindowFields": true, "$densify": true, "$fill": true,
+	"$redact": true, "$geoNear": true, "$setWindowFields": true, "$densify": true, "$fill": true,
 	"$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true,
 	"$listLocalSessions": true, "$planCacheStats": true, "$changeStream": true,
 	"$search": true, "$searchMeta": true, "$vectorSearch": true, "$listSearchIndexes": true,
@@ -195,6 +194,14 @@ func compileStage(name string, arg any, where nesting) (stage, error) {
 		return compileReplaceRoot(name, arg)
 	case "$sortByCount":
 		return compileSortByCount(arg)
+	case "$bucket":
+		return compileBucket(arg)
+	case "$bucketAuto":
+		return compileBucketAuto(arg)
+	case "$sample":
+		return compileSample(arg)
+	case "$graphLookup":
+		return compileGraphLookup(arg)
 	case "$lookup":
 		return compileLookup(arg)
 	case "$facet":

@@ -396,6 +396,30 @@ func TestObjectsAndDates(t *testing.T) {
 	})
 }
 
+func TestDateArithmetic(t *testing.T) {
+	runCases(t, []exprCase{
+		{name: "dateAdd month clamps to the month's end", spec: `{"$dateAdd": {"startDate": {"$date": "2024-01-31T10:00:00Z"}, "unit": "month", "amount": 1}}`, want: `{"$date": "2024-02-29T10:00:00Z"}`},
+		{name: "dateAdd hours", spec: `{"$dateAdd": {"startDate": "$date", "unit": "hour", "amount": 3}}`, want: `{"$date": "2024-03-05T09:07:08.009Z"}`},
+		{name: "dateAdd quarter", spec: `{"$dateAdd": {"startDate": "$date", "unit": "quarter", "amount": -1}}`, want: `{"$date": "2023-12-05T06:07:08.009Z"}`},
+		{name: "dateSubtract week", spec: `{"$dateSubtract": {"startDate": "$date", "unit": "week", "amount": 1}}`, want: `{"$date": "2024-02-27T06:07:08.009Z"}`},
+		{name: "dateAdd null", spec: `{"$dateAdd": {"startDate": "$nope", "unit": "day", "amount": 1}}`, want: `null`},
+		{name: "dateAdd fractional amount", spec: `{"$dateAdd": {"startDate": "$date", "unit": "day", "amount": 1.5}}`, code: 5166405},
+		{name: "dateAdd bad unit", spec: `{"$dateAdd": {"startDate": "$date", "unit": "fortnight", "amount": 1}}`, code: 9},
+		{name: "dateDiff year", spec: `{"$dateDiff": {"startDate": {"$date": "2024-12-31T23:00:00Z"}, "endDate": {"$date": "2025-01-01T01:00:00Z"}, "unit": "year"}}`, want: `{"$numberLong": "1"}`},
+		{name: "dateDiff hour", spec: `{"$dateDiff": {"startDate": {"$date": "2024-12-31T23:00:00Z"}, "endDate": {"$date": "2025-01-01T01:00:00Z"}, "unit": "hour"}}`, want: `{"$numberLong": "2"}`},
+		{name: "dateDiff day in a timezone", spec: `{"$dateDiff": {"startDate": {"$date": "2024-12-31T23:00:00Z"}, "endDate": {"$date": "2025-01-01T01:00:00Z"}, "unit": "day", "timezone": "+03:00"}}`, want: `{"$numberLong": "0"}`},
+		{name: "dateDiff week from Sunday", spec: `{"$dateDiff": {"startDate": "$date", "endDate": {"$date": "2024-03-10T00:00:00Z"}, "unit": "week"}}`, want: `{"$numberLong": "1"}`},
+		{name: "dateDiff week from Monday", spec: `{"$dateDiff": {"startDate": "$date", "endDate": {"$date": "2024-03-10T00:00:00Z"}, "unit": "week", "startOfWeek": "mon"}}`, want: `{"$numberLong": "0"}`},
+		{name: "dateDiff negative", spec: `{"$dateDiff": {"startDate": "$date", "endDate": {"$date": "2024-01-05T00:00:00Z"}, "unit": "month"}}`, want: `{"$numberLong": "-2"}`},
+		{name: "dateTrunc day", spec: `{"$dateTrunc": {"date": "$date", "unit": "day"}}`, want: `{"$date": "2024-03-05T00:00:00Z"}`},
+		{name: "dateTrunc week", spec: `{"$dateTrunc": {"date": "$date", "unit": "week"}}`, want: `{"$date": "2024-03-03T00:00:00Z"}`},
+		{name: "dateTrunc quarter", spec: `{"$dateTrunc": {"date": "$date", "unit": "quarter"}}`, want: `{"$date": "2024-01-01T00:00:00Z"}`},
+		{name: "dateTrunc 15 minutes", spec: `{"$dateTrunc": {"date": "$date", "unit": "minute", "binSize": 15}}`, want: `{"$date": "2024-03-05T06:00:00Z"}`},
+		{name: "dateTrunc day in a timezone", spec: `{"$dateTrunc": {"date": "$date", "unit": "day", "timezone": "+02:30"}}`, want: `{"$date": "2024-03-04T21:30:00Z"}`},
+		{name: "dateTrunc binSize 0", spec: `{"$dateTrunc": {"date": "$date", "unit": "day", "binSize": 0}}`, code: 5439017},
+	})
+}
+
 func TestConstantAndTruthy(t *testing.T) {
 	e := MustCompile(nil)
 	if v, ok := e.Constant(); !ok || v != nil {

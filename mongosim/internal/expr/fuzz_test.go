@@ -27,6 +27,9 @@ var exprSeeds = []string{
 	`{"$dateToString": {"date": "$date", "format": "%Y-%j %U %V %G", "timezone": "-05:00"}}`,
 	`{"$split": [{"$trim": {"input": "$str"}}, "a"]}`,
 	`{"$mergeObjects": ["$sub", {"$getField": "sub"}]}`,
+	`{"$dateTrunc": {"date": {"$dateAdd": {"startDate": "$date", "unit": "month", "amount": "$n"}}, "unit": "week", "binSize": 2, "startOfWeek": "tue"}}`,
+	`{"$dateDiff": {"startDate": "$date", "endDate": {"$dateSubtract": {"startDate": "$date", "unit": "quarter", "amount": 7}}, "unit": "week", "timezone": "+05:45"}}`,
+	`{"$divide": [{"$add": ["$n", {"$numberDecimal": "0.1"}, 0.2]}, {"$abs": {"$numberDecimal": "-3"}}]}`,
 }
 
 func FuzzExpr(f *testing.F) {

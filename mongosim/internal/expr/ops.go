@@ -19,7 +19,6 @@ var operators map[string]opCompiler
 var unsupported = map[string]bool{
 	"$function": true, "$accumulator": true, "$regexFind": true, "$regexFindAll": true,
 	"$regexMatch": true, "$dateFromString": true, "$dateFromParts": true, "$dateToParts": true,
-	"$dateAdd": true, "$dateSubtract": true, "$dateDiff": true, "$dateTrunc": true,
 	"$isoWeek": true, "$isoWeekYear": true, "$isoDayOfWeek": true, "$week": true,
 	"$meta": true, "$sampleRate": true, "$binarySize": true, "$bsonSize": true,
 	"$toHashedIndexKey": true, "$tsSecond": true, "$tsIncrement": true, "$sortArray": true, "$zip": true, "$firstN": true, "$lastN": true,
@@ -53,6 +52,9 @@ func init() {
 		operators[name] = c
 	}
 	for name, c := range dateOps {
+		operators[name] = c
+	}
+	for name, c := range dateArithOps {
 		operators[name] = c
 	}
 }
@@ -103,9 +105,14 @@ func compileArgs(name string, args any, minN, maxN int) ([]evalFn, error) {
 	return fns, nil
 }
 
+// evalAll evaluates argument functions; an absent one (nil, an optional
+// argument not given) evaluates to nil.
 func evalAll(s *scope, fns []evalFn) ([]any, error) {
 	vals := make([]any, len(fns))
 	for i, fn := range fns {
+		if fn == nil {
+			continue
+		}
 		v, err := fn(s)
 		if err != nil {
 			return nil, err

@@ -66,6 +66,9 @@ func negate(v any) any {
 	case int:
 		return negate(int64(n))
 	}
+	if d, ok := value.NegateDecimal(v); ok {
+		return d
+	}
 	f, _ := value.ToFloat(v)
 	return -f
 }
@@ -161,12 +164,10 @@ func opDivide(name string, vals []any) (any, error) {
 	if !value.IsNumber(a) || !value.IsNumber(b) {
 		return nil, cmderr.New(16609, "$divide only supports numeric types, not %s and %s", typeName(a), typeName(b))
 	}
-	x, _ := value.ToFloat(a)
-	y, _ := value.ToFloat(b)
-	if y == 0 {
+	if y, _ := value.ToFloat(b); y == 0 {
 		return nil, cmderr.New(16608, "can't $divide by zero")
 	}
-	return x / y, nil
+	return value.Divide(a, b)
 }
 
 func opMod(name string, vals []any) (any, error) {
@@ -235,6 +236,9 @@ func opAbs(name string, vals []any) (any, error) {
 	}
 	if !value.IsNumber(v) {
 		return nil, numericArg(name, v)
+	}
+	if d, ok := value.AbsDecimal(v); ok {
+		return d, nil
 	}
 	f, _ := value.ToFloat(v)
 	return math.Abs(f), nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 
+	"github.com/cockroachdb/apd/v3"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -37,9 +38,9 @@ func kindOf(v any) (int, bool) {
 
 // Add returns a+b with MongoDB's promotion: int32+int32 stays int32 unless it
 // overflows (then int64); int64 overflow is an error; any double gives a double.
-// Decimal128 operands are computed in float64 and returned as double.
+// A Decimal128 operand makes the result an exact Decimal128 (decimal.go).
 func Add(a, b any) (any, error) {
-	return arith(a, b,
+	return arith(a, b, decimal128.Add,
 		func(x, y int64) (int64, bool) {
 			s := x + y
 			return s, (x >= 0) == (y >= 0) && (s >= 0) != (x >= 0)
@@ -49,7 +50,7 @@ func Add(a, b any) (any, error) {
 
 // Multiply returns a*b with the same promotion rules as Add.
 func Multiply(a, b any) (any, error) {
-	return arith(a, b,
+	return arith(a, b, decimal128.Mul,
 		func(x, y int64) (int64, bool) {
 			if x == 0 || y == 0 {
 				return 0, false
@@ -60,13 +61,16 @@ func Multiply(a, b any) (any, error) {
 		func(x, y float64) float64 { return x * y })
 }
 
-func arith(a, b any, intOp func(x, y int64) (int64, bool), floatOp func(x, y float64) float64) (any, error) {
+func arith(a, b any, decOp func(d, x, y *apd.Decimal) (apd.Condition, error), intOp func(x, y int64) (int64, bool), floatOp func(x, y float64) float64) (any, error) {
 	ka, ok1 := kindOf(a)
 	kb, ok2 := kindOf(b)
 	if !ok1 || !ok2 {
 		return nil, ErrNotNumber
 	}
 	k := max(ka, kb)
+	if k == kDecimal {
+		return decimalOp(a, b, decOp)
+	}
 	if k >= kDouble {
 		x, _ := ToFloat(a)
 		y, _ := ToFloat(b)

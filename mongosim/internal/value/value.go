@@ -200,6 +200,11 @@ func stringOf(v any) string {
 }
 
 func compareNumbers(a, b any) int {
+	_, aDec := a.(bson.Decimal128)
+	_, bDec := b.(bson.Decimal128)
+	if aDec || bDec {
+		return compareWithDecimal(a, b)
+	}
 	// Exact integer comparison when both sides are integers, so large int64
 	// values that share a float64 still order correctly.
 	ai, aInt := Integer(a)

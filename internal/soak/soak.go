@@ -1,0 +1,536 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/once"
+	"github.com/sturdy-go/sturdy/optimistic"
+)
+
+// Options configures a run. The zero value of each field is its default.
+type Options struct {
+	// URI of the deployment under test (required). It must accept
+	// configureFailPoint and replSetStepDown.
+	URI string
+	// Database the workload writes to; default "soak". It is dropped at the
+	// start of the run.
+	Database string
+	// Duration of the workload; default 30 s.
+	Duration time.Duration
+	// Goroutines running operations; default 16.
+	Goroutines int
+	// Seed makes the fault schedule and the operation mix reproducible;
+	// 0 means 1.
+	Seed uint64
+	// Mix is the fault mix ("kind=weight,..." or "none"); default DefaultMix.
+	Mix string
+	// OpTimeout bounds each operation; one that returns later than this
+	// (plus a second of grace) is counted as stuck. Default 10 s.
+	OpTimeout time.Duration
+	// Progress, if set, is called about once a second with the counters so
+	// far.
+	Progress func(Progress)
+	// FaultsFired, if set, reports how many faults the deployment injected
+	// so far (mongosim's Stats); otherwise faults counts episodes.
+	FaultsFired func() int64
+}
+
+// Progress is the live state of a run.
+type Progress struct {
+	Elapsed    time.Duration
+	Ops        int64
+	Failed     int64
+	Faults     int64
+	Lost       int64 // acknowledged inserts found missing so far
+	Goroutines int
+	HeapMB     float64
+}
+
+// Report is the outcome of a run; the JSON names are `sturdy soak --json`'s.
+type Report struct {
+	Ops           int64   `json:"ops"`
+	Succeeded     int64   `json:"succeeded"`
+	Failed        int64   `json:"failed"`
+	FailedApplied int64   `json:"failed_applied"` // failed operations the data shows applied (once)
+	Lost          int64   `json:"lost"`           // succeeded operations not applied
+	Duplicated    int64   `json:"duplicated"`     // operations applied more than once
+	Stuck         int64   `json:"stuck"`          // operations that outlived their deadline
+	Linearizable  bool    `json:"linearizable"`
+	Linearization string  `json:"linearization"` // "ok", "illegal" or "unknown" (checker timed out)
+	Faults        int64   `json:"faults"`
+	HeapMaxMB     float64 `json:"heap_max_mb"`
+	P50ms         float64 `json:"p50_ms"`
+	P99ms         float64 `json:"p99_ms"`
+	// LeakedGoroutines counts goroutines of the client (not of an embedded
+	// server) left after it disconnected.
+	LeakedGoroutines int `json:"leaked_goroutines"`
+
+	ByKind    map[string]KindCount `json:"by_kind"`
+	Errors    map[string]int64     `json:"errors,omitempty"` // failures by error text (first 100 chars)
+	Schedule  []Episode            `json:"schedule"`
+	Timeline  []Second             `json:"timeline"`
+	Elapsed   time.Duration        `json:"elapsed_ns"`
+	Misreport int64                `json:"misreported"` // failures reported "not applied" that were applied
+}
+
+// KindCount counts one operation kind.
+type KindCount struct {
+	Ops           int64 `json:"ops"`
+	Failed        int64 `json:"failed"`
+	FailedApplied int64 `json:"failed_applied"`
+	Lost          int64 `json:"lost"`
+	Duplicated    int64 `json:"duplicated"`
+}
+
+// Second is one second of the run, for the timeline charts.
+type Second struct {
+	Succeeded int64   `json:"succeeded"`
+	Failed    int64   `json:"failed"`
+	P99ms     float64 `json:"p99_ms"`
+}
+
+// OK reports that the run proved what it should: nothing lost, duplicated
+// or stuck, a linearizable register history and no leaked goroutines.
+func (r *Report) OK() bool {
+	return r.Lost == 0 && r.Duplicated == 0 && r.Stuck == 0 && r.Misreport == 0 && r.Linearization != "illegal" && r.LeakedGoroutines == 0
+}
+
+func (o *Options) withDefaults() error {
+	if o.URI == "" {
+		return errors.New("soak: no URI")
+	}
+	if o.Database == "" {
+		o.Database = "soak"
+	}
+	if o.Duration <= 0 {
+		o.Duration = 30 * time.Second
+	}
+	if o.Goroutines <= 0 {
+		o.Goroutines = 16
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.Mix == "" {
+		o.Mix = DefaultMix
+	}
+	if o.OpTimeout <= 0 {
+		o.OpTimeout = 10 * time.Second
+	}
+	return nil
+}
+
+// Operation kinds of the workload.
+const (
+	kindIncrement = "increment"
+	kindInsert    = "insert"
+	kindSave      = "save"
+	kindRegister  = "register"
+)
+
+// incPerDoc and savesPerDoc bound how many operations share one document,
+// so documents stay small however long the run is.
+const (
+	incPerDoc   = 64
+	savesPerDoc = 32
+	registers   = 64
+	incGroup    = 4 // goroutines whose increments share documents
+	saveGroup   = 4 // goroutines whose saves contend on the same documents
+)
+
+// record is one finished operation, as the checks need it.
+type incRecord struct {
+	doc, field string
+	ok         bool
+	cut        bool // cut off by the end of the run: neither success nor failure
+	outcome    once.Outcome
+}
+
+type saveRecord struct {
+	doc, op string
+	ok      bool
+}
+
+type insertRecord struct {
+	id string
+	ok bool
+}
+
+type savedDoc struct {
+	ID      string   `bson:"_id"`
+	Ops     []string `bson:"ops"`
+	Version int64    `bson:"version"`
+}
+
+// latency is one successful operation's latency and the second of the run
+// it finished in.
+type latency struct {
+	sec int32
+	d   time.Duration
+}
+
+// worker is one goroutine's state; only it touches its slices.
+type worker struct {
+	g        int
+	rng      *rand.Rand
+	incs     []incRecord
+	saves    []saveRecord
+	inserts  []insertRecord
+	regOps   []regOp
+	lat      []latency
+	incN     int
+	saveN    int
+	insertN  int
+	errs     map[string]int64
+	byKind   map[string]*KindCount
+	finished []int64 // per second: succeeded, failed interleaved
+}
+
+// Run runs the workload and the fault schedule for o.Duration, then checks
+// the data. The error is about the run itself (connecting, reading the
+// data back); what the checks found is in the Report.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.withDefaults(); err != nil {
+		return nil, err
+	}
+	mix, err := ParseMix(o.Mix)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{ByKind: make(map[string]KindCount), Errors: make(map[string]int64)}
+	rep.Schedule = Schedule(o.Seed, mix, o.Duration)
+
+	adm, err := connectAdmin(ctx, o.URI)
+	if err != nil {
+		return nil, fmt.Errorf("soak: admin client: %w", err)
+	}
+	defer adm.close(context.Background())
+	if err := adm.rs.Database(o.Database).Drop(ctx); err != nil {
+		return nil, fmt.Errorf("soak: drop %s: %w", o.Database, err)
+	}
+
+	client, err := sturdy.Connect(ctx, o.URI)
+	if err != nil {
+		return nil, fmt.Errorf("soak: %w", err)
+	}
+	db := client.Database(o.Database)
+	incs := once.New(db.Collection("increments"))
+	inserts := once.New(db.Collection("inserts"))
+	saves := optimistic.New(db.Collection("saves"))
+	regs := db.Collection("registers")
+
+	var (
+		ops, failed, lost atomic.Int64
+		stuck             atomic.Int64
+		episodes          atomic.Int64
+		heapMax           atomic.Uint64
+		scheduleErrs      []error
+		mu                sync.Mutex
+	)
+	faults := func() int64 {
+		if o.FaultsFired != nil {
+			return o.FaultsFired()
+		}
+		return episodes.Load()
+	}
+	faults0 := faults()
+
+	start := time.Now()
+	runCtx, cancel := context.WithDeadline(ctx, start.Add(o.Duration))
+	defer cancel()
+
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		runSchedule(runCtx, adm, start, rep.Schedule, func(Episode) { episodes.Add(1) }, func(err error) {
+			mu.Lock()
+			scheduleErrs = append(scheduleErrs, err)
+			mu.Unlock()
+		})
+	}()
+
+	// The continuous check: acknowledged inserts are looked up as they
+	// come, so a lost write shows in the progress line within seconds.
+	acked := make(chan string, 4096)
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		checkInsertsLive(ctx, db.Collection("inserts"), acked, &lost)
+	}()
+
+	// Heap, goroutines and progress, once a second.
+	stopSampler := make(chan struct{})
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-stopSampler:
+				return
+			case <-tick.C:
+			}
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > heapMax.Load() {
+				heapMax.Store(ms.HeapAlloc)
+			}
+			if o.Progress != nil {
+				o.Progress(Progress{Elapsed: time.Since(start), Ops: ops.Load(), Failed: failed.Load(),
+					Faults: faults() - faults0, Lost: lost.Load(), Goroutines: runtime.NumGoroutine(),
+					HeapMB: float64(ms.HeapAlloc) / (1 << 20)})
+			}
+		}
+	}()
+
+	workers := make([]*worker, o.Goroutines)
+	var wg sync.WaitGroup
+	for g := range workers {
+		w := &worker{g: g, rng: rand.New(rand.NewPCG(o.Seed, uint64(g)+1)), errs: make(map[string]int64), byKind: make(map[string]*KindCount)}
+		workers[g] = w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for runCtx.Err() == nil {
+				w.one(runCtx, o, start, incs, inserts, saves, regs, acked, &ops, &failed, &stuck)
+			}
+		}()
+	}
+	wg.Wait()
+	rep.Elapsed = time.Since(start)
+	close(acked)
+	cancel()
+	close(stopSampler)
+	bg.Wait()
+	rep.Faults = faults() - faults0
+	rep.Stuck = stuck.Load()
+	rep.Lost = lost.Load() // from the live check; the final check recounts
+
+	// Settle what failed increments left pending, then check everything
+	// from the data with fresh, fault-free reads.
+	checkCtx, checkCancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer checkCancel()
+	if _, err := incs.Reconcile(checkCtx); err != nil {
+		return nil, fmt.Errorf("soak: reconcile increments: %w", err)
+	}
+	if err := rep.check(checkCtx, db, workers); err != nil {
+		return nil, err
+	}
+	rep.HeapMaxMB = float64(heapMax.Load()) / (1 << 20)
+
+	if err := client.Disconnect(context.Background()); err != nil {
+		return nil, fmt.Errorf("soak: disconnect: %w", err)
+	}
+	adm.close(context.Background())
+	rep.LeakedGoroutines = waitGoroutines(5 * time.Second)
+	for _, err := range scheduleErrs {
+		rep.Errors["schedule: "+truncate(err.Error())]++
+	}
+	return rep, nil
+}
+
+// waitGoroutines waits until no goroutine of the client is left, or d
+// passes, and returns how many are left over.
+func waitGoroutines(d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		n := clientGoroutines()
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// clientGoroutines counts the goroutines running sturdy's client code. An
+// embedded mongosim runs in the same process, so its goroutines (and this
+// package's) are not counted.
+func clientGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if !strings.Contains(g, "github.com/sturdy-go/sturdy") {
+			continue
+		}
+		server := false
+		for _, p := range []string{"sturdy-go/sturdy/mongosim", "sturdy-go/sturdy/blackpipe", "sturdy-go/sturdy/internal/soak", "sturdy-go/sturdy/cmd/"} {
+			server = server || strings.Contains(g, p)
+		}
+		if !server {
+			count++
+		}
+	}
+	return count
+}
+
+func truncate(s string) string {
+	if len(s) > 100 {
+		return s[:100]
+	}
+	return s
+}
+
+// one runs one operation of a kind the worker's random source picks.
+func (w *worker) one(ctx context.Context, o Options, start time.Time, incs, inserts *once.Collection, saves *optimistic.Collection,
+	regs *sturdy.Collection, acked chan<- string, ops, failed, stuck *atomic.Int64) {
+	opCtx, cancel := context.WithTimeout(ctx, o.OpTimeout)
+	defer cancel()
+	var (
+		kind string
+		err  error
+	)
+	began := time.Now()
+	switch p := w.rng.IntN(100); {
+	case p < 30:
+		kind = kindIncrement
+		doc := fmt.Sprintf("inc/%d/%d", w.g/incGroup, w.incN/incPerDoc)
+		field := fmt.Sprintf("m.g%d_%d", w.g, w.incN%incPerDoc)
+		w.incN++
+		_, err = incs.Increment(opCtx, doc, bson.D{{Key: "n", Value: int64(1)}, {Key: field, Value: int64(1)}})
+		rec := incRecord{doc: doc, field: field, ok: err == nil}
+		var ie *once.IncrementError
+		if errors.As(err, &ie) {
+			rec.outcome = ie.Outcome
+		}
+		w.incs = append(w.incs, rec)
+	case p < 55:
+		kind = kindInsert
+		id := fmt.Sprintf("ins/%d/%d", w.g, w.insertN)
+		w.insertN++
+		_, err = inserts.InsertOne(opCtx, bson.D{{Key: "_id", Value: id}, {Key: "g", Value: int32(w.g)}})
+		w.inserts = append(w.inserts, insertRecord{id: id, ok: err == nil})
+		if err == nil {
+			acked <- id
+		}
+	case p < 75:
+		kind = kindSave
+		doc := fmt.Sprintf("save/%d/%d", w.g/saveGroup, w.saveN/savesPerDoc)
+		op := fmt.Sprintf("g%d_%d", w.g, w.saveN)
+		w.saveN++
+		_, err = optimistic.Modify(opCtx, saves, doc, func(d *savedDoc) error {
+			d.Ops = append(d.Ops, op)
+			return nil
+		}, &optimistic.ModifyOptions{CreateIfMissing: true, MaxAttempts: 50})
+		w.saves = append(w.saves, saveRecord{doc: doc, op: op, ok: err == nil})
+	default:
+		kind = kindRegister
+		err = w.register(opCtx, regs, start)
+	}
+	took := time.Since(began)
+	if took > o.OpTimeout+time.Second {
+		stuck.Add(1)
+	}
+	ops.Add(1)
+	kc := w.byKind[kind]
+	if kc == nil {
+		kc = &KindCount{}
+		w.byKind[kind] = kc
+	}
+	kc.Ops++
+	sec := int(time.Since(start) / time.Second)
+	for len(w.finished) < 2*(sec+1) {
+		w.finished = append(w.finished, 0, 0)
+	}
+	if err != nil {
+		// An operation cut off by the end of the run is not a failure (the
+		// error need not say so: a network read cut by the deadline is a
+		// network error).
+		if ctx.Err() != nil {
+			w.discardLast(kind)
+			kc.Ops--
+			ops.Add(-1)
+			return
+		}
+		failed.Add(1)
+		kc.Failed++
+		w.errs[kind+": "+truncate(err.Error())]++
+		w.finished[2*sec+1]++
+		return
+	}
+	w.finished[2*sec]++
+	w.lat = append(w.lat, latency{sec: int32(sec), d: took})
+}
+
+// discardLast forgets the last operation of kind, cut off by the end of
+// the run: whether it applied is unknowable and it was not reported.
+// Increments and inserts are still checked for duplicates by the data.
+func (w *worker) discardLast(kind string) {
+	switch kind {
+	case kindIncrement:
+		w.incs[len(w.incs)-1].cut = true
+	case kindInsert:
+		w.inserts = w.inserts[:len(w.inserts)-1]
+	case kindSave:
+		w.saves = w.saves[:len(w.saves)-1]
+	case kindRegister:
+		// A cut-off write stays in the history with an unknown result.
+	}
+}
+
+// checkInsertsLive looks up acknowledged insert ids in batches and counts
+// the ones that are missing.
+func checkInsertsLive(ctx context.Context, coll *sturdy.Collection, acked <-chan string, lost *atomic.Int64) {
+	var batch []string
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		for attempt := 0; attempt < 20; attempt++ {
+			n, err := countIDs(ctx, coll, batch)
+			if err == nil {
+				lost.Add(int64(len(batch)) - n)
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // a fault hit the check itself
+		}
+		batch = batch[:0]
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case id, ok := <-acked:
+			if !ok {
+				flush()
+				return
+			}
+			batch = append(batch, id)
+			if len(batch) >= 500 {
+				flush()
+			}
+		case <-tick.C:
+			flush()
+		}
+	}
+}
+
+func countIDs(ctx context.Context, coll *sturdy.Collection, ids []string) (int64, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return coll.CountDocuments(cctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: slices.Clone(ids)}}}})
+}

@@ -1,0 +1,182 @@
+package soak
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/goleak"
+
+	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/mongosim"
+	"github.com/sturdy-go/sturdy/once"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func launch(t *testing.T) *mongosim.Cluster {
+	t.Helper()
+	c, err := mongosim.Launch(mongosim.Options{Members: 3, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestSoak is the 30-second chaos run of the normal test suite: every
+// fault kind against a 3-member mongosim, and nothing lost, duplicated or
+// stuck, a linearizable register history, no goroutine left behind.
+func TestSoak(t *testing.T) {
+	d := 30 * time.Second
+	if testing.Short() {
+		d = 5 * time.Second
+	}
+	c := launch(t)
+	ctx := context.Background()
+	rep, err := Run(ctx, Options{URI: c.URI(), Duration: d, Goroutines: 16, Seed: 3,
+		FaultsFired: func() int64 { s := c.Stats(); return s.FailPointsFired + s.StepDowns }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ops %d succeeded %d failed %d failed_applied %d lost %d dup %d stuck %d linearization %s faults %d heap %.1f MB p50 %.2f ms p99 %.2f ms",
+		rep.Ops, rep.Succeeded, rep.Failed, rep.FailedApplied, rep.Lost, rep.Duplicated, rep.Stuck, rep.Linearization,
+		rep.Faults, rep.HeapMaxMB, rep.P50ms, rep.P99ms)
+	for e, n := range rep.Errors {
+		t.Logf("  %5d  %s", n, e)
+	}
+	if !rep.OK() {
+		t.Errorf("soak found problems: lost %d, duplicated %d, stuck %d, misreported %d, linearization %s, leaked goroutines %d",
+			rep.Lost, rep.Duplicated, rep.Stuck, rep.Misreport, rep.Linearization, rep.LeakedGoroutines)
+	}
+	if rep.Faults == 0 {
+		t.Error("no fault fired: the schedule did nothing")
+	}
+	for _, k := range []string{kindIncrement, kindInsert, kindSave, kindRegister} {
+		if rep.ByKind[k].Ops == 0 {
+			t.Errorf("no %s operations ran", k)
+		}
+	}
+	if rep.Succeeded < rep.Ops/2 {
+		t.Errorf("only %d of %d operations succeeded", rep.Succeeded, rep.Ops)
+	}
+}
+
+// The checks must catch what they claim to: a lost or doubled increment, a
+// lost insert, a doubled save, and a non-linearizable register history.
+func TestChecksCatchLostAndDuplicatedWrites(t *testing.T) {
+	c := launch(t)
+	ctx := context.Background()
+	client, err := sturdy.Connect(ctx, c.URI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	db := client.Database("soakcheck")
+	mustInsert := func(coll string, doc bson.D) {
+		t.Helper()
+		if _, err := db.Collection(coll).InsertOne(ctx, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// g0_0 applied twice; g0_1 acknowledged but missing; g0_2 failed but applied.
+	mustInsert("increments", bson.D{{Key: "_id", Value: "inc/0/0"}, {Key: "n", Value: int64(3)},
+		{Key: "m", Value: bson.D{{Key: "g0_0", Value: int64(2)}, {Key: "g0_2", Value: int64(1)}}}})
+	mustInsert("inserts", bson.D{{Key: "_id", Value: "ins/0/1"}})
+	mustInsert("saves", bson.D{{Key: "_id", Value: "save/0/0"}, {Key: "ops", Value: bson.A{"g0_0", "g0_0"}}, {Key: "version", Value: int64(2)}})
+	w := &worker{
+		incs: []incRecord{{doc: "inc/0/0", field: "m.g0_0", ok: true}, {doc: "inc/0/0", field: "m.g0_1", ok: true},
+			{doc: "inc/0/0", field: "m.g0_2", ok: false, outcome: once.NotApplied}},
+		inserts: []insertRecord{{id: "ins/0/0", ok: true}, {id: "ins/0/1", ok: false}},
+		saves:   []saveRecord{{doc: "save/0/0", op: "g0_0", ok: true}, {doc: "save/0/0", op: "g0_1", ok: true}},
+		byKind:  map[string]*KindCount{},
+	}
+	rep := &Report{ByKind: map[string]KindCount{}, Errors: map[string]int64{}}
+	if err := rep.check(ctx, db, []*worker{w}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]KindCount{
+		kindIncrement: {Lost: 1, Duplicated: 1, FailedApplied: 1},
+		kindInsert:    {Lost: 1, FailedApplied: 1},
+		kindSave:      {Lost: 1, Duplicated: 1},
+	}
+	for k, wc := range want {
+		if got := rep.ByKind[k]; got != wc {
+			t.Errorf("%s: got %+v, want %+v", k, got, wc)
+		}
+	}
+	if rep.Misreport != 1 {
+		t.Errorf("misreported = %d, want 1 (a NotApplied increment was applied)", rep.Misreport)
+	}
+	if rep.OK() {
+		t.Error("report with lost and duplicated writes says OK")
+	}
+}
+
+func TestRegisterCheck(t *testing.T) {
+	ok := []regOp{
+		{key: 1, write: true, value: 5, call: 0, ret: 10},
+		{key: 1, value: 5, call: 20, ret: 30},
+		{key: 2, value: 0, call: 0, ret: 5},
+		// A failed write may take effect any time after its call.
+		{key: 2, write: true, value: 9, call: 6, ret: math.MaxInt64},
+		{key: 2, value: 9, call: 40, ret: 50},
+	}
+	if got := checkRegisters(ok, 10*time.Second); got != "ok" {
+		t.Errorf("linearizable history: %s", got)
+	}
+	stale := []regOp{
+		{key: 1, write: true, value: 5, call: 0, ret: 10},
+		{key: 1, write: true, value: 6, call: 20, ret: 30},
+		{key: 1, value: 5, call: 40, ret: 50}, // reads an overwritten value
+	}
+	if got := checkRegisters(stale, 10*time.Second); got != "illegal" {
+		t.Errorf("stale read: %s, want illegal", got)
+	}
+}
+
+func TestScheduleIsReproducible(t *testing.T) {
+	mix, err := ParseMix(DefaultMix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := Schedule(9, mix, time.Minute), Schedule(9, mix, time.Minute)
+	if len(a) == 0 || len(a) != len(b) {
+		t.Fatalf("schedules of one seed differ in length: %d, %d", len(a), len(b))
+	}
+	kinds := map[string]bool{}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("episode %d differs: %+v vs %+v", i, a[i], b[i])
+		}
+		if a[i].At+a[i].Duration > time.Minute {
+			t.Errorf("episode %d ends after the run: %+v", i, a[i])
+		}
+		kinds[a[i].Kind] = true
+	}
+	if len(kinds) != len(faultKinds) {
+		t.Errorf("a minute of the default mix used %d of %d fault kinds", len(kinds), len(faultKinds))
+	}
+	if c := Schedule(10, mix, time.Minute); len(c) == len(a) && c[0] == a[0] && c[1] == a[1] {
+		t.Error("another seed gave the same schedule")
+	}
+	for _, bad := range []string{"reply-lost", "nope=1", "slow=-1", "slow=0"} {
+		if _, err := ParseMix(bad); err == nil {
+			t.Errorf("ParseMix(%q) accepted", bad)
+		}
+	}
+}
+
+func TestDirectURI(t *testing.T) {
+	for in, want := range map[string]string{
+		"mongodb://a:1,b:2/?replicaSet=rs0":               "mongodb://h:9/?directConnection=true",
+		"mongodb://u:p@a:1,b:2/db?replicaSet=rs&tls=true": "mongodb://u:p@h:9/db?tls=true&directConnection=true",
+		"mongodb://a:1": "mongodb://h:9/?directConnection=true",
+	} {
+		if got := directURI(in, "h:9"); got != want {
+			t.Errorf("directURI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
