@@ -465,7 +465,7 @@ func cmdCreate(r *request) (bson.D, error) {
 		// succeeds; with others it fails.
 		var same bool
 		_ = r.cluster.data.read(r.db, coll, func(cur *collection) error {
-			same = cur == c && keyOf(cur.options) == keyOf(options)
+			same = cur == c && (len(cur.options) == 0 && len(options) == 0 || keyOf(cur.options) == keyOf(options))
 			return nil
 		})
 		if !same {
