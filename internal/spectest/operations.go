@@ -1083,6 +1083,11 @@ func clientOps(c *sturdy.Client) map[string]opFunc {
 		})
 	}
 	return map[string]opFunc{
+		// close disconnects the client; its events stay recorded for
+		// expectEvents (the entity's own cleanup then finds it closed).
+		"close": func(ctx context.Context, a *args) (opResult, error) {
+			return checked(a, func() (opResult, error) { return opResult{}, c.Disconnect(ctx) })
+		},
 		"clientBulkWrite": func(ctx context.Context, a *args) (opResult, error) {
 			models, err := clientWriteModels(a)
 			if err != nil {

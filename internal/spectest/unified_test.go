@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,13 @@ func TestUnified(t *testing.T) {
 			simOpts.Standalone = true
 		default:
 			t.Fatalf("SPEC_TOPOLOGY %q: want replicaset or single", os.Getenv("SPEC_TOPOLOGY"))
+		}
+		if n := os.Getenv("SPEC_MEMBERS"); n != "" && !simOpts.Standalone {
+			m, err := strconv.Atoi(n)
+			if err != nil || m < 1 || m > 7 {
+				t.Fatalf("SPEC_MEMBERS %q: want 1 to 7", n)
+			}
+			simOpts.Members = m
 		}
 		cfg.URI = mongosim.StartWithOptions(t, simOpts).URI()
 	}
