@@ -62,7 +62,6 @@ var expectedFailures = []expectedFailure{
 	{File: "client-side-operations-timeout/sessions-inherit-timeoutMS.json", Reason: reasonCSOT},
 	{File: "client-side-operations-timeout/tailable-awaitData.json", Reason: reasonCSOT},
 	{File: "client-side-operations-timeout/tailable-non-awaitData.json", Reason: reasonCSOT},
-	{File: "server-discovery-and-monitoring/replicaset-emit-topology-changed-before-close.json", Test: "Topology lifecycle", Reason: "mongosim: the embedded deployment is a one-member replica set, which yields 2 topologyDescriptionChanged events before close; the test waits for the 4 of a three-member set (the runner gives up after 10 s; the closing change to Unknown is emitted: see topology.TestDisconnectAnnouncesUnknownBeforeClosed)"},
 }
 
 // knownFailure returns the reason a test is expected to fail on topology,
