@@ -59,9 +59,6 @@ func (k changeKind) String() string {
 	return [...]string{"insert", "update", "replace", "delete", "drop", "rename", "dropDatabase", "create"}[k]
 }
 
-// ddl reports whether the change is to the catalog rather than a document.
-func (k changeKind) ddl() bool { return k >= changeDrop }
-
 // change is one logged write. Stored documents are never mutated in place,
 // so before and after are kept by reference; the event document is built
 // when a stream reads it.
