@@ -713,6 +713,22 @@ func (coll *Collection) DropIndex(ctx context.Context, name string, optList ...*
 	return coll.dropIndexes(ctx, name, lastOptions(optList))
 }
 
+// Rename renames the collection to to in the same database
+// (renameCollection). The Collection keeps its old name: use
+// Database.Collection(to) afterwards.
+func (coll *Collection) Rename(ctx context.Context, to string, optList ...*RenameOptions) error {
+	opts := lastOptions(optList)
+	if opts == nil {
+		opts = &RenameOptions{}
+	}
+	cmd := cmdBuilder{{Key: "renameCollection", Value: coll.db + "." + coll.name}, {Key: "to", Value: coll.db + "." + to}}
+	cmd.addTrue("dropTarget", opts.DropTarget)
+	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
+	cmd.addIf("comment", opts.Comment)
+	_, err := coll.client.execute(ctx, &exec.Operation{Name: "renameCollection", DB: "admin", Command: bson.D(cmd), Write: true}, opts.Session)
+	return err
+}
+
 // Drop drops the collection; dropping a collection that does not exist is
 // not an error.
 func (coll *Collection) Drop(ctx context.Context) error {

@@ -193,6 +193,30 @@ func (c *Cursor) Next(ctx context.Context) bool {
 	}
 }
 
+// TryNext moves to the next document if one is in hand or the next
+// getMore returns one; unlike Next it returns false after one empty batch
+// (a tailable cursor's "nothing new yet"), with Err nil and the cursor
+// still open.
+func (c *Cursor) TryNext(ctx context.Context) bool {
+	if c.src != nil {
+		return c.nextFromSource(ctx)
+	}
+	if doc, ok := c.batch.next(); ok {
+		c.Current = doc
+		return true
+	}
+	c.Current = nil
+	if c.id == 0 || c.err != nil || c.closed {
+		return false
+	}
+	c.getMore(ctx)
+	if doc, ok := c.batch.next(); ok {
+		c.Current = doc
+		return true
+	}
+	return false
+}
+
 func (c *Cursor) getMore(ctx context.Context) {
 	ctx, cancel := c.tmo.getMoreContext(ctx)
 	defer cancel()

@@ -87,3 +87,79 @@ func TestIndexManagement(t *testing.T) {
 		t.Fatalf("CreateIndexes without models: %v", err)
 	}
 }
+
+func TestCollectionRename(t *testing.T) {
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	c := connect(t, cluster.URI(), nil)
+	db := c.Database("db")
+	src, dst := db.Collection("src"), db.Collection("dst")
+	if _, err := src.InsertOne(ctx, d("_id", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.InsertOne(ctx, d("_id", 2)); err != nil {
+		t.Fatal(err)
+	}
+	// An existing target is refused unless DropTarget.
+	err := src.Rename(ctx, "dst")
+	var ce *sturdy.CommandError
+	if !errors.As(err, &ce) || ce.Code != 48 {
+		t.Fatalf("rename onto an existing collection: %v, want 48 NamespaceExists", err)
+	}
+	if err := src.Rename(ctx, "dst", &sturdy.RenameOptions{DropTarget: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := dst.CountDocuments(ctx, d("_id", 1)); err != nil || n != 1 {
+		t.Fatalf("renamed document: %d, %v", n, err)
+	}
+	if n, err := dst.CountDocuments(ctx, d()); err != nil || n != 1 {
+		t.Fatalf("target after dropTarget holds %d documents (%v), want 1", n, err)
+	}
+	names, err := db.ListCollectionNames(ctx, d())
+	if err != nil || strings.Join(names, ",") != "dst" {
+		t.Fatalf("collections %v (%v), want only dst", names, err)
+	}
+}
+
+func TestRunCursorCommand(t *testing.T) {
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	c := connect(t, cluster.URI(), nil)
+	db := c.Database("db")
+	if _, err := db.RunCommand(ctx, d("create", "log", "capped", true, "size", 4096)); err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection("log")
+	for i := 1; i <= 3; i++ {
+		if _, err := coll.InsertOne(ctx, d("_id", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, err := db.RunCursorCommand(ctx, d("find", "log", "tailable", true, "batchSize", 2), &sturdy.RunCursorCommandOptions{BatchSize: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close(ctx)
+	for want := int32(1); want <= 3; want++ {
+		if !cur.TryNext(ctx) || cur.Current.Lookup("_id").Int32() != want {
+			t.Fatalf("document %d: %v, %v", want, cur.Current, cur.Err())
+		}
+	}
+	// Nothing new: TryNext gives up after one empty batch, the cursor open.
+	if cur.TryNext(ctx) || cur.Err() != nil || cur.ID() == 0 {
+		t.Fatalf("empty batch: current %v, err %v, id %d", cur.Current, cur.Err(), cur.ID())
+	}
+	if _, err := coll.InsertOne(ctx, d("_id", 4)); err != nil {
+		t.Fatal(err)
+	}
+	if !cur.TryNext(ctx) || cur.Current.Lookup("_id").Int32() != 4 {
+		t.Fatalf("tailed document: %v, %v", cur.Current, cur.Err())
+	}
+
+	// A reply without a cursor is an error of the client, not the server.
+	_, err = db.RunCursorCommand(ctx, d("ping", 1))
+	var ce *sturdy.CommandError
+	if err == nil || errors.As(err, &ce) || !strings.Contains(err.Error(), "no cursor") {
+		t.Fatalf("ping as a cursor command: %v", err)
+	}
+}

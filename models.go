@@ -357,6 +357,14 @@ type DropIndexOptions struct {
 	Session *Session
 }
 
+// RenameOptions are the options of Collection.Rename.
+type RenameOptions struct {
+	// DropTarget replaces an existing collection of the new name.
+	DropTarget bool
+	Comment    any
+	Session    *Session
+}
+
 // RunCommandOptions are the options of Database.RunCommand.
 type RunCommandOptions struct {
 	ReadPreference *ReadPreference // nil means primary

@@ -17,6 +17,7 @@ func init() {
 		&command{name: "listDatabases", run: cmdListDatabases},
 		&command{name: "listCollections", run: cmdListCollections},
 		&command{name: "create", run: cmdCreate, write: true},
+		&command{name: "collMod", run: cmdCollMod, write: true},
 		&command{name: "drop", run: cmdDrop, write: true},
 		&command{name: "dropDatabase", run: cmdDropDatabase, write: true},
 		&command{name: "renameCollection", run: cmdRenameCollection, write: true},
@@ -298,15 +299,30 @@ func cmdListCollections(r *request) (bson.D, error) {
 			continue
 		}
 		var d bson.D
+		c.mu.RLock()
+		kind, options := "collection", value.CloneDoc(c.options)
+		_, clustered := value.Get(c.options, "clusteredIndex")
+		if c.timeseries {
+			kind = "timeseries"
+		}
+		c.mu.RUnlock()
+		if options == nil {
+			options = bson.D{}
+		}
 		if nameOnly {
-			d = bson.D{{Key: "name", Value: name}, {Key: "type", Value: "collection"}}
+			d = bson.D{{Key: "name", Value: name}, {Key: "type", Value: kind}}
 		} else {
 			d = bson.D{
 				{Key: "name", Value: name},
-				{Key: "type", Value: "collection"},
-				{Key: "options", Value: bson.D{}},
+				{Key: "type", Value: kind},
+				{Key: "options", Value: options},
 				{Key: "info", Value: bson.D{{Key: "readOnly", Value: false}, {Key: "uuid", Value: value.Clone(c.uuid)}}},
-				{Key: "idIndex", Value: value.CloneDoc(idIndex().spec)},
+			}
+			if kind == "timeseries" {
+				d[3].Value = bson.D{{Key: "readOnly", Value: false}}
+			} else if !clustered {
+				// A clustered collection has no separate _id index.
+				d = append(d, bson.E{Key: "idIndex", Value: value.CloneDoc(idIndex().spec)})
 			}
 		}
 		if f.Match(d) {
@@ -345,17 +361,29 @@ func cmdCreate(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	var options bson.D // as listCollections reports them
+	var clustered, timeseries bson.D
+	var images, capped bool
+	var size, maxDocs int64
 	for i, e := range r.cmd {
 		if i == 0 || genericFields[e.Key] {
 			continue
 		}
 		switch e.Key {
 		case "capped":
-			if truthy(e.Value) {
-				return nil, cmderr.Unsupported("capped collections")
+			capped = truthy(e.Value)
+		case "size", "max":
+			n, ok := int64Arg(e.Value)
+			if !ok || n < 0 {
+				return nil, cmderr.New(cmderr.BadValue, "'%s' must be a non-negative number", e.Key)
 			}
-		case "autoIndexId", "validationLevel", "validationAction", "size", "max", "idIndex":
-			// meaningless without a validator or capping; accepted
+			if e.Key == "size" {
+				size = n
+			} else {
+				maxDocs = n
+			}
+		case "autoIndexId", "validationLevel", "validationAction", "idIndex":
+			// meaningless without a validator; accepted
 		case "validator", "storageEngine", "indexOptionDefaults":
 			if d, ok := e.Value.(bson.D); !ok || len(d) > 0 {
 				return nil, cmderr.Unsupported("create option " + e.Key)
@@ -365,28 +393,272 @@ func cmdCreate(r *request) (bson.D, error) {
 				return nil, cmderr.Unsupported("collation (only {locale: \"simple\"})")
 			}
 		case "changeStreamPreAndPostImages":
-			d, _ := e.Value.(bson.D)
-			if en, _ := value.Get(d, "enabled"); truthy(en) {
-				return nil, cmderr.Unsupported("changeStreamPreAndPostImages")
+			on, err := preAndPostImagesArg("create", e.Value)
+			if err != nil {
+				return nil, err
 			}
-		default: // viewOn, pipeline, timeseries, clusteredIndex, encryptedFields...
+			images = on
+			options = append(options, bson.E{Key: e.Key, Value: bson.D{{Key: "enabled", Value: on}}})
+		case "clusteredIndex":
+			if clustered, err = clusteredIndexArg(e.Value); err != nil {
+				return nil, err
+			}
+			options = append(options, bson.E{Key: e.Key, Value: clustered})
+		case "timeseries":
+			if timeseries, err = timeseriesArg(e.Value); err != nil {
+				return nil, err
+			}
+			options = append(options, bson.E{Key: e.Key, Value: timeseries})
+		case "expireAfterSeconds":
+			n, ok := int64Arg(e.Value)
+			if !ok || n < 0 {
+				return nil, cmderr.New(cmderr.InvalidOptions, "'expireAfterSeconds' must be a non-negative number")
+			}
+			options = append(options, bson.E{Key: e.Key, Value: n})
+		default: // viewOn, pipeline, encryptedFields...
 			return nil, cmderr.Unsupported("create option " + e.Key)
 		}
 	}
-	var existed bool
-	err = r.cluster.data.write(r.db, coll, false, func(c *collection) error {
-		existed = c != nil
-		return nil
-	})
+	if _, ok := r.get("expireAfterSeconds"); ok && clustered == nil && timeseries == nil {
+		return nil, cmderr.New(cmderr.InvalidOptions, "'expireAfterSeconds' requires clustering to be enabled")
+	}
+	if capped {
+		if size == 0 {
+			return nil, cmderr.New(cmderr.InvalidOptions, "the 'size' field is required when 'capped' is true")
+		}
+		if clustered != nil || timeseries != nil {
+			return nil, cmderr.New(cmderr.InvalidOptions, "a capped collection cannot be clustered or time series")
+		}
+		capOpts := bson.D{{Key: "capped", Value: true}, {Key: "size", Value: size}}
+		if maxDocs > 0 {
+			capOpts = append(capOpts, bson.E{Key: "max", Value: maxDocs})
+		}
+		options = append(capOpts, options...)
+	}
+	if clustered != nil && timeseries != nil {
+		return nil, cmderr.New(cmderr.InvalidOptions, "Time-series collections are clustered implicitly; clusteredIndex must not be given")
+	}
+	init := func(c *collection) {
+		c.options, c.prePostImages = options, images
+		c.capped, c.cappedSize, c.cappedMax = capped, size, maxDocs
+		c.timeseries = timeseries != nil
+		if c.timeseries {
+			tf, _ := value.Get(timeseries, "timeField")
+			c.timeField = tf.(string)
+		}
+		if clustered != nil {
+			// The clustered index is the collection's _id index: it has
+			// the name given and says clustered.
+			ix := idIndex()
+			name, _ := value.Get(clustered, "name")
+			ix.name = name.(string)
+			ix.spec = bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "name", Value: ix.name}, {Key: "unique", Value: true}, {Key: "clustered", Value: true}}
+			c.indexes[0] = ix
+		}
+	}
+	c, created, err := r.cluster.data.ensureWith(r.db, coll, init)
 	if err != nil {
 		return nil, err
 	}
-	if existed {
-		// 7.0+: creating an existing collection with the same (default)
-		// options succeeds.
-		return bson.D{}, nil
+	if !created {
+		// 7.0+: creating an existing collection with the same options
+		// succeeds; with others it fails.
+		var same bool
+		_ = r.cluster.data.read(r.db, coll, func(cur *collection) error {
+			same = cur == c && (len(cur.options) == 0 && len(options) == 0 || keyOf(cur.options) == keyOf(options))
+			return nil
+		})
+		if !same {
+			return nil, cmderr.New(cmderr.NamespaceExists, "Collection %s.%s already exists with different options: %s", r.db, coll, shellString(c.options))
+		}
 	}
-	if _, _, err := r.cluster.data.ensure(r.db, coll); err != nil {
+	return bson.D{}, nil
+}
+
+// preAndPostImagesArg reads changeStreamPreAndPostImages: {enabled: bool}.
+func preAndPostImagesArg(cmd string, v any) (bool, error) {
+	d, ok := v.(bson.D)
+	if !ok {
+		return false, typeErr(cmd+".changeStreamPreAndPostImages", "object", v)
+	}
+	var on, seen bool
+	for _, e := range d {
+		if e.Key != "enabled" {
+			return false, cmderr.New(40415, "BSON field '%s.changeStreamPreAndPostImages.%s' is an unknown field.", cmd, e.Key)
+		}
+		b, ok := e.Value.(bool)
+		if !ok {
+			return false, typeErr(cmd+".changeStreamPreAndPostImages.enabled", "bool", e.Value)
+		}
+		on, seen = b, true
+	}
+	if !seen {
+		return false, cmderr.New(40414, "BSON field '%s.changeStreamPreAndPostImages.enabled' is missing but a required field", cmd)
+	}
+	return on, nil
+}
+
+// clusteredIndexArg validates clusteredIndex: {key: {_id: 1}, unique: true,
+// name?, v?} and returns it as listCollections shows it.
+func clusteredIndexArg(v any) (bson.D, error) {
+	d, ok := v.(bson.D)
+	if !ok {
+		return nil, typeErr("create.clusteredIndex", "object", v)
+	}
+	name, unique := "_id_", false
+	var key bson.D
+	for _, e := range d {
+		switch e.Key {
+		case "key":
+			key, _ = e.Value.(bson.D)
+		case "unique":
+			unique = truthy(e.Value)
+		case "name":
+			s, ok := e.Value.(string)
+			if !ok {
+				return nil, typeErr("create.clusteredIndex.name", "string", e.Value)
+			}
+			name = s
+		case "v":
+			if n, ok := int64Arg(e.Value); !ok || n != 2 {
+				return nil, cmderr.New(cmderr.InvalidOptions, "Invalid clustered index version %s; only version 2 is supported", shellString(e.Value))
+			}
+		default:
+			return nil, cmderr.New(40415, "BSON field 'clusteredIndex.%s' is an unknown field.", e.Key)
+		}
+	}
+	if len(key) != 1 || key[0].Key != "_id" {
+		return nil, cmderr.New(cmderr.InvalidOptions, "The clusteredIndex option is only supported for key: {_id: 1}")
+	}
+	if n, ok := asFloat(key[0].Value); !ok || n != 1 {
+		return nil, cmderr.New(cmderr.InvalidOptions, "The clusteredIndex option is only supported for key: {_id: 1}")
+	}
+	if !unique {
+		return nil, cmderr.New(cmderr.InvalidOptions, "The clusteredIndex option requires unique: true")
+	}
+	return bson.D{
+		{Key: "v", Value: int32(2)},
+		{Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}},
+		{Key: "name", Value: name},
+		{Key: "unique", Value: true},
+	}, nil
+}
+
+// timeseriesArg validates the timeseries option and returns it with
+// mongod's defaults filled in (granularity "seconds", bucketMaxSpanSeconds
+// from the granularity).
+func timeseriesArg(v any) (bson.D, error) {
+	d, ok := v.(bson.D)
+	if !ok {
+		return nil, typeErr("create.timeseries", "object", v)
+	}
+	var timeField, metaField, granularity string
+	var maxSpan, rounding int64
+	for _, e := range d {
+		switch e.Key {
+		case "timeField", "metaField", "granularity":
+			s, ok := e.Value.(string)
+			if !ok {
+				return nil, typeErr("timeseries."+e.Key, "string", e.Value)
+			}
+			switch e.Key {
+			case "timeField":
+				timeField = s
+			case "metaField":
+				metaField = s
+			default:
+				granularity = s
+			}
+		case "bucketMaxSpanSeconds", "bucketRoundingSeconds":
+			n, ok := int64Arg(e.Value)
+			if !ok || n < 1 || n > 31536000 {
+				return nil, cmderr.New(cmderr.InvalidOptions, "Timeseries '%s' needs to be between 1 and 31536000", e.Key)
+			}
+			if e.Key == "bucketMaxSpanSeconds" {
+				maxSpan = n
+			} else {
+				rounding = n
+			}
+		default:
+			return nil, cmderr.New(40415, "BSON field 'timeseries.%s' is an unknown field.", e.Key)
+		}
+	}
+	if timeField == "" {
+		return nil, cmderr.New(40414, "BSON field 'timeseries.timeField' is missing but a required field")
+	}
+	if metaField == timeField {
+		return nil, cmderr.New(cmderr.InvalidOptions, "The 'metaField' in time-series options cannot be the same as 'timeField'")
+	}
+	spans := map[string]int64{"seconds": 3600, "minutes": 86400, "hours": 2592000}
+	if (maxSpan != 0) != (rounding != 0) {
+		return nil, cmderr.New(cmderr.InvalidOptions, "Timeseries 'bucketMaxSpanSeconds' and 'bucketRoundingSeconds' need to be set alongside each other")
+	}
+	if maxSpan != 0 && granularity != "" {
+		return nil, cmderr.New(cmderr.InvalidOptions, "Timeseries 'bucketMaxSpanSeconds' is not allowed with granularity")
+	}
+	if maxSpan != 0 && maxSpan != rounding {
+		return nil, cmderr.New(cmderr.InvalidOptions, "Timeseries 'bucketMaxSpanSeconds' and 'bucketRoundingSeconds' need to be equal")
+	}
+	out := bson.D{{Key: "timeField", Value: timeField}}
+	if metaField != "" {
+		out = append(out, bson.E{Key: "metaField", Value: metaField})
+	}
+	if maxSpan != 0 {
+		return append(out, bson.E{Key: "bucketRoundingSeconds", Value: int32(rounding)}, bson.E{Key: "bucketMaxSpanSeconds", Value: int32(maxSpan)}), nil
+	}
+	if granularity == "" {
+		granularity = "seconds"
+	}
+	span, ok := spans[granularity]
+	if !ok {
+		return nil, cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field 'timeseries.granularity' is not a valid value.", granularity)
+	}
+	return append(out, bson.E{Key: "granularity", Value: granularity}, bson.E{Key: "bucketMaxSpanSeconds", Value: int32(span)}), nil
+}
+
+// cmdCollMod changes a collection's options; mongosim implements
+// changeStreamPreAndPostImages.
+func cmdCollMod(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	var images *bool
+	for i, e := range r.cmd {
+		if i == 0 || genericFields[e.Key] {
+			continue
+		}
+		switch e.Key {
+		case "changeStreamPreAndPostImages":
+			on, err := preAndPostImagesArg("collMod", e.Value)
+			if err != nil {
+				return nil, err
+			}
+			images = &on
+		default:
+			return nil, cmderr.Unsupported("collMod option " + e.Key)
+		}
+	}
+	err = r.cluster.data.write(r.db, coll, false, func(c *collection) error {
+		if c == nil {
+			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
+		}
+		if images != nil {
+			c.prePostImages = *images
+			opts := bson.D{}
+			for _, e := range c.options {
+				if e.Key != "changeStreamPreAndPostImages" {
+					opts = append(opts, e)
+				}
+			}
+			if *images {
+				opts = append(opts, bson.E{Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}})
+			}
+			c.options = opts
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return bson.D{}, nil
@@ -465,7 +737,10 @@ func cmdRenameCollection(r *request) (bson.D, error) {
 	c := src.colls[fcoll]
 	c.mu.Lock()
 	c.dropped = true
-	moved := &collection{db: tdb, name: tcoll, uuid: c.uuid, byID: c.byID, order: c.order, live: c.live, indexes: c.indexes}
+	moved := &collection{db: tdb, name: tcoll, uuid: c.uuid, byID: c.byID, order: c.order, live: c.live, indexes: c.indexes,
+		changes: c.changes, options: c.options, timeseries: c.timeseries, timeField: c.timeField, prePostImages: c.prePostImages,
+		capped: c.capped, cappedSize: c.cappedSize, cappedMax: c.cappedMax, bytes: c.bytes, inserted: c.inserted}
+	c.changes.recordDDL(changeRename, fdb, fcoll, c.uuid, tdb, tcoll)
 	c.mu.Unlock()
 	delete(src.colls, fcoll)
 	if len(src.colls) == 0 && fdb != tdb {
@@ -487,11 +762,12 @@ func cmdCollStats(r *request) (bson.D, error) {
 	var count, size int64
 	var nindexes int
 	var names bson.D
+	var capped bool
 	err = r.cluster.data.read(r.db, coll, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "Collection [%s.%s] not found.", r.db, coll)
 		}
-		count, size, nindexes = int64(c.live), c.dataSize(), len(c.indexes)
+		count, size, nindexes, capped = int64(c.live), c.dataSize(), len(c.indexes), c.capped
 		for _, ix := range c.indexes {
 			names = append(names, bson.E{Key: ix.name, Value: int64(0)})
 		}
@@ -513,7 +789,7 @@ func cmdCollStats(r *request) (bson.D, error) {
 		{Key: "nindexes", Value: int32(nindexes)},
 		{Key: "totalIndexSize", Value: int64(0)},
 		{Key: "indexSizes", Value: names},
-		{Key: "capped", Value: false},
+		{Key: "capped", Value: capped},
 	}, nil
 }
 

@@ -24,8 +24,13 @@ import (
 
 // Error codes used by change streams.
 const (
-	codeChangeStreamHistoryLost = 286
-	codeChangeStreamNeedsRS     = 40573
+	codeChangeStreamHistoryLost   = 286
+	codeChangeStreamNeedsRS       = 40573
+	codeChangeStreamFatalError    = 280
+	codeInvalidResumeToken        = 260
+	codeNoMatchingDocument        = 47
+	labelNonResumableChangeStream = "NonResumableChangeStreamError"
+	labelResumableChangeStream    = "ResumableChangeStreamError"
 )
 
 // changeLogCap bounds the retained history. Resuming from a token older
@@ -44,10 +49,14 @@ const (
 	changeUpdate
 	changeReplace
 	changeDelete
+	changeDrop         // a collection dropped (also each one of a dropped database)
+	changeRename       // a collection renamed: db.coll → toDB.toColl
+	changeDropDatabase // after the drop events of its collections
+	changeCreate       // a collection created (showExpandedEvents only)
 )
 
 func (k changeKind) String() string {
-	return [...]string{"insert", "update", "replace", "delete"}[k]
+	return [...]string{"insert", "update", "replace", "delete", "drop", "rename", "dropDatabase", "create"}[k]
 }
 
 // change is one logged write. Stored documents are never mutated in place,
@@ -57,8 +66,11 @@ type change struct {
 	seq           uint64
 	kind          changeKind
 	db, coll      string
+	toDB, toColl  string // changeRename's target
+	uuid          bson.Binary
 	id            any
 	before, after bson.D
+	images        bool // the collection records pre- and post-images (changeStreamPreAndPostImages)
 	at            bson.Timestamp
 	wall          time.Time
 }
@@ -89,6 +101,21 @@ func (l *changeLog) record(kind changeKind, c *collection, before, after bson.D)
 		doc = before
 	}
 	id, _ := value.Get(doc, "_id")
+	l.append(change{kind: kind, db: c.db, coll: c.name, uuid: c.uuid, id: id, before: before, after: after, images: c.prePostImages})
+}
+
+// recordDDL appends a catalog change: drop, rename (to toDB.toColl),
+// dropDatabase (coll "") or create. The caller holds the collection's write
+// lock, if there is one, so no write of the collection is logged after its
+// drop.
+func (l *changeLog) recordDDL(kind changeKind, db, coll string, uuid bson.Binary, toDB, toColl string) {
+	if l == nil {
+		return
+	}
+	l.append(change{kind: kind, db: db, coll: coll, uuid: uuid, toDB: toDB, toColl: toColl})
+}
+
+func (l *changeLog) append(ch change) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	wall := l.now()
@@ -98,7 +125,8 @@ func (l *changeLog) record(kind changeKind, c *collection, before, after bson.D)
 	}
 	l.lastTS = ts
 	l.seq++
-	l.changes = append(l.changes, change{seq: l.seq, kind: kind, db: c.db, coll: c.name, id: id, before: before, after: after, at: ts, wall: wall})
+	ch.seq, ch.at, ch.wall = l.seq, ts, wall
+	l.changes = append(l.changes, ch)
 	if len(l.changes) > changeLogCap {
 		l.changes = append([]change(nil), l.changes[len(l.changes)-changeLogCap/2:]...)
 	}
@@ -155,40 +183,67 @@ func (l *changeLog) before(ts bson.Timestamp) (uint64, bool) {
 	return l.seq, true
 }
 
+// lookup returns the change with sequence number seq, if still kept.
+func (l *changeLog) lookup(seq uint64) (change, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.changes) == 0 || seq < l.changes[0].seq {
+		return change{}, false
+	}
+	i := int(seq - l.changes[0].seq)
+	if i >= len(l.changes) {
+		return change{}, false
+	}
+	return l.changes[i], true
+}
+
 // resumeToken encodes a log position as {_data: hex}: fixed-width hex, so
 // tokens compare in order as strings, as the server's do.
 func resumeToken(seq uint64) bson.D {
 	return bson.D{{Key: "_data", Value: fmt.Sprintf("82%016X", seq)}}
 }
 
-// parseResumeToken decodes a token made by resumeToken.
-func parseResumeToken(v any) (uint64, error) {
+// invalidateToken is the token of the invalidate event that follows change
+// seq: it sorts after seq's token and before seq+1's, and is told apart by
+// its suffix (mongod marks it fromInvalidate).
+func invalidateToken(seq uint64) bson.D {
+	return bson.D{{Key: "_data", Value: fmt.Sprintf("82%016X01", seq)}}
+}
+
+// parseResumeToken decodes a token made by resumeToken or invalidateToken.
+func parseResumeToken(v any) (seq uint64, fromInvalidate bool, err error) {
 	d, ok := v.(bson.D)
 	if !ok {
-		return 0, cmderr.New(cmderr.TypeMismatch, "resume token must be an object, got %s", typeNameOf(v))
+		return 0, false, cmderr.New(cmderr.TypeMismatch, "resume token must be an object, got %s", typeNameOf(v))
 	}
 	data, _ := value.Get(d, "_data")
 	s, ok := data.(string)
+	if ok && len(s) == 20 && strings.HasSuffix(s, "01") {
+		s, fromInvalidate = s[:18], true
+	}
 	if !ok || len(s) != 18 || !strings.HasPrefix(s, "82") {
-		return 0, cmderr.New(cmderr.BadValue, "invalid resume token: %s", shellString(v))
+		return 0, false, cmderr.New(cmderr.BadValue, "invalid resume token: %s", shellString(v))
 	}
 	b, err := hex.DecodeString(s[2:])
 	if err != nil {
-		return 0, cmderr.New(cmderr.BadValue, "invalid resume token: %s", shellString(v))
+		return 0, false, cmderr.New(cmderr.BadValue, "invalid resume token: %s", shellString(v))
 	}
-	var seq uint64
 	for _, x := range b {
 		seq = seq<<8 | uint64(x)
 	}
-	return seq, nil
+	return seq, fromInvalidate, nil
 }
 
 // streamState is the part of a cursor that makes it a change stream.
 type streamState struct {
-	db, coll     string // coll "" → whole database; db "" → whole cluster
-	updateLookup bool
+	db, coll     string        // coll "" → whole database; db "" → whole cluster
+	fullDocument string        // "default", "updateLookup", "whenAvailable" or "required"
+	beforeChange string        // fullDocumentBeforeChange: "off", "whenAvailable" or "required"
+	expanded     bool          // showExpandedEvents
 	rest         *agg.Pipeline // the stages after $changeStream, or nil
 	pos          uint64        // last change examined
+	invalidating *change       // the change that invalidated the stream, before its invalidate event is sent
+	done         bool          // the invalidate event was sent: the cursor is closed
 }
 
 // isChangeStream reports whether a pipeline starts with $changeStream.
@@ -210,23 +265,26 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 	if !ok {
 		return nil, cmderr.New(cmderr.TypeMismatch, "the $changeStream stage specification must be an object")
 	}
-	st := &streamState{db: r.db, coll: coll}
+	st := &streamState{db: r.db, coll: coll, fullDocument: "default", beforeChange: "off"}
 	var allCluster bool
 	var resume any
+	var resumeKey string
 	var startAt *bson.Timestamp
 	for _, e := range opts {
 		switch e.Key {
 		case "fullDocument":
 			switch e.Value {
-			case "default":
-			case "updateLookup":
-				st.updateLookup = true
+			case "default", "updateLookup", "whenAvailable", "required":
+				st.fullDocument = e.Value.(string)
 			default:
-				return nil, cmderr.Unsupported(fmt.Sprintf("$changeStream fullDocument %s", shellString(e.Value)))
+				return nil, cmderr.New(cmderr.BadValue, "unknown full document mode: %s", shellString(e.Value))
 			}
 		case "fullDocumentBeforeChange":
-			if e.Value != "off" {
-				return nil, cmderr.Unsupported("$changeStream fullDocumentBeforeChange (pre-images)")
+			switch e.Value {
+			case "off", "whenAvailable", "required":
+				st.beforeChange = e.Value.(string)
+			default:
+				return nil, cmderr.New(cmderr.BadValue, "unknown fullDocumentBeforeChange mode: %s", shellString(e.Value))
 			}
 		case "allChangesForCluster":
 			allCluster = truthy(e.Value)
@@ -234,7 +292,7 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 			if resume != nil {
 				return nil, cmderr.New(50865, "Only one type of resume option is allowed, but multiple were found")
 			}
-			resume = e.Value
+			resume, resumeKey = e.Value, e.Key
 		case "startAtOperationTime":
 			ts, ok := e.Value.(bson.Timestamp)
 			if !ok {
@@ -242,9 +300,7 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 			}
 			startAt = &ts
 		case "showExpandedEvents":
-			if truthy(e.Value) {
-				return nil, cmderr.Unsupported("$changeStream showExpandedEvents")
-			}
+			st.expanded = truthy(e.Value)
 		default:
 			return nil, cmderr.New(40415, "BSON field '$changeStream.%s' is an unknown field.", e.Key)
 		}
@@ -283,11 +339,20 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 		}
 		st.pos = pos
 	} else if resume != nil {
-		seq, err := parseResumeToken(resume)
+		seq, fromInvalidate, err := parseResumeToken(resume)
 		if err != nil {
 			return nil, err
 		}
+		if fromInvalidate && resumeKey == "resumeAfter" {
+			return nil, cmderr.New(codeInvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification.")
+		}
 		st.pos = seq
+		// Resuming after the event that invalidated the stream gives
+		// the invalidate event again; startAfter the invalidate starts
+		// a new stream after it.
+		if ch, ok := log.lookup(seq); ok && !fromInvalidate && st.covers(ch) && st.invalidatedBy(ch) {
+			st.invalidating = &ch
+		}
 	} else {
 		st.pos, _ = log.head()
 	}
@@ -301,7 +366,10 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 	if coll == "" {
 		ns = r.db + ".$cmd.aggregate"
 	}
-	id := r.cluster.data.cursors.openStream(ns, st)
+	var id int64
+	if !st.done {
+		id = r.cluster.data.cursors.openStream(ns, st)
+	}
 	return bson.D{{Key: "cursor", Value: bson.D{
 		{Key: "firstBatch", Value: toArray(batch)},
 		{Key: "postBatchResumeToken", Value: st.token(batch)},
@@ -333,10 +401,27 @@ func (st *streamState) token(batch []bson.D) bson.D {
 }
 
 // next takes the events after the stream's position, up to batchSize
-// (< 0: no count limit), without waiting.
+// (< 0: no count limit), without waiting. After the event that invalidates
+// the stream comes the invalidate event, and then nothing: st.done.
 func (st *streamState) next(r *request, log *changeLog, batchSize int) ([]bson.D, error) {
 	var out []bson.D
-	for batchSize < 0 || len(out) < batchSize {
+	for !st.done && (batchSize < 0 || len(out) < batchSize) {
+		if ch := st.invalidating; ch != nil {
+			ev, keep, err := st.transform(r, bson.D{
+				{Key: "_id", Value: invalidateToken(ch.seq)},
+				{Key: "operationType", Value: "invalidate"},
+				{Key: "clusterTime", Value: ch.at},
+				{Key: "wallTime", Value: bson.NewDateTimeFromTime(ch.wall)},
+			})
+			if err != nil {
+				return nil, err
+			}
+			if keep {
+				out = append(out, ev)
+			}
+			st.invalidating, st.done = nil, true
+			break
+		}
 		changes, ok := log.after(st.pos, 256)
 		if !ok {
 			return nil, cmderr.New(codeChangeStreamHistoryLost, "Resume of change stream was not possible, as the resume point may no longer be in the oplog.")
@@ -352,50 +437,130 @@ func (st *streamState) next(r *request, log *changeLog, batchSize int) ([]bson.D
 			if !st.covers(ch) {
 				continue
 			}
-			ev := st.event(r.cluster.data, ch)
-			if st.rest != nil {
-				res, err := st.rest.Run(r.ctx, []bson.D{ev}, agg.Env{DB: r.db, Catalog: catalog{r.cluster.data}, Now: r.now})
-				if err != nil {
-					return nil, err
-				}
-				if len(res) == 0 {
-					continue
-				}
-				ev = res[0]
+			ev, err := st.event(r.cluster.data, ch)
+			if err != nil {
+				return nil, err
 			}
-			out = append(out, ev)
+			ev, keep, err := st.transform(r, ev)
+			if err != nil {
+				return nil, err
+			}
+			if keep {
+				out = append(out, ev)
+			}
+			if st.invalidatedBy(ch) {
+				st.invalidating = &ch
+				break
+			}
 		}
 	}
 	return out, nil
 }
 
-// covers reports whether a change is in the stream's namespace.
+// transform runs the stream's own stages on an event; keep is false when
+// they filtered it out. As mongod, an event whose _id (its resume token)
+// the stages changed is a fatal error: the stream could not be resumed.
+func (st *streamState) transform(r *request, ev bson.D) (bson.D, bool, error) {
+	if st.rest == nil {
+		return ev, true, nil
+	}
+	res, err := st.rest.Run(r.ctx, []bson.D{ev}, agg.Env{DB: r.db, Catalog: catalog{r.cluster.data}, Now: r.now})
+	if err != nil {
+		return nil, false, err
+	}
+	if len(res) == 0 {
+		return nil, false, nil
+	}
+	want, _ := value.Get(ev, "_id")
+	if got, ok := value.Get(res[0], "_id"); !ok || keyOf(got) != keyOf(want) {
+		e := cmderr.New(codeChangeStreamFatalError, "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed.")
+		e.Labels = []string{labelNonResumableChangeStream}
+		return nil, false, e
+	}
+	return res[0], true, nil
+}
+
+// covers reports whether a change is in the stream's namespace. A rename
+// is in the namespaces of its source and its target.
 func (st *streamState) covers(ch change) bool {
-	if strings.HasPrefix(ch.coll, "system.") {
+	if ch.kind == changeCreate && !st.expanded {
 		return false
 	}
+	internal := func(db string) bool { return db == "admin" || db == "config" || db == "local" }
+	if ch.kind == changeDropDatabase {
+		switch {
+		case st.db == "":
+			return !internal(ch.db)
+		case st.coll == "":
+			return ch.db == st.db
+		}
+		return false
+	}
+	in := func(db, coll string) bool {
+		if strings.HasPrefix(coll, "system.") {
+			return false
+		}
+		switch {
+		case st.db == "":
+			return !internal(db)
+		case st.coll == "":
+			return db == st.db
+		}
+		return db == st.db && coll == st.coll
+	}
+	if ch.kind == changeRename && in(ch.toDB, ch.toColl) {
+		return true
+	}
+	return in(ch.db, ch.coll)
+}
+
+// invalidatedBy reports whether a change the stream covers ends it: a
+// collection's drop or rename ends a stream on the collection, a
+// database's drop a stream on the database; a cluster stream never ends.
+func (st *streamState) invalidatedBy(ch change) bool {
 	switch {
 	case st.db == "":
-		return ch.db != "admin" && ch.db != "config" && ch.db != "local"
+		return false
 	case st.coll == "":
-		return ch.db == st.db
+		return ch.kind == changeDropDatabase
 	}
-	return ch.db == st.db && ch.coll == st.coll
+	return ch.kind == changeDrop || ch.kind == changeRename
 }
 
 // event builds the change event document.
-func (st *streamState) event(s *storage, ch change) bson.D {
+func (st *streamState) event(s *storage, ch change) (bson.D, error) {
 	ev := bson.D{
 		{Key: "_id", Value: resumeToken(ch.seq)},
 		{Key: "operationType", Value: ch.kind.String()},
 		{Key: "clusterTime", Value: ch.at},
 		{Key: "wallTime", Value: bson.NewDateTimeFromTime(ch.wall)},
 	}
+	if st.expanded && ch.kind != changeDropDatabase {
+		ev = append(ev, bson.E{Key: "collectionUUID", Value: ch.uuid})
+	}
+	switch ch.kind {
+	case changeDropDatabase:
+		return append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: ch.db}}}), nil
+	case changeDrop, changeRename, changeCreate:
+		ev = append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: ch.db}, {Key: "coll", Value: ch.coll}}})
+		switch {
+		case ch.kind == changeRename:
+			to := bson.D{{Key: "db", Value: ch.toDB}, {Key: "coll", Value: ch.toColl}}
+			ev = append(ev, bson.E{Key: "to", Value: to})
+			if st.expanded {
+				ev = append(ev, bson.E{Key: "operationDescription", Value: bson.D{{Key: "to", Value: to}}})
+			}
+		case ch.kind == changeCreate:
+			ev = append(ev, bson.E{Key: "operationDescription", Value: bson.D{{Key: "idIndex", Value: value.CloneDoc(idIndex().spec)}}})
+		}
+		return ev, nil
+	}
 	switch ch.kind {
 	case changeInsert, changeReplace:
 		ev = append(ev, bson.E{Key: "fullDocument", Value: value.CloneDoc(ch.after)})
 	case changeUpdate:
-		if st.updateLookup {
+		switch st.fullDocument {
+		case "updateLookup":
 			var cur any // null when the document is gone
 			_ = s.read(ch.db, ch.coll, func(c *collection) error {
 				if c != nil {
@@ -406,6 +571,14 @@ func (st *streamState) event(s *storage, ch change) bson.D {
 				return nil
 			})
 			ev = append(ev, bson.E{Key: "fullDocument", Value: cur})
+		case "whenAvailable", "required":
+			var post any
+			if ch.images {
+				post = value.CloneDoc(ch.after)
+			} else if st.fullDocument == "required" {
+				return nil, cmderr.New(codeNoMatchingDocument, "Change stream was configured to require a post-image for all update, delete and replace events, but the post-image was not found for event: %s", shellString(resumeToken(ch.seq)))
+			}
+			ev = append(ev, bson.E{Key: "fullDocument", Value: post})
 		}
 	}
 	ev = append(ev,
@@ -413,82 +586,141 @@ func (st *streamState) event(s *storage, ch change) bson.D {
 		bson.E{Key: "documentKey", Value: bson.D{{Key: "_id", Value: value.Clone(ch.id)}}},
 	)
 	if ch.kind == changeUpdate {
-		ev = append(ev, bson.E{Key: "updateDescription", Value: updateDescription(ch.before, ch.after)})
+		ev = append(ev, bson.E{Key: "updateDescription", Value: updateDescription(ch.before, ch.after, st.expanded)})
 	}
-	return ev
+	if ch.kind != changeInsert && st.beforeChange != "off" {
+		var pre any
+		if ch.images {
+			pre = value.CloneDoc(ch.before)
+		} else if st.beforeChange == "required" {
+			return nil, cmderr.New(codeNoMatchingDocument, "Change stream was configured to require a pre-image for all update, delete and replace events, but the pre-image was not found for event: %s", shellString(resumeToken(ch.seq)))
+		}
+		ev = append(ev, bson.E{Key: "fullDocumentBeforeChange", Value: pre})
+	}
+	return ev, nil
 }
 
 // updateDescription is the difference between two versions of a document
 // as mongod reports it: a changed field inside a subdocument at its dotted
 // path, a changed or appended array element as "arr.N", a shrunk array in
-// truncatedArrays, and a value whose type changed whole.
-func updateDescription(before, after bson.D) bson.D {
+// truncatedArrays, and a value whose type changed whole. With expanded
+// (showExpandedEvents), disambiguatedPaths spells out each path that has a
+// numeric field name or a field name with a dot, array indexes as ints.
+func updateDescription(before, after bson.D, expanded bool) bson.D {
 	var d updateDiff
 	d.updated, d.removed, d.truncated = bson.D{}, bson.A{}, bson.A{}
-	d.doc("", before, after)
-	return bson.D{
+	d.disambiguated = bson.D{}
+	d.doc("", nil, before, after)
+	out := bson.D{
 		{Key: "updatedFields", Value: d.updated},
 		{Key: "removedFields", Value: d.removed},
 		{Key: "truncatedArrays", Value: d.truncated},
 	}
+	if expanded {
+		out = append(out, bson.E{Key: "disambiguatedPaths", Value: d.disambiguated})
+	}
+	return out
 }
 
 type updateDiff struct {
-	updated   bson.D
-	removed   bson.A
-	truncated bson.A
+	updated       bson.D
+	removed       bson.A
+	truncated     bson.A
+	disambiguated bson.D
 }
 
-func (d *updateDiff) doc(prefix string, before, after bson.D) {
+// note records path's components in disambiguatedPaths when it is
+// ambiguous: a field name that is a number or holds a dot.
+func (d *updateDiff) note(path string, comps []any) {
+	for _, c := range comps {
+		s, ok := c.(string)
+		if ok && (strings.Contains(s, ".") || isDigits(s)) {
+			d.disambiguated = append(d.disambiguated, bson.E{Key: path, Value: bson.A(append([]any(nil), comps...))})
+			return
+		}
+	}
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// with returns comps plus c, never sharing the backing array.
+func with(comps []any, c any) []any {
+	return append(append(make([]any, 0, len(comps)+1), comps...), c)
+}
+
+func (d *updateDiff) doc(prefix string, comps []any, before, after bson.D) {
 	for _, e := range before {
 		if _, ok := value.Get(after, e.Key); !ok {
 			d.removed = append(d.removed, prefix+e.Key)
+			d.note(prefix+e.Key, with(comps, e.Key))
 		}
 	}
 	for _, e := range after {
 		old, ok := value.Get(before, e.Key)
 		if !ok {
 			d.updated = append(d.updated, bson.E{Key: prefix + e.Key, Value: value.Clone(e.Value)})
+			d.note(prefix+e.Key, with(comps, e.Key))
 			continue
 		}
-		d.value(prefix+e.Key, old, e.Value)
+		d.value(prefix+e.Key, with(comps, e.Key), old, e.Value)
 	}
 }
 
 // value reports the change of one field or element at path.
-func (d *updateDiff) value(path string, old, cur any) {
+func (d *updateDiff) value(path string, comps []any, old, cur any) {
 	if sameStored(old, cur) {
 		return
 	}
 	switch c := cur.(type) {
 	case bson.D:
 		if o, ok := old.(bson.D); ok {
-			d.doc(path+".", o, c)
+			d.doc(path+".", comps, o, c)
 			return
 		}
 	case bson.A:
 		if o, ok := old.(bson.A); ok {
 			if len(c) < len(o) {
 				d.truncated = append(d.truncated, bson.D{{Key: "field", Value: path}, {Key: "newSize", Value: int32(len(c))}})
+				d.note(path, comps)
 			}
 			for i, x := range c {
 				p := path + "." + strconv.Itoa(i)
 				if i >= len(o) {
 					d.updated = append(d.updated, bson.E{Key: p, Value: value.Clone(x)})
+					d.note(p, with(comps, int32(i)))
 					continue
 				}
-				d.value(p, o[i], x)
+				d.value(p, with(comps, int32(i)), o[i], x)
 			}
 			return
 		}
 	}
 	d.updated = append(d.updated, bson.E{Key: path, Value: value.Clone(cur)})
+	d.note(path, comps)
 }
 
 // sameStored is equality that also tells apart numeric types (1 and 1.0),
 // as a stored document does.
 func sameStored(a, b any) bool {
 	return keyOf(a) == keyOf(b) && bsonTypeName(a) == bsonTypeName(b)
+}
+
+// resumableCodes are the errors after which a driver may resume a change
+// stream: mongod's retriable, network and need-retargeting error
+// categories, RetryChangeStream and FailedToSatisfyReadPreference.
+var resumableCodes = map[int32]bool{
+	6: true, 7: true, 9001: true, 89: true, 91: true, 133: true, 150: true, 189: true,
+	234: true, 262: true, 10107: true, 11600: true, 11602: true, 13388: true, 13435: true, 13436: true, 63: true,
 }
 
 // streamGetMore answers a getMore on a change stream cursor: the events
@@ -511,7 +743,7 @@ func streamGetMore(r *request, c *cursor, ns string, batchSize int) (bson.D, err
 		if batch, err = st.next(r, log, batchSize); err != nil {
 			return nil, err
 		}
-		if len(batch) > 0 || r.cluster.data.cursors.get(c.id) == nil {
+		if len(batch) > 0 || st.done || r.cluster.data.cursors.get(c.id) == nil {
 			break
 		}
 		select {
@@ -521,10 +753,15 @@ func streamGetMore(r *request, c *cursor, ns string, batchSize int) (bson.D, err
 		}
 		break
 	}
+	id := c.id
+	if st.done { // invalidated: the cursor is closed
+		r.cluster.data.cursors.remove(c.id)
+		id = 0
+	}
 	return bson.D{{Key: "cursor", Value: bson.D{
 		{Key: "nextBatch", Value: toArray(batch)},
 		{Key: "postBatchResumeToken", Value: st.token(batch)},
-		{Key: "id", Value: c.id},
+		{Key: "id", Value: id},
 		{Key: "ns", Value: ns},
 	}}}, nil
 }

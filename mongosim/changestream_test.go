@@ -9,6 +9,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
 // nextEvent waits for the next change event on cs.
@@ -240,8 +242,18 @@ func TestChangeLogHistoryLost(t *testing.T) {
 	if !ok || len(got) != 2 || got[1].seq != l.seq {
 		t.Fatalf("after(seq-2) = %d changes, ok %v", len(got), ok)
 	}
-	seq, err := parseResumeToken(resumeToken(12345))
-	if err != nil || seq != 12345 {
-		t.Fatalf("token round trip: %d, %v", seq, err)
+	seq, inv, err := parseResumeToken(resumeToken(12345))
+	if err != nil || seq != 12345 || inv {
+		t.Fatalf("token round trip: %d, %v, %v", seq, inv, err)
+	}
+	seq, inv, err = parseResumeToken(invalidateToken(12345))
+	if err != nil || seq != 12345 || !inv {
+		t.Fatalf("invalidate token round trip: %d, %v, %v", seq, inv, err)
+	}
+	ta, _ := value.Get(resumeToken(12345), "_data")
+	tb, _ := value.Get(invalidateToken(12345), "_data")
+	tc, _ := value.Get(resumeToken(12346), "_data")
+	if !(ta.(string) < tb.(string) && tb.(string) < tc.(string)) {
+		t.Fatalf("tokens out of order: %v %v %v", ta, tb, tc)
 	}
 }

@@ -38,6 +38,7 @@ type cursor struct {
 	docs     []bson.D
 	lastUsed atomic.Int64 // unix nanoseconds
 	stream   *streamState // set for a change stream (tailable) cursor
+	tail     *tailState   // set for a tailable find cursor
 }
 
 // reply builds a command's cursor reply: the first batch of docs, and a
@@ -122,12 +123,13 @@ func (t *cursorTable) remove(id int64) bool {
 	return ok
 }
 
-// killNS removes every cursor on namespace ns (drop).
+// killNS removes every cursor on namespace ns (drop). A change stream
+// outlives its collection: it reports the drop and is then invalidated.
 func (t *cursorTable) killNS(ns string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for id, c := range t.m {
-		if c.ns == ns {
+		if c.ns == ns && c.stream == nil {
 			delete(t.m, id)
 		}
 	}
@@ -181,8 +183,26 @@ func cmdGetMore(r *request) (bson.D, error) {
 	if t.get(id) == nil { // killed while we waited
 		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", id)
 	}
+	if act := r.member.evalGetMoreAfterCheckout(); act != nil {
+		r.member.cluster.stats.failPointsFired.Add(1)
+		code := act.errorCode
+		if code == 0 {
+			code = codeInternalError
+		}
+		e := cmderr.New(code, "Failing getMore after cursor checkout (failGetMoreAfterCursorCheckout fail point)")
+		if c.stream != nil && resumableCodes[code] {
+			// mongod labels a resumable error of a change stream's
+			// getMore (not one set by failCommand, raised before the
+			// cursor is known).
+			e.Labels = []string{labelResumableChangeStream}
+		}
+		return nil, e
+	}
 	if c.stream != nil {
 		return streamGetMore(r, c, ns, batchSize)
+	}
+	if c.tail != nil {
+		return tailGetMore(r, c, ns, batchSize)
 	}
 	batch, rest := splitBatch(c.docs, batchSize)
 	c.docs = rest

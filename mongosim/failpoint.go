@@ -15,6 +15,9 @@ import (
 const (
 	fpFailCommand                 = "failCommand"
 	fpOnPrimaryTransactionalWrite = "onPrimaryTransactionalWrite"
+	// fpFailGetMoreAfterCursorCheckout fails every getMore with
+	// data.errorCode once its cursor is checked out (change stream tests).
+	fpFailGetMoreAfterCursorCheckout = "failGetMoreAfterCursorCheckout"
 )
 
 type fpMode int
@@ -72,7 +75,7 @@ func (f *failPoints) configure(cmd bson.D) (int64, error) {
 	if !ok {
 		return 0, typeErr("configureFailPoint", "string", cmd[0].Value)
 	}
-	if name != fpFailCommand && name != fpOnPrimaryTransactionalWrite {
+	if name != fpFailCommand && name != fpOnPrimaryTransactionalWrite && name != fpFailGetMoreAfterCursorCheckout {
 		return 0, cmderr.Unsupported("fail point " + name)
 	}
 	modeV, ok := lookupD(cmd, "mode")
@@ -149,7 +152,7 @@ func parseFailPointData(name string, fp *failPoint, cmd bson.D) error {
 		if name == fpFailCommand {
 			return cmderr.New(cmderr.BadValue, "failCommand fail point requires data.failCommands")
 		}
-		fp.act.closeConnection = true // onPrimaryTransactionalWrite's default
+		fp.act.closeConnection = name == fpOnPrimaryTransactionalWrite // its default
 		return nil
 	}
 	data, ok := dataV.(bson.D)
@@ -257,7 +260,7 @@ func parseFailPointData(name string, fp *failPoint, cmd bson.D) error {
 			return cmderr.New(cmderr.BadValue, "unknown failCommand option: %s", e.Key)
 		}
 	}
-	if len(fp.commands) == 0 {
+	if len(fp.commands) == 0 && name == fpFailCommand {
 		return cmderr.New(cmderr.BadValue, "failCommand fail point requires data.failCommands")
 	}
 	if fp.act.blockConnection && fp.act.blockTime == 0 {
@@ -348,6 +351,16 @@ func (m *Member) evalTransactionalWrite(beforeCommit bool) *fpAction {
 		return act
 	}
 	return m.cluster.fails.evaluate(fpOnPrimaryTransactionalWrite, m.cluster, match)
+}
+
+// evalGetMoreAfterCheckout returns the failGetMoreAfterCursorCheckout
+// action for a getMore whose cursor was just checked out.
+func (m *Member) evalGetMoreAfterCheckout() *fpAction {
+	all := func(*failPoint) bool { return true }
+	if act := m.fails.evaluate(fpFailGetMoreAfterCursorCheckout, m.cluster, all); act != nil {
+		return act
+	}
+	return m.cluster.fails.evaluate(fpFailGetMoreAfterCursorCheckout, m.cluster, all)
 }
 
 // configureFailPoint is the command: admin only, on this member.

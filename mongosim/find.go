@@ -54,7 +54,14 @@ func cmdFind(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"returnKey", "showRecordId", "tailable", "awaitData", "oplogReplay"} {
+	tailable := false
+	if v, ok := r.get("tailable"); ok {
+		tailable = truthy(v)
+	}
+	if v, ok := r.get("awaitData"); ok && truthy(v) && !tailable {
+		return nil, cmderr.New(cmderr.FailedToParse, "Cannot set 'awaitData' without also setting 'tailable'")
+	}
+	for _, k := range []string{"returnKey", "showRecordId", "oplogReplay"} {
 		if v, ok := r.get(k); ok && truthy(v) {
 			return nil, cmderr.Unsupported("find option " + k)
 		}
@@ -110,6 +117,14 @@ func cmdFind(r *request) (bson.D, error) {
 	proj, err := optionalProjection(projDoc)
 	if err != nil {
 		return nil, err
+	}
+	if tailable {
+		n, isNum := asFloat(nil)
+		if len(sortDoc) == 1 && sortDoc[0].Key == "$natural" {
+			n, isNum = asFloat(sortDoc[0].Value)
+		}
+		natural := isNum && n == 1
+		return tailableFind(r, coll, f, proj, len(sortDoc) > 0 && !natural, batchSize, singleBatch)
 	}
 	early := 0
 	if sorter == nil && limit > 0 {

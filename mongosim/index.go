@@ -504,7 +504,10 @@ func cmdListIndexes(r *request) (bson.D, error) {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
 		}
-		for _, ix := range c.indexes {
+		for i, ix := range c.indexes {
+			if i == 0 && c.timeseries {
+				continue // a time series collection has no _id index
+			}
 			docs = append(docs, value.CloneDoc(ix.spec))
 		}
 		return nil

@@ -56,12 +56,32 @@ type collection struct {
 	live    int
 	indexes []*index   // indexes[0] is _id_
 	changes *changeLog // nil for scratch collections, whose writes are not logged
+	// options are the create options listCollections reports;
+	// timeseries marks a time series collection (type "timeseries"):
+	// timeField must hold a date, and _id is not unique (there is no _id
+	// index; records get a synthetic idKey).
+	options    bson.D
+	timeseries bool
+	timeField  string
+	// capped collections keep at most cappedMax documents (0: no count
+	// limit) of at most cappedSize bytes in all, evicting the oldest;
+	// bytes is their size, kept only when capped.
+	capped                bool
+	cappedSize, cappedMax int64
+	bytes                 int64
+	// inserted numbers insertions: record.seq, the position of tailable
+	// cursors.
+	inserted uint64
+	// prePostImages is changeStreamPreAndPostImages.enabled: change events
+	// of the collection's writes can carry pre- and post-images.
+	prePostImages bool
 }
 
 type record struct {
 	doc   bson.D
 	idKey string
 	pos   int
+	seq   uint64 // insertion number in its collection
 }
 
 func newStorage(now func() time.Time) *storage {
@@ -91,6 +111,12 @@ func (s *storage) lookup(db, coll string) *collection {
 
 // ensure returns the collection, creating it (and its database) if missing.
 func (s *storage) ensure(db, coll string) (*collection, bool, error) {
+	return s.ensureWith(db, coll, nil)
+}
+
+// ensureWith is ensure that runs init on a collection it creates before
+// anyone else can see it (the create command's options).
+func (s *storage) ensureWith(db, coll string, init func(c *collection)) (*collection, bool, error) {
 	if c := s.lookup(db, coll); c != nil {
 		return c, false, nil
 	}
@@ -109,7 +135,11 @@ func (s *storage) ensure(db, coll string) (*collection, bool, error) {
 	}
 	c := newCollection(db, coll)
 	c.changes = s.changes
+	if init != nil {
+		init(c)
+	}
 	d.colls[coll] = c
+	s.changes.recordDDL(changeCreate, db, coll, c.uuid, "", "")
 	return c, true, nil
 }
 
@@ -178,6 +208,7 @@ func (s *storage) dropCollection(db, coll string) (bool, int) {
 	c.mu.Lock()
 	c.dropped = true
 	n := len(c.indexes)
+	c.changes.recordDDL(changeDrop, db, coll, c.uuid, "", "")
 	c.mu.Unlock()
 	s.cursors.killNS(db + "." + coll)
 	return true, n
@@ -191,12 +222,21 @@ func (s *storage) dropDatabase(db string) {
 	if d == nil {
 		return
 	}
-	for _, c := range d.colls {
+	// As mongod: a drop event for each collection, then dropDatabase.
+	names := make([]string, 0, len(d.colls))
+	for n := range d.colls {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := d.colls[n]
 		c.mu.Lock()
 		c.dropped = true
+		c.changes.recordDDL(changeDrop, db, n, c.uuid, "", "")
 		c.mu.Unlock()
 		s.cursors.killNS(c.ns())
 	}
+	s.changes.recordDDL(changeDropDatabase, db, "", bson.Binary{}, "", "")
 }
 
 // collectionNames lists db's collections, sorted.
@@ -255,7 +295,7 @@ func (c *collection) each(fn func(r *record) bool) {
 // one record named by a top-level _id equality when the filter has one,
 // else all of them. The caller still runs the filter.
 func (c *collection) candidates(filterDoc bson.D) []*record {
-	if id, ok := idEquality(filterDoc); ok {
+	if id, ok := idEquality(filterDoc); ok && !c.timeseries {
 		if r := c.byID[keyOf(id)]; r != nil {
 			return []*record{r}
 		}
@@ -372,7 +412,12 @@ func checkID(id any) error {
 func (c *collection) insert(doc bson.D) error {
 	id, _ := value.Get(doc, "_id")
 	idKey := keyOf(id)
-	if c.byID[idKey] != nil {
+	if c.timeseries {
+		if t, _ := value.Get(doc, c.timeField); bsonTypeName(t) != "date" {
+			return cmderr.New(cmderr.BadValue, "'%s' must be present and contain a valid BSON UTC datetime value", c.timeField)
+		}
+		idKey += "\x00" + strconv.FormatUint(c.inserted+1, 10)
+	} else if c.byID[idKey] != nil {
 		return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
 	}
 	keys, err := c.indexKeys(doc)
@@ -383,13 +428,37 @@ func (c *collection) insert(doc bson.D) error {
 	if err := c.checkUnique(keys, r); err != nil {
 		return err
 	}
-	r.pos = len(c.order)
+	c.inserted++
+	r.pos, r.seq = len(c.order), c.inserted
 	c.order = append(c.order, r)
 	c.byID[idKey] = r
 	c.live++
 	c.addKeys(keys, r)
 	c.changes.record(changeInsert, c, nil, doc)
+	if c.capped {
+		c.bytes += int64(bsonSize(doc))
+		c.evictCapped(r)
+	}
 	return nil
+}
+
+// evictCapped removes the oldest documents of a capped collection until
+// it is within its limits, never the one just inserted. As on mongod 5.0+,
+// each removal is a delete (change streams see it).
+func (c *collection) evictCapped(keep *record) {
+	for c.live > 1 && ((c.cappedMax > 0 && int64(c.live) > c.cappedMax) || c.bytes > c.cappedSize) {
+		var oldest *record
+		for _, r := range c.order {
+			if r != nil {
+				oldest = r
+				break
+			}
+		}
+		if oldest == nil || oldest == keep {
+			return
+		}
+		c.remove(oldest)
+	}
 }
 
 // replace swaps r's document for doc (the result of an update), keeping
@@ -436,6 +505,9 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 		kind = changeReplace
 	}
 	c.changes.record(kind, c, r.doc, doc)
+	if c.capped {
+		c.bytes += int64(bsonSize(doc) - bsonSize(r.doc))
+	}
 	r.doc = doc
 	return nil
 }
@@ -449,6 +521,9 @@ func (c *collection) remove(r *record) {
 	}
 	delete(c.byID, r.idKey)
 	c.changes.record(changeDelete, c, r.doc, nil)
+	if c.capped {
+		c.bytes -= int64(bsonSize(r.doc))
+	}
 	c.order[r.pos] = nil
 	c.live--
 	if len(c.order) > 64 && c.live < len(c.order)/2 {
@@ -472,6 +547,7 @@ func (c *collection) truncate() {
 	c.byID = map[string]*record{}
 	c.order = nil
 	c.live = 0
+	c.bytes = 0
 	for _, ix := range c.indexes[1:] {
 		if ix.entries != nil {
 			ix.entries = map[string]*record{}

@@ -39,10 +39,11 @@ type Options struct {
 	// 100ms, negative means no background goroutine (tests only).
 	BackgroundInterval time.Duration
 	// EstablishError, if set, is called (without the pool's lock held) with
-	// an error establishing a connection that no check-out will report:
-	// populating MinPoolSize, or a dial whose check-out gave up waiting.
-	// The topology passes it to SDAM error handling (a pre-handshake error
-	// of the given connection generation).
+	// an error establishing a connection, before the connection is
+	// reported closed: whether a check-out waits for it, it populates
+	// MinPoolSize, or its check-out gave up waiting. The topology passes it
+	// to SDAM error handling (a pre-handshake error of the given
+	// connection generation).
 	EstablishError func(err error, generation uint64)
 	// NoEstablishBackoff turns off the establishment backoff: by default,
 	// after a connection attempt fails in a way overload can cause (the
@@ -555,9 +556,11 @@ func (p *Pool) dial(ctx context.Context, m *member) {
 		case m.gen != p.generation:
 			// Interrupted by a clear, or failed after one.
 			reason, fail = event.ReasonStale, p.clearedErrLocked()
-		case w == nil && p.opts.EstablishError != nil:
-			// Nobody will see this error: hand it to SDAM first, as a
-			// check-out's caller would, then report the closed connection.
+		case p.opts.EstablishError != nil:
+			// SDAM sees the error before the connection is reported
+			// closed, so the pool is cleared first (CMAP/SDAM event
+			// order); a check-out's caller that reports it again is
+			// ignored, its connection's generation being older.
 			p.mu.Unlock()
 			p.opts.EstablishError(err, m.gen)
 			p.mu.Lock()

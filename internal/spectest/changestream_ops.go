@@ -19,8 +19,8 @@ type changeStreamEntity struct {
 
 func (e *changeStreamEntity) close(ctx context.Context) { _ = e.cs.Close(ctx) }
 
-// extraOp returns the runner's change stream and GridFS operations on an
-// entity, or nil.
+// extraOp returns the runner's change stream, command cursor and GridFS
+// operations on an entity, or nil.
 func (tr *testRun) extraOp(ent any, name string) opFunc {
 	switch e := ent.(type) {
 	case *clientEntity:
@@ -175,6 +175,14 @@ func cursorOps(e *cursorEntity) map[string]opFunc {
 				return opResult{v: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: e.cur.Current}}, nil
 			})
 		},
+		"iterateOnce": func(ctx context.Context, a *args) (opResult, error) {
+			return checked(a, func() (opResult, error) {
+				if e.cur.TryNext(ctx) {
+					return opResult{v: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: e.cur.Current}}, nil
+				}
+				return opResult{}, e.cur.Err()
+			})
+		},
 		"close": func(ctx context.Context, a *args) (opResult, error) {
 			return checked(a, func() (opResult, error) { return opResult{}, e.cur.Close(ctx) })
 		},
@@ -193,8 +201,12 @@ func (tr *testRun) runCursorCommand(db *sturdy.Database, keep bool) opFunc {
 			return opResult{}, &runnerError{fmt.Errorf("%s needs a command", a.op)}
 		}
 		a.str("commandName") // the command's first key says it
-		if a.has("cursorType") {
-			return opResult{}, unsupportedf("tailable cursors (cursorType)")
+		// The initial command carries tailable/awaitData itself; the cursor
+		// type only says how getMore behaves, which TryNext and Next cover.
+		switch ct := a.str("cursorType"); ct {
+		case "", "nonTailable", "tailable", "tailableAwait":
+		default:
+			return opResult{}, &runnerError{fmt.Errorf("unknown cursorType %q", ct)}
 		}
 		o := &sturdy.RunCursorCommandOptions{BatchSize: int32(a.int64("batchSize")), MaxAwaitTime: a.maxTime(),
 			Comment: a.any("comment"), TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}

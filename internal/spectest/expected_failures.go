@@ -20,12 +20,9 @@ type expectedFailure struct {
 
 // Reasons shared by several entries.
 const (
-	reasonCOLL          = "mongosim: only the simple collation is implemented (NotImplemented for locale/strength)"
-	reasonLET           = "mongosim: let variables are implemented for aggregate only, not for find, update, delete and findAndModify"
-	reasonCSProjectID   = "mongosim: a change event whose _id was projected out is returned instead of failing the stream with 280 ChangeStreamFatalError"
-	reasonPrePostImages = "mongosim: collMod and the changeStreamPreAndPostImages collection option are not implemented"
-	reasonFailGetMore   = "mongosim: the failGetMoreAfterCursorCheckout fail point is not implemented"
-	reasonCapped        = "mongosim: capped collections are not implemented, so tailable cursors cannot be tested; issue 16: sturdy has no tailable/awaitData cursor type either"
+	reasonCOLL     = "mongosim: only the simple collation is implemented (NotImplemented for locale/strength)"
+	reasonLET      = "mongosim: let variables are implemented for aggregate only, not for find, update, delete and findAndModify"
+	reasonTailable = "issue 16: sturdy has no tailable/awaitData cursor type whose iteration timeoutMS is refreshed per getMore"
 )
 
 // expectedFailures lists the known failures: sturdy client behaviour that
@@ -58,39 +55,10 @@ var expectedFailures = []expectedFailure{
 	{File: "crud/estimatedDocumentCount.json", Test: "estimatedDocumentCount works correctly on views", Reason: "mongosim: views (create with viewOn) are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with options", Reason: "mongosim: find's min/max index bounds are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with showRecordId and returnKey", Reason: "mongosim: find's returnKey and showRecordId are not implemented"},
-	{File: "change-streams/change-streams.json", Test: "Test server error on projecting out _id", Reason: reasonCSProjectID},
-	{File: "change-streams/change-streams.json", Test: "Test drop and invalidate event types", Reason: "mongosim: change streams emit no drop, rename, dropDatabase or invalidate events (the stream waits for the drop event until the runner gives up after 60 s)"},
-	{File: "change-streams/change-streams-disambiguatedPaths.json", Test: "disambiguatedPaths is present on updateDescription when an ambiguous path is present", Reason: "mongosim: $changeStream showExpandedEvents (and updateDescription.disambiguatedPaths) is not implemented"},
-	{File: "change-streams/change-streams-disambiguatedPaths.json", Test: "disambiguatedPaths returns array indices as integers", Reason: "mongosim: $changeStream showExpandedEvents (and updateDescription.disambiguatedPaths) is not implemented"},
-	{File: "change-streams/change-streams-errors.json", Test: "Change Stream should error when _id is projected out", Reason: reasonCSProjectID},
-	{File: "change-streams/change-streams-pre_and_post_images.json", Reason: reasonPrePostImages},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after HostUnreachable", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after HostNotFound", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after NetworkTimeout", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after ShutdownInProgress", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after PrimarySteppedDown", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after ExceededTimeLimit", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after SocketException", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after NotWritablePrimary", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after InterruptedAtShutdown", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after InterruptedDueToReplStateChange", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after NotPrimaryNoSecondaryOk", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after NotPrimaryOrSecondary", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after StaleEpoch", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after RetryChangeStream", Reason: reasonFailGetMore},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after FailedToSatisfyReadPreference", Reason: reasonFailGetMore},
-	{File: "client-side-operations-timeout/tailable-awaitData.json", Reason: reasonCapped},
-	{File: "client-side-operations-timeout/tailable-non-awaitData.json", Reason: reasonCapped},
-	{File: "collection-management/clustered-indexes.json", Reason: "mongosim: clustered collections (create with clusteredIndex) are not implemented"},
-	{File: "collection-management/createCollection-pre_and_post_images.json", Reason: reasonPrePostImages},
-	{File: "collection-management/timeseries-collection.json", Reason: "mongosim: time-series collections (create with timeseries) are not implemented"},
-	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor iteration timeoutMS is refreshed for getMore - failure", Reason: reasonCapped},
-	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor awaitData iteration timeoutMS is refreshed for getMore - failure", Reason: reasonCapped},
+	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor iteration timeoutMS is refreshed for getMore - failure", Reason: reasonTailable},
+	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor awaitData iteration timeoutMS is refreshed for getMore - failure", Reason: reasonTailable},
 	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Non-tailable cursor iteration timeoutMS is refreshed for getMore if timeoutMode is iteration - failure",
 		Reason: "issue 16: expects a timeout although its one blocked getMore (60 ms) is shorter than the 100 ms timeoutMS that timeoutMode iteration gives each next; sturdy completes the iteration"},
-	{File: "run-command/runCursorCommand.json", Test: "does not close the cursor when receiving an empty batch", Reason: reasonCapped},
-	{File: "server-discovery-and-monitoring/pool-clear-checkout-error.json", Reason: "sturdy: after an authentication error during connection establishment the pool publishes connectionClosed before poolCleared; the spec wants the pool cleared first"},
-	{File: "server-discovery-and-monitoring/replicaset-emit-topology-changed-before-close.json", Reason: "sturdy: the topology publishes 2 of the 4 topologyDescriptionChanged events this test waits for (the runner gives up after 10 s)"},
 }
 
 // knownFailure returns the reason a test is expected to fail on topology,

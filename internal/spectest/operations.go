@@ -257,6 +257,18 @@ func (tr *testRun) dispatch(ctx context.Context, object, name string, a *args) (
 		run = collectionOps(e.coll)[name]
 	case *databaseEntity:
 		run = databaseOps(e.db)[name]
+		if name == "createCollection" && run != nil {
+			// The result is the new collection, for saveResultAsEntity.
+			create := run
+			run = func(ctx context.Context, a *args) (opResult, error) {
+				coll := a.str("collection")
+				res, err := create(ctx, a)
+				if err == nil {
+					res.entity = &collectionEntity{client: e.client, coll: e.db.Collection(coll)}
+				}
+				return res, err
+			}
+		}
 	case *clientEntity:
 		run = clientOps(e.client)[name]
 	case *sessionEntity:
@@ -738,6 +750,15 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 		"drop": func(ctx context.Context, a *args) (opResult, error) {
 			return checked(a, func() (opResult, error) { return opResult{}, coll.Drop(ctx) })
 		},
+		"rename": func(ctx context.Context, a *args) (opResult, error) {
+			to := a.str("to")
+			o := &sturdy.RenameOptions{DropTarget: a.boolean("dropTarget"), Comment: a.any("comment")}
+			var err error
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) { return opResult{}, coll.Rename(ctx, to, o) })
+		},
 	}
 }
 
@@ -1072,6 +1093,11 @@ func clientOps(c *sturdy.Client) map[string]opFunc {
 		})
 	}
 	return map[string]opFunc{
+		// close disconnects the client; its events stay recorded for
+		// expectEvents (the entity's own cleanup then finds it closed).
+		"close": func(ctx context.Context, a *args) (opResult, error) {
+			return checked(a, func() (opResult, error) { return opResult{}, c.Disconnect(ctx) })
+		},
 		"clientBulkWrite": func(ctx context.Context, a *args) (opResult, error) {
 			models, err := clientWriteModels(a)
 			if err != nil {

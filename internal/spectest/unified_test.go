@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,8 +61,9 @@ type specFile struct {
 
 // TestUnified runs every unified-format test file found under SPEC_TESTS
 // against an embedded mongosim deployment (SPEC_TOPOLOGY "replicaset", the
-// default, or "single") or against MONGODB_URI. SPEC_CLIENT_DEFAULTS adds
-// URI options to every client entity that does not set them.
+// default, of SPEC_MEMBERS members, default 3; or "single") or against
+// MONGODB_URI. SPEC_CLIENT_DEFAULTS adds URI options to every client entity
+// that does not set them.
 func TestUnified(t *testing.T) {
 	var files []specFile
 	for _, dir := range specDirs(t) {
@@ -99,6 +101,18 @@ func TestUnified(t *testing.T) {
 			simOpts.Standalone = true
 		default:
 			t.Fatalf("SPEC_TOPOLOGY %q: want replicaset or single", os.Getenv("SPEC_TOPOLOGY"))
+		}
+		// Three members by default, the replica set drivers' CI runs the
+		// specifications against (some tests count its members' events).
+		if !simOpts.Standalone {
+			simOpts.Members = 3
+		}
+		if n := os.Getenv("SPEC_MEMBERS"); n != "" && !simOpts.Standalone {
+			m, err := strconv.Atoi(n)
+			if err != nil || m < 1 || m > 7 {
+				t.Fatalf("SPEC_MEMBERS %q: want 1 to 7", n)
+			}
+			simOpts.Members = m
 		}
 		cfg.URI = mongosim.StartWithOptions(t, simOpts).URI()
 	}

@@ -219,6 +219,18 @@ func (t *Topology) Disconnect(ctx context.Context) error {
 		}
 	}
 	if wasConnected {
+		// SDAM "Client closing": every server is removed and the type
+		// becomes Unknown, announced before TopologyClosed.
+		prev := t.desc
+		t.desc = Description{Kind: TopologyUnknown}
+		if !descEqual(prev, t.desc) {
+			p, n := prev.Event(), t.desc.Event()
+			t.queue(func() {
+				if m != nil && m.TopologyDescriptionChanged != nil {
+					m.TopologyDescriptionChanged(&event.TopologyDescriptionChangedEvent{Previous: p, New: n})
+				}
+			})
+		}
 		t.queue(func() {
 			if m != nil && m.TopologyClosed != nil {
 				m.TopologyClosed(&event.TopologyClosedEvent{})

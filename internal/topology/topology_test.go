@@ -384,3 +384,55 @@ func TestDisconnectStopsSelection(t *testing.T) {
 		t.Fatal("selection still waiting after Disconnect")
 	}
 }
+
+// SDAM "Client closing": Disconnect removes every server and announces the
+// Unknown, empty description before TopologyClosed.
+func TestDisconnectAnnouncesUnknownBeforeClosed(t *testing.T) {
+	cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 3})
+	var mu sync.Mutex
+	var order []string
+	var last event.TopologyDescriptionChangedEvent
+	topoChanges := 0
+	mon := &event.Monitor{
+		ServerClosed: func(*event.ServerClosedEvent) { mu.Lock(); order = append(order, "serverClosed"); mu.Unlock() },
+		TopologyDescriptionChanged: func(e *event.TopologyDescriptionChangedEvent) {
+			mu.Lock()
+			order = append(order, "topologyChanged")
+			topoChanges++
+			last = *e
+			mu.Unlock()
+		},
+		TopologyClosed: func(*event.TopologyClosedEvent) { mu.Lock(); order = append(order, "topologyClosed"); mu.Unlock() },
+	}
+	topo, err := New(Options{Hosts: []string{cluster.Members()[0].Addr()}, Monitor: mon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The initial change, then one per member as each is discovered.
+	waitFor(t, 10*time.Second, "four topology changes", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return topoChanges >= 4
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := topo.Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	n := len(order)
+	if n < 5 || order[n-1] != "topologyClosed" || order[n-2] != "topologyChanged" ||
+		order[n-3] != "serverClosed" || order[n-4] != "serverClosed" || order[n-5] != "serverClosed" {
+		t.Fatalf("events end with %v, want 3 × serverClosed, topologyChanged, topologyClosed", order)
+	}
+	if last.Previous.Kind != "ReplicaSetWithPrimary" || last.New.Kind != "Unknown" || len(last.New.Servers) != 0 {
+		t.Fatalf("closing change %+v → %+v, want ReplicaSetWithPrimary → Unknown with no servers", last.Previous, last.New)
+	}
+	if d := topo.Description(); d.Kind != TopologyUnknown || len(d.Servers) != 0 {
+		t.Fatalf("description after Disconnect: %s", d)
+	}
+}

@@ -99,6 +99,10 @@ var names = map[int32]string{
 	OperationNotSupportedInTransaction: "OperationNotSupportedInTransaction",
 	InvalidLength:                      "InvalidLength", Overflow: "Overflow", UnknownError: "UnknownError",
 	BSONObjectTooLarge: "BSONObjectTooLarge",
+	// change streams
+	47: "NoMatchingDocument", 63: "StaleShardVersion", 133: "FailedToSatisfyReadPreference",
+	150: "StaleEpoch", 234: "RetryChangeStream", 260: "InvalidResumeToken",
+	280: "ChangeStreamFatalError", 286: "ChangeStreamHistoryLost", 13388: "StaleConfig",
 }
 
 // Name returns the codeName MongoDB uses for code, or "Location<code>".

@@ -1,0 +1,127 @@
+package mongosim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+)
+
+func TestCappedCollectionEvictsOldest(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	db := connect(t, c.URI()).Database("db")
+	if err := db.CreateCollection(ctx, "cap", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096).SetMaxDocuments(3)); err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection("cap")
+	for i := 1; i <= 5; i++ {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []struct {
+		ID int32 `bson:"_id"`
+	}
+	cur, err := coll.Find(ctx, bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.All(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].ID != 3 || got[2].ID != 5 {
+		t.Fatalf("capped max 3 holds %+v, want 3, 4, 5", got)
+	}
+	// The byte limit evicts too: 4096 bytes hold only a few 1 KiB documents.
+	big := make([]byte, 1024)
+	for i := 6; i <= 12; i++ {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "b", Value: big}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n > 3 {
+		t.Fatalf("%d documents (%v)", n, err)
+	}
+	res := db.RunCommand(ctx, bson.D{{Key: "collStats", Value: "cap"}})
+	raw, err := res.Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !raw.Lookup("capped").Boolean() || raw.Lookup("size").AsInt64() > 4096 {
+		t.Fatalf("collStats: %v", raw)
+	}
+	// capped without size is refused.
+	err = db.CreateCollection(ctx, "nosize", options.CreateCollection().SetCapped(true))
+	commandError(t, err, cmderr.InvalidOptions)
+}
+
+func TestTailableAwaitCursor(t *testing.T) {
+	c := Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := connect(t, c.URI()).Database("db")
+	if err := db.CreateCollection(ctx, "log", options.CreateCollection().SetCapped(true).SetSizeInBytes(1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection("log")
+	for i := 1; i <= 2; i++ {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "even", Value: i%2 == 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetCursorType(options.TailableAwait).SetBatchSize(2).SetMaxAwaitTime(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close(ctx)
+	for want := int32(1); want <= 2; want++ {
+		if !cur.Next(ctx) || cur.Current.Lookup("_id").Int32() != want {
+			t.Fatalf("document %d: %v %v", want, cur.Current, cur.Err())
+		}
+	}
+	// Nothing new: an empty batch, and the cursor stays open.
+	if cur.TryNext(ctx) {
+		t.Fatalf("unexpected %v", cur.Current)
+	}
+	if cur.Err() != nil || cur.ID() == 0 {
+		t.Fatalf("after an empty batch: id %d, err %v", cur.ID(), cur.Err())
+	}
+	// A later insert is returned, a getMore waiting for it is woken.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 3}})
+	}()
+	if !cur.Next(ctx) || cur.Current.Lookup("_id").Int32() != 3 {
+		t.Fatalf("tailed document: %v %v", cur.Current, cur.Err())
+	}
+
+	// Filters apply to new documents too.
+	evens, err := coll.Find(ctx, bson.D{{Key: "even", Value: true}}, options.Find().SetCursorType(options.Tailable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer evens.Close(ctx)
+	if !evens.Next(ctx) || evens.Current.Lookup("_id").Int32() != 2 {
+		t.Fatalf("first even: %v %v", evens.Current, evens.Err())
+	}
+	for _, d := range []bson.D{{{Key: "_id", Value: 5}, {Key: "even", Value: false}}, {{Key: "_id", Value: 6}, {Key: "even", Value: true}}} {
+		if _, err := coll.InsertOne(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !evens.Next(ctx) || evens.Current.Lookup("_id").Int32() != 6 {
+		t.Fatalf("next even: %v %v", evens.Current, evens.Err())
+	}
+
+	// Only capped collections can be tailed.
+	if _, err := db.Collection("plain").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Collection("plain").Find(ctx, bson.D{}, options.Find().SetCursorType(options.Tailable))
+	commandError(t, err, cmderr.BadValue)
+}
