@@ -70,11 +70,12 @@ type changeLog struct {
 	changes []change // ascending seq; changes[0].seq is the oldest kept
 	seq     uint64   // last assigned
 	lastTS  bson.Timestamp
+	clock   *logicalClock // the deployment's cluster time; each change takes a tick
 	wake    chan struct{} // closed and replaced on every append
 }
 
-func newChangeLog(now func() time.Time) *changeLog {
-	return &changeLog{now: now, wake: make(chan struct{})}
+func newChangeLog(now func() time.Time, clock *logicalClock) *changeLog {
+	return &changeLog{now: now, clock: clock, wake: make(chan struct{})}
 }
 
 // record appends a write. It is called with the collection's write lock
@@ -92,10 +93,7 @@ func (l *changeLog) record(kind changeKind, c *collection, before, after bson.D)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	wall := l.now()
-	ts := bson.Timestamp{T: uint32(wall.Unix())}
-	if ts.T <= l.lastTS.T {
-		ts = bson.Timestamp{T: l.lastTS.T, I: l.lastTS.I + 1}
-	}
+	ts := l.clock.tick()
 	l.lastTS = ts
 	l.seq++
 	l.changes = append(l.changes, change{seq: l.seq, kind: kind, db: c.db, coll: c.name, id: id, before: before, after: after, at: ts, wall: wall})
@@ -354,7 +352,7 @@ func (st *streamState) next(r *request, log *changeLog, batchSize int) ([]bson.D
 			}
 			ev := st.event(r.cluster.data, ch)
 			if st.rest != nil {
-				res, err := st.rest.Run(r.ctx, []bson.D{ev}, agg.Env{DB: r.db, Catalog: catalog{r.cluster.data}, Now: r.now})
+				res, err := st.rest.Run(r.ctx, []bson.D{ev}, agg.Env{DB: r.db, Catalog: catalog{s: r.cluster.data}, Now: r.now})
 				if err != nil {
 					return nil, err
 				}

@@ -21,6 +21,7 @@ type request struct {
 	cmd     bson.D // the command, document sequences folded in as arrays
 	txn     *txnContext
 	now     time.Time
+	rc      readConcern // validated readConcern; rc.atClusterTime set for snapshot reads
 }
 
 // command describes one registered command.

@@ -59,7 +59,7 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 		if p := recover(); p != nil {
 			c.logf("mongosim %s: %s panicked: %v\n%s", m.addr, br.Name, p, debug.Stack())
 			if !br.Replied() {
-				_ = br.Reply(errorDoc(cmderr.New(codeInternalError, "mongosim internal error in %s: %v", br.Name, p), nil))
+				_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(codeInternalError, "mongosim internal error in %s: %v", br.Name, p), nil), bson.Timestamp{}))
 			}
 		}
 	}()
@@ -70,16 +70,16 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 	}
 	cmd := lookupCommand(br.Name)
 	if cmd == nil {
-		_ = br.Reply(errorDoc(cmderr.New(cmderr.CommandNotFound, "no such command: '%s'", br.Name), nil))
+		_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(cmderr.CommandNotFound, "no such command: '%s'", br.Name), nil), bson.Timestamp{}))
 		return true
 	}
 	doc, err := br.Doc()
 	if err != nil {
-		_ = br.Reply(errorDoc(cmderr.New(cmderr.FailedToParse, "%v", err), nil))
+		_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(cmderr.FailedToParse, "%v", err), nil), bson.Timestamp{}))
 		return true
 	}
 	if br.OpCode == wire.OpMsg && br.DB == "" {
-		_ = br.Reply(errorDoc(cmderr.New(codeOpMsgRequiresDB, "OP_MSG requests require a $db argument"), nil))
+		_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(codeOpMsgRequiresDB, "OP_MSG requests require a $db argument"), nil), bson.Timestamp{}))
 		return true
 	}
 	r := &request{
@@ -94,7 +94,7 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 	}
 	limit, badLimit := maxTimeArg(r)
 	if badLimit != nil {
-		_ = br.Reply(errorDoc(badLimit, nil))
+		_ = br.Reply(m.withClusterTime(errorDoc(badLimit, nil), bson.Timestamp{}))
 		return true
 	}
 	var cancel context.CancelFunc = func() {}
@@ -155,6 +155,21 @@ func (m *Member) run(r *request, cmd *command) {
 		}
 		if on {
 			c.stats.admitted.Add(1)
+		}
+	}
+
+	r.gossipIn()
+	rc, err := parseReadConcern(r, cmd)
+	if err != nil {
+		m.replyErr(r, &out, err)
+		return
+	}
+	r.rc = rc
+	var wc writeConcern
+	if takesWriteConcern(cmd) {
+		if wc, err = parseWriteConcern(r); err != nil {
+			m.replyErr(r, &out, err)
+			return
 		}
 	}
 
@@ -248,7 +263,14 @@ func (m *Member) run(r *request, cmd *command) {
 		}
 	}
 
+	clock := c.data.clock
+	before := clock.current()
 	reply, err := cmd.run(r)
+	if err == nil && cmd.write && !cmd.retryableWrite && clock.current() == before {
+		// DDL (create, drop, createIndexes, ...) writes an oplog entry
+		// on mongod, which advances the cluster time.
+		clock.tick()
+	}
 	if r.txn != nil {
 		c.stats.replayed.Add(int64(r.txn.replayed))
 	}
@@ -277,11 +299,27 @@ func (m *Member) run(r *request, cmd *command) {
 			}
 		}
 	}
+	if wce == nil {
+		wce = wc.satisfy(c)
+	}
 	if wce != nil {
-		// mongod appends the configured document as it is (no codeName
+		// mongod appends a fail point's document as it is (no codeName
 		// is filled in): drivers and the spec tests see exactly that.
 		reply = setField(reply, "writeConcernError", wce)
 	}
+	var opTime bson.Timestamp
+	switch {
+	case r.rc.level == "snapshot":
+		opTime = r.rc.atClusterTime
+		reply = withAtClusterTime(reply, opTime)
+	case cmd.write:
+		opTime = clock.current()
+		switch cmd.name {
+		case "insert", "update", "delete":
+			reply = m.withWriteOpTime(reply, opTime)
+		}
+	}
+	reply = m.withClusterTime(reply, opTime)
 	if labels := m.replyLabels(&out, reply); len(labels) > 0 {
 		reply = setField(reply, "errorLabels", labels)
 	}
@@ -345,7 +383,7 @@ func (m *Member) replyErr(r *request, out *outcome, err error) {
 			{Key: "processId", Value: m.processID}, {Key: "counter", Value: counter},
 		}})
 	}
-	if err := r.raw.Reply(errorDoc(&e, extra)); err != nil {
+	if err := r.raw.Reply(m.withClusterTime(errorDoc(&e, extra), bson.Timestamp{})); err != nil {
 		m.cluster.logf("mongosim %s: reply to %s: %v", m.addr, r.name, err)
 	}
 }

@@ -36,6 +36,7 @@ type storage struct {
 	dbs     map[string]*database
 	cursors cursorTable
 	changes *changeLog // every write, for change streams
+	clock   *logicalClock
 }
 
 type database struct {
@@ -68,7 +69,8 @@ func newStorage(now func() time.Time) *storage {
 	if now == nil {
 		now = time.Now
 	}
-	return &storage{now: now, dbs: map[string]*database{}, cursors: cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now)}
+	clock := newLogicalClock(now)
+	return &storage{now: now, dbs: map[string]*database{}, cursors: cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now, clock), clock: clock}
 }
 
 func newCollection(db, name string) *collection {

@@ -70,6 +70,10 @@ const (
 	Overflow                           = 15
 	UnknownError                       = 8
 	BSONObjectTooLarge                 = 10334
+	UnsatisfiableWriteConcern          = 100
+	UnknownReplWriteConcern            = 79
+	NotAReplicaSet                     = 123
+	SnapshotTooOld                     = 239
 )
 
 var names = map[int32]string{
@@ -98,7 +102,8 @@ var names = map[int32]string{
 	MaxTimeMSExpired:                "MaxTimeMSExpired", Interrupted: "Interrupted",
 	OperationNotSupportedInTransaction: "OperationNotSupportedInTransaction",
 	InvalidLength:                      "InvalidLength", Overflow: "Overflow", UnknownError: "UnknownError",
-	BSONObjectTooLarge: "BSONObjectTooLarge",
+	BSONObjectTooLarge: "BSONObjectTooLarge", UnsatisfiableWriteConcern: "UnsatisfiableWriteConcern",
+	UnknownReplWriteConcern: "UnknownReplWriteConcern", NotAReplicaSet: "NotAReplicaSet", SnapshotTooOld: "SnapshotTooOld",
 }
 
 // Name returns the codeName MongoDB uses for code, or "Location<code>".
