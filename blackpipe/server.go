@@ -44,7 +44,13 @@ type Options struct {
 	// (connection shedding).
 	AcceptConn  func(c *Conn) bool
 	OnConnClose func(c *Conn)
-	Logf        func(format string, args ...any)
+	// OnBadRequest is called for a request whose framing is intact but
+	// whose command cannot be decoded because a document nests deeper than
+	// wire.MaxDocumentNesting (r.Command is nil, r.Name empty). It must
+	// resolve r. When nil, the request is answered with mongod's error
+	// (15 Overflow); either way the connection stays open, as with mongod.
+	OnBadRequest func(r *Request, err error)
+	Logf         func(format string, args ...any)
 }
 
 // Handler handles a request; it returns false to pass it on (to the built-in

@@ -106,6 +106,15 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 	return true
 }
 
+// badRequest answers a message whose framing is intact but whose command
+// nests deeper than the wire limit: an error reply, as mongod sends, and the
+// connection stays open.
+func (m *Member) badRequest(br *blackpipe.Request, err error) {
+	m.cluster.warn("refused a request nested too deeply", "member", m.addr, "conn", br.Conn.ID(),
+		"remote", br.Conn.RemoteAddr().String(), "error", err.Error())
+	_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(cmderr.Overflow, "%s", blackpipe.MaxNestingErrmsg), nil), bson.Timestamp{}))
+}
+
 // maxTimeArg validates maxTimeMS as mongod does (a number in
 // [0, 2147483647]; 0 means no limit). The limit becomes r.ctx's deadline,
 // so anything that blocks on r.ctx answers MaxTimeMSExpired when it passes.
@@ -370,6 +379,11 @@ func (m *Member) replyErr(r *request, out *outcome, err error) {
 		e.Labels = out.explicitLabels
 	case out.hasTxnNumber && slices.Contains(retryableWriteCodes, e.Code) && !slices.Contains(e.Labels, labelRetryableWrite):
 		e.Labels = append(slices.Clone(e.Labels), labelRetryableWrite)
+	}
+	switch e.Code {
+	case cmderr.AuthenticationFailed, cmderr.Unauthorized:
+		m.cluster.warn("refused "+r.name, "member", m.addr, "conn", r.raw.Conn.ID(),
+			"remote", r.raw.Conn.RemoteAddr().String(), "code", e.Code, "error", e.Message)
 	}
 	var extra bson.D
 	if slices.Contains(e.Labels, labelSystemOverloaded) {
