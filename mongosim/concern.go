@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -283,6 +284,11 @@ func (s *storage) snapshotAt(db, coll string, f *query.Filter, hint any, at bson
 		if !oldestKept {
 			return cmderr.New(cmderr.SnapshotTooOld, "Read timestamp %s is older than the oldest available timestamp.", tsString(at))
 		}
+		if ddl := s.lastDDL(db); at.Before(ddl) {
+			// Creating, dropping, renaming or replacing ($out) a
+			// collection is not in the change log.
+			return cmderr.New(cmderr.SnapshotUnavailable, "Unable to read from a snapshot due to pending collection catalog changes; please retry the operation. Snapshot timestamp is %s. Collection minimum timestamp is %s", tsString(at), tsString(ddl))
+		}
 		var docs []bson.D
 		pos := map[string]int{}
 		if c != nil {
@@ -336,4 +342,57 @@ func withAtClusterTime(reply bson.D, at bson.Timestamp) bson.D {
 		}
 	}
 	return setField(reply, "atClusterTime", at)
+}
+
+// markDDL records that the catalog of each database changed at ts.
+func (s *storage) markDDL(dbs []string, ts bson.Timestamp) {
+	s.ddlMu.Lock()
+	defer s.ddlMu.Unlock()
+	for _, db := range dbs {
+		s.ddlAt[db] = ts
+	}
+}
+
+// lastDDL is the time of the last catalog change that may affect db.
+func (s *storage) lastDDL(db string) bson.Timestamp {
+	s.ddlMu.Lock()
+	defer s.ddlMu.Unlock()
+	t, all := s.ddlAt[db], s.ddlAt["*"]
+	if t.Before(all) {
+		return all
+	}
+	return t
+}
+
+// ddlDatabases names the databases a DDL command changes: its own, both
+// sides of a renameCollection, every one for $out (which may name another).
+func ddlDatabases(r *request) []string {
+	switch r.name {
+	case "renameCollection":
+		var dbs []string
+		for _, k := range []string{"renameCollection", "to"} {
+			if v, ok := r.get(k); ok {
+				if s, ok := v.(string); ok {
+					db, _, _ := strings.Cut(s, ".")
+					dbs = append(dbs, db)
+				}
+			}
+		}
+		return dbs
+	case "aggregate":
+		return []string{"*"}
+	}
+	return []string{r.db}
+}
+
+// hasOutStage reports an aggregate whose pipeline has a $out stage.
+func hasOutStage(r *request) bool {
+	v, _ := r.get("pipeline")
+	stages, _ := v.(bson.A)
+	for _, st := range stages {
+		if d, ok := st.(bson.D); ok && len(d) > 0 && d[0].Key == "$out" {
+			return true
+		}
+	}
+	return false
 }

@@ -344,6 +344,15 @@ func TestSnapshotReads(t *testing.T) {
 	if docs, _ := raw.Lookup("cursor", "firstBatch").Array().Values(); len(docs) != 0 {
 		t.Fatalf("snapshot read at Timestamp(1, 1): %v", raw)
 	}
+	// A catalog change after the snapshot time is not in the change log:
+	// the read fails loudly (mongosim tracks this per database, mongod per
+	// collection) instead of answering wrong.
+	mustRun(t, ctx, db, bson.D{{Key: "create", Value: "later"}})
+	_, err = runCmd(ctx, db, bson.D{{Key: "find", Value: "snap"}, {Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: bson.Timestamp{T: at, I: ai}}}}})
+	commandError(t, err, cmderr.SnapshotUnavailable)
+	if _, err := runCmd(ctx, client.Database("other"), bson.D{{Key: "find", Value: "snap"}, {Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: bson.Timestamp{T: at, I: ai}}}}}); err != nil {
+		t.Fatalf("another database is not affected: %v", err)
+	}
 }
 
 func equalDocs(a, b []bson.D) bool {

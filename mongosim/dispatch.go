@@ -275,10 +275,14 @@ func (m *Member) run(r *request, cmd *command) {
 	clock := c.data.clock
 	before := clock.current()
 	reply, err := cmd.run(r)
-	if err == nil && cmd.write && !cmd.retryableWrite && clock.current() == before {
+	if err == nil && (cmd.write && !cmd.retryableWrite || cmd.name == "aggregate" && hasOutStage(r)) {
 		// DDL (create, drop, createIndexes, ...) writes an oplog entry
-		// on mongod, which advances the cluster time.
-		clock.tick()
+		// on mongod, which advances the cluster time. The change log does
+		// not record it, so snapshot reads before it cannot be rebuilt.
+		if clock.current() == before {
+			clock.tick()
+		}
+		c.data.markDDL(ddlDatabases(r), clock.current())
 	}
 	if r.txn != nil {
 		c.stats.replayed.Add(int64(r.txn.replayed))

@@ -37,6 +37,9 @@ type storage struct {
 	cursors cursorTable
 	changes *changeLog // every write, for change streams
 	clock   *logicalClock
+
+	ddlMu sync.Mutex
+	ddlAt map[string]bson.Timestamp // database ("*": every database) → time of its last DDL
 }
 
 type database struct {
@@ -70,7 +73,7 @@ func newStorage(now func() time.Time) *storage {
 		now = time.Now
 	}
 	clock := newLogicalClock(now)
-	return &storage{now: now, dbs: map[string]*database{}, cursors: cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now, clock), clock: clock}
+	return &storage{now: now, dbs: map[string]*database{}, cursors: cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now, clock), clock: clock, ddlAt: map[string]bson.Timestamp{}}
 }
 
 func newCollection(db, name string) *collection {

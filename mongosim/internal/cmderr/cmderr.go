@@ -74,6 +74,7 @@ const (
 	UnknownReplWriteConcern            = 79
 	NotAReplicaSet                     = 123
 	SnapshotTooOld                     = 239
+	SnapshotUnavailable                = 246
 )
 
 var names = map[int32]string{
@@ -103,7 +104,7 @@ var names = map[int32]string{
 	OperationNotSupportedInTransaction: "OperationNotSupportedInTransaction",
 	InvalidLength:                      "InvalidLength", Overflow: "Overflow", UnknownError: "UnknownError",
 	BSONObjectTooLarge: "BSONObjectTooLarge", UnsatisfiableWriteConcern: "UnsatisfiableWriteConcern",
-	UnknownReplWriteConcern: "UnknownReplWriteConcern", NotAReplicaSet: "NotAReplicaSet", SnapshotTooOld: "SnapshotTooOld",
+	UnknownReplWriteConcern: "UnknownReplWriteConcern", NotAReplicaSet: "NotAReplicaSet", SnapshotTooOld: "SnapshotTooOld", SnapshotUnavailable: "SnapshotUnavailable",
 }
 
 // Name returns the codeName MongoDB uses for code, or "Location<code>".
