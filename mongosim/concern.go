@@ -151,9 +151,9 @@ func (wc writeConcern) doc() bson.D {
 }
 
 // takesWriteConcern reports whether the command accepts a writeConcern:
-// the writes, aggregate (for $out/$merge) and a few administrative ones.
-func takesWriteConcern(cmd *command) bool {
-	return cmd.write || slices.Contains([]string{"aggregate", "setParameter", "configureFailPoint", "killCursors", "endSessions", "replSetStepDown"}, cmd.name)
+// the writes (DDL included) and aggregate with $out or $merge.
+func takesWriteConcern(cmd *command, r *request) bool {
+	return cmd.write || cmd.name == "aggregate" && hasWriteStage(r)
 }
 
 // readConcern is a parsed readConcern argument.
@@ -386,13 +386,17 @@ func ddlDatabases(r *request) []string {
 }
 
 // hasOutStage reports an aggregate whose pipeline has a $out stage.
-func hasOutStage(r *request) bool {
+func hasOutStage(r *request) bool { return lastStageIs(r, "$out") }
+
+// hasWriteStage reports an aggregate ending in $out or $merge.
+func hasWriteStage(r *request) bool { return lastStageIs(r, "$out") || lastStageIs(r, "$merge") }
+
+func lastStageIs(r *request, name string) bool {
 	v, _ := r.get("pipeline")
 	stages, _ := v.(bson.A)
-	for _, st := range stages {
-		if d, ok := st.(bson.D); ok && len(d) > 0 && d[0].Key == "$out" {
-			return true
-		}
+	if len(stages) == 0 {
+		return false
 	}
-	return false
+	d, ok := stages[len(stages)-1].(bson.D)
+	return ok && len(d) > 0 && d[0].Key == name
 }

@@ -93,6 +93,16 @@ func TestWriteConcernUnsatisfiable(t *testing.T) {
 		t.Fatalf("create with w: 7: %v", err)
 	}
 
+	// So does aggregate with $merge (and $out).
+	_, err = runCmd(ctx, db, bson.D{{Key: "aggregate", Value: "wc"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$merge", Value: "merged"}}}},
+		{Key: "cursor", Value: bson.D{}}, {Key: "writeConcern", Value: bson.D{{Key: "w", Value: 7}}}})
+	if !errors.As(err, &sErr) || !sErr.HasErrorCode(cmderr.UnsatisfiableWriteConcern) {
+		t.Fatalf("aggregate $merge with w: 7: %v", err)
+	}
+	if n, _ := db.Collection("merged").CountDocuments(ctx, bson.D{}); n != 2 {
+		t.Fatalf("$merge with an unsatisfiable write concern must still write: %d", n)
+	}
+
 	// majority, a number of members, j and wtimeout succeed at once:
 	// replication is instant.
 	for _, wc := range []bson.D{

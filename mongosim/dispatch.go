@@ -175,7 +175,7 @@ func (m *Member) run(r *request, cmd *command) {
 	}
 	r.rc = rc
 	var wc writeConcern
-	if takesWriteConcern(cmd) {
+	if takesWriteConcern(cmd, r) {
 		if wc, err = parseWriteConcern(r); err != nil {
 			m.replyErr(r, &out, err)
 			return
