@@ -331,6 +331,26 @@ func TestSnapshotReads(t *testing.T) {
 	if cnt, err := coll.CountDocuments(sctx, bson.D{}); err != nil || cnt != 2 {
 		t.Fatalf("snapshot countDocuments %d %v", cnt, err)
 	}
+	// A new session given the first one's snapshot time (the driver's
+	// snapshotTime option) reads the same point, also through aggregate.
+	snapTime := sess.SnapshotTime()
+	if snapTime.IsZero() {
+		t.Fatal("the driver learned no atClusterTime from the snapshot read")
+	}
+	sess2, err := client.StartSession(options.Session().SetSnapshot(true).SetSnapshotTime(snapTime))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess2.EndSession(ctx)
+	cur, err := coll.Aggregate(mongo.NewSessionContext(ctx, sess2), mongo.Pipeline{{{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agg []bson.D
+	if err := cur.All(ctx, &agg); err != nil || !equalDocs(agg, first) {
+		t.Fatalf("aggregate at the snapshot time: %v %v", agg, err)
+	}
+
 	// Outside the session: the current state.
 	if now := read(ctx); len(now) != 2 || now[1][0].Value != int32(3) {
 		t.Fatalf("current read %v", now)
