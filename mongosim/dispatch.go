@@ -384,6 +384,15 @@ func (m *Member) replyErr(r *request, out *outcome, err error) {
 	case out.hasTxnNumber && slices.Contains(retryableWriteCodes, e.Code) && !slices.Contains(e.Labels, labelRetryableWrite):
 		e.Labels = append(slices.Clone(e.Labels), labelRetryableWrite)
 	}
+	if r.raw.Flags&wire.MoreToCome != 0 && (e.Code == cmderr.NotWritablePrimary || e.Code == cmderr.NotPrimaryNoSecondaryOk || e.Code == cmderr.NotPrimaryOrSecondary) {
+		// A fire-and-forget (moreToCome) write gets no reply, so mongod
+		// closes the connection to send the client back to server
+		// selection.
+		m.cluster.warn("closing the connection: not-primary error during fire-and-forget command processing",
+			"member", m.addr, "conn", r.raw.Conn.ID(), "command", r.name)
+		_ = r.raw.Hangup()
+		return
+	}
 	switch e.Code {
 	case cmderr.AuthenticationFailed, cmderr.Unauthorized:
 		m.cluster.warn("refused "+r.name, "member", m.addr, "conn", r.raw.Conn.ID(),
