@@ -1,10 +1,13 @@
 package mongosim
 
 import (
+	"math"
 	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 )
 
 // logicalClock is the deployment's cluster time. Replication is instant (one
@@ -31,8 +34,12 @@ func (k *logicalClock) tick() bson.Timestamp {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	ts := bson.Timestamp{T: uint32(k.now().Unix()), I: 1}
-	if ts.T <= k.last.T {
+	switch {
+	case ts.T > k.last.T:
+	case k.last.I < math.MaxUint32:
 		ts = bson.Timestamp{T: k.last.T, I: k.last.I + 1}
+	default:
+		ts = bson.Timestamp{T: k.last.T + 1, I: 1}
 	}
 	k.last = ts
 	return ts
@@ -62,24 +69,39 @@ var zeroSignature = bson.D{
 	{Key: "keyId", Value: int64(0)},
 }
 
+// maxClockDrift is how far ahead of the wall clock a gossiped cluster time
+// may be (mongod's maxAcceptableLogicalClockDriftSecs default: one year).
+const maxClockDrift = 365 * 24 * time.Hour
+
 // gossipIn takes the $clusterTime a client sends: a later cluster time than
 // the deployment's advances it. The signature is not checked (see
 // COMPATIBILITY.md).
-func (r *request) gossipIn() {
+func (r *request) gossipIn() error {
 	v, ok := r.get("$clusterTime")
-	if !ok {
-		return
+	if !ok || r.cluster.setName == "" {
+		return nil // a standalone keeps no cluster time
 	}
 	d, ok := v.(bson.D)
 	if !ok {
-		return
+		return typeErr("$clusterTime", "object", v)
 	}
-	if ts, ok := lookupD(d, "clusterTime"); ok {
-		if t, ok := ts.(bson.Timestamp); ok {
-			r.cluster.data.clock.advance(t)
-		}
+	ts, ok := lookupD(d, "clusterTime")
+	if !ok {
+		return cmderr.New(cmderr.NoSuchKey, "Missing expected field \"clusterTime\"")
 	}
+	t, ok := ts.(bson.Timestamp)
+	if !ok {
+		return typeErr("$clusterTime.clusterTime", "timestamp", ts)
+	}
+	if limit := r.now.Add(maxClockDrift).Unix(); int64(t.T) > limit {
+		return cmderr.New(codeClusterTimeFailsRateLimiter, "New cluster time, %d, is too far from this node's wall clock time, %d.", t.T, r.now.Unix())
+	}
+	r.cluster.data.clock.advance(t)
+	return nil
 }
+
+// codeClusterTimeFailsRateLimiter: a gossiped cluster time too far ahead.
+const codeClusterTimeFailsRateLimiter = 209
 
 // withClusterTime appends $clusterTime and operationTime to a reply, as a
 // replica-set member does on every reply (a standalone sends neither).

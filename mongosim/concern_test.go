@@ -443,6 +443,28 @@ func TestClusterTimeOnEveryReply(t *testing.T) {
 	if !prev.Before(op) {
 		t.Fatalf("create did not advance the cluster time")
 	}
+	// A client's later $clusterTime advances the deployment's (gossip); one
+	// more than a year ahead of the wall clock is refused.
+	rc := dialRaw(t, c.Members()[1].Addr())
+	ahead := bson.Timestamp{T: uint32(time.Now().Add(time.Hour).Unix()), I: 5}
+	gossip := func(ts bson.Timestamp) (bson.Raw, error) {
+		return rc.msg(bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"},
+			{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: ts}, {Key: "signature", Value: zeroSignature}}}})
+	}
+	raw, err := gossip(ahead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := checkCT(raw); got != ahead {
+		t.Fatalf("operationTime %v after gossiping %v", got, ahead)
+	}
+	if op := checkCT(mustRun(t, ctx, db, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}})); !ahead.Before(op) {
+		t.Fatalf("a write after gossip of %v has operationTime %v", ahead, op)
+	}
+	raw, err = gossip(bson.Timestamp{T: uint32(time.Now().Add(400 * 24 * time.Hour).Unix())})
+	if err != nil || raw.Lookup("code").Int32() != 209 {
+		t.Fatalf("gossip too far ahead: %v %v", raw, err)
+	}
 	for _, cmd := range []bson.D{{{Key: "noSuchCommand", Value: 1}}, {{Key: "find", Value: 1}}} {
 		_, err := runCmd(ctx, db, cmd)
 		var ce mongo.CommandError

@@ -167,7 +167,10 @@ func (m *Member) run(r *request, cmd *command) {
 		}
 	}
 
-	r.gossipIn()
+	if err := r.gossipIn(); err != nil {
+		m.replyErr(r, &out, err)
+		return
+	}
 	rc, err := parseReadConcern(r, cmd)
 	if err != nil {
 		m.replyErr(r, &out, err)
@@ -417,10 +420,11 @@ func (m *Member) replyErr(r *request, out *outcome, err error) {
 
 // extraCodeNames are codeNames of codes only the dispatcher uses.
 var extraCodeNames = map[int32]string{
-	codeInternalError:             "InternalError",
-	codeProtocolError:             "ProtocolError",
-	codeNoReplicationEnabled:      "NoReplicationEnabled",
-	codeUnsupportedOpQueryCommand: "UnsupportedOpQueryCommand",
+	codeInternalError:               "InternalError",
+	codeProtocolError:               "ProtocolError",
+	codeNoReplicationEnabled:        "NoReplicationEnabled",
+	codeUnsupportedOpQueryCommand:   "UnsupportedOpQueryCommand",
+	codeClusterTimeFailsRateLimiter: "ClusterTimeFailsRateLimiter",
 }
 
 // errorDoc renders {ok: 0, errmsg, code, codeName, errorLabels, extra...}.
