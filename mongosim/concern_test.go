@@ -365,6 +365,16 @@ func TestSnapshotReads(t *testing.T) {
 	if t2, i2, _ := raw.Lookup("operationTime").TimestampOK(); t2 != at || i2 != ai {
 		t.Fatalf("operationTime %v vs atClusterTime %v", raw.Lookup("operationTime"), at)
 	}
+	// getMore of a snapshot cursor reports the same atClusterTime.
+	raw = mustRun(t, ctx, db, bson.D{{Key: "find", Value: "snap"}, {Key: "batchSize", Value: 1}, {Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}}}})
+	gt, gi, _ := raw.Lookup("cursor", "atClusterTime").TimestampOK()
+	more := mustRun(t, ctx, db, bson.D{{Key: "getMore", Value: raw.Lookup("cursor", "id").Int64()}, {Key: "collection", Value: "snap"}})
+	if mt, mi, ok := more.Lookup("cursor", "atClusterTime").TimestampOK(); !ok || mt != gt || mi != gi {
+		t.Fatalf("getMore of a snapshot cursor: %v", more)
+	}
+	if mt, mi, _ := more.Lookup("operationTime").TimestampOK(); mt != gt || mi != gi {
+		t.Fatalf("getMore operationTime: %v", more)
+	}
 	// A snapshot time later than the cluster time is refused.
 	_, err = runCmd(ctx, db, bson.D{{Key: "find", Value: "snap"}, {Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: bson.Timestamp{T: 1<<32 - 1}}}}})
 	commandError(t, err, cmderr.InvalidOptions)
