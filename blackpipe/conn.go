@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -180,7 +179,7 @@ func (c *Conn) serve() {
 }
 
 // MaxNestingErrmsg is mongod's message for a command nested too deeply.
-var MaxNestingErrmsg = "BSONObj exceeded maximum nested object depth: " + strconv.Itoa(wire.MaxDocumentNesting)
+const MaxNestingErrmsg = "BSONObj exceeds maximum nested object depth"
 
 // badRequest returns a Request to answer with an error when a message
 // failed to decode only because a document nests too deeply (mongod

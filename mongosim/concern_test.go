@@ -103,6 +103,19 @@ func TestWriteConcernUnsatisfiable(t *testing.T) {
 		t.Fatalf("$merge with an unsatisfiable write concern must still write: %d", n)
 	}
 
+	// Commands that do not write refuse any writeConcern, even {}.
+	for _, cmd := range []bson.D{
+		{{Key: "find", Value: "wc"}},
+		{{Key: "count", Value: "wc"}},
+		{{Key: "ping", Value: 1}},
+		{{Key: "aggregate", Value: "wc"}, {Key: "pipeline", Value: bson.A{}}, {Key: "cursor", Value: bson.D{}}},
+	} {
+		_, err := runCmd(ctx, db, append(cmd, bson.E{Key: "writeConcern", Value: bson.D{}}))
+		if ce := commandError(t, err, cmderr.InvalidOptions); ce.Message != "Command does not support writeConcern" {
+			t.Fatalf("%v: %q", cmd, ce.Message)
+		}
+	}
+
 	// majority, a number of members, j and wtimeout succeed at once:
 	// replication is instant.
 	for _, wc := range []bson.D{

@@ -183,6 +183,9 @@ func (m *Member) run(r *request, cmd *command) {
 			m.replyErr(r, &out, err)
 			return
 		}
+	} else if _, ok := r.get("writeConcern"); ok {
+		m.replyErr(r, &out, cmderr.New(cmderr.InvalidOptions, "Command does not support writeConcern"))
+		return
 	}
 
 	m.localSessions.touch(r)

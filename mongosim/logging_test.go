@@ -71,7 +71,7 @@ func TestDeepNestingGetsAnErrorReply(t *testing.T) {
 	coll := client.Database("db").Collection("deep")
 	_, err := coll.InsertOne(ctx, bson.D{{Key: "x", Value: nested(250)}})
 	var se mongo.ServerError
-	if !errors.As(err, &se) || !se.HasErrorCode(cmderr.Overflow) || !se.HasErrorMessage("BSONObj exceeded maximum nested object depth: 200") {
+	if !errors.As(err, &se) || !se.HasErrorCode(cmderr.Overflow) || !se.HasErrorMessage("BSONObj exceeds maximum nested object depth") {
 		t.Fatalf("want 15 Overflow, got %T %v", err, err)
 	}
 	logs.waitFor(t, "level=WARN", "nested too deeply")
