@@ -171,6 +171,22 @@ func (m *Member) run(r *request, cmd *command) {
 		m.replyErr(r, &out, err)
 		return
 	}
+	m.localSessions.touch(r)
+	txnNumber, hasTxn, err := txnNumberOf(r)
+	if err != nil {
+		m.replyErr(r, &out, err)
+		return
+	}
+	out.hasTxnNumber = hasTxn
+	if _, ok := r.get("startTransaction"); ok {
+		m.replyErr(r, &out, cmderr.Unsupported("multi-document transactions"))
+		return
+	}
+	if _, ok := r.get("autocommit"); ok {
+		m.replyErr(r, &out, cmderr.Unsupported("multi-document transactions"))
+		return
+	}
+
 	rc, err := parseReadConcern(r, cmd)
 	if err != nil {
 		m.replyErr(r, &out, err)
@@ -185,22 +201,6 @@ func (m *Member) run(r *request, cmd *command) {
 		}
 	} else if _, ok := r.get("writeConcern"); ok {
 		m.replyErr(r, &out, cmderr.New(cmderr.InvalidOptions, "Command does not support writeConcern"))
-		return
-	}
-
-	m.localSessions.touch(r)
-	txnNumber, hasTxn, err := txnNumberOf(r)
-	if err != nil {
-		m.replyErr(r, &out, err)
-		return
-	}
-	out.hasTxnNumber = hasTxn
-	if _, ok := r.get("startTransaction"); ok {
-		m.replyErr(r, &out, cmderr.Unsupported("multi-document transactions"))
-		return
-	}
-	if _, ok := r.get("autocommit"); ok {
-		m.replyErr(r, &out, cmderr.Unsupported("multi-document transactions"))
 		return
 	}
 
