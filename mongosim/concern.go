@@ -48,32 +48,41 @@ func parseWriteConcern(r *request) (writeConcern, error) {
 	for _, e := range d {
 		switch e.Key {
 		case "w":
+			// As mongod's deserializeWriteConcernW: numbers are truncated
+			// to integers, null means the default.
 			switch w := e.Value.(type) {
 			case string:
 				wc.w = w
 			case bson.D:
 				return wc, cmderr.Unsupported("writeConcern w as a tag set")
+			case nil, bson.Null, bson.Undefined:
 			default:
 				f, ok := asFloat(w)
 				if !ok {
-					return wc, cmderr.New(cmderr.FailedToParse, "w has to be a number or string; found: %s", bsonTypeName(w))
+					return wc, cmderr.New(cmderr.FailedToParse, "w has to be a number, string, or object; found: %s", bsonTypeName(w))
 				}
-				if f < 0 || f > maxWriteConcernW || f != math.Trunc(f) {
-					return wc, cmderr.New(cmderr.FailedToParse, "w has to be a non-negative number and not greater than %d; found: %v", maxWriteConcernW, w)
+				if math.IsNaN(f) {
+					return wc, cmderr.New(cmderr.FailedToParse, "w cannot be NaN")
 				}
-				wc.w = int64(f)
+				n := int64(f)
+				if n < 0 || n > maxWriteConcernW {
+					return wc, cmderr.New(cmderr.FailedToParse, "w has to be a non-negative number and not greater than %d; found: %d", maxWriteConcernW, n)
+				}
+				wc.w = n
 			}
 		case "j":
 			b := asBool(e.Value)
 			wc.j = &b
 		case "fsync":
 			wc.fsync = asBool(e.Value)
-		case "wtimeout", "wTimeout":
-			n, ok := asInt64(e.Value)
-			if !ok {
-				return wc, typeErr("writeConcern.wtimeout", "int", e.Value)
+		case "wtimeout":
+			// Non-numbers count as 0, as in mongod.
+			if f, ok := asFloat(e.Value); ok {
+				if f > math.MaxInt32 {
+					return wc, cmderr.New(cmderr.FailedToParse, "wtimeout must be a 32-bit integer")
+				}
+				wc.wtimeout = int64(f)
 			}
-			wc.wtimeout = n
 		case "getLastError", "provenance", "wOpTime", "wElectionId":
 			// Accepted and ignored by mongod as well.
 		default:
@@ -88,11 +97,11 @@ func parseWriteConcern(r *request) (writeConcern, error) {
 		switch w := wc.w.(type) {
 		case int64:
 			if w > 1 {
-				return wc, cmderr.New(cmderr.BadValue, "cannot use 'w' > 1 on a standalone mongod")
+				return wc, cmderr.New(cmderr.BadValue, "cannot use 'w' > 1 when a host is not replicated")
 			}
 		case string:
 			if w != "majority" {
-				return wc, cmderr.New(cmderr.BadValue, "cannot use non-majority 'w' mode \"%s\" on a standalone mongod", w)
+				return wc, cmderr.New(cmderr.BadValue, "cannot use non-majority 'w' mode %s when a host is not a member of a replica set", w)
 			}
 		}
 	}
@@ -207,7 +216,8 @@ func parseReadConcern(r *request, cmd *command) (readConcern, error) {
 			}
 		case "afterOpTime":
 			return rc, cmderr.Unsupported("readConcern afterOpTime")
-		case "provenance":
+		case "provenance", "$_allowTransactionTableSnapshot", "$_waitLastStableRecoveryTimestamp":
+			// Internal fields mongod accepts; nothing to do here.
 		default:
 			return rc, cmderr.New(40415, "BSON field 'readConcern.%s' is an unknown field.", e.Key)
 		}

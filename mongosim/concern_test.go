@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -139,6 +140,9 @@ func TestWriteConcernUnsatisfiable(t *testing.T) {
 	}{
 		{bson.D{{Key: "w", Value: -1}}, cmderr.FailedToParse},
 		{bson.D{{Key: "w", Value: 51}}, cmderr.FailedToParse},
+		{bson.D{{Key: "w", Value: math.NaN()}}, cmderr.FailedToParse},
+		{bson.D{{Key: "wtimeout", Value: int64(1) << 40}}, cmderr.FailedToParse},
+		{bson.D{{Key: "wTimeout", Value: 1}}, 40415},
 		{bson.D{{Key: "w", Value: true}}, cmderr.FailedToParse},
 		{bson.D{{Key: "j", Value: true}, {Key: "fsync", Value: true}}, cmderr.FailedToParse},
 		{"majority", cmderr.TypeMismatch},
@@ -209,7 +213,7 @@ func TestWriteConcernStandalone(t *testing.T) {
 	_, err := runCmd(ctx, db, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
 		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 2}}}})
 	ce := commandError(t, err, cmderr.BadValue)
-	if ce.Message != "cannot use 'w' > 1 on a standalone mongod" {
+	if ce.Message != "cannot use 'w' > 1 when a host is not replicated" {
 		t.Fatalf("message %q", ce.Message)
 	}
 	if n, _ := db.Collection("c").CountDocuments(ctx, bson.D{}); n != 0 {
