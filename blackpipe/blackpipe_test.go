@@ -544,3 +544,22 @@ func TestWatchCloseNoticesHangupAndHoldsNextRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestTooDeepGetsErrorReply: a well-framed request nested deeper than
+// wire.MaxDocumentNesting is answered with mongod's error, not a closed
+// connection.
+func TestTooDeepGetsErrorReply(t *testing.T) {
+	s := Start(t)
+	rc := dialRaw(t, s.Addr())
+	var d any = int32(1)
+	for range wire.MaxDocumentNesting + 5 {
+		d = bson.D{{Key: "a", Value: d}}
+	}
+	reply := rc.roundTrip(bson.D{{Key: "insert", Value: "c"}, {Key: "x", Value: d}, {Key: "$db", Value: "db"}})
+	if reply.Lookup("code").Int32() != 15 || reply.Lookup("errmsg").StringValue() != MaxNestingErrmsg {
+		t.Fatalf("reply %v", reply)
+	}
+	if reply := rc.roundTrip(bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}}); reply.Lookup("ok").Double() != 1 {
+		t.Fatalf("ping %v", reply)
+	}
+}

@@ -3,6 +3,7 @@ package blackpipe
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/wire"
 )
@@ -160,6 +163,11 @@ func (c *Conn) serve() {
 		}
 		r, err := c.decodeRequest(b)
 		if err != nil {
+			if r := c.badRequest(b, err); r != nil {
+				s.logf("conn %d: refused request %d: %v", c.id, r.RequestID, err)
+				c.answerBad(r, err)
+				continue
+			}
 			s.logf("conn %d: malformed request: %v; closing", c.id, err)
 			return
 		}
@@ -242,6 +250,57 @@ func (m *messageReader) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// MaxNestingErrmsg is mongod's message for a command nested too deeply.
+const MaxNestingErrmsg = "BSONObj exceeds maximum nested object depth"
+
+// badRequest returns a Request to answer with an error when a message
+// failed to decode only because a document nests too deeply (mongod
+// answers those), or nil when the connection must close.
+func (c *Conn) badRequest(b []byte, err error) *Request {
+	if !errors.Is(err, wire.ErrTooDeep) {
+		return nil
+	}
+	h, herr := wire.ParseHeader(b)
+	if herr != nil {
+		return nil
+	}
+	r := &Request{Conn: c, RequestID: h.RequestID, OpCode: h.OpCode, done: make(chan struct{}), watch: make(chan struct{})}
+	switch h.OpCode {
+	case wire.OpMsg:
+		if len(b) >= wire.HeaderLen+4 {
+			r.Flags = wire.MsgFlags(binary.LittleEndian.Uint32(b[wire.HeaderLen:]))
+		}
+	case wire.OpQuery:
+	case wire.OpCompressed:
+		// Answered uncompressed, in the original op code's reply form.
+		if len(b) < wire.HeaderLen+4 {
+			return nil
+		}
+		r.OpCode = wire.OpCode(int32(binary.LittleEndian.Uint32(b[wire.HeaderLen:])))
+		if r.OpCode != wire.OpMsg && r.OpCode != wire.OpQuery {
+			return nil
+		}
+	default:
+		return nil
+	}
+	return r
+}
+
+// answerBad answers a badRequest through Options.OnBadRequest or with
+// mongod's error, and waits until the request is resolved.
+func (c *Conn) answerBad(r *Request, err error) {
+	if h := c.s.opts.OnBadRequest; h != nil {
+		h(r, err)
+	} else {
+		_ = r.Reply(bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: MaxNestingErrmsg},
+			{Key: "code", Value: int32(15)}, {Key: "codeName", Value: "Overflow"}})
+	}
+	select {
+	case <-r.done:
+	case <-c.ctx.Done():
+	}
 }
 
 func isClosedErr(err error) bool {

@@ -44,7 +44,6 @@ type Options struct {
 	// (connection shedding).
 	AcceptConn  func(c *Conn) bool
 	OnConnClose func(c *Conn)
-	Logf        func(format string, args ...any)
 	// PartialMessageTimeout bounds how long the rest of a message may take
 	// once its first byte has arrived; a client that stalls mid-message
 	// (slowloris, a half-sent message) is disconnected. Default 30s;
@@ -53,6 +52,13 @@ type Options struct {
 	// IdleTimeout, if positive, disconnects a client that sends nothing for
 	// that long between messages. Default 0: no limit, as mongod.
 	IdleTimeout time.Duration
+	// OnBadRequest is called for a request whose framing is intact but
+	// whose command cannot be decoded because a document nests deeper than
+	// wire.MaxDocumentNesting (r.Command is nil, r.Name empty). It must
+	// resolve r. When nil, the request is answered with mongod's error
+	// (15 Overflow); either way the connection stays open, as with mongod.
+	OnBadRequest func(r *Request, err error)
+	Logf         func(format string, args ...any)
 }
 
 // DefaultPartialMessageTimeout is Options.PartialMessageTimeout's default.

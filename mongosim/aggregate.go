@@ -104,6 +104,9 @@ func cmdAggregate(r *request) (bson.D, error) {
 		return nil, err
 	}
 	if p.HasWriteStage() {
+		if r.rc.level == "snapshot" {
+			return nil, cmderr.New(cmderr.InvalidOptions, "$out and $merge cannot be used with a 'snapshot' read concern level")
+		}
 		if rc, ok, _ := docArg(r, "readConcern"); ok {
 			for _, e := range rc {
 				if e.Key == "level" && e.Value == "linearizable" {
@@ -118,11 +121,16 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if coll != "" {
 		ns = r.db + "." + coll
 		hint, _ := r.get("hint")
-		if in, err = s.snapshot(r.db, coll, p.LeadingMatch(), nil, 0, hint); err != nil {
+		if r.rc.level == "snapshot" {
+			in, err = s.snapshotAt(r.db, coll, p.LeadingMatch(), hint, r.rc.atClusterTime)
+		} else {
+			in, err = s.snapshot(r.db, coll, p.LeadingMatch(), nil, 0, hint)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
-	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s}, Now: r.now, Vars: vars})
+	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime}, Now: r.now, Vars: vars})
 	if err != nil {
 		return errorReply(err) // $merge/$out duplicates keep keyPattern/keyValue
 	}

@@ -28,11 +28,17 @@ func init() {
 
 // catalog lets the aggregation engine read and write collections
 // ($lookup, $unionWith, $out, $merge).
-type catalog struct{ s *storage }
+type catalog struct {
+	s  *storage
+	at bson.Timestamp // non-zero: snapshot reads at this cluster time
+}
 
 var _ agg.Catalog = catalog{}
 
 func (k catalog) Read(db, coll string) ([]bson.D, error) {
+	if !k.at.IsZero() {
+		return k.s.snapshotAt(db, coll, nil, nil, k.at)
+	}
 	return k.s.snapshot(db, coll, nil, nil, 0, nil)
 }
 

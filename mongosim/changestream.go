@@ -82,11 +82,12 @@ type changeLog struct {
 	changes []change // ascending seq; changes[0].seq is the oldest kept
 	seq     uint64   // last assigned
 	lastTS  bson.Timestamp
+	clock   *logicalClock // the deployment's cluster time; each change takes a tick
 	wake    chan struct{} // closed and replaced on every append
 }
 
-func newChangeLog(now func() time.Time) *changeLog {
-	return &changeLog{now: now, wake: make(chan struct{})}
+func newChangeLog(now func() time.Time, clock *logicalClock) *changeLog {
+	return &changeLog{now: now, clock: clock, wake: make(chan struct{})}
 }
 
 // record appends a write. It is called with the collection's write lock
@@ -119,10 +120,7 @@ func (l *changeLog) append(ch change) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	wall := l.now()
-	ts := bson.Timestamp{T: uint32(wall.Unix())}
-	if ts.T <= l.lastTS.T {
-		ts = bson.Timestamp{T: l.lastTS.T, I: l.lastTS.I + 1}
-	}
+	ts := l.clock.tick()
 	l.lastTS = ts
 	l.seq++
 	ch.seq, ch.at, ch.wall = l.seq, ts, wall
@@ -464,7 +462,7 @@ func (st *streamState) transform(r *request, ev bson.D) (bson.D, bool, error) {
 	if st.rest == nil {
 		return ev, true, nil
 	}
-	res, err := st.rest.Run(r.ctx, []bson.D{ev}, agg.Env{DB: r.db, Catalog: catalog{r.cluster.data}, Now: r.now})
+	res, err := st.rest.Run(r.ctx, []bson.D{ev}, agg.Env{DB: r.db, Catalog: catalog{s: r.cluster.data}, Now: r.now})
 	if err != nil {
 		return nil, false, err
 	}

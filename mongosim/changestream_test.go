@@ -230,7 +230,7 @@ func TestChangeStreamErrors(t *testing.T) {
 }
 
 func TestChangeLogHistoryLost(t *testing.T) {
-	l := newChangeLog(time.Now)
+	l := newChangeLog(time.Now, newLogicalClock(time.Now))
 	c := newCollection("db", "c")
 	for i := 0; i < changeLogCap+10; i++ {
 		l.record(changeInsert, c, nil, bson.D{{Key: "_id", Value: i}})

@@ -149,19 +149,24 @@ func (c *Cluster) startMember(i int) (*Member, error) {
 		addr = net.JoinHostPort(c.opts.Host, strconv.Itoa(c.opts.Port+i))
 	}
 	bo := blackpipe.Options{
-		Addr:        addr,
-		TLS:         c.opts.TLS,
-		Compressors: c.opts.Compressors,
-		NoDefaults:  true,
-		Handler:     m.handle,
-		AcceptConn:  m.acceptConn,
-		OnConnClose: m.connClosed,
+		Addr:         addr,
+		TLS:          c.opts.TLS,
+		Compressors:  c.opts.Compressors,
+		NoDefaults:   true,
+		Handler:      m.handle,
+		AcceptConn:   m.acceptConn,
+		OnConnClose:  m.connClosed,
+		OnBadRequest: m.badRequest,
 
 		PartialMessageTimeout: c.opts.PartialMessageTimeout,
 		IdleTimeout:           c.opts.IdleTimeout,
 	}
 	if lg := c.opts.Logger; lg != nil {
-		bo.Logf = func(format string, args ...any) { lg.Debug(fmt.Sprintf(format, args...)) }
+		// blackpipe logs only what it refuses or fails at: malformed or
+		// too-large messages, accept errors, handler panics.
+		bo.Logf = func(format string, args ...any) {
+			lg.Warn(fmt.Sprintf(format, args...), "component", "network")
+		}
 	}
 	srv, err := blackpipe.Listen(bo)
 	if err != nil {
@@ -309,6 +314,13 @@ func (c *Cluster) randFloat() float64 {
 	c.randMu.Lock()
 	defer c.randMu.Unlock()
 	return c.rand.Float64()
+}
+
+// warn logs what the server refused and why.
+func (c *Cluster) warn(msg string, args ...any) {
+	if c.opts.Logger != nil {
+		c.opts.Logger.Warn(msg, args...)
+	}
 }
 
 func (c *Cluster) logf(format string, args ...any) {

@@ -23,6 +23,7 @@ type request struct {
 	now     time.Time
 	// stream is set while an exhaust hello streams its replies.
 	stream *blackpipe.Stream
+	rc     readConcern // validated readConcern; rc.atClusterTime set for snapshot reads
 }
 
 // send answers the request. In an exhaust stream a successful reply

@@ -39,6 +39,9 @@ type cursor struct {
 	lastUsed atomic.Int64 // unix nanoseconds
 	stream   *streamState // set for a change stream (tailable) cursor
 	tail     *tailState   // set for a tailable find cursor
+	// at is the atClusterTime of a snapshot read, which its getMores
+	// report as well.
+	at bson.Timestamp
 }
 
 // reply builds a command's cursor reply: the first batch of docs, and a
@@ -52,6 +55,10 @@ func (t *cursorTable) reply(r *request, ns string, docs []bson.D, batchSize int,
 	var id int64
 	if len(rest) > 0 && !singleBatch {
 		id = t.open(ns, rest)
+		if r.rc.level == "snapshot" {
+			// Not yet visible to any client: no getMore can race this.
+			t.get(id).at = r.rc.atClusterTime
+		}
 	}
 	return bson.D{{Key: "cursor", Value: bson.D{
 		{Key: "firstBatch", Value: toArray(first)},
@@ -203,6 +210,10 @@ func cmdGetMore(r *request) (bson.D, error) {
 	}
 	if c.tail != nil {
 		return tailGetMore(r, c, ns, batchSize)
+	}
+	if !c.at.IsZero() {
+		// The dispatcher reports the snapshot's time on the reply.
+		r.rc = readConcern{level: "snapshot", atClusterTime: c.at}
 	}
 	batch, rest := splitBatch(c.docs, batchSize)
 	c.docs = rest

@@ -60,7 +60,7 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 		if p := recover(); p != nil {
 			c.logf("mongosim %s: %s panicked: %v\n%s", m.addr, br.Name, p, debug.Stack())
 			if !br.Replied() {
-				_ = br.Reply(errorDoc(cmderr.New(codeInternalError, "mongosim internal error in %s: %v", br.Name, p), nil))
+				_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(codeInternalError, "mongosim internal error in %s: %v", br.Name, p), nil), bson.Timestamp{}))
 			}
 		}
 	}()
@@ -75,16 +75,16 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 	}
 	cmd := lookupCommand(br.Name)
 	if cmd == nil {
-		_ = br.Reply(errorDoc(cmderr.New(cmderr.CommandNotFound, "no such command: '%s'", br.Name), nil))
+		_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(cmderr.CommandNotFound, "no such command: '%s'", br.Name), nil), bson.Timestamp{}))
 		return true
 	}
 	doc, err := br.Doc()
 	if err != nil {
-		_ = br.Reply(errorDoc(cmderr.New(cmderr.FailedToParse, "%v", err), nil))
+		_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(cmderr.FailedToParse, "%v", err), nil), bson.Timestamp{}))
 		return true
 	}
 	if br.OpCode == wire.OpMsg && br.DB == "" {
-		_ = br.Reply(errorDoc(cmderr.New(codeOpMsgRequiresDB, "OP_MSG requests require a $db argument"), nil))
+		_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(codeOpMsgRequiresDB, "OP_MSG requests require a $db argument"), nil), bson.Timestamp{}))
 		return true
 	}
 	r := &request{
@@ -99,7 +99,7 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 	}
 	limit, badLimit := maxTimeArg(r)
 	if badLimit != nil {
-		_ = br.Reply(errorDoc(badLimit, nil))
+		_ = br.Reply(m.withClusterTime(errorDoc(badLimit, nil), bson.Timestamp{}))
 		return true
 	}
 	var cancel context.CancelFunc = func() {}
@@ -109,6 +109,15 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 	defer cancel()
 	m.run(r, cmd)
 	return true
+}
+
+// badRequest answers a message whose framing is intact but whose command
+// nests deeper than the wire limit: an error reply, as mongod sends, and the
+// connection stays open.
+func (m *Member) badRequest(br *blackpipe.Request, err error) {
+	m.cluster.warn("refused a request nested too deeply", "member", m.addr, "conn", br.Conn.ID(),
+		"remote", br.Conn.RemoteAddr().String(), "error", err.Error())
+	_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(cmderr.Overflow, "%s", blackpipe.MaxNestingErrmsg), nil), bson.Timestamp{}))
 }
 
 // maxTimeArg validates maxTimeMS as mongod does (a number in
@@ -163,6 +172,10 @@ func (m *Member) run(r *request, cmd *command) {
 		}
 	}
 
+	if err := r.gossipIn(); err != nil {
+		m.replyErr(r, &out, err)
+		return
+	}
 	m.localSessions.touch(r)
 	txnNumber, hasTxn, err := txnNumberOf(r)
 	if err != nil {
@@ -180,6 +193,23 @@ func (m *Member) run(r *request, cmd *command) {
 	}
 	if _, ok := r.get("autocommit"); ok {
 		m.replyErr(r, &out, cmderr.Unsupported("multi-document transactions"))
+		return
+	}
+
+	rc, err := parseReadConcern(r, cmd)
+	if err != nil {
+		m.replyErr(r, &out, err)
+		return
+	}
+	r.rc = rc
+	var wc writeConcern
+	if takesWriteConcern(cmd, r) {
+		if wc, err = parseWriteConcern(r); err != nil {
+			m.replyErr(r, &out, err)
+			return
+		}
+	} else if _, ok := r.get("writeConcern"); ok {
+		m.replyErr(r, &out, cmderr.New(cmderr.InvalidOptions, "Command does not support writeConcern"))
 		return
 	}
 
@@ -230,7 +260,18 @@ func (m *Member) run(r *request, cmd *command) {
 		}
 	}
 
+	clock := c.data.clock
+	before := clock.current()
 	reply, err := cmd.run(r)
+	if err == nil && (cmd.write && !cmd.retryableWrite || cmd.name == "aggregate" && hasOutStage(r)) {
+		// DDL (create, drop, createIndexes, ...) writes an oplog entry
+		// on mongod, which advances the cluster time. The change log does
+		// not record it, so snapshot reads before it cannot be rebuilt.
+		if clock.current() == before {
+			clock.tick()
+		}
+		c.data.markDDL(ddlDatabases(r), clock.current())
+	}
 	if r.txn != nil {
 		c.stats.replayed.Add(int64(r.txn.replayed))
 	}
@@ -259,11 +300,27 @@ func (m *Member) run(r *request, cmd *command) {
 			}
 		}
 	}
+	if wce == nil {
+		wce = wc.satisfy(c)
+	}
 	if wce != nil {
-		// mongod appends the configured document as it is (no codeName
+		// mongod appends a fail point's document as it is (no codeName
 		// is filled in): drivers and the spec tests see exactly that.
 		reply = setField(reply, "writeConcernError", wce)
 	}
+	var opTime bson.Timestamp
+	switch {
+	case r.rc.level == "snapshot":
+		opTime = r.rc.atClusterTime
+		reply = withAtClusterTime(reply, opTime)
+	case cmd.write:
+		opTime = clock.current()
+		switch cmd.name {
+		case "insert", "update", "delete":
+			reply = m.withWriteOpTime(reply, opTime)
+		}
+	}
+	reply = m.withClusterTime(reply, opTime)
 	if labels := m.replyLabels(&out, reply); len(labels) > 0 {
 		reply = setField(reply, "errorLabels", labels)
 	}
@@ -361,6 +418,20 @@ func (m *Member) replyErr(r *request, out *outcome, err error) {
 	case out.hasTxnNumber && slices.Contains(retryableWriteCodes, e.Code) && !slices.Contains(e.Labels, labelRetryableWrite):
 		e.Labels = append(slices.Clone(e.Labels), labelRetryableWrite)
 	}
+	if r.raw.Flags&wire.MoreToCome != 0 && (e.Code == cmderr.NotWritablePrimary || e.Code == cmderr.NotPrimaryNoSecondaryOk || e.Code == cmderr.NotPrimaryOrSecondary) {
+		// A fire-and-forget (moreToCome) write gets no reply, so mongod
+		// closes the connection to send the client back to server
+		// selection.
+		m.cluster.warn("closing the connection: not-primary error during fire-and-forget command processing",
+			"member", m.addr, "conn", r.raw.Conn.ID(), "command", r.name)
+		_ = r.raw.Hangup()
+		return
+	}
+	switch e.Code {
+	case cmderr.AuthenticationFailed, cmderr.Unauthorized:
+		m.cluster.warn("refused "+r.name, "member", m.addr, "conn", r.raw.Conn.ID(),
+			"remote", r.raw.Conn.RemoteAddr().String(), "code", e.Code, "error", e.Message)
+	}
 	var extra bson.D
 	if slices.Contains(e.Labels, labelSystemOverloaded) {
 		if ms := m.cluster.limiter.baseBackoffMS(); ms > 0 {
@@ -375,7 +446,7 @@ func (m *Member) replyErr(r *request, out *outcome, err error) {
 	if m.isNotPrimaryErrorOnSet(e.Code) {
 		extra = append(extra, bson.E{Key: "topologyVersion", Value: m.topologyVersionDoc()})
 	}
-	if err := r.send(errorDoc(&e, extra)); err != nil {
+	if err := r.send(m.withClusterTime(errorDoc(&e, extra), bson.Timestamp{})); err != nil {
 		m.cluster.logf("mongosim %s: reply to %s: %v", m.addr, r.name, err)
 	}
 }
@@ -420,10 +491,11 @@ func wceCode(reply bson.D) (int32, bool) {
 
 // extraCodeNames are codeNames of codes only the dispatcher uses.
 var extraCodeNames = map[int32]string{
-	codeInternalError:             "InternalError",
-	codeProtocolError:             "ProtocolError",
-	codeNoReplicationEnabled:      "NoReplicationEnabled",
-	codeUnsupportedOpQueryCommand: "UnsupportedOpQueryCommand",
+	codeInternalError:               "InternalError",
+	codeProtocolError:               "ProtocolError",
+	codeNoReplicationEnabled:        "NoReplicationEnabled",
+	codeUnsupportedOpQueryCommand:   "UnsupportedOpQueryCommand",
+	codeClusterTimeFailsRateLimiter: "ClusterTimeFailsRateLimiter",
 }
 
 // errorDoc renders {ok: 0, errmsg, code, codeName, errorLabels, extra...}.

@@ -46,6 +46,14 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 	return out, err
 }
 
+// readDocs is snapshot, or snapshotAt for a readConcern snapshot read.
+func (r *request) readDocs(coll string, f *query.Filter, filterDoc bson.D, limit int, hint any) ([]bson.D, error) {
+	if r.rc.level == "snapshot" {
+		return r.cluster.data.snapshotAt(r.db, coll, f, hint, r.rc.atClusterTime)
+	}
+	return r.cluster.data.snapshot(r.db, coll, f, filterDoc, limit, hint)
+}
+
 func cmdFind(r *request) (bson.D, error) {
 	coll, err := commandArgs(r, "filter", "sort", "projection", "hint", "skip", "limit", "batchSize",
 		"singleBatch", "max", "min", "returnKey", "showRecordId", "tailable", "oplogReplay",
@@ -130,7 +138,7 @@ func cmdFind(r *request) (bson.D, error) {
 	if sorter == nil && limit > 0 {
 		early = int(skip + limit)
 	}
-	docs, err := r.cluster.data.snapshot(r.db, coll, f, filterDoc, early, hint)
+	docs, err := r.readDocs(coll, f, filterDoc, early, hint)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +273,7 @@ func cmdDistinct(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	docs, err := r.cluster.data.snapshot(r.db, coll, f, filterDoc, 0, hint)
+	docs, err := r.readDocs(coll, f, filterDoc, 0, hint)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,10 @@ type Options struct {
 	Seed int64
 	// Compressors the servers accept; nil means zstd, zlib and snappy.
 	Compressors []string
-	// Logger receives debug records; nil discards them.
+	// Logger receives what the server refuses and why (malformed or
+	// too-large messages, authentication failures, documents nested too
+	// deeply) at level Warn, and internal detail at Debug; nil discards
+	// everything.
 	Logger *slog.Logger
 	// PartialMessageTimeout disconnects a client that stalls in the middle
 	// of a message for that long (default 30s; negative: never), and

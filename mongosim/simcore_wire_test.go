@@ -2,6 +2,7 @@ package mongosim
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"testing"
@@ -213,5 +214,34 @@ func TestConnectionEstablishmentLimiter(t *testing.T) {
 	}
 	if st := c.Stats(); st.ConnsRejected != 1 || st.ConnsAccepted != 3 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A fire-and-forget (moreToCome) write on a secondary gets no reply, so the
+// member closes the connection, as mongod does, and the client learns it
+// must select a server again.
+func TestMoreToComeWriteOnSecondaryClosesConnection(t *testing.T) {
+	c := StartWithOptions(t, Options{Members: 2})
+	rc := dialRaw(t, c.Members()[1].Addr())
+	body, err := bson.Marshal(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}},
+		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 0}}}, {Key: "$db", Value: "db"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.nc.Write(wire.AppendMsg(nil, 1, 0, &wire.Msg{Flags: wire.MoreToCome, Body: body})); err != nil {
+		t.Fatal(err)
+	}
+	_ = rc.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := wire.ReadMessage(rc.nc, nil, 0); !errors.Is(err, io.EOF) {
+		t.Fatalf("want the connection closed (EOF), got %v", err)
+	}
+	// On the primary the same write is applied without a reply.
+	rp := dialRaw(t, c.Members()[0].Addr())
+	if _, err := rp.nc.Write(wire.AppendMsg(nil, 1, 0, &wire.Msg{Flags: wire.MoreToCome, Body: body})); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := rp.msg(bson.D{{Key: "count", Value: "c"}, {Key: "$db", Value: "db"}})
+	if err != nil || reply.Lookup("n").Int32() != 1 {
+		t.Fatalf("count after a fire-and-forget insert: %v %v", reply, err)
 	}
 }

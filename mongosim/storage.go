@@ -36,6 +36,10 @@ type storage struct {
 	dbs     map[string]*database
 	cursors cursorTable
 	changes *changeLog // every write, for change streams
+	clock   *logicalClock
+
+	ddlMu sync.Mutex
+	ddlAt map[string]bson.Timestamp // database ("*": every database) → time of its last DDL
 }
 
 type database struct {
@@ -88,7 +92,8 @@ func newStorage(now func() time.Time) *storage {
 	if now == nil {
 		now = time.Now
 	}
-	return &storage{now: now, dbs: map[string]*database{}, cursors: cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now)}
+	clock := newLogicalClock(now)
+	return &storage{now: now, dbs: map[string]*database{}, cursors: cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now, clock), clock: clock, ddlAt: map[string]bson.Timestamp{}}
 }
 
 func newCollection(db, name string) *collection {

@@ -118,7 +118,11 @@ func (r *reader) document(field string, limit int) (bson.Raw, error) {
 	end := r.pos + int(n)
 	doc := r.b[r.pos:end:end]
 	if at, reason := validateBSON(doc); reason != "" {
-		return nil, r.fail(r.pos+at, field+": invalid BSON: "+reason)
+		err := r.fail(r.pos+at, field+": invalid BSON: "+reason)
+		if reason == reasonTooDeep {
+			err.(*Error).Err = ErrTooDeep
+		}
+		return nil, err
 	}
 	r.pos = end
 	return bson.Raw(doc), nil

@@ -13,6 +13,10 @@ import (
 // on a message built of nothing but nested empty documents.
 const MaxDocumentNesting = 200
 
+// reasonTooDeep is validateBSON's reason for a document nested deeper than
+// MaxDocumentNesting; the decoder reports it as ErrTooDeep.
+var reasonTooDeep = "documents nested deeper than " + strconv.Itoa(MaxDocumentNesting)
+
 // validateBSON checks that doc is exactly one well-formed BSON document,
 // recursing into embedded documents, arrays and code-with-scope. It is
 // iterative, does not allocate, and returns the offset and reason of the
@@ -179,7 +183,7 @@ func openDoc(doc []byte, depth, pos, limit int) (end, at int, reason string) {
 		return 0, end, "document not NUL-terminated"
 	}
 	if depth == MaxDocumentNesting {
-		return 0, pos, "documents nested deeper than " + strconv.Itoa(MaxDocumentNesting)
+		return 0, pos, reasonTooDeep
 	}
 	return end, pos, ""
 }

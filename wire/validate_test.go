@@ -132,3 +132,15 @@ func FuzzValidateBSON(f *testing.F) {
 		}
 	})
 }
+
+func TestDecodeTooDeepIsErrTooDeep(t *testing.T) {
+	b := AppendMsg(nil, 1, 0, &Msg{Body: nestedDocs(MaxDocumentNesting + 1)})
+	_, err := Decode(b, 0)
+	if !errors.Is(err, ErrTooDeep) || !errors.Is(err, ErrMalformed) {
+		t.Fatalf("want ErrTooDeep (also ErrMalformed), got %v", err)
+	}
+	bad := AppendMsg(nil, 1, 0, &Msg{Body: []byte{5, 0, 0, 0, 1}})
+	if _, err := Decode(bad, 0); errors.Is(err, ErrTooDeep) || !errors.Is(err, ErrMalformed) {
+		t.Fatalf("other malformation: %v", err)
+	}
+}

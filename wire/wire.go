@@ -187,7 +187,16 @@ var (
 	ErrChecksum              = errors.New("checksum mismatch")
 	ErrUnsupportedOpCode     = errors.New("unsupported op code")
 	ErrUnsupportedCompressor = errors.New("unsupported compressor")
+	// ErrTooDeep: a document nests deeper than MaxDocumentNesting. It is
+	// also ErrMalformed; a server can still answer the request with an
+	// error, as mongod does, since the message framing is intact.
+	ErrTooDeep error = tooDeepError{}
 )
+
+type tooDeepError struct{}
+
+func (tooDeepError) Error() string        { return "document nested too deeply" }
+func (tooDeepError) Is(target error) bool { return target == ErrMalformed }
 
 // Error describes a problem with a message. Offset is the byte offset into
 // the message (the uncompressed message for OP_COMPRESSED) where it was found.

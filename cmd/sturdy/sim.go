@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/sturdy-go/sturdy/mongosim"
@@ -40,6 +41,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		ctx, cancel = cancelOnEOF(ctx)
 		defer cancel()
 	}
+	// What the server refuses (malformed messages, failed authentication,
+	// ...) is logged to stderr, as mongod logs it.
+	o.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	c, err := mongosim.Launch(o)
 	if err != nil {
 		return err

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,5 +102,70 @@ func TestSimRejectsBadFlags(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"sim", "-members", "x"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("bad -members exited %d", code)
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for the server's goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// sturdy sim logs what it refuses to stderr: here a malformed message.
+func TestSimLogsRefusalsToStderr(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	stderr := &syncBuf{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"sim", "-port", "0"}, pw, stderr)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, pr)
+	host := strings.TrimPrefix(strings.TrimSpace(line), "mongodb://")
+	host = host[:strings.Index(host, "/")]
+	nc, err := net.DialTimeout("tcp", host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A 21-byte OP_MSG whose body claims 100 bytes.
+	msg := []byte{21, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0xdd, 0x07, 0, 0, 0, 0, 0, 0, 0}
+	if _, err := nc.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := nc.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the malformed message got a reply")
+	}
+	nc.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(stderr.String(), "malformed request") {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr lacks the refusal:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("sim did not stop")
 	}
 }

@@ -70,6 +70,11 @@ const (
 	Overflow                           = 15
 	UnknownError                       = 8
 	BSONObjectTooLarge                 = 10334
+	UnsatisfiableWriteConcern          = 100
+	UnknownReplWriteConcern            = 79
+	NotAReplicaSet                     = 123
+	SnapshotTooOld                     = 239
+	SnapshotUnavailable                = 246
 )
 
 var names = map[int32]string{
@@ -103,6 +108,8 @@ var names = map[int32]string{
 	47: "NoMatchingDocument", 63: "StaleShardVersion", 133: "FailedToSatisfyReadPreference",
 	150: "StaleEpoch", 234: "RetryChangeStream", 260: "InvalidResumeToken",
 	280: "ChangeStreamFatalError", 286: "ChangeStreamHistoryLost", 13388: "StaleConfig",
+	UnsatisfiableWriteConcern: "UnsatisfiableWriteConcern",
+	UnknownReplWriteConcern:   "UnknownReplWriteConcern", NotAReplicaSet: "NotAReplicaSet", SnapshotTooOld: "SnapshotTooOld", SnapshotUnavailable: "SnapshotUnavailable",
 }
 
 // Name returns the codeName MongoDB uses for code, or "Location<code>".

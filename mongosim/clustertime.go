@@ -1,0 +1,147 @@
+package mongosim
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+)
+
+// logicalClock is the deployment's cluster time. Replication is instant (one
+// shared store), so it is also every member's last applied optime: each
+// write takes a new timestamp from it, reads answer at its current value,
+// and a client gossiping a later $clusterTime moves it forward (as mongod's
+// vector clock does; mongod would also write a no-op so that the optime
+// follows).
+type logicalClock struct {
+	mu   sync.Mutex
+	now  func() time.Time
+	last bson.Timestamp
+}
+
+func newLogicalClock(now func() time.Time) *logicalClock {
+	k := &logicalClock{now: now}
+	k.tick() // a fresh deployment already has a cluster time
+	return k
+}
+
+// tick returns a new timestamp, later than every earlier one: the wall
+// clock's seconds with an increment, as mongod's oplog timestamps are.
+func (k *logicalClock) tick() bson.Timestamp {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ts := bson.Timestamp{T: uint32(k.now().Unix()), I: 1}
+	switch {
+	case ts.T > k.last.T:
+	case k.last.I < math.MaxUint32:
+		ts = bson.Timestamp{T: k.last.T, I: k.last.I + 1}
+	default:
+		ts = bson.Timestamp{T: k.last.T + 1, I: 1}
+	}
+	k.last = ts
+	return ts
+}
+
+// current returns the latest timestamp handed out.
+func (k *logicalClock) current() bson.Timestamp {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.last
+}
+
+// advance moves the clock to ts if ts is later (gossip from a client).
+func (k *logicalClock) advance(ts bson.Timestamp) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.last.Before(ts) {
+		k.last = ts
+	}
+}
+
+// zeroSignature is the signature mongod puts on cluster times when it has
+// no signing keys (a replica set without authentication): 20 zero bytes,
+// keyId 0.
+var zeroSignature = bson.D{
+	{Key: "hash", Value: bson.Binary{Subtype: 0, Data: make([]byte, 20)}},
+	{Key: "keyId", Value: int64(0)},
+}
+
+// maxClockDrift is how far ahead of the wall clock a gossiped cluster time
+// may be (mongod's maxAcceptableLogicalClockDriftSecs default: one year).
+const maxClockDrift = 365 * 24 * time.Hour
+
+// gossipIn takes the $clusterTime a client sends: a later cluster time than
+// the deployment's advances it. The signature is not checked (see
+// COMPATIBILITY.md).
+func (r *request) gossipIn() error {
+	v, ok := r.get("$clusterTime")
+	if !ok || r.cluster.setName == "" {
+		return nil // a standalone keeps no cluster time
+	}
+	d, ok := v.(bson.D)
+	if !ok {
+		return typeErr("$clusterTime", "object", v)
+	}
+	ts, ok := lookupD(d, "clusterTime")
+	if !ok {
+		return cmderr.New(cmderr.NoSuchKey, "Missing expected field \"clusterTime\"")
+	}
+	t, ok := ts.(bson.Timestamp)
+	if !ok {
+		return typeErr("$clusterTime.clusterTime", "timestamp", ts)
+	}
+	if limit := r.now.Add(maxClockDrift).Unix(); int64(t.T) > limit {
+		return cmderr.New(codeClusterTimeFailsRateLimiter, "New cluster time, %d, is too far from this node's wall clock time, %d.", t.T, r.now.Unix())
+	}
+	r.cluster.data.clock.advance(t)
+	return nil
+}
+
+// codeClusterTimeFailsRateLimiter: a gossiped cluster time too far ahead.
+const codeClusterTimeFailsRateLimiter = 209
+
+// withClusterTime appends $clusterTime and operationTime to a reply, as a
+// replica-set member does on every reply (a standalone sends neither).
+// opTime is the operation's time; zero means the current cluster time.
+func (m *Member) withClusterTime(reply bson.D, opTime bson.Timestamp) bson.D {
+	c := m.cluster
+	if c.setName == "" {
+		return reply
+	}
+	now := c.data.clock.current()
+	if opTime.IsZero() {
+		opTime = now
+	}
+	reply = removeField(reply, "$clusterTime")
+	reply = removeField(reply, "operationTime")
+	return append(reply,
+		bson.E{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: now}, {Key: "signature", Value: zeroSignature}}},
+		bson.E{Key: "operationTime", Value: opTime},
+	)
+}
+
+// withWriteOpTime adds opTime {ts, t} and electionId before "ok", as mongod
+// does on insert, update and delete replies of a replica-set primary.
+func (m *Member) withWriteOpTime(reply bson.D, ts bson.Timestamp) bson.D {
+	c := m.cluster
+	if c.setName == "" {
+		return reply
+	}
+	c.mu.Lock()
+	term := c.term
+	c.mu.Unlock()
+	reply = setField(reply, "opTime", bson.D{{Key: "ts", Value: ts}, {Key: "t", Value: term}})
+	return setField(reply, "electionId", electionID(term))
+}
+
+func removeField(d bson.D, key string) bson.D {
+	for i := range d {
+		if d[i].Key == key {
+			return append(d[:i:i], d[i+1:]...)
+		}
+	}
+	return d
+}
