@@ -38,6 +38,10 @@ type Router struct {
 	srv     *blackpipe.Server // nil while stopped
 	idle    map[string][]net.Conn
 	stopped bool
+	// dialed holds the local addresses of the router's open connections
+	// to the shard: members trust them as mongod trusts mongos' internal
+	// authentication.
+	dialed map[string]bool
 }
 
 // Router errors and limits.
@@ -75,8 +79,6 @@ func validateRouterOptions(o Options) error {
 	switch {
 	case o.Standalone:
 		return errors.New("mongosim: Routers need a replica-set shard, not Standalone")
-	case o.Auth.Username != "":
-		return errors.New("mongosim: Routers with Auth are not implemented")
 	case o.TLS != nil:
 		return errors.New("mongosim: Routers with TLS are not implemented")
 	}
@@ -86,6 +88,9 @@ func validateRouterOptions(o Options) error {
 // startRouters starts o.Routers routers in front of the (already running)
 // members. Routers listen on Port+Members+i when Port is set.
 func (c *Cluster) startRouters() error {
+	if c.auth != nil && c.opts.Routers > 0 {
+		c.auth.trusted = c.isRouterConn
+	}
 	for i := 0; i < c.opts.Routers; i++ {
 		r := &Router{
 			cluster:   c,
@@ -94,6 +99,7 @@ func (c *Cluster) startRouters() error {
 			fails:     newFailPoints(),
 			limiter:   newLimiter(c.now, c.opts.Limiter),
 			idle:      map[string][]net.Conn{},
+			dialed:    map[string]bool{},
 		}
 		addr := net.JoinHostPort(c.opts.Host, "0")
 		if c.opts.Port != 0 {
@@ -260,6 +266,10 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 	}
 	rq := &request{ctx: br.Context(), cluster: c, raw: br, db: br.DB, name: name, cmd: doc, now: c.now()}
 	var out outcome
+	if a := c.auth; a != nil && (cmd == nil || !cmd.noAuth) && !a.authenticated(br.Conn) {
+		r.replyErr(rq, &out, cmderr.New(cmderr.Unauthorized, "Command %s requires authentication", name))
+		return true
+	}
 	if cmd == nil || !cmd.exempt {
 		if admitted, on := r.limiter.admit(); on && !admitted {
 			r.rejected.Add(1)
@@ -282,6 +292,15 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 	switch {
 	case isHelloName(br.Name):
 		r.hello(rq)
+		return true
+	case cmd != nil && (cmd.name == "saslStart" || cmd.name == "saslContinue" || cmd.name == "connectionStatus"):
+		// Clients authenticate to mongos itself.
+		reply, err := cmd.run(rq)
+		if err != nil {
+			r.replyErr(rq, &out, err)
+			return true
+		}
+		_ = rq.send(reply)
 		return true
 	case strings.EqualFold(br.Name, "configureFailPoint"):
 		if rq.db != "admin" {
@@ -452,7 +471,44 @@ func (r *Router) conn(ctx context.Context, addr string) (net.Conn, error) {
 	}
 	r.mu.Unlock()
 	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	local := nc.LocalAddr().String()
+	r.mu.Lock()
+	r.dialed[local] = true
+	r.mu.Unlock()
+	return &shardConn{Conn: nc, r: r, local: local}, nil
+}
+
+// shardConn is a router's connection to a shard member; closing it
+// withdraws the members' trust in its address.
+type shardConn struct {
+	net.Conn
+	r     *Router
+	local string
+}
+
+func (sc *shardConn) Close() error {
+	sc.r.mu.Lock()
+	delete(sc.r.dialed, sc.local)
+	sc.r.mu.Unlock()
+	return sc.Conn.Close()
+}
+
+// isRouterConn reports whether a member's connection comes from a router.
+func (c *Cluster) isRouterConn(conn *blackpipe.Conn) bool {
+	remote := conn.RemoteAddr().String()
+	for _, r := range c.routers {
+		r.mu.Lock()
+		ok := r.dialed[remote]
+		r.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // release returns a healthy connection to the pool.
@@ -657,6 +713,22 @@ func (r *Router) helloReply(rq *request) bson.D {
 	)
 	if comp := negotiateCompression(rq, c.opts.Compressors); comp != "" {
 		d = append(d, bson.E{Key: "compression", Value: bson.A{comp}})
+	}
+	if c.auth != nil {
+		if v, ok := rq.get("saslSupportedMechs"); ok {
+			if s, ok := v.(string); ok {
+				if mechs := c.auth.supportedMechs(s); mechs != nil {
+					d = append(d, bson.E{Key: "saslSupportedMechs", Value: mechs})
+				}
+			}
+		}
+		if v, ok := rq.get("speculativeAuthenticate"); ok {
+			if sd, ok := v.(bson.D); ok {
+				if reply := c.auth.speculative(rq, sd); reply != nil {
+					d = append(d, bson.E{Key: "speculativeAuthenticate", Value: reply})
+				}
+			}
+		}
 	}
 	return append(d, bson.E{Key: "ok", Value: 1.0})
 }

@@ -236,3 +236,29 @@ func TestRouterStopStartAndOverload(t *testing.T) {
 		t.Fatalf("restarted router: %s, %v", reply, err)
 	}
 }
+
+func TestRouterAuth(t *testing.T) {
+	c := StartWithOptions(t, Options{Routers: 2, Auth: AuthOptions{Username: "u", Password: "p"}})
+	ctx := sdCtx(t)
+	uri := strings.Replace(c.URI(), "mongodb://", "mongodb://u:p@", 1)
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetHeartbeatInterval(500 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	coll := client.Database("db").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatalf("authenticated insert through a router: %v", err)
+	}
+	// Without credentials the router refuses, and so does a member: the
+	// members trust only the routers' own connections.
+	for _, addr := range []string{c.Routers()[0].Addr(), c.Members()[0].Addr()} {
+		reply, err := dialRaw(t, addr).msg(bson.D{{Key: "find", Value: "c"}, {Key: "$db", Value: "db"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, _ := reply.Lookup("code").Int32OK(); code != 13 {
+			t.Errorf("unauthenticated find on %s: %s, want code 13", addr, reply)
+		}
+	}
+}
