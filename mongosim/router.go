@@ -33,6 +33,7 @@ type Router struct {
 	limiter   *limiter
 	commands  atomic.Int64
 	rejected  atomic.Int64
+	conns     atomic.Int64 // open client connections, for MaxConnections
 
 	mu      sync.Mutex
 	srv     *blackpipe.Server // nil while stopped
@@ -125,12 +126,15 @@ func (r *Router) listen(addr string) error {
 		Compressors:           c.opts.Compressors,
 		NoDefaults:            true,
 		Handler:               r.handle,
+		AcceptConn:            r.acceptConn,
+		OnConnClose:           func(*blackpipe.Conn) { r.conns.Add(-1) },
 		PartialMessageTimeout: c.opts.PartialMessageTimeout,
 		IdleTimeout:           c.opts.IdleTimeout,
 	}
 	if lg := c.opts.Logger; lg != nil {
 		bo.Logf = func(format string, args ...any) { lg.Debug(fmt.Sprintf(format, args...)) }
 	}
+	r.conns.Store(0) // a stopped router's connections are all closed
 	srv, err := blackpipe.Listen(bo)
 	if err != nil {
 		return err
@@ -139,6 +143,16 @@ func (r *Router) listen(addr string) error {
 	r.srv, r.stopped = srv, false
 	r.mu.Unlock()
 	return nil
+}
+
+// acceptConn applies the router's MaxConnections.
+func (r *Router) acceptConn(*blackpipe.Conn) bool {
+	n := r.conns.Add(1)
+	if limit := r.limiter.maxConnections(); limit > 0 && n > int64(limit) {
+		r.conns.Add(-1)
+		return false
+	}
+	return true
 }
 
 // Routers returns the deployment's mongos routers (none unless
@@ -366,10 +380,11 @@ func (r *Router) forward(rq *request, cmd *command, out *outcome, wce bson.D) {
 		} else {
 			reply = deleteField(reply, "errorLabels")
 		}
-	} else if wce != nil {
-		var m Member
-		if labels := m.replyLabels(out, reply); len(labels) > 0 {
-			reply = setField(reply, "errorLabels", labels)
+	} else if wce != nil && out.hasTxnNumber {
+		// The router's own writeConcernError on a retryable write is
+		// labelled as mongos labels a retryable one.
+		if code, ok := wceCode(reply); ok && slices.Contains(retryableWriteCodes, code) {
+			reply = setField(reply, "errorLabels", []string{labelRetryableWrite})
 		}
 	}
 	if err := rq.send(reply); err != nil {

@@ -262,3 +262,69 @@ func TestRouterAuth(t *testing.T) {
 		}
 	}
 }
+
+func TestRouterMaxConnections(t *testing.T) {
+	c := StartWithOptions(t, Options{Routers: 2})
+	r0 := c.Routers()[0]
+	r0.SetLimiter(LimiterOptions{MaxConnections: 1})
+	first := dialRaw(t, r0.Addr())
+	if _, err := first.msg(bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dialRaw(t, r0.Addr()).msg(bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}}); err == nil {
+		t.Fatal("a second connection to a router capped at one was served")
+	}
+	if _, err := dialRaw(t, c.Routers()[1].Addr()).msg(bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}}); err != nil {
+		t.Fatalf("the other router: %v", err)
+	}
+}
+
+// A shard primary stepping down under a retryable write: the router
+// retries on the new primary; a write without txnNumber gets the shard's
+// error, as from mongos.
+func TestRouterRetriesShardStepDown(t *testing.T) {
+	c := StartWithOptions(t, Options{Routers: 1, Members: 3})
+	ctx := sdCtx(t)
+	var mu sync.Mutex
+	inserts := 0
+	mon := &mevent.CommandMonitor{Started: func(_ context.Context, e *mevent.CommandStartedEvent) {
+		if e.CommandName == "insert" {
+			mu.Lock()
+			inserts++
+			mu.Unlock()
+		}
+	}}
+	rw, err := mongo.Connect(options.Client().ApplyURI(c.URI()).SetHeartbeatInterval(500 * time.Millisecond).SetMonitor(mon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rw.Disconnect(context.Background()) }()
+	coll := rw.Database("db").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	old := c.Primary()
+	// The primary answers NotWritablePrimary once, as a member that just
+	// stepped down does, and the set elects another member.
+	if err := c.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"insert"}}, {Key: "errorCode", Value: int32(10107)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StepDown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatalf("retryable insert across a shard step-down: %v", err)
+	}
+	if c.Primary() == old {
+		t.Fatal("no new primary")
+	}
+	if st := c.Stats(); st.FailPointsFired != 1 {
+		t.Fatalf("fail point fired %d times, want 1", st.FailPointsFired)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if inserts != 2 {
+		t.Fatalf("the driver sent %d inserts for 2 InsertOne calls: the router should have retried", inserts)
+	}
+}
