@@ -36,12 +36,15 @@ type Cluster struct {
 	auth    *authenticator
 	stats   counters
 
+	// routers are the mongos routers in front of the members (router.go);
+	// set by Launch, read-only afterwards.
+	routers []*Router
+
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs
 
 	mu      sync.Mutex // guards the replica-set state below
 	members []*Member
-	routers []*Router // mongos routers in front of the members (router.go)
 	primary int // index into members; -1 during an election
 	// lastPrimary is the member that was primary last; elections start
 	// looking after it.
