@@ -328,3 +328,54 @@ func TestRouterRetriesShardStepDown(t *testing.T) {
 		t.Fatalf("the driver sent %d inserts for 2 InsertOne calls: the router should have retried", inserts)
 	}
 }
+
+// The official driver's retryable write through a router that closes the
+// connection: the driver retries (on either router) and the write happens
+// once.
+func TestRouterCloseConnectionDriverRetry(t *testing.T) {
+	var mu sync.Mutex
+	var attempts []string
+	co := options.Client().SetMonitor(&mevent.CommandMonitor{Started: func(_ context.Context, e *mevent.CommandStartedEvent) {
+		if e.CommandName == "update" {
+			mu.Lock()
+			attempts = append(attempts, e.ConnectionID)
+			mu.Unlock()
+		}
+	}})
+	client, c := routedClient(t, Options{Members: 3}, co)
+	ctx := sdCtx(t)
+	coll := client.Database("db").Collection("counter")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "n", Value: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range c.Routers() {
+		if err := r.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+			{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"update"}}, {Key: "closeConnection", Value: true}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each router closes the first update it sees; with both armed, the
+	// first attempt and its retry may both be closed, so allow one more
+	// call, but never a double increment.
+	var err error
+	for i := 0; i < 2; i++ {
+		if _, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("update through routers closing the connection: %v", err)
+	}
+	var doc bson.M
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(attempts) < 2 {
+		t.Fatalf("%d update attempts; the router's closeConnection should have forced a retry", len(attempts))
+	}
+	if doc["n"] != int32(1) {
+		t.Fatalf("n = %v, want 1: the retried write executed once", doc["n"])
+	}
+}
