@@ -365,7 +365,12 @@ func (r *Router) forward(rq *request, cmd *command, out *outcome, wce bson.D) {
 			_ = rq.hangup() // the client went away
 			return
 		}
-		r.replyErr(rq, out, cmderr.New(cmderr.HostUnreachable, "Connection to the shard's primary failed: %v", lastErr))
+		if errors.Is(lastErr, errNoTarget) {
+			r.replyErr(rq, out, &cmderr.Error{Code: codeFailedToSatisfyReadPreference, Name: "FailedToSatisfyReadPreference",
+				Message: fmt.Sprintf("Could not find host matching read preference for set %s", r.cluster.setName)})
+			return
+		}
+		r.replyErr(rq, out, cmderr.New(cmderr.HostUnreachable, "Connection to the shard failed: %v", lastErr))
 		return
 	}
 	// The shard's topologyVersion describes the shard member, not this
@@ -426,13 +431,68 @@ func (r *Router) awaitPrimary(ctx context.Context) bool {
 	}
 }
 
-// roundTrip sends rq's command, as received, to the shard's current primary
+// errNoTarget: no shard member matches the read preference (no primary
+// during an election).
+var errNoTarget = errors.New("no shard member matches the read preference")
+
+// codeFailedToSatisfyReadPreference is mongos' answer when no shard member
+// matches a command's read preference.
+const codeFailedToSatisfyReadPreference = 133
+
+// target picks the shard member for rq as mongos does from its
+// $readPreference: the primary for mode primary (the default) and for
+// every write, a secondary for secondary, either for the preferred modes
+// and nearest.
+func (r *Router) target(rq *request) *Member {
+	mode := "primary"
+	if rp, ok := rq.get("$readPreference"); ok {
+		if d, ok := rp.(bson.D); ok {
+			if m, ok := lookupD(d, "mode"); ok {
+				mode, _ = m.(string)
+			}
+		}
+	}
+	c := r.cluster
+	primary := c.Primary()
+	if cmd := lookupCommand(rq.raw.Name); cmd == nil || cmd.write || mode == "primary" {
+		return primary
+	}
+	var secondaries []*Member
+	for _, m := range c.Members() {
+		if m != primary {
+			secondaries = append(secondaries, m)
+		}
+	}
+	pick := func() *Member {
+		if len(secondaries) == 0 {
+			return nil
+		}
+		return secondaries[int(r.commands.Load())%len(secondaries)]
+	}
+	switch mode {
+	case "primaryPreferred":
+		if primary != nil {
+			return primary
+		}
+		return pick()
+	case "secondary":
+		return pick()
+	default: // secondaryPreferred, nearest
+		if m := pick(); m != nil {
+			return m
+		}
+		return primary
+	}
+}
+
+// roundTrip sends rq's command, as received, to the shard member its read
+// preference selects (the primary for writes)
 // and returns the reply; an error means the shard could not be reached or
 // the connection failed.
 func (r *Router) roundTrip(rq *request) (bson.D, error) {
-	p := r.cluster.Primary()
+	p := r.target(rq)
 	if p == nil {
-		return nil, errors.New("the shard has no primary")
+		return nil, errNoTarget
 	}
 	nc, err := r.conn(rq.ctx, p.addr)
 	if err != nil {

@@ -379,3 +379,45 @@ func TestRouterCloseConnectionDriverRetry(t *testing.T) {
 		t.Fatalf("n = %v, want 1: the retried write executed once", doc["n"])
 	}
 }
+
+// The router targets a shard member by $readPreference, and answers 133
+// when none matches, as mongos.
+func TestRouterReadPreferenceAndNoPrimary(t *testing.T) {
+	c := StartWithOptions(t, Options{Routers: 1, Members: 2})
+	// The primary fails every find; a secondary read avoids it.
+	primary := dialRaw(t, c.Primary().Addr())
+	if _, err := primary.msg(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "alwaysOn"},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"find"}}, {Key: "errorCode", Value: int32(2)}}}, {Key: "$db", Value: "admin"}}); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, c.Routers()[0].Addr())
+	for _, tc := range []struct {
+		mode string
+		code int32
+	}{{"primary", 2}, {"secondary", 0}, {"secondaryPreferred", 0}, {"primaryPreferred", 2}} {
+		reply, err := rc.msg(bson.D{{Key: "find", Value: "c"}, {Key: "$readPreference", Value: bson.D{{Key: "mode", Value: tc.mode}}}, {Key: "$db", Value: "db"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, _ := reply.Lookup("code").Int32OK(); code != tc.code {
+			t.Errorf("find with %s: %s, want code %d", tc.mode, reply, tc.code)
+		}
+	}
+	// A one-member shard whose member stepped down has no primary for
+	// stepDownSecs: a write (not retried: no txnNumber) gets 133.
+	c1 := StartWithOptions(t, Options{Routers: 1})
+	if _, err := dialRaw(t, c1.Members()[0].Addr()).msg(bson.D{{Key: "replSetStepDown", Value: 60}, {Key: "force", Value: true}, {Key: "$db", Value: "admin"}}); err != nil {
+		t.Fatal(err)
+	}
+	if c1.Primary() != nil {
+		t.Fatal("the one-member set still has a primary after replSetStepDown")
+	}
+	rc = dialRaw(t, c1.Routers()[0].Addr())
+	reply, err := rc.msg(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}, {Key: "$db", Value: "db"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := reply.Lookup("code").Int32OK(); code != codeFailedToSatisfyReadPreference || reply.Lookup("codeName").StringValue() != "FailedToSatisfyReadPreference" {
+		t.Fatalf("insert with no shard primary: %s, want 133 FailedToSatisfyReadPreference", reply)
+	}
+}
