@@ -626,9 +626,20 @@ func (r *Router) applyFailCommand(rq *request, out *outcome) (wce bson.D, answer
 		_ = rq.hangup()
 		return nil, true
 	}
-	if act.blockConnection && !sleepCtx(rq.ctx, act.blockTime) {
-		_ = rq.hangup()
-		return nil, true
+	if act.blockConnection {
+		// As on mongod, the block is interruptible by maxTimeMS.
+		ctx := rq.ctx
+		if limit, bad := maxTimeArg(rq); bad == nil && limit > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, limit)
+			defer cancel()
+		}
+		if !sleepCtx(ctx, act.blockTime) {
+			if rq.ctx.Err() == nil {
+				r.replyErr(rq, out, errMaxTime())
+			}
+			return nil, true // else the client or the router went away
+		}
 	}
 	if act.errorCode != 0 {
 		out.extraInfo = act.errorExtraInfo

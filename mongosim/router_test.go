@@ -421,3 +421,23 @@ func TestRouterReadPreferenceAndNoPrimary(t *testing.T) {
 		t.Fatalf("insert with no shard primary: %s, want 133 FailedToSatisfyReadPreference", reply)
 	}
 }
+
+func TestRouterBlockConnectionHonoursMaxTimeMS(t *testing.T) {
+	c := StartWithOptions(t, Options{Routers: 1})
+	r := c.Routers()[0]
+	if err := r.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "alwaysOn"},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"ping"}}, {Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: int32(5000)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	reply, err := dialRaw(t, r.Addr()).msg(bson.D{{Key: "ping", Value: 1}, {Key: "maxTimeMS", Value: int32(50)}, {Key: "$db", Value: "admin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := reply.Lookup("code").Int32OK(); code != 50 {
+		t.Fatalf("blocked ping with maxTimeMS 50: %s, want 50 MaxTimeMSExpired", reply)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the block lasted %v despite maxTimeMS 50", d)
+	}
+}
