@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -341,6 +342,14 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 // forward sends the command to the shard primary, retrying as mongos does,
 // and relays the reply.
 func (r *Router) forward(rq *request, cmd *command, out *outcome, wce bson.D) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.cluster.logf("mongosim router %s: forwarding %s panicked: %v\n%s", r.addr, rq.name, p, debug.Stack())
+			if !rq.raw.Replied() {
+				_ = rq.send(errorDoc(cmderr.New(codeInternalError, "mongosim internal error in %s: %v", rq.name, p), nil))
+			}
+		}
+	}()
 	retryable := routerRetries(rq.name, cmd, out.hasTxnNumber)
 	var (
 		reply   bson.D
