@@ -330,6 +330,13 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 		_ = rq.send(bson.D{{Key: "count", Value: count}, {Key: "ok", Value: 1.0}})
 		return true
 	}
+	if br.OpCode == wire.OpMsg && br.Flags&wire.MoreToCome != 0 {
+		// An unacknowledged write runs before the connection's next
+		// message is read, as on mongod, so the client's next command
+		// sees it.
+		r.forward(rq, cmd, &out, wce)
+		return true
+	}
 	// Forwarding blocks on the shard; run it off the connection's reader
 	// so a client hanging up cancels the round trip.
 	br.WatchClose()
