@@ -325,6 +325,8 @@ func mergeReply(reply bson.Raw, kind stmtKind, batch []writeStmt, res *BulkWrite
 // are positions in models; so is a command or network error after an
 // earlier command was answered (its Err), with the partial result.
 func (coll *Collection) BulkWrite(ctx context.Context, models []WriteModel, optList ...*BulkWriteOptions) (*BulkWriteResult, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &BulkWriteOptions{}

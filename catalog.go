@@ -44,6 +44,8 @@ type ListDatabasesResult struct {
 // ListDatabases lists the databases matching filter (nil: all), which may
 // test name, sizeOnDisk and empty.
 func (c *Client) ListDatabases(ctx context.Context, filter any, optList ...*ListDatabasesOptions) (ListDatabasesResult, error) {
+	ctx, cancel := c.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ListDatabasesOptions{}
@@ -64,6 +66,8 @@ func (c *Client) ListDatabases(ctx context.Context, filter any, optList ...*List
 // ListDatabaseNames returns the names of the databases matching filter (nil:
 // all). It sends nameOnly: true; opts.NameOnly is ignored.
 func (c *Client) ListDatabaseNames(ctx context.Context, filter any, optList ...*ListDatabasesOptions) ([]string, error) {
+	ctx, cancel := c.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ListDatabasesOptions{}
@@ -121,9 +125,10 @@ type ListCollectionsOptions struct {
 	AuthorizedCollections *bool
 	// BatchSize is the number of specifications per batch. Default 0: the
 	// server's.
-	BatchSize int32
-	Comment   any
-	Session   *Session
+	BatchSize   int32
+	Comment     any
+	Session     *Session
+	TimeoutMode TimeoutMode // see FindOptions.TimeoutMode
 }
 
 // CollectionSpecification is one collection (or view) of
@@ -144,6 +149,8 @@ type CollectionSpecification struct {
 // collections and views matching filter (nil: all), which may test name,
 // type, options and info.
 func (db *Database) ListCollections(ctx context.Context, filter any, optList ...*ListCollectionsOptions) (*Cursor, error) {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ListCollectionsOptions{}
@@ -154,6 +161,8 @@ func (db *Database) ListCollections(ctx context.Context, filter any, optList ...
 // ListCollectionSpecifications returns the decoded specifications of the
 // collections and views matching filter (nil: all).
 func (db *Database) ListCollectionSpecifications(ctx context.Context, filter any, optList ...*ListCollectionsOptions) ([]CollectionSpecification, error) {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	cur, err := db.ListCollections(ctx, filter, optList...)
 	if err != nil {
 		return nil, err
@@ -195,6 +204,8 @@ func collectionSpecification(doc bson.Raw) (CollectionSpecification, error) {
 // matching filter (nil: all). It sends nameOnly: true; opts.NameOnly is
 // ignored.
 func (db *Database) ListCollectionNames(ctx context.Context, filter any, optList ...*ListCollectionsOptions) ([]string, error) {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ListCollectionsOptions{}
@@ -232,7 +243,7 @@ func (db *Database) listCollections(ctx context.Context, filter any, nameOnly *b
 	}
 	cmd.addIf("comment", opts.Comment)
 	op := &exec.Operation{Name: "listCollections", DB: db.name, Command: bson.D(cmd), RetryableRead: true}
-	return openCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment)
+	return openCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
 }
 
 // CreateCollectionOptions are the options of CreateCollection. Nil and zero
@@ -275,6 +286,8 @@ type CreateCollectionOptions struct {
 // for a namespace that exists with other options, come back as a
 // *CommandError.
 func (db *Database) CreateCollection(ctx context.Context, name string, optList ...*CreateCollectionOptions) error {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &CreateCollectionOptions{}

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
 )
 
@@ -67,22 +68,32 @@ type ChangeStream struct {
 	sawEvent  bool
 	err       error
 	closed    bool
+	// timeout is the timeoutMS of the Watch that opened the stream, applied
+	// afresh to each Next; timedOut makes the Next after a timeout resume.
+	timeout  *time.Duration
+	timedOut bool
 }
 
 // Watch opens a change stream on every non-system collection of the
 // deployment (MongoDB replica sets and sharded clusters).
 func (c *Client) Watch(ctx context.Context, pipeline any, optList ...*ChangeStreamOptions) (*ChangeStream, error) {
+	ctx, cancel := c.begin(ctx)
+	defer cancel()
 	db := c.Database("admin")
 	return newChangeStream(ctx, c, "admin", "", true, db.rp, db.rc, pipeline, lastOptions(optList))
 }
 
 // Watch opens a change stream on the database's collections.
 func (db *Database) Watch(ctx context.Context, pipeline any, optList ...*ChangeStreamOptions) (*ChangeStream, error) {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	return newChangeStream(ctx, db.client, db.name, "", false, db.rp, db.rc, pipeline, lastOptions(optList))
 }
 
 // Watch opens a change stream on the collection.
 func (coll *Collection) Watch(ctx context.Context, pipeline any, optList ...*ChangeStreamOptions) (*ChangeStream, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	return newChangeStream(ctx, coll.client, coll.db, coll.name, false, coll.rp, coll.rc, pipeline, lastOptions(optList))
 }
 
@@ -97,6 +108,12 @@ func newChangeStream(ctx context.Context, client *Client, db, coll string, clust
 	pv, err := pipelineValue(pipeline)
 	if err != nil {
 		return nil, err
+	}
+	if d, ok := csot.Timeout(ctx); ok {
+		cs.timeout = &d
+		if d > 0 && cs.opts.MaxAwaitTime >= d {
+			return nil, argError("MaxAwaitTime %v must be less than the timeoutMS %v", cs.opts.MaxAwaitTime, d)
+		}
 	}
 	vals, _ := pv.Array().Values()
 	for _, v := range vals {
@@ -209,9 +226,21 @@ func (cs *ChangeStream) TryNext(ctx context.Context) bool { return cs.next(ctx, 
 
 func (cs *ChangeStream) next(ctx context.Context, wait bool) bool {
 	cs.Current = nil
+	if cs.timedOut && !cs.closed {
+		// The last Next timed out: the stream is still valid, resumed now.
+		cs.err, cs.timedOut = nil, false
+		ctx, cancel := cs.nextContext(ctx)
+		defer cancel()
+		if err := cs.resume(ctx); err != nil {
+			cs.fail(err)
+			return false
+		}
+	}
 	if cs.closed || cs.err != nil {
 		return false
 	}
+	ctx, cancel := cs.nextContext(ctx)
+	defer cancel()
 	for {
 		if doc, ok := cs.cursor.batch.next(); ok {
 			id, ok := doc.Lookup("_id").DocumentOK()
@@ -234,16 +263,16 @@ func (cs *ChangeStream) next(ctx context.Context, wait bool) bool {
 			return false
 		}
 		if err := ctx.Err(); err != nil {
-			cs.err = err
+			cs.fail(err)
 			return false
 		}
 		if err := cs.getMore(ctx); err != nil {
 			if !resumableChangeStreamError(err) {
-				cs.err = err
+				cs.fail(err)
 				return false
 			}
 			if err := cs.resume(ctx); err != nil {
-				cs.err = err
+				cs.fail(err)
 				return false
 			}
 			continue
@@ -251,6 +280,24 @@ func (cs *ChangeStream) next(ctx context.Context, wait bool) bool {
 		if !wait && cs.cursor.batch.n == 0 {
 			return false
 		}
+	}
+}
+
+// nextContext applies the stream's timeoutMS afresh to one Next: its
+// getMores carry only MaxAwaitTime (capped by the time left) as maxTimeMS.
+func (cs *ChangeStream) nextContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if cs.timeout == nil || csot.Active(ctx) {
+		return ctx, func() {}
+	}
+	return csot.StartWith(ctx, *cs.timeout, true)
+}
+
+// fail records the error that ends a Next. A timeout under timeoutMS does
+// not invalidate the stream: the next Next resumes it.
+func (cs *ChangeStream) fail(err error) {
+	cs.err = err
+	if cs.timeout != nil && IsTimeout(err) {
+		cs.timedOut = true
 	}
 }
 
@@ -285,7 +332,7 @@ func (cs *ChangeStream) resume(ctx context.Context) error {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killCursorTimeout)
 	_ = old.Close(kctx)
 	cancel()
-	return cs.open(ctx, cs.token)
+	return cs.open(csot.WithMaxTime(ctx), cs.token)
 }
 
 // resumableChangeStreamError reports whether a getMore error allows a

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/session"
@@ -260,6 +261,8 @@ func (c *Client) sessionsSupported(ctx context.Context) (bool, error) {
 
 // Ping checks that a server matching the client's read preference answers.
 func (c *Client) Ping(ctx context.Context) error {
+	ctx, cancel := c.begin(ctx)
+	defer cancel()
 	_, err := c.Database("admin").RunCommand(ctx, bson.D{{Key: "ping", Value: int32(1)}},
 		&RunCommandOptions{ReadPreference: c.opts.ReadPreference})
 	return err
@@ -269,9 +272,12 @@ func (c *Client) Ping(ctx context.Context) error {
 // server. opts override the client's write concern, read preference and read
 // concern.
 func (c *Client) Database(name string, opts ...*DatabaseOptions) *Database {
-	db := &Database{client: c, name: name, wc: c.opts.WriteConcern, rp: c.opts.ReadPreference, rc: c.opts.ReadConcernLevel}
+	db := &Database{client: c, name: name, wc: c.opts.WriteConcern, rp: c.opts.ReadPreference, rc: c.opts.ReadConcernLevel, timeout: c.timeout()}
 	for _, o := range opts {
 		db.wc, db.rp, db.rc = inherit(o, db.wc, db.rp, db.rc)
+		if o != nil && o.Timeout != nil {
+			db.timeout = o.Timeout
+		}
 	}
 	return db
 }
@@ -292,8 +298,28 @@ func inherit(o *DatabaseOptions, wc *WriteConcern, rp *ReadPreference, rc string
 	return wc, rp, rc
 }
 
-// execute runs op with the explicit session s (nil: an implicit one), under
-// the client-wide Timeout when the context has no earlier deadline.
+// timeout is the client's timeoutMS as a level for csot.Resolve: nil when
+// unset, 0 for timeoutMS=0 (Options.Timeout < 0).
+func (c *Client) timeout() *time.Duration {
+	switch {
+	case c.opts.Timeout > 0:
+		d := c.opts.Timeout
+		return &d
+	case c.opts.Timeout < 0:
+		d := time.Duration(0)
+		return &d
+	}
+	return nil
+}
+
+// begin starts an operation under the client's timeoutMS (see csot).
+func (c *Client) begin(ctx context.Context) (context.Context, context.CancelFunc) {
+	return csot.Start(ctx, c.timeout())
+}
+
+// execute runs op with the explicit session s (nil: an implicit one). An
+// operation not begun by its public method (see begin) is begun here under
+// the client's timeoutMS.
 func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (exec.Result, error) {
 	if c.closed.Load() {
 		return exec.Result{}, ErrClientDisconnected
@@ -309,12 +335,10 @@ func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (e
 		op.Session = sc
 		op.KeepSession = false
 	}
-	if c.opts.Timeout > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > c.opts.Timeout {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
-			defer cancel()
-		}
+	ctx, cancel := c.begin(ctx)
+	defer cancel()
+	if d, ok := csot.Timeout(ctx); ok && d < 0 {
+		return exec.Result{}, argError("negative timeout %v (WithTimeout, DatabaseOptions.Timeout or BucketOptions.Timeout)", d)
 	}
 	res, err := c.exec.Execute(ctx, op)
 	if err != nil && errors.Is(err, session.ErrSessionEnded) {

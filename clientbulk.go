@@ -50,6 +50,8 @@ func (op *clientOp) setNSIndex(i int) {
 // written comes back alone. Unacknowledged writes (w: 0) must be unordered
 // and not verbose, and return a result with Acknowledged false.
 func (c *Client) BulkWrite(ctx context.Context, models []ClientWriteModel, optList ...*ClientBulkWriteOptions) (*ClientBulkWriteResult, error) {
+	ctx, cancel := c.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ClientBulkWriteOptions{}

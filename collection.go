@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/topology"
 )
@@ -25,6 +27,13 @@ type Collection struct {
 	wc     *WriteConcern
 	rp     *ReadPreference
 	rc     string
+	// timeout is the collection's timeoutMS (nil: none set at any level).
+	timeout *time.Duration
+}
+
+// begin starts an operation under the collection's timeoutMS (see csot).
+func (coll *Collection) begin(ctx context.Context) (context.Context, context.CancelFunc) {
+	return csot.Start(ctx, coll.timeout)
 }
 
 // nameValue is the collection's name as a command field value.
@@ -54,6 +63,8 @@ func (coll *Collection) readConcern() any {
 // InsertOne inserts doc. If doc has no _id, an ObjectID is generated and
 // placed first; InsertedID reports it either way.
 func (coll *Collection) InsertOne(ctx context.Context, doc any, optList ...*InsertOneOptions) (*InsertOneResult, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &InsertOneOptions{}
@@ -79,6 +90,8 @@ func (coll *Collection) InsertOne(ctx context.Context, doc any, optList ...*Inse
 // answered, are returned as a *BulkWriteException indexed by position in
 // docs, with the partial result.
 func (coll *Collection) InsertMany(ctx context.Context, docs []any, optList ...*InsertManyOptions) (*InsertManyResult, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &InsertManyOptions{}
@@ -110,12 +123,16 @@ func (coll *Collection) InsertMany(ctx context.Context, docs []any, optList ...*
 // UpdateOne applies update (a document of $-operators, or a pipeline) to
 // the first document matching filter.
 func (coll *Collection) UpdateOne(ctx context.Context, filter, update any, optList ...*UpdateOptions) (*UpdateResult, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	return coll.update(ctx, filter, update, false, opts)
 }
 
 // UpdateMany applies update to every document matching filter.
 func (coll *Collection) UpdateMany(ctx context.Context, filter, update any, optList ...*UpdateOptions) (*UpdateResult, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts != nil && opts.Sort != nil {
 		return nil, argError("UpdateMany does not take a sort")
@@ -137,6 +154,8 @@ func (coll *Collection) update(ctx context.Context, filter, update any, multi bo
 // ReplaceOne replaces the first document matching filter with replacement,
 // which must not contain $-operators.
 func (coll *Collection) ReplaceOne(ctx context.Context, filter, replacement any, optList ...*ReplaceOptions) (*UpdateResult, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ReplaceOptions{}
@@ -181,12 +200,16 @@ func (coll *Collection) runUpdate(ctx context.Context, stmt bson.Raw, multi bool
 
 // DeleteOne deletes the first document matching filter.
 func (coll *Collection) DeleteOne(ctx context.Context, filter any, optList ...*DeleteOptions) (*DeleteResult, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	return coll.delete(ctx, filter, 1, opts)
 }
 
 // DeleteMany deletes every document matching filter.
 func (coll *Collection) DeleteMany(ctx context.Context, filter any, optList ...*DeleteOptions) (*DeleteResult, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	return coll.delete(ctx, filter, 0, opts)
 }
@@ -309,6 +332,8 @@ func (coll *Collection) famBase(filter, sort, projection any, coll2 *Collation, 
 // ReturnDocument: After. It returns ErrNoDocuments if nothing matched and
 // nothing was upserted.
 func (coll *Collection) FindOneAndUpdate(ctx context.Context, filter, update any, optList ...*FindOneAndUpdateOptions) *SingleResult {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &FindOneAndUpdateOptions{}
@@ -335,6 +360,8 @@ func (coll *Collection) FindOneAndUpdate(ctx context.Context, filter, update any
 // FindOneAndReplace replaces the first document matching filter and returns
 // it as it was before (or after, with ReturnDocument: After).
 func (coll *Collection) FindOneAndReplace(ctx context.Context, filter, replacement any, optList ...*FindOneAndReplaceOptions) *SingleResult {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &FindOneAndReplaceOptions{}
@@ -357,6 +384,8 @@ func (coll *Collection) FindOneAndReplace(ctx context.Context, filter, replaceme
 
 // FindOneAndDelete deletes the first document matching filter and returns it.
 func (coll *Collection) FindOneAndDelete(ctx context.Context, filter any, optList ...*FindOneAndDeleteOptions) *SingleResult {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &FindOneAndDeleteOptions{}
@@ -372,6 +401,8 @@ func (coll *Collection) FindOneAndDelete(ctx context.Context, filter any, optLis
 
 // Find returns a cursor over the documents matching filter.
 func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOptions) (*Cursor, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &FindOptions{}
@@ -381,7 +412,7 @@ func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOp
 		return nil, err
 	}
 	op := &exec.Operation{Name: "find", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), RetryableRead: true}
-	return openCursor(ctx, coll.client, op, opts.Session, opts.BatchSize, opts.Comment)
+	return openCursor(ctx, coll.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
 }
 
 func (coll *Collection) findCommand(filter any, opts *FindOptions) (cmdBuilder, error) {
@@ -441,6 +472,8 @@ func (coll *Collection) findCommand(filter any, opts *FindOptions) (cmdBuilder, 
 // FindOne returns the first document matching filter (in Sort order), or
 // ErrNoDocuments through the result's Err and Decode.
 func (coll *Collection) FindOne(ctx context.Context, filter any, optList ...*FindOneOptions) *SingleResult {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &FindOneOptions{}
@@ -466,6 +499,8 @@ func (coll *Collection) FindOne(ctx context.Context, filter any, optList ...*Fin
 // returns a cursor over its results. A pipeline ending in $out or $merge
 // is a write: it goes to the primary with the collection's write concern.
 func (coll *Collection) Aggregate(ctx context.Context, pipeline any, optList ...*AggregateOptions) (*Cursor, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	return aggregate(ctx, coll.client, coll.db, coll.name, coll.rp, coll.rc, coll.wc, pipeline, opts)
 }
@@ -517,7 +552,10 @@ func aggregate(ctx context.Context, client *Client, db, coll string, rp *ReadPre
 		op.RetryableRead = true
 	}
 	op.Command = bson.D(cmd)
-	return openCursor(ctx, client, op, opts.Session, opts.BatchSize, opts.Comment)
+	if write && opts.TimeoutMode == TimeoutIteration {
+		return nil, argError("timeoutMode iteration cannot be used with an aggregate with $out or $merge")
+	}
+	return openCursor(ctx, client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
 }
 
 // pipelineValue marshals a pipeline and checks it is an array of documents.
@@ -558,6 +596,8 @@ func hasWriteStage(pv bson.RawValue) bool {
 // CountDocuments counts the documents matching filter exactly, with an
 // aggregation ($match, $skip, $limit, $group).
 func (coll *Collection) CountDocuments(ctx context.Context, filter any, optList ...*CountOptions) (int64, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &CountOptions{}
@@ -588,6 +628,8 @@ func (coll *Collection) CountDocuments(ctx context.Context, filter any, optList 
 // EstimatedDocumentCount returns the collection's document count from its
 // metadata (the count command), without scanning.
 func (coll *Collection) EstimatedDocumentCount(ctx context.Context, optList ...*EstimatedDocumentCountOptions) (int64, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &EstimatedDocumentCountOptions{}
@@ -610,6 +652,8 @@ func (coll *Collection) EstimatedDocumentCount(ctx context.Context, optList ...*
 // Distinct returns the distinct values of field among the documents
 // matching filter.
 func (coll *Collection) Distinct(ctx context.Context, field string, filter any, optList ...*DistinctOptions) ([]any, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &DistinctOptions{}
@@ -639,6 +683,8 @@ func (coll *Collection) Distinct(ctx context.Context, field string, filter any, 
 
 // CreateIndex creates an index and returns its name.
 func (coll *Collection) CreateIndex(ctx context.Context, model IndexModel, optList ...*CreateIndexOptions) (string, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	names, err := coll.CreateIndexes(ctx, []IndexModel{model}, optList...)
 	if err != nil {
 		return "", err
@@ -648,6 +694,8 @@ func (coll *Collection) CreateIndex(ctx context.Context, model IndexModel, optLi
 
 // ListIndexes returns a cursor over the collection's index specifications.
 func (coll *Collection) ListIndexes(ctx context.Context, optList ...*ListOptions) (*Cursor, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &ListOptions{}
@@ -655,17 +703,21 @@ func (coll *Collection) ListIndexes(ctx context.Context, optList ...*ListOptions
 	cmd := cmdBuilder{{Key: "listIndexes", Value: coll.name}}
 	cmd.addIf("comment", opts.Comment)
 	op := &exec.Operation{Name: "listIndexes", DB: coll.db, Command: bson.D(cmd), RetryableRead: true}
-	return openCursor(ctx, coll.client, op, opts.Session, 0, opts.Comment)
+	return openCursor(ctx, coll.client, op, opts.Session, 0, opts.Comment, opts.TimeoutMode)
 }
 
 // DropIndex drops the named index.
 func (coll *Collection) DropIndex(ctx context.Context, name string, optList ...*DropIndexOptions) error {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	return coll.dropIndexes(ctx, name, lastOptions(optList))
 }
 
 // Drop drops the collection; dropping a collection that does not exist is
 // not an error.
 func (coll *Collection) Drop(ctx context.Context) error {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	cmd := cmdBuilder{{Key: "drop", Value: coll.name}}
 	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
 	_, err := coll.client.execute(ctx, &exec.Operation{Name: "drop", DB: coll.db, Command: bson.D(cmd), Write: true}, nil)

@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/session"
 	"github.com/sturdy-go/sturdy/internal/topology"
@@ -35,12 +36,91 @@ type Cursor struct {
 	err       error
 	closed    bool
 	src       CursorSource // set by NewCursor: documents come from src, not from a server
+	tmo       cursorTimeout
+	maxAwait  time.Duration // getMore's maxTimeMS (RunCursorCommand)
+}
+
+// TimeoutMode says how an operation's timeoutMS bounds the cursor it opens.
+type TimeoutMode string
+
+const (
+	// TimeoutCursorLifetime (the default): the opening command and every
+	// getMore share one deadline, timeoutMS after the operation started.
+	TimeoutCursorLifetime TimeoutMode = "cursorLifetime"
+	// TimeoutIteration: the opening command and each Next get the whole
+	// timeoutMS; no maxTimeMS is sent.
+	TimeoutIteration TimeoutMode = "iteration"
+)
+
+// ErrTimeoutModeWithoutTimeout: a TimeoutMode was given without a timeoutMS
+// at any level.
+var ErrTimeoutModeWithoutTimeout = errors.New("sturdy: timeoutMode needs a timeoutMS (client, database, collection or WithTimeout)")
+
+// cursorTimeout is how timeoutMS applies to a cursor's later commands.
+type cursorTimeout struct {
+	set       bool          // the opening operation ran under a timeoutMS
+	timeout   time.Duration // its timeoutMS (0: no limit)
+	deadline  time.Time     // cursorLifetime: the shared deadline (zero: none)
+	iteration bool
+}
+
+// getMoreContext applies the cursor's timeout to one Next: the cursor's
+// deadline (cursorLifetime) or a fresh timeoutMS (iteration). getMore never
+// carries maxTimeMS of its own under timeoutMS.
+func (t cursorTimeout) getMoreContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if csot.Active(ctx) { // iterated inside an operation (ListCollectionNames...)
+		return csot.WithoutMaxTime(ctx), func() {}
+	}
+	switch {
+	case !t.set:
+		if d, ok := csot.OperationTimeout(ctx); ok {
+			return csot.StartWith(ctx, d, true)
+		}
+		return ctx, func() {}
+	case t.iteration || t.deadline.IsZero():
+		return csot.StartWith(ctx, t.timeout, true)
+	default:
+		return csot.WithDeadline(ctx, t.deadline, true)
+	}
+}
+
+// closeContext is the context of killCursors: a timeoutMS given to Close,
+// else the cursor's timeoutMS afresh (even past a cursorLifetime deadline).
+func (t cursorTimeout) closeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := csot.OperationTimeout(ctx); ok {
+		return csot.StartWith(ctx, d, false)
+	}
+	if !t.set || csot.Active(ctx) {
+		return ctx, func() {}
+	}
+	return csot.StartWith(ctx, t.timeout, false)
+}
+
+// startCursorOp checks mode against the operation's timeoutMS and returns
+// the context of the opening command: under iteration it carries no
+// maxTimeMS.
+func startCursorOp(ctx context.Context, mode TimeoutMode) (context.Context, error) {
+	switch mode {
+	case "", TimeoutCursorLifetime:
+	case TimeoutIteration:
+		ctx = csot.WithoutMaxTime(ctx)
+	default:
+		return ctx, argError("unknown timeoutMode %q", mode)
+	}
+	if mode != "" && !csot.Active(ctx) {
+		return ctx, ErrTimeoutModeWithoutTimeout
+	}
+	return ctx, nil
 }
 
 // openCursor runs a cursor-returning command and wraps its first batch.
 // Without an explicit session the implicit one is kept for the cursor's
 // life, as getMore must use the lsid of the command that opened the cursor.
-func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Session, batchSize int32, comment any) (*Cursor, error) {
+func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Session, batchSize int32, comment any, mode TimeoutMode) (*Cursor, error) {
+	ctx, err := startCursorOp(ctx, mode)
+	if err != nil {
+		return nil, err
+	}
 	if s == nil {
 		op.KeepSession = true
 	}
@@ -52,6 +132,12 @@ func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Sess
 		return nil, err
 	}
 	c := &Cursor{client: client, server: res.Server, sess: res.Session, ownsSess: s == nil, batchSize: batchSize, comment: comment}
+	if d, ok := csot.Timeout(ctx); ok {
+		c.tmo = cursorTimeout{set: true, timeout: d, iteration: mode == TimeoutIteration}
+		if dl, ok := csot.Deadline(ctx); ok && !c.tmo.iteration {
+			c.tmo.deadline = dl
+		}
+	}
 	if err := c.load(res.Reply); err != nil {
 		c.releaseSession()
 		return nil, err
@@ -108,10 +194,13 @@ func (c *Cursor) Next(ctx context.Context) bool {
 }
 
 func (c *Cursor) getMore(ctx context.Context) {
+	ctx, cancel := c.tmo.getMoreContext(ctx)
+	defer cancel()
 	cmd := cmdBuilder{{Key: "getMore", Value: c.id}, {Key: "collection", Value: c.coll}}
 	if c.batchSize > 0 {
 		cmd.add("batchSize", c.batchSize)
 	}
+	cmd.addMaxTime(c.maxAwait)
 	cmd.addIf("comment", c.comment)
 	res, err := c.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess}, nil)
 	if err != nil {
@@ -198,7 +287,9 @@ func (c *Cursor) Close(ctx context.Context) error {
 	}
 	var err error
 	if c.id != 0 {
-		err = c.killCursor(ctx)
+		kctx, cancel := c.tmo.closeContext(ctx)
+		err = c.killCursor(kctx)
+		cancel()
 		c.id = 0
 	}
 	c.releaseSession()

@@ -3,9 +3,11 @@ package sturdy
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
 )
 
@@ -17,6 +19,13 @@ type Database struct {
 	wc     *WriteConcern
 	rp     *ReadPreference
 	rc     string
+	// timeout is the database's timeoutMS (nil: none set at any level).
+	timeout *time.Duration
+}
+
+// begin starts an operation under the database's timeoutMS (see csot).
+func (db *Database) begin(ctx context.Context) (context.Context, context.CancelFunc) {
+	return csot.Start(ctx, db.timeout)
 }
 
 // Name returns the database's name.
@@ -28,9 +37,12 @@ func (db *Database) Client() *Client { return db.client }
 // Collection returns a handle to the named collection. Nothing is sent to
 // the server.
 func (db *Database) Collection(name string, opts ...*CollectionOptions) *Collection {
-	coll := &Collection{client: db.client, db: db.name, name: name, nameV: name, wc: db.wc, rp: db.rp, rc: db.rc}
+	coll := &Collection{client: db.client, db: db.name, name: name, nameV: name, wc: db.wc, rp: db.rp, rc: db.rc, timeout: db.timeout}
 	for _, o := range opts {
 		coll.wc, coll.rp, coll.rc = inherit(o, coll.wc, coll.rp, coll.rc)
+		if o != nil && o.Timeout != nil {
+			coll.timeout = o.Timeout
+		}
 	}
 	return coll
 }
@@ -41,6 +53,8 @@ func (db *Database) Collection(name string, opts ...*CollectionOptions) *Collect
 // the primary unless opts gives another read preference, and is never
 // retried as a write.
 func (db *Database) RunCommand(ctx context.Context, cmd any, optList ...*RunCommandOptions) (bson.Raw, error) {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &RunCommandOptions{}
@@ -73,15 +87,64 @@ func (db *Database) RunCommand(ctx context.Context, cmd any, optList ...*RunComm
 	return res.Reply, nil
 }
 
+// RunCursorCommand runs a command that returns a cursor (find, aggregate,
+// listCollections, or any other) and returns the cursor; its getMores go to
+// the same server with the same session. The command is never retried as a
+// write. Under timeoutMS RunCommand's rule applies: sturdy sets maxTimeMS.
+func (db *Database) RunCursorCommand(ctx context.Context, cmd any, optList ...*RunCursorCommandOptions) (*Cursor, error) {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
+	opts := lastOptions(optList)
+	if opts == nil {
+		opts = &RunCursorCommandOptions{}
+	}
+	d, name, err := commandDoc(cmd)
+	if err != nil {
+		return nil, err
+	}
+	op := &exec.Operation{Name: name, DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference), RunCommand: true}
+	c, err := openCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
+	if err != nil {
+		return nil, err
+	}
+	c.maxAwait = opts.MaxAwaitTime
+	return c, nil
+}
+
+// commandDoc turns a command document into a bson.D kept byte for byte,
+// with its name.
+func commandDoc(cmd any) (bson.D, string, error) {
+	raw, err := toDoc(cmd, false)
+	if err != nil {
+		return nil, "", err
+	}
+	elems, err := raw.Elements()
+	if err != nil {
+		return nil, "", argError("invalid command document: %v", err)
+	}
+	if len(elems) == 0 {
+		return nil, "", argError("command document is empty")
+	}
+	d := make(bson.D, 0, len(elems))
+	for _, e := range elems {
+		d = append(d, bson.E{Key: e.Key(), Value: e.Value()})
+	}
+	return d, elems[0].Key(), nil
+}
+
 // Aggregate runs a database-level aggregation (for stages such as
 // $currentOp or $documents) and returns a cursor over its results.
 func (db *Database) Aggregate(ctx context.Context, pipeline any, optList ...*AggregateOptions) (*Cursor, error) {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	return aggregate(ctx, db.client, db.name, "", db.rp, db.rc, db.wc, pipeline, opts)
 }
 
 // Drop drops the database.
 func (db *Database) Drop(ctx context.Context) error {
+	ctx, cancel := db.begin(ctx)
+	defer cancel()
 	cmd := cmdBuilder{{Key: "dropDatabase", Value: int32(1)}}
 	cmd.addIf("writeConcern", writeConcernDoc(db.wc))
 	_, err := db.client.execute(ctx, &exec.Operation{Name: "dropDatabase", DB: db.name, Command: bson.D(cmd), Write: true}, nil)

@@ -178,8 +178,9 @@ func HasErrorLabel(err error, label string) bool { return mongoerr.HasErrorLabel
 // IsNetworkError reports whether err is (or wraps) a network error.
 func IsNetworkError(err error) bool { return mongoerr.IsNetworkError(err) }
 
-// IsTimeout reports whether err is a timeout: a context deadline, a network
-// timeout or a server time limit (MaxTimeMSExpired).
+// IsTimeout reports whether err is a timeout: a TimeoutError (timeoutMS), a
+// context deadline, a network timeout or a server time limit
+// (MaxTimeMSExpired).
 func IsTimeout(err error) bool { return mongoerr.IsTimeout(err) }
 
 // IsDuplicateKey reports whether err is a duplicate-key error, as a command
@@ -260,3 +261,9 @@ func DuplicateKeyIndex(err error) (index string, ok bool) {
 }
 
 func isDupCode(code int32) bool { return code == 11000 || code == 11001 || code == 12582 }
+
+// TimeoutError is an operation that ran out of its timeoutMS (see
+// Options.Timeout): errors.Is(err, context.DeadlineExceeded) holds, and Err
+// is the last error met (a server's MaxTimeMSExpired, a network timeout, a
+// server selection error), or nil when the time ran out before sending.
+type TimeoutError = mongoerr.TimeoutError

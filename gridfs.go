@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/internal/csot"
 )
 
 // GridFS errors; the errors a download returns wrap them with details.
@@ -32,6 +34,9 @@ type BucketOptions struct {
 	ReadPreference *ReadPreference
 	ReadConcern    string
 	WriteConcern   *WriteConcern
+	// Timeout is the timeoutMS of the bucket's operations: nil inherits
+	// the database's, a pointer to 0 means no limit.
+	Timeout *time.Duration
 }
 
 // Bucket is a GridFS bucket: files stored as a <name>.files document and
@@ -60,13 +65,18 @@ func (db *Database) GridFSBucket(opts *BucketOptions) *Bucket {
 	if o.ChunkSize <= 0 {
 		o.ChunkSize = DefaultChunkSize
 	}
-	co := &CollectionOptions{ReadPreference: o.ReadPreference, ReadConcernLevel: o.ReadConcern, WriteConcern: o.WriteConcern}
+	co := &CollectionOptions{ReadPreference: o.ReadPreference, ReadConcernLevel: o.ReadConcern, WriteConcern: o.WriteConcern, Timeout: o.Timeout}
 	return &Bucket{
 		name:      o.Name,
 		chunkSize: o.ChunkSize,
 		files:     db.Collection(o.Name+".files", co),
 		chunks:    db.Collection(o.Name+".chunks", co),
 	}
+}
+
+// begin starts an operation under the bucket's timeoutMS (see csot).
+func (b *Bucket) begin(ctx context.Context) (context.Context, context.CancelFunc) {
+	return csot.Start(ctx, b.files.timeout)
 }
 
 // Name returns the bucket's name.
@@ -249,6 +259,8 @@ func (s *DownloadStream) Close() error {
 // DownloadToStream writes the file with the given _id to w and returns the
 // number of bytes written.
 func (b *Bucket) DownloadToStream(ctx context.Context, id any, w io.Writer) (int64, error) {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
 	s, err := b.OpenDownloadStream(ctx, id)
 	if err != nil {
 		return 0, err
@@ -258,6 +270,8 @@ func (b *Bucket) DownloadToStream(ctx context.Context, id any, w io.Writer) (int
 
 // DownloadToStreamByName writes a revision of the file called name to w.
 func (b *Bucket) DownloadToStreamByName(ctx context.Context, name string, w io.Writer, optList ...*DownloadByNameOptions) (int64, error) {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
 	s, err := b.OpenDownloadStreamByName(ctx, name, optList...)
 	if err != nil {
 		return 0, err
@@ -285,6 +299,8 @@ type UploadOptions struct {
 // and the files document last, so a failed upload leaves no visible file
 // (its chunks are removed on a best-effort basis).
 func (b *Bucket) UploadFromStream(ctx context.Context, filename string, r io.Reader, optList ...*UploadOptions) (any, error) {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
 	o := UploadOptions{}
 	if p := lastOptions(optList); p != nil {
 		o = *p
@@ -355,13 +371,123 @@ func (b *Bucket) ensureIndexes(ctx context.Context) error {
 	if !errors.Is(err, ErrNoDocuments) {
 		return err
 	}
-	if _, err := b.files.CreateIndex(ctx, IndexModel{Keys: bson.D{{Key: "filename", Value: int32(1)}, {Key: "uploadDate", Value: int32(1)}}}); err != nil {
+	filesKeys := bson.D{{Key: "filename", Value: int32(1)}, {Key: "uploadDate", Value: int32(1)}}
+	if has, err := hasIndex(ctx, b.files, filesKeys); err != nil {
 		return err
+	} else if !has {
+		if _, err := b.files.CreateIndex(ctx, IndexModel{Keys: filesKeys}); err != nil {
+			return err
+		}
 	}
-	unique := true
-	if _, err := b.chunks.CreateIndex(ctx, IndexModel{Keys: bson.D{{Key: "files_id", Value: int32(1)}, {Key: "n", Value: int32(1)}}, Options: &IndexOptions{Unique: &unique}}); err != nil {
+	chunksKeys := bson.D{{Key: "files_id", Value: int32(1)}, {Key: "n", Value: int32(1)}}
+	if has, err := hasIndex(ctx, b.chunks, chunksKeys); err != nil {
 		return err
+	} else if !has {
+		unique := true
+		if _, err := b.chunks.CreateIndex(ctx, IndexModel{Keys: chunksKeys, Options: &IndexOptions{Unique: &unique}}); err != nil {
+			return err
+		}
 	}
 	b.indexesReady = true
+	return nil
+}
+
+// hasIndex reports whether coll has an index on keys (directions compared
+// as numbers, as the GridFS spec asks: 1 and 1.0 are the same index).
+func hasIndex(ctx context.Context, coll *Collection, keys bson.D) (bool, error) {
+	cur, err := coll.ListIndexes(ctx)
+	if err != nil {
+		var ce *CommandError
+		if errors.As(err, &ce) && ce.Code == 26 { // NamespaceNotFound: no collection yet
+			return false, nil
+		}
+		return false, err
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	for cur.Next(ctx) {
+		k, ok := cur.Current.Lookup("key").DocumentOK()
+		if !ok {
+			continue
+		}
+		elems, _ := k.Elements()
+		if len(elems) != len(keys) {
+			continue
+		}
+		same := true
+		for i, e := range elems {
+			n, ok := e.Value().AsFloat64OK()
+			if e.Key() != keys[i].Key || !ok || n != float64(keys[i].Value.(int32)) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return true, nil
+		}
+	}
+	return false, cur.Err()
+}
+
+// Find returns a cursor over the bucket's files documents matching filter.
+func (b *Bucket) Find(ctx context.Context, filter any, optList ...*FindOptions) (*Cursor, error) {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
+	return b.files.Find(ctx, filter, optList...)
+}
+
+// Delete removes the file with the given _id: its files document, then its
+// chunks. A missing files document is ErrFileNotFound (its stray chunks are
+// still removed). Both deletes share the operation's timeout.
+func (b *Bucket) Delete(ctx context.Context, id any) error {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
+	idv, err := toValue(id)
+	if err != nil {
+		return err
+	}
+	res, err := b.files.DeleteOne(ctx, bson.D{{Key: "_id", Value: idv}})
+	if err != nil {
+		return err
+	}
+	if _, err := b.chunks.DeleteMany(ctx, bson.D{{Key: "files_id", Value: idv}}); err != nil {
+		return err
+	}
+	if res.DeletedCount == 0 {
+		return fmt.Errorf("%w: _id %v", ErrFileNotFound, id)
+	}
+	return nil
+}
+
+// Rename sets the filename of the file with the given _id.
+func (b *Bucket) Rename(ctx context.Context, id any, newFilename string) error {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
+	idv, err := toValue(id)
+	if err != nil {
+		return err
+	}
+	res, err := b.files.UpdateOne(ctx, bson.D{{Key: "_id", Value: idv}}, bson.D{{Key: "$set", Value: bson.D{{Key: "filename", Value: newFilename}}}})
+	if err != nil {
+		return err
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("%w: _id %v", ErrFileNotFound, id)
+	}
+	return nil
+}
+
+// Drop drops the bucket's files and chunks collections.
+func (b *Bucket) Drop(ctx context.Context) error {
+	ctx, cancel := b.begin(ctx)
+	defer cancel()
+	if err := b.files.Drop(ctx); err != nil {
+		return err
+	}
+	if err := b.chunks.Drop(ctx); err != nil {
+		return err
+	}
+	b.indexMu.Lock()
+	b.indexesReady = false
+	b.indexMu.Unlock()
 	return nil
 }

@@ -154,3 +154,55 @@ func TestGridFSDownloadIsRetried(t *testing.T) {
 		t.Fatalf("find commands: %d", len(finds))
 	}
 }
+
+// Find, Rename, Delete and Drop act on the files and chunks collections, and
+// report a missing file as ErrFileNotFound.
+func TestGridFSFindRenameDeleteDrop(t *testing.T) {
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	client := connect(t, cluster.URI(), nil)
+	db := client.Database("db")
+	b := db.GridFSBucket(&sturdy.BucketOptions{ChunkSize: 4})
+	id, err := b.UploadFromStream(ctx, "a.txt", bytes.NewReader([]byte("0123456789")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Rename(ctx, id, "b.txt"); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := b.Find(ctx, d("filename", "b.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []sturdy.GridFSFile
+	if err := cur.All(ctx, &files); err != nil || len(files) != 1 || files[0].Length != 10 {
+		t.Fatalf("Find after Rename: %+v (%v)", files, err)
+	}
+	if err := b.Rename(ctx, bson.NewObjectID(), "c.txt"); !errors.Is(err, sturdy.ErrFileNotFound) {
+		t.Fatalf("Rename of a missing file: %v", err)
+	}
+	if err := b.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.Collection("fs.chunks").CountDocuments(ctx, d("files_id", id)); err != nil || n != 0 {
+		t.Fatalf("%d chunks left after Delete (%v)", n, err)
+	}
+	if err := b.Delete(ctx, id); !errors.Is(err, sturdy.ErrFileNotFound) {
+		t.Fatalf("second Delete: %v", err)
+	}
+	if _, err := b.UploadFromStream(ctx, "d.txt", bytes.NewReader([]byte("x"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names, err := db.ListCollectionNames(ctx, d())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if n == "fs.files" || n == "fs.chunks" {
+			t.Errorf("%s still exists after Drop", n)
+		}
+	}
+}

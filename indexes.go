@@ -13,6 +13,8 @@ import (
 // command and returns their names, in the order of models. Indexes that
 // already exist with the same options are not an error.
 func (coll *Collection) CreateIndexes(ctx context.Context, models []IndexModel, optList ...*CreateIndexOptions) ([]string, error) {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &CreateIndexOptions{}
@@ -91,6 +93,8 @@ func indexSpec(model IndexModel) (bson.D, string, error) {
 // DropIndexByKeys drops the index whose key pattern is keys (an ordered
 // document such as bson.D{{"a", 1}}).
 func (coll *Collection) DropIndexByKeys(ctx context.Context, keys any, optList ...*DropIndexOptions) error {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	k, err := toDoc(keys, false)
 	if err != nil {
 		return fmt.Errorf("index keys: %w", err)
@@ -100,6 +104,8 @@ func (coll *Collection) DropIndexByKeys(ctx context.Context, keys any, optList .
 
 // DropIndexes drops every index of the collection except the _id index.
 func (coll *Collection) DropIndexes(ctx context.Context, optList ...*DropIndexOptions) error {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	return coll.dropIndexes(ctx, "*", lastOptions(optList))
 }
 

@@ -132,6 +132,10 @@ type DatabaseOptions struct {
 	WriteConcern     *WriteConcern
 	ReadPreference   *ReadPreference
 	ReadConcernLevel string
+	// Timeout is the timeoutMS of the database's (or collection's)
+	// operations: nil inherits, a pointer to 0 means no limit; a negative
+	// value makes every operation fail with an argument error.
+	Timeout *time.Duration
 }
 
 // CollectionOptions override the database's defaults for one Collection.
@@ -230,6 +234,9 @@ type FindOptions struct {
 	ReturnKey           bool
 	ShowRecordID        bool
 	Session             *Session
+	// TimeoutMode says how timeoutMS bounds the cursor; it needs a
+	// timeoutMS. Default "": TimeoutCursorLifetime.
+	TimeoutMode TimeoutMode
 }
 
 // FindOneOptions are the options of FindOne.
@@ -301,6 +308,7 @@ type AggregateOptions struct {
 	MaxTime                  time.Duration
 	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Session                  *Session
+	TimeoutMode              TimeoutMode // see FindOptions.TimeoutMode
 }
 
 // CountOptions are the options of CountDocuments.
@@ -355,8 +363,21 @@ type RunCommandOptions struct {
 	Session        *Session
 }
 
+// RunCursorCommandOptions are the options of RunCursorCommand. BatchSize,
+// MaxAwaitTime and Comment apply to the cursor's getMores (the command
+// carries its own).
+type RunCursorCommandOptions struct {
+	ReadPreference *ReadPreference // nil means primary
+	Session        *Session
+	BatchSize      int32
+	MaxAwaitTime   time.Duration // getMore's maxTimeMS (capped by the time left under timeoutMS)
+	Comment        any
+	TimeoutMode    TimeoutMode // see FindOptions.TimeoutMode
+}
+
 // ListOptions are the options of ListIndexes.
 type ListOptions struct {
-	Comment any
-	Session *Session
+	Comment     any
+	Session     *Session
+	TimeoutMode TimeoutMode // see FindOptions.TimeoutMode
 }

@@ -76,8 +76,12 @@ type Options struct {
 	// LocalThreshold is the width of the latency window in server
 	// selection. Default nil: 15 ms; a pointer to 0 selects only the fastest.
 	LocalThreshold *time.Duration
-	// Timeout is a client-wide operation timeout (timeoutMS), applied when
-	// the operation's context has no earlier deadline. Default 0: none.
+	// Timeout is the client's timeoutMS: one deadline for each whole
+	// operation (selection, check-out, every attempt and backoff), told to
+	// the server as maxTimeMS; retryable operations retry until it passes.
+	// Databases, collections and WithTimeout override it; an earlier
+	// context deadline still wins. Default 0: unset (legacy timeouts apply);
+	// negative: timeoutMS=0, no limit but legacy timeouts ignored.
 	Timeout time.Duration
 	// ServerMonitoringMode is "auto", "stream" or "poll". Default "": auto.
 	ServerMonitoringMode string
@@ -393,7 +397,6 @@ func (o Options) validate() error {
 	for name, d := range map[string]time.Duration{
 		"MaxIdleTime": o.MaxIdleTime, "SocketTimeout": o.SocketTimeout,
 		"ServerSelectionTimeout": o.ServerSelectionTimeout, "HeartbeatInterval": o.HeartbeatInterval,
-		"Timeout": o.Timeout,
 	} {
 		if d < 0 {
 			bad("%s must be non-negative, got %v", name, d)

@@ -117,6 +117,9 @@ func (o *Options) fromConnString(cs *connstring.ConnString) error {
 		o.LocalThreshold = &d
 	}
 	setDuration(&o.Timeout, cs.Timeout)
+	if cs.Timeout != nil && *cs.Timeout == 0 {
+		o.Timeout = -1 // timeoutMS=0: set, without a limit
+	}
 	o.ServerMonitoringMode = cs.ServerMonitoringMode
 
 	if cs.W != nil || cs.WTimeout != nil || cs.Journal != nil {

@@ -296,8 +296,13 @@ func (m *Member) applyFailCommand(r *request, out *outcome) (wce bson.D, answere
 		return nil, true
 	}
 	if act.blockConnection {
-		// As mongod's, the block is interruptible by maxTimeMS.
-		if !sleepCtx(r.ctx, act.blockTime) {
+		// As mongod's, the block is interruptible by maxTimeMS, except
+		// getMore's: its maxTimeMS is an await time, not a limit.
+		bctx := r.ctx
+		if r.name == "getMore" {
+			bctx = r.raw.Context()
+		}
+		if !sleepCtx(bctx, act.blockTime) {
 			if r.expired() && r.raw.Context().Err() == nil {
 				m.replyErr(r, out, errMaxTime())
 			}

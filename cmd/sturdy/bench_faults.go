@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -75,6 +76,7 @@ func runBenchFaults(ctx context.Context, args []string, stdout, stderr io.Writer
 	seed := fs.Int64("seed", 1, "fail point seed (mongosim Options.Seed)")
 	clientsFlag := fs.String("clients", strings.Join(faultClients, ","), "clients to run, in order")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	timeout := fs.Duration("timeout", 0, "timeoutMS for both clients (URI option); 0: none, the clients' legacy retry rules")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -87,8 +89,9 @@ func runBenchFaults(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "-fault: %v\n", err)
 		return errUsage
 	}
-	if *members <= 0 || *goroutines <= 0 || *duration <= 0 || *keys <= 0 || *rate < 0 || *rate > 1 {
-		fmt.Fprintln(stderr, "-members, -goroutines, -duration and -keys must be positive, -rate in [0, 1]")
+	if *members <= 0 || *goroutines <= 0 || *duration <= 0 || *keys <= 0 || *rate < 0 || *rate > 1 || *timeout < 0 ||
+		*timeout > 0 && *timeout < time.Millisecond {
+		fmt.Fprintln(stderr, "-members, -goroutines, -duration and -keys must be positive, -rate in [0, 1], -timeout 0 or at least 1ms")
 		return errUsage
 	}
 
@@ -97,16 +100,21 @@ func runBenchFaults(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer sim.Close()
-	fmt.Fprintf(stderr, "faults: %s at rate %g, %d members, %d goroutines, %v per client; "+
-		"both clients use their default options (no heartbeat or timeout is shortened)\n",
-		*fault, *rate, *members, *goroutines, *duration)
+	uri := sim.URI()
+	opts := "both clients use their default options (no heartbeat or timeout is shortened)"
+	if *timeout > 0 {
+		uri = withURIOption(uri, "timeoutMS", strconv.FormatInt(timeout.Milliseconds(), 10))
+		opts = fmt.Sprintf("both clients use timeoutMS=%d, otherwise their default options", timeout.Milliseconds())
+	}
+	fmt.Fprintf(stderr, "faults: %s at rate %g, %d members, %d goroutines, %v per client; %s\n",
+		*fault, *rate, *members, *goroutines, *duration, opts)
 
 	var results []faultsResult
 	for _, name := range clients {
 		if err := sim.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: fp[0].Value}, {Key: "mode", Value: "off"}}); err != nil {
 			return err
 		}
-		c, err := newIncClient(ctx, name, sim.URI(), "c_"+name)
+		c, err := newIncClient(ctx, name, uri, "c_"+name)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -121,7 +129,12 @@ func runBenchFaults(ctx context.Context, args []string, stdout, stderr io.Writer
 			c.close(ctx)
 			return err
 		}
-		applied, err := c.total(ctx)
+		// Counting is not part of the measurement: it gets a minute whatever
+		// -timeout says (the official driver takes a context deadline over
+		// its timeoutMS, sturdy takes WithTimeout).
+		tctx, tcancel := context.WithTimeout(sturdy.WithTimeout(ctx, time.Minute), time.Minute)
+		applied, err := c.total(tctx)
+		tcancel()
 		c.close(ctx)
 		if err != nil {
 			return fmt.Errorf("%s: summing the counters: %w", name, err)
@@ -215,7 +228,10 @@ func runIncWorkload(ctx context.Context, c incClient, g, keys int, d time.Durati
 // errorKind names an error for the breakdown: its code name or type, and
 // whether it was a network error.
 func errorKind(err error) string {
+	var te *sturdy.TimeoutError
 	switch {
+	case errors.As(err, &te): // timeoutMS ran out; it wraps the last error met
+		return "timeout"
 	case sturdy.IsNetworkError(err), mongo.IsNetworkError(err):
 		return "network error"
 	case sturdy.IsTimeout(err), mongo.IsTimeout(err):
@@ -374,3 +390,18 @@ func (o *officialInc) total(ctx context.Context) (int64, error) {
 }
 
 func (o *officialInc) close(ctx context.Context) { _ = o.c.Disconnect(ctx) }
+
+// withURIOption adds key=value to a connection string's options.
+func withURIOption(uri, key, value string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return uri // sim.URI() is well formed
+	}
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	if u.Path == "" {
+		u.Path = "/"
+	}
+	return u.String()
+}

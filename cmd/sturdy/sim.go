@@ -28,6 +28,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&o.PartialMessageTimeout, "partial-timeout", 30*time.Second, "disconnect a client that stalls this long in the middle of a message (negative: never)")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 0, "disconnect a client idle this long between messages (0: never)")
 	seed := fs.Int64("seed", 1, "seed for fail point activationProbability")
+	exitOnEOF := fs.Bool("exit-on-eof", false, "exit when stdin reaches end of file (ties the sim's lifetime to a parent's pipe)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -36,6 +37,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return errUsage
 	}
 	o.Seed = *seed
+	if *exitOnEOF {
+		var cancel context.CancelFunc
+		ctx, cancel = cancelOnEOF(ctx)
+		defer cancel()
+	}
 	c, err := mongosim.Launch(o)
 	if err != nil {
 		return err

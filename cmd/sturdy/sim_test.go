@@ -60,6 +60,40 @@ func TestSimServesAndStops(t *testing.T) {
 	}
 }
 
+// With -exit-on-eof the sim stops when its stdin closes: a parent that dies
+// (even by SIGKILL) closes the pipe and leaves no sim behind.
+func TestSimExitsOnStdinEOF(t *testing.T) {
+	pr, pw := io.Pipe()
+	old := simStdin
+	simStdin = pr
+	defer func() { simStdin = old }()
+	outR, outW := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(context.Background(), []string{"sim", "-port", "0", "-exit-on-eof"}, outW, io.Discard)
+		outW.Close()
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "mongodb://") {
+		t.Fatalf("no connection string: %q, %v", line, err)
+	}
+	go io.Copy(io.Discard, outR)
+	select {
+	case code := <-done:
+		t.Fatalf("sim exited (%d) while stdin was open", code)
+	case <-time.After(200 * time.Millisecond):
+	}
+	pw.Close()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("sim exited %d", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sim did not stop when stdin closed")
+	}
+}
+
 func TestSimRejectsBadFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"sim", "-user", "u"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("-user without -password exited %d", code)

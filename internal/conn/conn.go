@@ -14,6 +14,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/wire"
 )
@@ -348,7 +349,7 @@ func (h *headerReader) Read(p []byte) (int, error) {
 // It returns the function that stops the abort, or nil.
 func (c *Conn) arm(ctx context.Context) func() bool {
 	dl, ok := ctx.Deadline()
-	if c.socketTimeout > 0 {
+	if c.socketTimeout > 0 && !csot.Active(ctx) { // timeoutMS replaces socketTimeoutMS
 		if st := time.Now().Add(c.socketTimeout); !ok || st.Before(dl) {
 			dl, ok = st, true
 		}

@@ -12,4 +12,11 @@
 // id, the session and the transaction number a retry must reuse, the
 // servers to deprioritize, the error to report — lives in one opState.
 // The backoff's sleep, jitter and clock are injectable on the Executor.
+//
+// Under a client-side operation timeout (package csot: timeoutMS at any
+// level) each command carries maxTimeMS = time left − the server's minimum
+// RTT and is not sent when that is not positive; retryable writes and
+// reads retry until the deadline instead of once; and an error met at the
+// deadline (or the server's MaxTimeMSExpired) is returned as a
+// mongoerr.TimeoutError wrapping it.
 package exec

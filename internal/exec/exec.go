@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/session"
@@ -215,6 +217,9 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	}
 
 	reply, err := e.run(ctx, op, st)
+	if err != nil && csot.Active(ctx) {
+		err = timeoutError(ctx, err)
+	}
 
 	res := Result{Reply: reply, Server: st.server, OperationID: st.opID}
 	if st.ownSession {
@@ -241,11 +246,19 @@ func (e *Executor) run(ctx context.Context, op *Operation, st *opState) (bson.Ra
 		st.sent = false
 		srv, err := e.selectServer(ctx, op, st)
 		st.server = srv
-		if err == nil && st.attempts > 0 && st.txnNumber != nil && !srv.Description().SupportsRetryableWrites() {
-			// Seed 002: the server selected for the retry no longer
-			// supports retryable writes (a downgrade in progress).
-			srv.Dec()
-			err = errRetryUnsupported
+		if err == nil && st.attempts > 0 && st.txnNumber != nil {
+			switch sd := srv.Description(); {
+			case sd.Kind == topology.ServerUnknown:
+				// Marked Unknown since selection (another operation's
+				// error): select again, as for a stepped-down server.
+				srv.Dec()
+				err = ErrServerNoLongerWritable
+			case !sd.SupportsRetryableWrites():
+				// Seed 002: the server selected for the retry no longer
+				// supports retryable writes (a downgrade in progress).
+				srv.Dec()
+				err = errRetryUnsupported
+			}
 		}
 		if err == nil {
 			reply, err = e.attempt(ctx, op, st, srv)
@@ -311,7 +324,10 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 		return nil, err
 	}
 	defer p.CheckIn(c)
-	if op.Write && op.Server == nil && !st.stageReadPref && !srv.Writable() && st.retry.retryableWrite(st) {
+	// Read before Writable: a description read after the server went
+	// Unknown would make a retryable write go without a txnNumber.
+	sd := srv.Description()
+	if op.Write && op.Server == nil && !st.stageReadPref && (!srv.Writable() || sd.Kind == topology.ServerUnknown) && st.retry.retryableWrite(st) {
 		// Known to have stepped down (or gone Unknown) since selection:
 		// a retryable write selects again rather than meet a
 		// NotWritablePrimary it would have to spend its retry on.
@@ -336,12 +352,15 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 		}
 	}
 	if ss != nil && st.txnNumber == nil && op.RetryableWrite && e.RetryWrites &&
-		supportsRetryableWrites(srv.Description(), cd) {
+		supportsRetryableWrites(sd, cd) {
 		n := ss.NextTxnNumber()
 		st.txnNumber = &n
 	}
 
 	cmd := e.assemble(op, st, srv, cd, ss)
+	if cmd, err = withMaxTime(ctx, cmd, srv.Description().MinRTT, op.RunCommand); err != nil {
+		return nil, err
+	}
 	// Encoded into a pooled buffer: Send copies it into the connection's
 	// own, so it is free again once Send returns.
 	buf := commandBuffers.Get().(*[]byte)
@@ -628,4 +647,100 @@ func (e *Executor) logFailure(ctx context.Context, st *opState, srv *topology.Se
 		attrs = append(attrs, slog.Int64("txnNumber", *st.txnNumber))
 	}
 	e.Logger.LogAttrs(ctx, slog.LevelDebug, "command attempt failed", attrs...)
+}
+
+// withMaxTime applies the operation's timeoutMS to cmd (CSOT "Command
+// Execution"): maxTimeMS is the time left less the server's minimum round
+// trip, replacing any maxTimeMS the command had (a deprecated option is
+// ignored under timeoutMS); a command whose maxTimeMS is kept (a tailable
+// getMore's maxAwaitTimeMS) gets at most that much. When the time left
+// cannot cover the round trip the command is not sent.
+func withMaxTime(ctx context.Context, cmd bson.D, minRTT time.Duration, runCommand bool) (bson.D, error) {
+	if !csot.Active(ctx) {
+		return cmd, nil
+	}
+	cmd = dropWTimeout(cmd)
+	dl, ok := csot.Deadline(ctx)
+	if !ok {
+		// timeoutMS=0: a deprecated maxTimeMS option is ignored; a
+		// getMore's await time and runCommand's own field are kept.
+		if csot.SendMaxTime(ctx) && !runCommand {
+			if i := slices.IndexFunc(cmd, func(e bson.E) bool { return e.Key == "maxTimeMS" }); i >= 0 {
+				cmd = slices.Delete(cmd, i, i+1)
+			}
+		}
+		return cmd, nil
+	}
+	left := time.Until(dl) - minRTT
+	ms := min(left.Milliseconds(), math.MaxInt32) // the server's upper bound
+	if ms <= 0 {
+		return cmd, &mongoerr.TimeoutError{Detail: fmt.Sprintf("%v left, less than the server's minimum round trip %v; command not sent", time.Until(dl).Round(time.Microsecond), minRTT)}
+	}
+	i := slices.IndexFunc(cmd, func(e bson.E) bool { return e.Key == "maxTimeMS" })
+	if !csot.SendMaxTime(ctx) {
+		if i >= 0 {
+			if cur, ok := asInt64(cmd[i].Value); ok && cur > ms {
+				cmd[i].Value = ms
+			}
+		}
+		return cmd, nil
+	}
+	if i >= 0 {
+		cmd[i].Value = ms
+		return cmd, nil
+	}
+	return append(cmd, bson.E{Key: "maxTimeMS", Value: ms}), nil
+}
+
+// dropWTimeout removes the deprecated wtimeout from cmd's write concern:
+// timeoutMS replaces it.
+func dropWTimeout(cmd bson.D) bson.D {
+	for i, e := range cmd {
+		wc, ok := e.Value.(bson.D)
+		if e.Key != "writeConcern" || !ok {
+			continue
+		}
+		j := slices.IndexFunc(wc, func(e bson.E) bool { return e.Key == "wtimeout" })
+		if j < 0 {
+			return cmd
+		}
+		if len(wc) == 1 {
+			return slices.Delete(cmd, i, i+1) // only the server's default is left
+		}
+		cmd[i].Value = slices.Delete(slices.Clone(wc), j, j+1)
+		return cmd
+	}
+	return cmd
+}
+
+func asInt64(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int32:
+		return int64(n), true
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	case float64:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+// timeoutError turns err into the timeout error of an operation under
+// timeoutMS when it is one: the deadline passed, the server answered
+// MaxTimeMSExpired, or a socket timed out.
+func timeoutError(ctx context.Context, err error) error {
+	var te *mongoerr.TimeoutError
+	if errors.As(err, &te) {
+		return err
+	}
+	var sel *mongoerr.ServerSelectionError
+	if errors.As(err, &sel) && ctx.Err() == nil {
+		return err // serverSelectionTimeoutMS, shorter than the time left, ran out
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || mongoerr.IsTimeout(err) || mongoerr.IsMaxTimeExpired(err) {
+		return &mongoerr.TimeoutError{Err: err}
+	}
+	return err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/backoff"
+	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/topology"
@@ -164,6 +165,15 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 		r.tokens.Deposit(backoff.RetryCost) // the failed retry's token comes back
 		r.took = false
 	}
+	var te *mongoerr.TimeoutError
+	if errors.As(err, &te) {
+		// Out of time before sending: report the timeout with the error
+		// that made the operation retry.
+		if te.Err == nil && r.prevErr != nil {
+			te.Err = r.prevErr
+		}
+		return false, err, r.prevReply
+	}
 	if r.prevErr == nil || writeAttempted(st, err) {
 		r.prevErr, r.prevReply = err, reply
 	}
@@ -196,7 +206,7 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 	classic := r.retryableWrite(st) && isRetryableWriteError(err) ||
 		r.op.RetryableRead && r.e.RetryReads && isRetryableReadError(err)
 	allowed := labelled && r.retries < r.maxAdaptive ||
-		classic && (r.retries < 1 || r.overload && r.retries < r.maxAdaptive)
+		classic && (r.retries < 1 || r.overload && r.retries < r.maxAdaptive || !r.overload && csot.Active(ctx))
 	if !allowed {
 		return stop()
 	}

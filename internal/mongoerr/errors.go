@@ -185,3 +185,48 @@ func IsDuplicateKey(err error) bool {
 	}
 	return false
 }
+
+// TimeoutError is an operation that ran out of its timeoutMS: the deadline
+// passed, the server answered MaxTimeMSExpired (50), a socket timed out, or
+// the time left could not cover the server's round trip. Err is the last
+// error met (nil if none); errors.Is(err, context.DeadlineExceeded) holds.
+type TimeoutError struct {
+	Err    error
+	Detail string // where the expiry was noticed, when there is no Err
+}
+
+func (e *TimeoutError) Error() string {
+	switch {
+	case e.Err == nil:
+		return "operation timed out (timeoutMS): " + e.Detail
+	case e.Detail != "":
+		return "operation timed out (timeoutMS): " + e.Detail + "; last error: " + e.Err.Error()
+	}
+	return "operation timed out (timeoutMS): " + e.Err.Error()
+}
+
+func (e *TimeoutError) Unwrap() error { return e.Err }
+
+// Is makes every TimeoutError a context.DeadlineExceeded.
+func (e *TimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// IsMaxTimeExpired reports whether err carries the server's MaxTimeMSExpired
+// (code 50): as a command error, a write error or a write concern error.
+func IsMaxTimeExpired(err error) bool {
+	var ce *CommandError
+	if errors.As(err, &ce) && ce.Code == 50 {
+		return true
+	}
+	var we *WriteException
+	if errors.As(err, &we) {
+		if we.WriteConcernError != nil && we.WriteConcernError.Code == 50 {
+			return true
+		}
+		for _, w := range we.WriteErrors {
+			if w.Code == 50 {
+				return true
+			}
+		}
+	}
+	return false
+}

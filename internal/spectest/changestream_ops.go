@@ -28,13 +28,23 @@ func (tr *testRun) extraOp(ent any, name string) opFunc {
 			return tr.createChangeStream(e.client.Watch)
 		}
 	case *databaseEntity:
-		if name == "createChangeStream" {
+		switch name {
+		case "createChangeStream":
 			return tr.createChangeStream(e.db.Watch)
+		case "runCursorCommand":
+			return tr.runCursorCommand(e.db, false)
+		case "createCommandCursor":
+			return tr.runCursorCommand(e.db, true)
 		}
 	case *collectionEntity:
-		if name == "createChangeStream" {
+		switch name {
+		case "createChangeStream":
 			return tr.createChangeStream(e.coll.Watch)
+		case "createFindCursor":
+			return tr.createFindCursor(e.coll)
 		}
+	case *cursorEntity:
+		return cursorOps(e)[name]
 	case *changeStreamEntity:
 		return changeStreamOps(e)[name]
 	case *bucketEntity:
@@ -113,5 +123,101 @@ func changeStreamOps(e *changeStreamEntity) map[string]opFunc {
 		"close": func(ctx context.Context, a *args) (opResult, error) {
 			return checked(a, func() (opResult, error) { return opResult{}, e.cs.Close(ctx) })
 		},
+	}
+}
+
+// cursorEntity is a cursor saved by createFindCursor; like change streams
+// it is also kept under a generated id so that it is closed with the test.
+type cursorEntity struct {
+	cur *sturdy.Cursor
+}
+
+func (e *cursorEntity) close(ctx context.Context) { _ = e.cur.Close(ctx) }
+
+// createFindCursor opens a find cursor without iterating it.
+func (tr *testRun) createFindCursor(coll *sturdy.Collection) opFunc {
+	return func(ctx context.Context, a *args) (opResult, error) {
+		f, err := a.filter()
+		if err != nil {
+			return opResult{}, err
+		}
+		o, err := findOptions(a)
+		if err != nil {
+			return opResult{}, err
+		}
+		return checked(a, func() (opResult, error) {
+			cur, err := coll.Find(ctx, f, o)
+			if err != nil {
+				return opResult{}, err
+			}
+			ent := &cursorEntity{cur: cur}
+			id := fmt.Sprintf("$cursor%d", len(tr.entities.order))
+			if err := tr.entities.add(id, ent); err != nil {
+				_ = cur.Close(context.WithoutCancel(ctx))
+				return opResult{}, &runnerError{err}
+			}
+			return opResult{entity: ent}, nil
+		})
+	}
+}
+
+// cursorOps are the iteration operations of a cursor entity.
+func cursorOps(e *cursorEntity) map[string]opFunc {
+	return map[string]opFunc{
+		"iterateUntilDocumentOrError": func(ctx context.Context, a *args) (opResult, error) {
+			return checked(a, func() (opResult, error) {
+				if !e.cur.Next(ctx) {
+					if err := e.cur.Err(); err != nil {
+						return opResult{}, err
+					}
+					return opResult{}, fmt.Errorf("cursor exhausted without a document")
+				}
+				return opResult{v: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: e.cur.Current}}, nil
+			})
+		},
+		"close": func(ctx context.Context, a *args) (opResult, error) {
+			return checked(a, func() (opResult, error) { return opResult{}, e.cur.Close(ctx) })
+		},
+	}
+}
+
+// runCursorCommand runs a cursor command: iterated to the end
+// (runCursorCommand) or saved as a cursor entity (createCommandCursor).
+func (tr *testRun) runCursorCommand(db *sturdy.Database, keep bool) opFunc {
+	return func(ctx context.Context, a *args) (opResult, error) {
+		cmd, err := a.doc("command")
+		if err != nil {
+			return opResult{}, err
+		}
+		if cmd == nil {
+			return opResult{}, &runnerError{fmt.Errorf("%s needs a command", a.op)}
+		}
+		a.str("commandName") // the command's first key says it
+		if a.has("cursorType") {
+			return opResult{}, unsupportedf("tailable cursors (cursorType)")
+		}
+		o := &sturdy.RunCursorCommandOptions{BatchSize: int32(a.int64("batchSize")), MaxAwaitTime: a.maxTime(),
+			Comment: a.any("comment"), TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}
+		if v, ok := a.get("readPreference"); ok {
+			if o.ReadPreference, err = readPreference(v); err != nil {
+				return opResult{}, err
+			}
+		}
+		if o.Session, err = a.session(); err != nil {
+			return opResult{}, err
+		}
+		return checked(a, func() (opResult, error) {
+			cur, err := db.RunCursorCommand(ctx, cmd, o)
+			if !keep || err != nil {
+				return cursorResult(ctx, cur, err)
+			}
+			ent := &cursorEntity{cur: cur}
+			id := fmt.Sprintf("$cursor%d", len(tr.entities.order))
+			if err := tr.entities.add(id, ent); err != nil {
+				_ = cur.Close(context.WithoutCancel(ctx))
+				return opResult{}, &runnerError{err}
+			}
+			return opResult{entity: ent}, nil
+		})
 	}
 }

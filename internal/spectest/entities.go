@@ -425,7 +425,9 @@ func collectionOrDatabaseOptions(v bson.RawValue) (*sturdy.DatabaseOptions, erro
 			}
 			o.WriteConcern = wc
 		case "timeoutMS":
-			return nil, unsupportedf("timeoutMS on a database or collection (sturdy takes deadlines from the context)")
+			n, _ := asInt(e.Value())
+			d := time.Duration(n) * time.Millisecond
+			o.Timeout = &d
 		default:
 			return nil, fmt.Errorf("unknown collection/database option %q", e.Key())
 		}

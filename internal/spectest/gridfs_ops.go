@@ -3,7 +3,9 @@ package spectest
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -43,6 +45,10 @@ func (tr *testRun) createBucket(id string, spec bson.Raw) error {
 			case "readConcern":
 				rc, _ := e.Value().DocumentOK()
 				o.ReadConcern = lookupString(rc, "level")
+			case "timeoutMS":
+				n, _ := asInt(e.Value())
+				d := time.Duration(n) * time.Millisecond
+				o.Timeout = &d
 			default:
 				return unsupportedf("bucket option %q", e.Key())
 			}
@@ -65,6 +71,61 @@ func bucketOps(e *bucketEntity) map[string]opFunc {
 					return opResult{}, err
 				}
 				return value(bson.Binary{Data: buf.Bytes()})
+			})
+		},
+		"upload": func(ctx context.Context, a *args) (opResult, error) {
+			name := a.str("filename")
+			src, err := a.doc("source")
+			if err != nil {
+				return opResult{}, err
+			}
+			hexStr, ok := src.Lookup("$$hexBytes").StringValueOK()
+			if !ok {
+				return opResult{}, &runnerError{fmt.Errorf("upload source must be {$$hexBytes: ...}, got %s", docJSON(src))}
+			}
+			data, err := hex.DecodeString(hexStr)
+			if err != nil {
+				return opResult{}, &runnerError{fmt.Errorf("upload source: %w", err)}
+			}
+			o := &sturdy.UploadOptions{ChunkSize: int32(a.int64("chunkSizeBytes")), Metadata: a.any("metadata")}
+			return checked(a, func() (opResult, error) {
+				id, err := e.b.UploadFromStream(ctx, name, bytes.NewReader(data), o)
+				if err != nil {
+					return opResult{}, err
+				}
+				return value(id)
+			})
+		},
+		"delete": func(ctx context.Context, a *args) (opResult, error) {
+			id, ok := a.get("id")
+			if !ok {
+				return opResult{}, &runnerError{fmt.Errorf("delete needs an id")}
+			}
+			return checked(a, func() (opResult, error) { return opResult{}, e.b.Delete(ctx, native(id)) })
+		},
+		"rename": func(ctx context.Context, a *args) (opResult, error) {
+			id, ok := a.get("id")
+			if !ok {
+				return opResult{}, &runnerError{fmt.Errorf("rename needs an id")}
+			}
+			name := a.str("newFilename")
+			return checked(a, func() (opResult, error) { return opResult{}, e.b.Rename(ctx, native(id), name) })
+		},
+		"drop": func(ctx context.Context, a *args) (opResult, error) {
+			return checked(a, func() (opResult, error) { return opResult{}, e.b.Drop(ctx) })
+		},
+		"find": func(ctx context.Context, a *args) (opResult, error) {
+			f, err := a.filter()
+			if err != nil {
+				return opResult{}, err
+			}
+			o, err := findOptions(a)
+			if err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				cur, err := e.b.Find(ctx, f, o)
+				return cursorResult(ctx, cur, err)
 			})
 		},
 		"downloadByName": func(ctx context.Context, a *args) (opResult, error) {

@@ -189,8 +189,16 @@ func (tr *testRun) runOperation(ctx context.Context, op bson.Raw) error {
 	if object == "testRunner" {
 		return tr.special(ctx, name, a)
 	}
-	octx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	// A safety net against a hung operation, without a context deadline:
+	// a deadline would be the operation's timeout (sent as maxTimeMS).
+	octx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stop := time.AfterFunc(60*time.Second, cancel)
+	defer stop.Stop()
+	if v, ok := a.get("timeoutMS"); ok {
+		n, _ := asInt(v)
+		octx = sturdy.WithTimeout(octx, time.Duration(n)*time.Millisecond)
+	}
 	res, err := tr.dispatch(octx, object, name, a)
 	if a.sess != nil {
 		a.sess.id()
@@ -695,7 +703,7 @@ func collectionOps(coll *sturdy.Collection) map[string]opFunc {
 			return checked(a, func() (opResult, error) { return opResult{}, coll.DropIndexes(ctx, o) })
 		},
 		"listIndexes": func(ctx context.Context, a *args) (opResult, error) {
-			o := &sturdy.ListOptions{}
+			o := &sturdy.ListOptions{TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}
 			var err error
 			if o.Session, err = a.session(); err != nil {
 				return opResult{}, err
@@ -820,6 +828,7 @@ func aggregateOptions(a *args) (*sturdy.AggregateOptions, error) {
 	if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 		return nil, err
 	}
+	o.TimeoutMode = sturdy.TimeoutMode(a.str("timeoutMode"))
 	return o, nil
 }
 
@@ -828,7 +837,8 @@ func findOptions(a *args) (*sturdy.FindOptions, error) {
 		BatchSize: int32(a.int64("batchSize")), Hint: a.any("hint"), Min: a.any("min"), Max: a.any("max"), Let: a.any("let"),
 		Comment: a.any("comment"), MaxTime: a.maxTime(), AllowDiskUse: a.boolPtr("allowDiskUse"),
 		AllowPartialResults: a.boolean("allowPartialResults"), NoCursorTimeout: a.boolean("noCursorTimeout"),
-		ReturnKey: a.boolean("returnKey"), ShowRecordID: a.boolean("showRecordId")}
+		ReturnKey: a.boolean("returnKey"), ShowRecordID: a.boolean("showRecordId"),
+		TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}
 	var err error
 	if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 		return nil, err
@@ -1143,7 +1153,7 @@ func listCollectionsArgs(a *args) (any, *sturdy.ListCollectionsOptions, error) {
 		return nil, nil, err
 	}
 	o := &sturdy.ListCollectionsOptions{AuthorizedCollections: a.boolPtr("authorizedCollections"),
-		BatchSize: int32(a.int64("batchSize")), Comment: a.any("comment")}
+		BatchSize: int32(a.int64("batchSize")), Comment: a.any("comment"), TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}
 	if a.d.Lookup("nameOnly").Type != 0 && a.op != "listCollectionNames" {
 		o.NameOnly = a.boolPtr("nameOnly")
 	}

@@ -49,7 +49,7 @@ type Runner struct {
 }
 
 // supportedSchema is the newest schema version the runner understands.
-var supportedSchema = [3]int{1, 25, 0}
+var supportedSchema = [3]int{1, 26, 0}
 
 // NewRunner connects the internal client and learns the server's version
 // and topology.

@@ -230,14 +230,19 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 		m.conn, c = nil, nil
 	}
 	m.reconnect = false
+	fresh := c == nil || c.Closed()
+	// A check is awaited when the server may hold it until its state
+	// changes: reading a streamed reply or starting a stream. It is marked
+	// so under the same lock that consumed reconnect, so a state-change
+	// error arriving from here on finds it awaiting and closes its
+	// connection (restartStream), instead of being noted for a next check
+	// that this one would hold back for up to the heartbeat interval.
+	awaited := !fresh && (c.Streaming() || (m.stream && m.lastTV != nil))
+	m.awaiting = awaited
 	m.mu.Unlock()
 
 	addr := m.s.addr
 	mon := m.t.o.Monitor
-	fresh := c == nil || c.Closed()
-	// A check is awaited when the server may hold it until its state
-	// changes: reading a streamed reply or starting a stream.
-	awaited := !fresh && (c.Streaming() || (m.stream && m.lastTV != nil))
 	if mon != nil && mon.ServerHeartbeatStarted != nil {
 		mon.ServerHeartbeatStarted(&event.ServerHeartbeatStartedEvent{Address: addr, Awaited: awaited})
 	}
@@ -267,9 +272,6 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 	case awaited:
 		// The server may wait up to maxAwaitTimeMS (the heartbeat
 		// interval) before it replies.
-		m.mu.Lock()
-		m.awaiting = true
-		m.mu.Unlock()
 		reply, err = m.awaitHello(c, timeout+m.t.o.HeartbeatInterval)
 		m.mu.Lock()
 		m.awaiting = false

@@ -1,0 +1,137 @@
+// Package csot carries an operation's client-side timeout (timeoutMS) in its
+// context: which level set it, when it started, and what the executor must
+// do with it (send maxTimeMS, retry until the deadline, report a timeout).
+//
+// A timeout applies when any level set timeoutMS (client, database,
+// collection, session, or the operation through WithOperationTimeout). The
+// deadline itself is the context's: Start derives it once, at the start of
+// the public operation, so that every command the operation sends (batches,
+// retries, getMores of a cursorLifetime cursor) draws from the same clock.
+package csot
+
+import (
+	"context"
+	"time"
+)
+
+type opKey struct{}    // an operation-level timeoutMS, not yet started
+type stateKey struct{} // the timeout of the operation in progress
+
+// state is the timeout of a started operation.
+type state struct {
+	timeout time.Duration // 0: timeoutMS=0, no limit (but legacy options ignored)
+	// noMaxTime: commands of this operation carry no maxTimeMS
+	// (iteration-mode and tailable cursors, getMore).
+	noMaxTime bool
+}
+
+// WithOperationTimeout marks ctx with an operation-level timeoutMS d (0: no
+// limit, overriding every other level). Its clock starts when the operation
+// starts, not now.
+func WithOperationTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, opKey{}, d)
+}
+
+// OperationTimeout returns the operation-level timeoutMS set on ctx.
+func OperationTimeout(ctx context.Context) (time.Duration, bool) {
+	d, ok := ctx.Value(opKey{}).(time.Duration)
+	return d, ok
+}
+
+// Resolve returns the timeoutMS that applies to an operation run with ctx:
+// the operation's own, else the first non-nil level (nearest first).
+func Resolve(ctx context.Context, levels ...*time.Duration) (time.Duration, bool) {
+	if d, ok := OperationTimeout(ctx); ok {
+		return d, true
+	}
+	for _, l := range levels {
+		if l != nil {
+			return *l, true
+		}
+	}
+	return 0, false
+}
+
+// Start begins an operation with the timeoutMS that applies (see Resolve).
+// Inside an operation already started, ctx is returned unchanged: its
+// deadline bounds everything the operation does. The cancel func must be
+// called when the operation ends.
+func Start(ctx context.Context, levels ...*time.Duration) (context.Context, context.CancelFunc) {
+	if Active(ctx) {
+		return ctx, func() {}
+	}
+	d, ok := Resolve(ctx, levels...)
+	if !ok {
+		return ctx, func() {}
+	}
+	return StartWith(ctx, d, false)
+}
+
+// StartWith begins an operation with timeout d (0: no limit). noMaxTime
+// keeps maxTimeMS off its commands.
+func StartWith(ctx context.Context, d time.Duration, noMaxTime bool) (context.Context, context.CancelFunc) {
+	ctx = context.WithValue(ctx, stateKey{}, &state{timeout: d, noMaxTime: noMaxTime})
+	if d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return ctx, func() {}
+}
+
+// WithDeadline continues an operation begun earlier (a cursorLifetime
+// cursor's getMore) under its original deadline.
+func WithDeadline(ctx context.Context, deadline time.Time, noMaxTime bool) (context.Context, context.CancelFunc) {
+	ctx = context.WithValue(ctx, stateKey{}, &state{timeout: max(time.Until(deadline), 1), noMaxTime: noMaxTime})
+	return context.WithDeadline(ctx, deadline)
+}
+
+// WithoutMaxTime marks the operation in progress so that its commands carry
+// no maxTimeMS, keeping its deadline.
+func WithoutMaxTime(ctx context.Context) context.Context {
+	s, ok := ctx.Value(stateKey{}).(*state)
+	if !ok || s.noMaxTime {
+		return ctx
+	}
+	return context.WithValue(ctx, stateKey{}, &state{timeout: s.timeout, noMaxTime: true})
+}
+
+// Active reports whether a timeoutMS (possibly 0) governs the operation.
+func Active(ctx context.Context) bool {
+	_, ok := ctx.Value(stateKey{}).(*state)
+	return ok
+}
+
+// Deadline returns the operation's deadline when a timeoutMS > 0 governs
+// it: the earlier of its timeout and ctx's own deadline. Under timeoutMS=0
+// a context deadline bounds the waits but is not the operation's timeout.
+func Deadline(ctx context.Context) (time.Time, bool) {
+	s, ok := ctx.Value(stateKey{}).(*state)
+	if !ok || s.timeout <= 0 {
+		return time.Time{}, false
+	}
+	return ctx.Deadline()
+}
+
+// SendMaxTime reports whether the operation's commands carry maxTimeMS.
+func SendMaxTime(ctx context.Context) bool {
+	s, ok := ctx.Value(stateKey{}).(*state)
+	return ok && !s.noMaxTime
+}
+
+// Timeout returns the timeoutMS of the operation in progress (0: no limit).
+func Timeout(ctx context.Context) (time.Duration, bool) {
+	s, ok := ctx.Value(stateKey{}).(*state)
+	if !ok {
+		return 0, false
+	}
+	return s.timeout, true
+}
+
+// WithMaxTime undoes WithoutMaxTime: the operation's commands carry
+// maxTimeMS again (a change stream's resume aggregate inside a Next).
+func WithMaxTime(ctx context.Context) context.Context {
+	s, ok := ctx.Value(stateKey{}).(*state)
+	if !ok || !s.noMaxTime {
+		return ctx
+	}
+	return context.WithValue(ctx, stateKey{}, &state{timeout: s.timeout})
+}
