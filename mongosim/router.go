@@ -643,9 +643,10 @@ func (r *Router) applyFailCommand(rq *request, out *outcome) (wce bson.D, answer
 		return nil, true
 	}
 	if act.blockConnection {
-		// As on mongod, the block is interruptible by maxTimeMS.
+		// As on mongod, the block is interruptible by maxTimeMS, except
+		// getMore's: its maxTimeMS is an await time, not a limit.
 		ctx := rq.ctx
-		if limit, bad := maxTimeArg(rq); bad == nil && limit > 0 {
+		if limit, bad := maxTimeArg(rq); bad == nil && limit > 0 && rq.name != "getMore" {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, limit)
 			defer cancel()
