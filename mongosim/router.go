@@ -317,6 +317,13 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 		}
 		_ = rq.send(reply)
 		return true
+	case br.Name == "checkMetadataConsistency":
+		// A mongos-only command. With one shard and no sharded
+		// collections there is no sharding metadata to be inconsistent:
+		// the cursor is empty.
+		ns := rq.db + ".$cmd.checkMetadataConsistency"
+		_ = rq.send(bson.D{{Key: "cursor", Value: bson.D{{Key: "id", Value: int64(0)}, {Key: "ns", Value: ns}, {Key: "firstBatch", Value: bson.A{}}}}, {Key: "ok", Value: 1.0}})
+		return true
 	case strings.EqualFold(br.Name, "configureFailPoint"):
 		if rq.db != "admin" {
 			r.replyErr(rq, &out, cmderr.New(cmderr.Unauthorized, "configureFailPoint may only be run against the admin database."))
