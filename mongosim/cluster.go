@@ -36,6 +36,10 @@ type Cluster struct {
 	auth    *authenticator
 	stats   counters
 
+	// routers are the mongos routers in front of the members (router.go);
+	// set by Launch, read-only afterwards.
+	routers []*Router
+
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs
 
@@ -88,6 +92,9 @@ func Launch(o Options) (*Cluster, error) {
 	if o.Members == 0 {
 		o.Members = 1
 	}
+	if err := validateRouterOptions(o); err != nil {
+		return nil, err
+	}
 	if o.Standalone && o.Members != 1 {
 		return nil, fmt.Errorf("mongosim: a standalone server has one member, got Members=%d", o.Members)
 	}
@@ -112,7 +119,7 @@ func Launch(o Options) (*Cluster, error) {
 		started:    o.Now(),
 		data:       newStorage(o.Now),
 		txns:       newTxnTable(),
-		limiter:    newLimiter(o.Now, o.Limiter),
+		limiter:    newLimiter(o.Now, memberLimits(o)),
 		fails:      newFailPoints(),
 		rand:       rand.New(rand.NewPCG(uint64(o.Seed), 0x6d6f6e676f73696d)),
 		term:       1,
@@ -139,6 +146,10 @@ func Launch(o Options) (*Cluster, error) {
 	c.members = members
 	c.primary = 0
 	c.mu.Unlock()
+	if err := c.startRouters(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -203,6 +214,9 @@ func StartWithOptions(t testing.TB, o Options) *Cluster {
 // URI returns a connection string for the whole deployment: every member and
 // the replicaSet option, or the single host of a standalone server.
 func (c *Cluster) URI() string {
+	if len(c.routers) > 0 {
+		return c.routersURI()
+	}
 	var hosts []string
 	for _, m := range c.Members() {
 		hosts = append(hosts, m.addr)
@@ -279,7 +293,7 @@ func (c *Cluster) Close() error {
 		}
 		members := append([]*Member(nil), c.members...)
 		c.mu.Unlock()
-		var errs []error
+		errs := c.closeRouters()
 		for _, m := range members {
 			if err := m.srv.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("member %s: %w", m.addr, err))

@@ -11,6 +11,14 @@ import (
 type Options struct {
 	// Members is the number of replica-set members; 0 means 1.
 	Members int
+	// Routers, when positive, starts that many mongos routers in front of
+	// the replica set (the one shard): URI lists them and drivers see a
+	// sharded cluster. Options.Limiter then applies to each router, not to
+	// the members. See router.go and COMPATIBILITY.md.
+	Routers int
+	// Shards is the number of shards; 0 or 1 (with Routers) is one shard.
+	// More than one fails at Launch: multi-shard routing is not implemented.
+	Shards int
 	// Standalone runs one server that is not a replica-set member, so
 	// drivers see no retryable-write support, as with a real standalone.
 	Standalone bool

@@ -102,12 +102,13 @@ func connectStorm(ctx context.Context, name, uri string, g int, d time.Duration)
 	start := time.Now()
 	// Connecting pings; a ping the limiter refuses counts as a failed
 	// operation, and the client is made again.
-	for try := 0; ; try++ {
+	giveUp := time.Now().Add(d + 10*time.Second)
+	for {
 		c, err = newBenchClient(ctx, name, uri, &attempts)
 		if err == nil {
 			break
 		}
-		if try == 20 || ctx.Err() != nil {
+		if time.Now().After(giveUp) || ctx.Err() != nil {
 			return res, err
 		}
 		ops.Add(1)

@@ -169,3 +169,50 @@ func TestSimLogsRefusalsToStderr(t *testing.T) {
 		t.Fatal("sim did not stop")
 	}
 }
+
+// sturdy sim --routers prints a mongos connection string: the driver sees a
+// sharded cluster of that many routers.
+func TestSimRouters(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"sim", "-port", "0", "-routers", "2"}, pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, pr)
+	uri := strings.TrimSpace(line)
+	if strings.Contains(uri, "replicaSet") || strings.Count(uri, ",") != 1 {
+		t.Fatalf("connection string %q does not name two routers", uri)
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetHeartbeatInterval(500 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opCtx, opCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer opCancel()
+	var hello bson.M
+	if err := client.Database("admin").RunCommand(opCtx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		t.Fatal(err)
+	}
+	if hello["msg"] != "isdbgrid" {
+		t.Fatalf("hello through the URI = %v, want a mongos", hello)
+	}
+	if err := client.Disconnect(opCtx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("sim exited %d", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sim did not stop")
+	}
+}

@@ -203,6 +203,7 @@ func (tr *testRun) createClient(ctx context.Context, spec bson.Raw) (*clientEnti
 	rec := newRecorder()
 	elems, _ := spec.Elements()
 	uriOpts := map[string]string{}
+	multiMongos := false
 	for _, e := range elems {
 		switch e.Key() {
 		case "id":
@@ -220,8 +221,7 @@ func (tr *testRun) createClient(ctx context.Context, spec bson.Raw) (*clientEnti
 				uriOpts[o.Key()] = s
 			}
 		case "useMultipleMongoses":
-			// Only meaningful for sharded and load-balanced deployments,
-			// which the runner does not run.
+			multiMongos = e.Value().Boolean()
 		case "observeEvents":
 			a, ok := e.Value().ArrayOK()
 			if !ok {
@@ -260,7 +260,16 @@ func (tr *testRun) createClient(ctx context.Context, spec bson.Raw) (*clientEnti
 			return nil, fmt.Errorf("unknown client entity field %q", e.Key())
 		}
 	}
-	uri, err := buildURI(tr.r.cfg.URI, uriOpts, tr.r.cfg.ClientDefaults)
+	base := tr.r.cfg.URI
+	if tr.r.topology == "sharded" && !multiMongos {
+		// useMultipleMongoses absent or false: the client must reach one
+		// mongos only, so that fail points set through it apply to every
+		// command it sends.
+		if hosts := uriHosts(base); len(hosts) > 1 {
+			base = withHosts(base, hosts[:1])
+		}
+	}
+	uri, err := buildURI(base, uriOpts, tr.r.cfg.ClientDefaults)
 	if err != nil {
 		return nil, err
 	}
@@ -482,4 +491,33 @@ func writeConcern(v bson.RawValue) (*sturdy.WriteConcern, error) {
 		}
 	}
 	return wc, nil
+}
+
+// uriHosts returns the hosts of a mongodb:// connection string.
+func uriHosts(uri string) []string {
+	rest, ok := strings.CutPrefix(uri, "mongodb://")
+	if !ok {
+		return nil
+	}
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return strings.Split(rest, ",")
+}
+
+// withHosts replaces the hosts of a mongodb:// connection string.
+func withHosts(uri string, hosts []string) string {
+	rest, ok := strings.CutPrefix(uri, "mongodb://")
+	if !ok {
+		return uri
+	}
+	end := len(rest)
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		end = i
+	}
+	start := strings.LastIndex(rest[:end], "@") + 1
+	return "mongodb://" + rest[:start] + strings.Join(hosts, ",") + rest[end:]
 }

@@ -39,6 +39,11 @@ type Runner struct {
 	topology string // "single", "replicaset", "sharded", "load-balanced"
 	mongosim bool   // the deployment is mongosim (buildInfo's gitVersion says so)
 
+	// mongoses are direct clients to each mongos of a sharded deployment:
+	// fail points set through a single-mongos client are switched off on
+	// every one.
+	mongoses []*sturdy.Client
+
 	paramsMu sync.Mutex
 	params   map[string]bson.RawValue // getParameter cache
 }
@@ -83,6 +88,16 @@ func NewRunner(ctx context.Context, cfg Config) (*Runner, error) {
 	default:
 		r.topology = "single"
 	}
+	if r.topology == "sharded" {
+		for _, h := range uriHosts(cfg.URI) {
+			mc, err := sturdy.Connect(ctx, withHosts(cfg.URI, []string{h}))
+			if err != nil {
+				_ = r.Close(ctx)
+				return nil, fmt.Errorf("client for mongos %s: %w", h, err)
+			}
+			r.mongoses = append(r.mongoses, mc)
+		}
+	}
 	// Terminate open transactions left by earlier runs.
 	_, _ = admin.RunCommand(ctx, bson.D{{Key: "killAllSessions", Value: bson.A{}}})
 	return r, nil
@@ -102,7 +117,12 @@ func (r *Runner) ServerVersion() string {
 }
 
 // Close disconnects the internal client.
-func (r *Runner) Close(ctx context.Context) error { return r.internal.Disconnect(ctx) }
+func (r *Runner) Close(ctx context.Context) error {
+	for _, mc := range r.mongoses {
+		_ = mc.Disconnect(ctx)
+	}
+	return r.internal.Disconnect(ctx)
+}
 
 // File is one parsed unified test file.
 type File struct {
@@ -323,10 +343,16 @@ func (tr *testRun) cleanup(ctx context.Context) {
 // disableFailPoints switches off every fail point the test configured.
 func (tr *testRun) disableFailPoints(ctx context.Context) error {
 	var first error
+	targets := tr.r.mongoses
+	if len(targets) == 0 {
+		targets = []*sturdy.Client{tr.r.internal}
+	}
 	for _, fp := range tr.failPoints {
-		_, err := tr.r.internal.Database("admin").RunCommand(ctx, fp)
-		if err != nil && first == nil {
-			first = fmt.Errorf("disabling fail point: %w", err)
+		for _, c := range targets {
+			_, err := c.Database("admin").RunCommand(ctx, fp)
+			if err != nil && first == nil {
+				first = fmt.Errorf("disabling fail point: %w", err)
+			}
 		}
 	}
 	tr.failPoints = nil

@@ -61,9 +61,9 @@ type specFile struct {
 
 // TestUnified runs every unified-format test file found under SPEC_TESTS
 // against an embedded mongosim deployment (SPEC_TOPOLOGY "replicaset", the
-// default, of SPEC_MEMBERS members, default 3; or "single") or against
-// MONGODB_URI. SPEC_CLIENT_DEFAULTS adds URI options to every client entity
-// that does not set them.
+// default, of SPEC_MEMBERS members, default 3; "single"; or "sharded") or
+// against MONGODB_URI. SPEC_CLIENT_DEFAULTS adds URI options to every client
+// entity that does not set them.
 func TestUnified(t *testing.T) {
 	var files []specFile
 	for _, dir := range specDirs(t) {
@@ -99,8 +99,11 @@ func TestUnified(t *testing.T) {
 		case "", "replicaset":
 		case "single":
 			simOpts.Standalone = true
+		case "sharded":
+			// Two mongos routers in front of a one-shard replica set.
+			simOpts.Routers = 2
 		default:
-			t.Fatalf("SPEC_TOPOLOGY %q: want replicaset or single", os.Getenv("SPEC_TOPOLOGY"))
+			t.Fatalf("SPEC_TOPOLOGY %q: want replicaset, single or sharded", os.Getenv("SPEC_TOPOLOGY"))
 		}
 		// Three members by default, the replica set drivers' CI runs the
 		// specifications against (some tests count its members' events).

@@ -1,0 +1,96 @@
+package spectest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sturdy-go/sturdy/mongosim"
+)
+
+// shardedDirs are the spec directories TestUnifiedSharded runs through
+// mongos routers: those whose tests have sharded-specific paths in the
+// client (mongos retries and deprioritization, sessions through mongos) or
+// that prove the routers relay commands as mongos does.
+var shardedDirs = []string{"retryable-writes", "retryable-reads", "crud", "sessions", "command-logging-and-monitoring", "run-command"}
+
+// TestUnifiedSharded runs shardedDirs against an embedded mongosim with two
+// mongos routers in front of a three-member shard (about 10 s). It is
+// skipped when TestUnified itself runs sharded (SPEC_TOPOLOGY=sharded) or
+// against MONGODB_URI.
+func TestUnifiedSharded(t *testing.T) {
+	if os.Getenv("MONGODB_URI") != "" || os.Getenv("SPEC_TOPOLOGY") != "" {
+		t.Skip("TestUnified runs the chosen deployment")
+	}
+	var files []specFile
+	for _, dir := range specDirs(t) {
+		for _, sub := range shardedDirs {
+			paths, err := FindFiles(filepath.Join(dir, sub))
+			if err != nil {
+				continue // that directory is not in this checkout
+			}
+			for _, p := range paths {
+				f, err := LoadFile(p)
+				if err != nil {
+					t.Errorf("loading %s: %v", p, err)
+					continue
+				}
+				if f != nil {
+					files = append(files, specFile{group: specGroup(p), file: f})
+				}
+			}
+		}
+	}
+	if len(files) == 0 {
+		t.Skip("spec tests: no unified test files found (set SPEC_TESTS)")
+	}
+	sim := mongosim.StartWithOptions(t, mongosim.Options{Members: 3, Routers: 2})
+	cfg := Config{URI: sim.URI(), ClientDefaults: os.Getenv("SPEC_CLIENT_DEFAULTS")}
+	r := startRunner(t, cfg)
+	if r.Topology() != "sharded" {
+		t.Fatalf("the runner sees topology %q through the routers, want sharded", r.Topology())
+	}
+	// Tests that need auth: true run against a second, auth-enabled
+	// sharded deployment, started on first use.
+	var authRunner *Runner
+	runnerFor := func(st *testing.T, f *File, i int) *Runner {
+		if !RequiresAuth(f, i) {
+			return r
+		}
+		if authRunner == nil {
+			o := mongosim.Options{Members: 3, Routers: 2, Auth: mongosim.AuthOptions{Username: specAuthUser, Password: specAuthPassword}}
+			asim, err := mongosim.Launch(o)
+			if err != nil {
+				st.Fatalf("starting the auth-enabled sharded mongosim: %v", err)
+			}
+			t.Cleanup(func() { _ = asim.Close() })
+			acfg := cfg
+			acfg.Auth = true
+			acfg.URI = withCredentials(asim.URI(), specAuthUser, specAuthPassword)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ar, err := NewRunner(ctx, acfg)
+			cancel()
+			if err != nil {
+				st.Fatalf("runner for the auth-enabled sharded mongosim: %v", err)
+			}
+			t.Cleanup(func() { _ = ar.Close(context.Background()) })
+			authRunner = ar
+		}
+		return authRunner
+	}
+	var sum Summary
+	for _, sf := range files {
+		f := sf.file
+		t.Run(sf.group+"/"+strings.TrimSuffix(filepath.Base(f.Path), ".json"), func(t *testing.T) {
+			for i, test := range f.Tests {
+				t.Run(test.Description, func(t *testing.T) {
+					runOne(t, runnerFor(t, f, i), &sum, sf.group, sf.group+"/"+filepath.Base(f.Path), f, i, test.Description)
+				})
+			}
+		})
+	}
+	t.Log("\n" + sum.Report())
+}
