@@ -324,8 +324,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// from the data with fresh, fault-free reads.
 	checkCtx, checkCancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer checkCancel()
-	if _, err := incs.Reconcile(checkCtx); err != nil {
-		return nil, fmt.Errorf("soak: reconcile increments: %w", err)
+	if err := settle(checkCtx, incs, db.Collection("increments")); err != nil {
+		return nil, err
 	}
 	if err := rep.check(checkCtx, db, workers); err != nil {
 		return nil, err
@@ -341,6 +341,27 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Errors["schedule: "+truncate(err.Error())]++
 	}
 	return rep, nil
+}
+
+// settle runs Reconcile until no increment is pending. An operation cut
+// off by the end of the run may still be executing on the server (held by
+// a slow-reply fault, say) and record its token after a first pass, so the
+// pass is repeated for a while.
+func settle(ctx context.Context, incs *once.Collection, coll *sturdy.Collection) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := incs.Reconcile(ctx); err != nil {
+			return fmt.Errorf("soak: reconcile increments: %w", err)
+		}
+		n, err := coll.CountDocuments(ctx, bson.D{{Key: "pending.0", Value: bson.D{{Key: "$exists", Value: true}}}})
+		if err != nil {
+			return fmt.Errorf("soak: count pending increments: %w", err)
+		}
+		if n == 0 || time.Now().After(deadline) {
+			return nil // what is left is reported by checkIncrements
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // waitGoroutines waits until no goroutine of the client is left, or d
