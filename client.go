@@ -308,6 +308,14 @@ func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (e
 		}
 		op.Session = sc
 		op.KeepSession = false
+		if rp, inTxn := s.txnReadPref(); inTxn && !op.Write && op.Server == nil {
+			// The transaction's read preference replaces the
+			// collection's; a transaction reads from the primary only.
+			if rp != nil && rp.Mode != PrimaryMode {
+				return exec.Result{}, ErrTransactionReadPreference
+			}
+			op.ReadPref = nil
+		}
 	}
 	if c.opts.Timeout > 0 {
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > c.opts.Timeout {

@@ -1,0 +1,158 @@
+package exec
+
+import (
+	"errors"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/internal/pool"
+	"github.com/sturdy-go/sturdy/internal/session"
+)
+
+// Labels the executor adds to errors in transactions.
+const (
+	LabelTransientTxn        = mongoerr.LabelTransientTxn
+	LabelUnknownCommitResult = "UnknownTransactionCommitResult"
+)
+
+// Codes that decide the UnknownTransactionCommitResult label.
+const (
+	codeMaxTimeMSExpired          = 50
+	codeWriteConcernFailed        = 64
+	codeUnknownReplWriteConcern   = 79
+	codeCannotSatisfyWriteConcern = 100
+)
+
+// commitRetryWTimeout is the wtimeout (ms) a commit retried with w:majority
+// gets when its write concern has none, so it cannot wait forever.
+const commitRetryWTimeout = int64(10000)
+
+// appendTxnCommand appends the command of a transaction (transactions
+// spec, "Constructing commands within a transaction"): the operation's
+// fields without readConcern, and without writeConcern except on
+// commit/abort; lsid, txnNumber, autocommit:false; startTransaction and the
+// transaction's readConcern on its first command; recoveryToken on
+// commit/abort.
+func (e *Executor) appendTxnCommand(cmd bson.D, op *Operation, st *opState, ss *session.Server) bson.D {
+	t := &st.sess.Txn
+	majority := op.TxnCommand && op.Command[0].Key == "commitTransaction" && (op.MajorityCommit || st.commitMajority)
+	hasWC := false
+	for _, el := range op.Command {
+		switch el.Key {
+		case "readConcern":
+			continue
+		case "writeConcern":
+			if !op.TxnCommand {
+				continue
+			}
+			hasWC = true
+			if majority {
+				el.Value = majorityWriteConcern(el.Value)
+			}
+		}
+		cmd = append(cmd, el)
+	}
+	if majority && !hasWC {
+		cmd = append(cmd, bson.E{Key: "writeConcern", Value: majorityWriteConcern(nil)})
+	}
+	cmd = append(cmd, bson.E{Key: "lsid", Value: ss.ID}, bson.E{Key: "txnNumber", Value: *st.txnNumber})
+	if t.State == session.TxnStarting && !op.TxnCommand {
+		cmd = append(cmd, bson.E{Key: "startTransaction", Value: true})
+		if len(t.ReadConcern) > 0 {
+			cmd = append(cmd, bson.E{Key: "readConcern", Value: t.ReadConcern})
+		}
+	}
+	cmd = append(cmd, bson.E{Key: "autocommit", Value: false})
+	if op.TxnCommand && len(t.RecoveryToken) > 0 {
+		cmd = append(cmd, bson.E{Key: "recoveryToken", Value: t.RecoveryToken})
+	}
+	return cmd
+}
+
+// majorityWriteConcern is wc (a bson.D, bson.Raw or nil) with w:majority
+// and, unless it has one, wtimeout 10000 (transactions spec, "writeConcern
+// for commitTransaction attempts").
+func majorityWriteConcern(wc any) bson.D {
+	var d bson.D
+	switch v := wc.(type) {
+	case bson.D:
+		d = append(d, v...)
+	case bson.Raw:
+		_ = bson.Unmarshal(v, &d)
+	}
+	out := bson.D{{Key: "w", Value: "majority"}}
+	hasTimeout := false
+	for _, el := range d {
+		switch el.Key {
+		case "w":
+			continue
+		case "wtimeout":
+			hasTimeout = true
+		}
+		out = append(out, el)
+	}
+	if !hasTimeout {
+		out = append(out, bson.E{Key: "wtimeout", Value: commitRetryWTimeout})
+	}
+	return out
+}
+
+// labelTxnError adds the labels the transactions spec has the driver add:
+// TransientTransactionError to network, server selection and pool-cleared
+// errors of the transaction's commands other than commitTransaction, and
+// UnknownTransactionCommitResult to commit errors that leave the outcome
+// unknown.
+func labelTxnError(op *Operation, err error) error {
+	if err == nil {
+		return nil
+	}
+	if op.TxnCommand && op.Command[0].Key == "commitTransaction" {
+		if unknownCommitResult(err) && !mongoerr.HasErrorLabel(err, LabelUnknownCommitResult) {
+			return &labelledError{err: err, labels: []string{LabelUnknownCommitResult}}
+		}
+		return err
+	}
+	var selErr *mongoerr.ServerSelectionError
+	var cleared *pool.PoolClearedError
+	if (mongoerr.IsNetworkError(err) || errors.As(err, &selErr) || errors.As(err, &cleared)) &&
+		!mongoerr.HasErrorLabel(err, LabelTransientTxn) {
+		return &labelledError{err: err, labels: []string{LabelTransientTxn}}
+	}
+	return err
+}
+
+// unknownCommitResult: a commit error after which the transaction may or
+// may not have committed: server selection, network and retryable-write
+// errors, MaxTimeMSExpired, and write concern failures other than an
+// invalid write concern.
+func unknownCommitResult(err error) bool {
+	var selErr *mongoerr.ServerSelectionError
+	var cleared *pool.PoolClearedError
+	if mongoerr.IsNetworkError(err) || errors.As(err, &selErr) || errors.As(err, &cleared) ||
+		mongoerr.HasErrorLabel(err, mongoerr.LabelRetryableWrite) {
+		return true
+	}
+	var ce *mongoerr.CommandError
+	if errors.As(err, &ce) {
+		return ce.Code == codeMaxTimeMSExpired || ce.Code == codeWriteConcernFailed
+	}
+	var wex *mongoerr.WriteException
+	if errors.As(err, &wex) && wex.WriteConcernError != nil {
+		c := wex.WriteConcernError.Code
+		return c != codeUnknownReplWriteConcern && c != codeCannotSatisfyWriteConcern
+	}
+	return false
+}
+
+// IsMaxTimeMSExpired reports whether err is MaxTimeMSExpired (50), as a
+// command error or in a write concern error: the convenient transaction
+// API does not retry such a commit.
+func IsMaxTimeMSExpired(err error) bool {
+	var ce *mongoerr.CommandError
+	if errors.As(err, &ce) && ce.Code == codeMaxTimeMSExpired {
+		return true
+	}
+	var wex *mongoerr.WriteException
+	return errors.As(err, &wex) && wex.WriteConcernError != nil && wex.WriteConcernError.Code == codeMaxTimeMSExpired
+}
