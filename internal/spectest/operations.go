@@ -180,6 +180,19 @@ func (a *args) check() error {
 
 // runOperation runs one operation and checks its expectations.
 func (tr *testRun) runOperation(ctx context.Context, op bson.Raw) error {
+	_, err := tr.runOperationErr(ctx, op)
+	return err
+}
+
+// runOperationErr runs one operation and checks its expectations; it also
+// returns the error the driver returned (withTransaction's callback hands
+// it on, whatever the expectations said).
+func (tr *testRun) runOperationErr(ctx context.Context, op bson.Raw) (driverErr error, _ error) {
+	err := tr.runOperationInto(ctx, op, &driverErr)
+	return driverErr, err
+}
+
+func (tr *testRun) runOperationInto(ctx context.Context, op bson.Raw, driverErr *error) error {
 	name, object := lookupString(op, "name"), lookupString(op, "object")
 	argsDoc, _ := op.Lookup("arguments").DocumentOK()
 	if argsDoc == nil {
@@ -192,6 +205,7 @@ func (tr *testRun) runOperation(ctx context.Context, op bson.Raw) error {
 	octx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	res, err := tr.dispatch(octx, object, name, a)
+	*driverErr = err
 	if a.sess != nil {
 		a.sess.id()
 	}
@@ -252,14 +266,7 @@ func (tr *testRun) dispatch(ctx context.Context, object, name string, a *args) (
 	case *clientEntity:
 		run = clientOps(e.client)[name]
 	case *sessionEntity:
-		if name == "endSession" {
-			run = func(ctx context.Context, a *args) (opResult, error) {
-				e.id()
-				e.sess.EndSession(ctx)
-				e.ended = true
-				return opResult{}, a.check()
-			}
-		}
+		run = tr.sessionOps(e)[name]
 	}
 	if run == nil {
 		run = tr.extraOp(ent, name) // change streams and GridFS buckets
