@@ -101,6 +101,9 @@ type strategy struct {
 	// sturdyOnly strategies need sturdy's client; --driver official skips
 	// them.
 	sturdyOnly bool
+	// txn strategies send an update and a commitTransaction per
+	// operation: the faults hit either (a lost commit reply included).
+	txn bool
 }
 
 // cellEnv is what a strategy works with during one cell: the application's
@@ -137,6 +140,19 @@ var demoStrategies = []strategy{
 	}},
 	{name: "sturdy (+ backpressure)", client: sturdyDefault, sturdyOnly: true, run: func(ctx context.Context, e *cellEnv, op int) error {
 		return e.inc(ctx, op)
+	}},
+	{name: "transaction", client: sturdyDefault, sturdyOnly: true, txn: true, run: func(ctx context.Context, e *cellEnv, op int) error {
+		coll, ok := e.coll.(*sturdy.Collection)
+		if !ok {
+			return errors.New("the transaction strategy needs sturdy's client")
+		}
+		return coll.Database().Client().UseSession(ctx, func(ctx context.Context, s *sturdy.Session) error {
+			return s.WithTransaction(ctx, func(ctx context.Context) error {
+				_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: demoDay}},
+					bson.D{{Key: "$inc", Value: incFields(op)}}, &sturdy.UpdateOptions{Upsert: true, Session: s})
+				return err
+			}, nil)
+		})
 	}},
 }
 
@@ -386,7 +402,13 @@ func runCell(ctx context.Context, t *demoTarget, proxy *faultproxy.Proxy, admin 
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		if err := proxy.SetRules(f.rules(i, n, rng, s.twoStep)); err != nil {
+		rules := f.rules(i, n, rng, s.twoStep || s.txn)
+		if s.txn {
+			for j := range rules {
+				rules[j].Match.Commands = []string{"update", "commitTransaction"}
+			}
+		}
+		if err := proxy.SetRules(rules); err != nil {
 			return res, err
 		}
 		opCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
