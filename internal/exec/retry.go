@@ -252,7 +252,7 @@ func (r *retrier) neverSent(st *opState, err error) bool {
 	if st.sent || !errors.As(err, &cleared) && !errors.Is(err, ErrServerNoLongerWritable) {
 		return false
 	}
-	return r.retryableWrite(st) || r.op.RetryableRead && r.e.RetryReads
+	return r.retryableWrite(st) || r.op.RetryableRead && r.e.RetryReads && !st.inTxn
 }
 
 // unsentExpired reports whether the free retries' time is up: the

@@ -39,6 +39,11 @@ func (e *Executor) appendTxnCommand(cmd bson.D, op *Operation, st *opState, ss *
 	majority := op.TxnCommand && op.Command[0].Key == "commitTransaction" && (op.MajorityCommit || st.commitMajority)
 	hasWC := false
 	for _, el := range op.Command {
+		if op.RunCommand {
+			// The application's command is sent as it was given.
+			cmd = append(cmd, el)
+			continue
+		}
 		switch el.Key {
 		case "readConcern":
 			continue
