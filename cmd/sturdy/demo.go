@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,6 +105,8 @@ type strategy struct {
 	// txn strategies send an update and a commitTransaction per
 	// operation: the faults hit either (a lost commit reply included).
 	txn bool
+	// opTimeout is the deadline of one increment; 0: 10 s.
+	opTimeout time.Duration
 }
 
 // cellEnv is what a strategy works with during one cell: the application's
@@ -141,7 +144,10 @@ var demoStrategies = []strategy{
 	{name: "sturdy (+ backpressure)", client: sturdyDefault, sturdyOnly: true, run: func(ctx context.Context, e *cellEnv, op int) error {
 		return e.inc(ctx, op)
 	}},
-	{name: "transaction", client: sturdyDefault, sturdyOnly: true, txn: true, run: func(ctx context.Context, e *cellEnv, op int) error {
+	// WithTransaction retries a transient error until its deadline: the
+	// application's deadline for one increment (1 s) bounds it, so an
+	// outage costs a second per increment, not the API's 120 s.
+	{name: "transaction", client: sturdyDefault, sturdyOnly: true, txn: true, opTimeout: time.Second, run: func(ctx context.Context, e *cellEnv, op int) error {
 		coll, ok := e.coll.(*sturdy.Collection)
 		if !ok {
 			return errors.New("the transaction strategy needs sturdy's client")
@@ -411,7 +417,7 @@ func runCell(ctx context.Context, t *demoTarget, proxy *faultproxy.Proxy, admin 
 		if err := proxy.SetRules(rules); err != nil {
 			return res, err
 		}
-		opCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		opCtx, cancel := context.WithTimeout(ctx, cmp.Or(s.opTimeout, 10*time.Second))
 		err := s.run(opCtx, env, i)
 		cancel()
 		if err != nil {
