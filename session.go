@@ -35,6 +35,11 @@ type SessionOptions struct {
 	// DefaultTransactionOptions apply to the session's transactions where
 	// StartTransaction's options leave a field unset.
 	DefaultTransactionOptions *TransactionOptions
+	// CausalConsistency: nil or true (the default) makes the session
+	// causally consistent — its reads and the first command of its
+	// transactions wait (readConcern.afterClusterTime) for the latest
+	// operationTime the session has seen.
+	CausalConsistency *bool
 }
 
 // TransactionOptions configures a transaction. Unset fields come from the
@@ -111,9 +116,16 @@ func (c *Client) StartSession(ctx context.Context, opts ...*SessionOptions) (*Se
 		return nil, errors.New("sturdy: the deployment does not support sessions")
 	}
 	s := &Session{client: c, sc: session.NewClient(c.sessions, false)}
+	s.sc.Causal = true
 	for _, o := range opts {
-		if o != nil && o.DefaultTransactionOptions != nil {
+		if o == nil {
+			continue
+		}
+		if o.DefaultTransactionOptions != nil {
 			s.defTxn = *o.DefaultTransactionOptions
+		}
+		if o.CausalConsistency != nil {
+			s.sc.Causal = *o.CausalConsistency
 		}
 	}
 	return s, nil

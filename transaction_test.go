@@ -481,3 +481,70 @@ func TestWithTransactionDeadline(t *testing.T) {
 		t.Errorf("callback ran %d times", calls)
 	}
 }
+
+// A causally consistent session (the default) sends the latest
+// operationTime it saw as readConcern.afterClusterTime on its reads and on
+// the first command of a transaction; with CausalConsistency false it
+// does not.
+func TestCausalConsistencyAfterClusterTime(t *testing.T) {
+	ts := startTxnServer(t)
+	ts.setFail(func(r *blackpipe.Request) bool {
+		if r.Name == "insert" {
+			return r.Reply(d("n", int32(1), "operationTime", bson.Timestamp{T: 42, I: int32ToU(r.RequestID)})) == nil
+		}
+		return false
+	})
+	c, rec, _ := watchRetries(t, ts.uri(), 0.5, nil)
+	ctx := testCtx(t)
+	coll := c.Database("db").Collection("c", &sturdy.CollectionOptions{ReadConcernLevel: "majority"})
+	run := func(causal bool) (find, first bson.Raw, opTime bson.Timestamp) {
+		s, err := c.StartSession(ctx, &sturdy.SessionOptions{CausalConsistency: &causal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.EndSession(ctx)
+		if err := coll.FindOne(ctx, d(), &sturdy.FindOneOptions{Session: s}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if rc := rec.startedNamed("find")[len(rec.startedNamed("find"))-1].Command.Lookup("readConcern"); has(rc.Document(), "afterClusterTime") {
+			t.Errorf("a read before any operationTime sent afterClusterTime: %s", rc)
+		}
+		if _, err := coll.InsertOne(ctx, d("_id", 1), &sturdy.InsertOneOptions{Session: s}); err != nil {
+			t.Fatal(err)
+		}
+		ins := rec.startedNamed("insert")
+		opTime = bson.Timestamp{T: 42, I: int32ToU(ins[len(ins)-1].RequestID)}
+		if err := coll.FindOne(ctx, d(), &sturdy.FindOneOptions{Session: s}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		finds := rec.startedNamed("find")
+		find = finds[len(finds)-1].Command
+		if err := s.StartTransaction(nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := coll.FindOne(ctx, d(), &sturdy.FindOneOptions{Session: s}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		finds = rec.startedNamed("find")
+		return find, finds[len(finds)-1].Command, opTime
+	}
+	find, first, opTime := run(true)
+	if got := find.Lookup("readConcern"); got.Document().Lookup("level").StringValue() != "majority" ||
+		!got.Document().Lookup("afterClusterTime").Equal(bson.RawValue{Type: bson.TypeTimestamp, Value: tsBytes(opTime)}) {
+		t.Errorf("causal read's readConcern %s, want level majority and afterClusterTime %v", got, opTime)
+	}
+	if rc := first.Lookup("readConcern").Document(); has(rc, "level") || !has(rc, "afterClusterTime") {
+		t.Errorf("transaction's first command readConcern %s: want only afterClusterTime", rc)
+	}
+	find, first, _ = run(false)
+	if has(find.Lookup("readConcern").Document(), "afterClusterTime") || has(first, "readConcern") {
+		t.Errorf("non-causal session: read %s, transaction start %s", find, first)
+	}
+}
+
+func int32ToU(n int32) uint32 { return uint32(n) }
+
+func tsBytes(ts bson.Timestamp) []byte {
+	_, b, _ := bson.MarshalValue(ts)
+	return b
+}

@@ -404,6 +404,11 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	if r != nil {
 		reply = r.Body
 		e.advanceClusterTime(st.sess, reply)
+		if st.sess != nil && !st.sess.Implicit {
+			if t, i, ok := reply.Lookup("operationTime").TimestampOK(); ok {
+				st.sess.AdvanceOperationTime(bson.Timestamp{T: t, I: i})
+			}
+		}
 		if st.inTxn {
 			if tok, ok := reply.Lookup("recoveryToken").DocumentOK(); ok {
 				st.sess.Txn.RecoveryToken = append(bson.Raw(nil), tok...)
@@ -492,6 +497,9 @@ func (e *Executor) assemble(op *Operation, st *opState, srv *topology.Server, cd
 		cmd = e.appendTxnCommand(cmd, op, st, ss)
 	} else {
 		cmd = append(cmd, op.Command...)
+		if ss != nil && st.sess.Causal && causalRead(op) {
+			cmd = withAfterClusterTime(cmd, st.sess)
+		}
 		if ss != nil {
 			cmd = append(cmd, bson.E{Key: "lsid", Value: ss.ID})
 			if st.txnNumber != nil {

@@ -64,8 +64,12 @@ func (e *Executor) appendTxnCommand(cmd bson.D, op *Operation, st *opState, ss *
 	cmd = append(cmd, bson.E{Key: "lsid", Value: ss.ID}, bson.E{Key: "txnNumber", Value: *st.txnNumber})
 	if t.State == session.TxnStarting && !op.TxnCommand {
 		cmd = append(cmd, bson.E{Key: "startTransaction", Value: true})
-		if len(t.ReadConcern) > 0 {
-			cmd = append(cmd, bson.E{Key: "readConcern", Value: t.ReadConcern})
+		rc := t.ReadConcern
+		if ts, ok := st.sess.OperationTime(); ok && st.sess.Causal {
+			rc = append(rc[:len(rc):len(rc)], bson.E{Key: "afterClusterTime", Value: ts})
+		}
+		if len(rc) > 0 {
+			cmd = append(cmd, bson.E{Key: "readConcern", Value: rc})
 		}
 	}
 	cmd = append(cmd, bson.E{Key: "autocommit", Value: false})
@@ -160,4 +164,39 @@ func IsMaxTimeMSExpired(err error) bool {
 	}
 	var wex *mongoerr.WriteException
 	return errors.As(err, &wex) && wex.WriteConcernError != nil && wex.WriteConcernError.Code == codeMaxTimeMSExpired
+}
+
+// causalReads are the commands a causally consistent session sends with
+// readConcern.afterClusterTime (causal consistency spec: the read
+// operations that take a read concern).
+var causalReads = map[string]bool{"find": true, "aggregate": true, "distinct": true, "count": true}
+
+func causalRead(op *Operation) bool {
+	return !op.Write && !op.RunCommand && op.Server == nil && causalReads[op.Command[0].Key]
+}
+
+// withAfterClusterTime sets readConcern.afterClusterTime in cmd (a copy of
+// the operation's command) to the session's operationTime, keeping the
+// read concern's level; it returns cmd unchanged before the session has
+// an operationTime.
+func withAfterClusterTime(cmd bson.D, sess *session.Client) bson.D {
+	ts, ok := sess.OperationTime()
+	if !ok {
+		return cmd
+	}
+	for i, el := range cmd {
+		if el.Key != "readConcern" {
+			continue
+		}
+		var rc bson.D
+		switch v := el.Value.(type) {
+		case bson.D:
+			rc = append(rc, v...)
+		case bson.Raw:
+			_ = bson.Unmarshal(v, &rc)
+		}
+		cmd[i].Value = append(rc, bson.E{Key: "afterClusterTime", Value: ts})
+		return cmd
+	}
+	return append(cmd, bson.E{Key: "readConcern", Value: bson.D{{Key: "afterClusterTime", Value: ts}}})
 }

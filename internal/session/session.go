@@ -189,11 +189,18 @@ type Client struct {
 	Ended bool
 	// Txn is the session's transaction, if any (explicit sessions only).
 	Txn Txn
+	// Causal makes the session causally consistent: its reads, and the
+	// first command of its transactions, ask for a readConcern with
+	// afterClusterTime = the session's operationTime.
+	Causal bool
 
 	pool        *Pool
 	pendingTxns int64    // transactions started before a server session was acquired
 	lastTimeout *int64   // logicalSessionTimeoutMinutes seen at the last Acquire
 	clusterTime bson.Raw // highest $clusterTime seen with this session
+
+	operationTime bson.Timestamp // latest operationTime of a reply
+	hasOpTime     bool
 }
 
 // NewClient starts a client session backed by p. No server session is
@@ -365,4 +372,18 @@ func (c *Client) TxnNumber(ss *Server) int64 {
 		c.Txn.Number = ss.TxnNumber
 	}
 	return c.Txn.Number
+}
+
+// OperationTime returns the latest operationTime seen in a reply to this
+// session's commands; ok is false before the first.
+func (c *Client) OperationTime() (ts bson.Timestamp, ok bool) {
+	return c.operationTime, c.hasOpTime
+}
+
+// AdvanceOperationTime records ts if it is later than the session's
+// operationTime.
+func (c *Client) AdvanceOperationTime(ts bson.Timestamp) {
+	if !c.hasOpTime || ts.After(c.operationTime) {
+		c.operationTime, c.hasOpTime = ts, true
+	}
 }

@@ -170,9 +170,8 @@ func (tr *testRun) createEntity(ctx context.Context, desc bson.Raw) error {
 			for _, e := range elems {
 				switch e.Key() {
 				case "causalConsistency":
-					if e.Value().Boolean() {
-						return unsupportedf("causally consistent sessions (sessionOptions.causalConsistency: true)")
-					}
+					cc := e.Value().Boolean()
+					sopts.CausalConsistency = &cc
 				case "defaultTransactionOptions":
 					d, err := docValue(e.Value(), "defaultTransactionOptions")
 					if err != nil {
