@@ -519,6 +519,14 @@ func TestCausalConsistencyAfterClusterTime(t *testing.T) {
 		}
 		finds := rec.startedNamed("find")
 		find = finds[len(finds)-1].Command
+		if _, err := coll.InsertOne(ctx, d("_id", 2), &sturdy.InsertOneOptions{Session: s}); err != nil {
+			t.Fatal(err)
+		}
+		ins = rec.startedNamed("insert")
+		if rc, ok := ins[len(ins)-1].Command.Lookup("readConcern").DocumentOK(); causal != ok ||
+			ok && (has(rc, "level") || !rc.Lookup("afterClusterTime").Equal(bson.RawValue{Type: bson.TypeTimestamp, Value: tsBytes(opTime)})) {
+			t.Errorf("causal %v: write after a reply with operationTime: %s", causal, ins[len(ins)-1].Command)
+		}
 		if err := s.StartTransaction(nil); err != nil {
 			t.Fatal(err)
 		}
@@ -528,7 +536,11 @@ func TestCausalConsistencyAfterClusterTime(t *testing.T) {
 		finds = rec.startedNamed("find")
 		return find, finds[len(finds)-1].Command, opTime
 	}
+	before := len(rec.startedNamed("insert"))
 	find, first, opTime := run(true)
+	if ins := rec.startedNamed("insert"); len(ins) < before+1 || has(ins[before].Command, "readConcern") {
+		t.Errorf("first insert of the session: %s", ins[before].Command)
+	}
 	if got := find.Lookup("readConcern"); got.Document().Lookup("level").StringValue() != "majority" ||
 		!got.Document().Lookup("afterClusterTime").Equal(bson.RawValue{Type: bson.TypeTimestamp, Value: tsBytes(opTime)}) {
 		t.Errorf("causal read's readConcern %s, want level majority and afterClusterTime %v", got, opTime)

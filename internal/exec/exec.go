@@ -497,7 +497,7 @@ func (e *Executor) assemble(op *Operation, st *opState, srv *topology.Server, cd
 		cmd = e.appendTxnCommand(cmd, op, st, ss)
 	} else {
 		cmd = append(cmd, op.Command...)
-		if ss != nil && st.sess.Causal && causalRead(op) {
+		if ss != nil && st.sess.Causal && causalCommand(op) {
 			cmd = withAfterClusterTime(cmd, st.sess)
 		}
 		if ss != nil {

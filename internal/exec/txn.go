@@ -166,13 +166,21 @@ func IsMaxTimeMSExpired(err error) bool {
 	return errors.As(err, &wex) && wex.WriteConcernError != nil && wex.WriteConcernError.Code == codeMaxTimeMSExpired
 }
 
-// causalReads are the commands a causally consistent session sends with
-// readConcern.afterClusterTime (causal consistency spec: the read
-// operations that take a read concern).
-var causalReads = map[string]bool{"find": true, "aggregate": true, "distinct": true, "count": true}
+// causalCommands are the commands a causally consistent session sends with
+// readConcern.afterClusterTime: the reads that take a read concern, and the
+// writes that accept one holding only afterClusterTime (read/write concern
+// spec, "afterClusterTime").
+var causalCommands = map[string]bool{
+	"find": true, "aggregate": true, "distinct": true, "count": true,
+	"insert": true, "update": true, "findAndModify": true, "delete": true, "bulkWrite": true,
+	"create": true, "createIndexes": true, "drop": true, "dropDatabase": true, "dropIndexes": true,
+}
 
-func causalRead(op *Operation) bool {
-	return !op.Write && !op.RunCommand && op.Server == nil && causalReads[op.Command[0].Key]
+// causalCommand: a command of op gets afterClusterTime in a causally
+// consistent session; never a runCommand, a getMore/killCursors (pinned to
+// a server) or an unacknowledged write.
+func causalCommand(op *Operation) bool {
+	return !op.RunCommand && !op.Unacknowledged && op.Server == nil && causalCommands[op.Command[0].Key]
 }
 
 // withAfterClusterTime sets readConcern.afterClusterTime in cmd (a copy of
