@@ -138,8 +138,27 @@ func (c *Client) UseSession(ctx context.Context, fn func(ctx context.Context, s 
 	if err != nil {
 		return err
 	}
-	defer s.EndSession(context.WithoutCancel(ctx))
+	defer func() {
+		ctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		s.EndSession(ctx)
+	}()
 	return fn(ctx, s)
+}
+
+// cleanupAbortTimeout bounds a best-effort abortTransaction sent after the
+// caller's context ended: the server would abort the transaction itself
+// after transactionLifetimeLimitSeconds, but until then it holds its
+// locks, so one prompt attempt is worth a second.
+const cleanupAbortTimeout = time.Second
+
+// cleanupContext is ctx while it is live, else a short context of its own
+// for a best-effort abort.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() == nil {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), cleanupAbortTimeout)
 }
 
 // Client returns the client that started the session.
@@ -394,8 +413,10 @@ func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Conte
 		}
 		if err := fn(ctx); err != nil {
 			lastErr = err
-			if s.TransactionState() == session.TxnStarting || s.TransactionState() == session.TxnInProgress {
-				_ = s.AbortTransaction(context.WithoutCancel(ctx))
+			if st := s.TransactionState(); st == session.TxnStarting || st == session.TxnInProgress {
+				actx, cancel := cleanupContext(ctx)
+				_ = s.AbortTransaction(actx)
+				cancel()
 			}
 			if HasErrorLabel(err, LabelTransientTransactionError) {
 				if expired(0) {
