@@ -1036,7 +1036,13 @@ func databaseOps(db *sturdy.Database) map[string]opFunc {
 		},
 		"dropCollection": func(ctx context.Context, a *args) (opResult, error) {
 			name := a.str("collection")
-			return checked(a, func() (opResult, error) { return opResult{}, db.Collection(name).Drop(ctx) })
+			s, err := a.session()
+			if err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				return opResult{}, db.Collection(name).Drop(ctx, &sturdy.DropCollectionOptions{Session: s})
+			})
 		},
 		"createCollection": func(ctx context.Context, a *args) (opResult, error) {
 			name := a.str("collection")
@@ -1047,7 +1053,11 @@ func databaseOps(db *sturdy.Database) map[string]opFunc {
 			return checked(a, func() (opResult, error) { return opResult{}, db.CreateCollection(ctx, name, o) })
 		},
 		"drop": func(ctx context.Context, a *args) (opResult, error) {
-			return checked(a, func() (opResult, error) { return opResult{}, db.Drop(ctx) })
+			s, err := a.session()
+			if err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) { return opResult{}, db.Drop(ctx, &sturdy.DropDatabaseOptions{Session: s}) })
 		},
 	}
 }
@@ -1069,6 +1079,16 @@ func clientOps(c *sturdy.Client) map[string]opFunc {
 		})
 	}
 	return map[string]opFunc{
+		"dropDatabase": func(ctx context.Context, a *args) (opResult, error) {
+			name := a.str("databaseName")
+			s, err := a.session()
+			if err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				return opResult{}, c.Database(name).Drop(ctx, &sturdy.DropDatabaseOptions{Session: s})
+			})
+		},
 		"clientBulkWrite": func(ctx context.Context, a *args) (opResult, error) {
 			models, err := clientWriteModels(a)
 			if err != nil {
