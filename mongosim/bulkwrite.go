@@ -151,7 +151,7 @@ func cmdBulkWrite(r *request) (bson.D, error) {
 		batchSize = math.MaxInt32
 	}
 
-	s := r.cluster.data
+	s := r.data()
 	var nErrors, nInserted, nMatched, nModified, nUpserted, nDeleted int32
 	var results []bson.D
 	for i, op := range ops {

@@ -347,7 +347,7 @@ func cmdInsert(r *request) (bson.D, error) {
 			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'insert.documents.%d' is the wrong type '%s', expected type 'object'", i, typeNameOf(v))
 		}
 		res, err := r.stmt(i, func() (stmtResult, error) {
-			return r.cluster.data.insertOne(r.db, coll, doc)
+			return r.data().insertOne(r.db, coll, doc)
 		})
 		if err != nil {
 			writeErrors = append(writeErrors, writeErrorDoc(i, err))
@@ -512,7 +512,7 @@ func cmdUpdate(r *request) (bson.D, error) {
 	var n, nModified int32
 	var upserted bson.A
 	writeErrors := runStatements(r, len(stmts), func(i int) (stmtResult, error) {
-		return r.cluster.data.execUpdate(r.db, coll, stmts[i], r.now)
+		return r.data().execUpdate(r.db, coll, stmts[i], r.now)
 	}, func(i int, res stmtResult) {
 		n += res.N
 		nModified += res.NModified
@@ -664,7 +664,7 @@ func cmdDelete(r *request) (bson.D, error) {
 	}
 	var n int32
 	writeErrors := runStatements(r, len(stmts), func(i int) (stmtResult, error) {
-		return r.cluster.data.execDelete(r.db, coll, stmts[i])
+		return r.data().execDelete(r.db, coll, stmts[i])
 	}, func(_ int, res stmtResult) { n += res.N })
 	return writeReply(n, nil, nil, writeErrors), nil
 }
@@ -691,7 +691,9 @@ func (s *storage) execDelete(db, coll string, st *deleteStmt) (stmtResult, error
 			return err
 		}
 		for _, rec := range matched {
-			c.remove(rec)
+			if err := c.remove(rec); err != nil {
+				return err
+			}
 			res.N++
 		}
 		return nil
@@ -790,7 +792,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 
 	res, err := r.stmt(0, func() (stmtResult, error) {
 		var reply bson.D
-		err := r.cluster.data.write(r.db, coll, upsert, func(c *collection) error {
+		err := r.data().write(r.db, coll, upsert, func(c *collection) error {
 			if c != nil {
 				if err := checkHint(c, hint); err != nil {
 					return err
@@ -818,7 +820,9 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 					reply = famReply(bson.D{{Key: "n", Value: int32(0)}}, nil)
 					return nil
 				}
-				c.remove(target)
+				if err := c.remove(target); err != nil {
+					return err
+				}
 				reply = famReply(bson.D{{Key: "n", Value: int32(1)}}, project(target.doc))
 				return nil
 			}

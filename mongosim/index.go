@@ -460,7 +460,7 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 	}
 	var before, after int
 	var created bool
-	err = r.cluster.data.write(r.db, coll, true, func(c *collection) error {
+	err = r.data().write(r.db, coll, true, func(c *collection) error {
 		created = c.live == 0 && len(c.indexes) == 1 && len(c.order) == 0
 		before = len(c.indexes)
 		n := len(c.indexes)
@@ -500,7 +500,7 @@ func cmdListIndexes(r *request) (bson.D, error) {
 		return nil, err
 	}
 	var docs []bson.D
-	err = r.cluster.data.read(r.db, coll, func(c *collection) error {
+	err = r.data().read(r.db, coll, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
 		}
@@ -528,7 +528,7 @@ func cmdDropIndexes(r *request) (bson.D, error) {
 		return nil, cmderr.New(40414, "BSON field 'dropIndexes.index' is missing but a required field")
 	}
 	var was int
-	err = r.cluster.data.write(r.db, coll, false, func(c *collection) error {
+	err = r.data().write(r.db, coll, false, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns not found %s.%s", r.db, coll)
 		}

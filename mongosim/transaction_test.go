@@ -1,0 +1,398 @@
+package mongosim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+)
+
+// Transactions are driven by the official Go driver's session API: it is
+// an independent client proving mongosim answers as mongod.
+
+func txnSession(t *testing.T, client *mongo.Client) *mongo.Session {
+	t.Helper()
+	s, err := client.StartSession()
+	sdNoErr(t, err)
+	t.Cleanup(func() { s.EndSession(context.Background()) })
+	return s
+}
+
+func labelsOf(err error) []string {
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		return ce.Labels
+	}
+	var we mongo.WriteException
+	if errors.As(err, &we) {
+		return we.Labels
+	}
+	return nil
+}
+
+func wantCodeLabel(t *testing.T, err error, code int32, label string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("want error %d with %s, got success", code, label)
+	}
+	if got := sdCode(err); got != code {
+		t.Fatalf("want code %d, got %d (%v)", code, got, err)
+	}
+	if label != "" && !slices.Contains(labelsOf(err), label) {
+		t.Fatalf("want label %s, got %v (%v)", label, labelsOf(err), err)
+	}
+}
+
+func countDocs(t *testing.T, ctx context.Context, coll *mongo.Collection, filter any) int64 {
+	t.Helper()
+	n, err := coll.CountDocuments(ctx, filter)
+	sdNoErr(t, err)
+	return n
+}
+
+func TestTxnSnapshotIsolationAndCommit(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("iso")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: 0}})
+	sdNoErr(t, err)
+
+	s := txnSession(t, client)
+	sdNoErr(t, s.StartTransaction())
+	sctx := mongo.NewSessionContext(ctx, s)
+	// The first statement fixes the snapshot.
+	if n := countDocs(t, sctx, coll, bson.D{}); n != 1 {
+		t.Fatalf("in txn: %d docs, want 1", n)
+	}
+	// A write outside after the snapshot is invisible inside.
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 3}})
+	sdNoErr(t, err)
+	_, err = coll.InsertOne(sctx, bson.D{{Key: "_id", Value: 2}})
+	sdNoErr(t, err)
+	_, err = coll.UpdateOne(sctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}})
+	sdNoErr(t, err)
+
+	inside := sdFindAll(t, sctx, coll, bson.D{})
+	if fmt.Sprint(inside) != fmt.Sprint([]bson.D{{{Key: "_id", Value: int32(1)}, {Key: "v", Value: int32(1)}}, {{Key: "_id", Value: int32(2)}}}) {
+		t.Fatalf("inside the transaction: %v", inside)
+	}
+	outside := sdFindAll(t, ctx, coll, bson.D{})
+	if fmt.Sprint(outside) != fmt.Sprint([]bson.D{{{Key: "_id", Value: int32(1)}, {Key: "v", Value: int32(0)}}, {{Key: "_id", Value: int32(3)}}}) {
+		t.Fatalf("outside before commit: %v", outside)
+	}
+	sdNoErr(t, s.CommitTransaction(ctx))
+	after := sdFindAll(t, ctx, coll, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if fmt.Sprint(after) != fmt.Sprint([]bson.D{{{Key: "_id", Value: int32(1)}, {Key: "v", Value: int32(1)}}, {{Key: "_id", Value: int32(2)}}, {{Key: "_id", Value: int32(3)}}}) {
+		t.Fatalf("after commit: %v", after)
+	}
+	// A retried commit (same txnNumber) answers as the first.
+	sdNoErr(t, s.CommitTransaction(ctx))
+	if n := countDocs(t, ctx, coll, bson.D{{Key: "_id", Value: 2}}); n != 1 {
+		t.Fatalf("retried commit applied twice or not at all: %d", n)
+	}
+}
+
+func TestTxnWriteConflict(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("conflict")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: 0}})
+	sdNoErr(t, err)
+	inc := bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}}
+
+	s1, s2 := txnSession(t, client), txnSession(t, client)
+	sdNoErr(t, s1.StartTransaction())
+	sdNoErr(t, s2.StartTransaction())
+	ctx1, ctx2 := mongo.NewSessionContext(ctx, s1), mongo.NewSessionContext(ctx, s2)
+	_, err = coll.UpdateOne(ctx1, bson.D{{Key: "_id", Value: 1}}, inc)
+	sdNoErr(t, err)
+	// The second writer of an uncommitted document loses.
+	_, err = coll.UpdateOne(ctx2, bson.D{{Key: "_id", Value: 1}}, inc)
+	wantCodeLabel(t, err, 112, "TransientTransactionError")
+	// ...and its transaction is gone.
+	err = s2.CommitTransaction(ctx)
+	wantCodeLabel(t, err, 251, "TransientTransactionError")
+	if slices.Contains(labelsOf(err), "UnknownTransactionCommitResult") {
+		t.Fatalf("NoSuchTransaction on commit must not carry UnknownTransactionCommitResult: %v", labelsOf(err))
+	}
+	sdNoErr(t, s1.CommitTransaction(ctx))
+
+	// A document committed by someone else after the snapshot conflicts too.
+	s3 := txnSession(t, client)
+	sdNoErr(t, s3.StartTransaction())
+	ctx3 := mongo.NewSessionContext(ctx, s3)
+	countDocs(t, ctx3, coll, bson.D{})
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, inc)
+	sdNoErr(t, err)
+	_, err = coll.UpdateOne(ctx3, bson.D{{Key: "_id", Value: 1}}, inc)
+	wantCodeLabel(t, err, 112, "TransientTransactionError")
+	_ = s3.AbortTransaction(ctx)
+
+	var doc struct{ V int }
+	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc))
+	if doc.V != 2 {
+		t.Fatalf("v = %d, want 2 (one committed transaction, one plain update)", doc.V)
+	}
+}
+
+func TestTxnAbortDiscards(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("abort")
+	s := txnSession(t, client)
+	sdNoErr(t, s.StartTransaction())
+	sctx := mongo.NewSessionContext(ctx, s)
+	_, err := coll.InsertOne(sctx, bson.D{{Key: "_id", Value: 1}})
+	sdNoErr(t, err)
+	sdNoErr(t, s.AbortTransaction(ctx))
+	if n := countDocs(t, ctx, coll, bson.D{}); n != 0 {
+		t.Fatalf("aborted insert visible: %d", n)
+	}
+	// The document is free again for plain writes.
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
+	sdNoErr(t, err)
+}
+
+func TestTxnPlainWriteWaitsForTransaction(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("wait")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: 0}})
+	sdNoErr(t, err)
+	inc := bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}}
+	s := txnSession(t, client)
+	sdNoErr(t, s.StartTransaction())
+	sctx := mongo.NewSessionContext(ctx, s)
+	_, err = coll.UpdateOne(sctx, bson.D{{Key: "_id", Value: 1}}, inc)
+	sdNoErr(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, inc)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("plain write finished while the transaction held the document: %v", err)
+	case <-time.After(100 * time.Millisecond):
+		// still blocked, as on mongod (this only can fail, never flake into passing)
+	}
+	sdNoErr(t, s.CommitTransaction(ctx))
+	sdNoErr(t, <-done)
+	var doc struct{ V int }
+	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc))
+	if doc.V != 2 {
+		t.Fatalf("v = %d, want 2: the plain write must apply after the commit", doc.V)
+	}
+}
+
+func TestTxnWithTransactionConcurrentIncrements(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("counter")
+	_, err := coll.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: "a"}, {Key: "n", Value: 0}}, bson.D{{Key: "_id", Value: "b"}, {Key: "n", Value: 0}}})
+	sdNoErr(t, err)
+	const workers, each = 4, 10
+	var wg sync.WaitGroup
+	var attempts atomic.Int64
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := client.StartSession()
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.EndSession(ctx)
+			for i := 0; i < each; i++ {
+				_, err := s.WithTransaction(ctx, func(sctx context.Context) (any, error) {
+					attempts.Add(1)
+					// Move one unit from a to b: both must move together.
+					if _, err := coll.UpdateOne(sctx, bson.D{{Key: "_id", Value: "a"}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: -1}}}}); err != nil {
+						return nil, err
+					}
+					_, err := coll.UpdateOne(sctx, bson.D{{Key: "_id", Value: "b"}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}})
+					return nil, err
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var a, b struct{ N int }
+	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: "a"}}).Decode(&a))
+	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: "b"}}).Decode(&b))
+	if a.N != -workers*each || b.N != workers*each {
+		t.Fatalf("a=%d b=%d, want %d and %d", a.N, b.N, -workers*each, workers*each)
+	}
+	t.Logf("%d transactions committed in %d attempts", workers*each, attempts.Load())
+}
+
+func TestTxnLifetimeLimitAborts(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := StartWithOptions(t, Options{Now: clk.Now})
+	client, err := mongo.Connect(options.Client().ApplyURI(c.URI()).SetHeartbeatInterval(500 * time.Millisecond))
+	sdNoErr(t, err)
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	ctx := sdCtx(t)
+	sdNoErr(t, client.Database("admin").RunCommand(ctx, bson.D{{Key: "setParameter", Value: 1}, {Key: "transactionLifetimeLimitSeconds", Value: 5}}).Err())
+	coll := client.Database("txn").Collection("life")
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: 0}})
+	sdNoErr(t, err)
+
+	s := txnSession(t, client)
+	sdNoErr(t, s.StartTransaction())
+	sctx := mongo.NewSessionContext(ctx, s)
+	_, err = coll.UpdateOne(sctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}})
+	sdNoErr(t, err)
+	clk.Advance(6 * time.Second)
+	// A plain write waiting for the expired transaction's document gets it.
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 2}}}})
+	sdNoErr(t, err)
+	_, err = coll.InsertOne(sctx, bson.D{{Key: "_id", Value: 2}})
+	wantCodeLabel(t, err, 251, "TransientTransactionError")
+	_ = s.AbortTransaction(ctx)
+	var doc struct{ V int }
+	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc))
+	if doc.V != 2 {
+		t.Fatalf("v = %d, want 2 (expired transaction's write discarded)", doc.V)
+	}
+}
+
+func TestTxnStepDownAborts(t *testing.T) {
+	c := StartWithOptions(t, Options{Members: 2})
+	client, err := mongo.Connect(options.Client().ApplyURI(c.URI()).SetHeartbeatInterval(500 * time.Millisecond))
+	sdNoErr(t, err)
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("stepdown")
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 0}})
+	sdNoErr(t, err)
+	s := txnSession(t, client)
+	sdNoErr(t, s.StartTransaction())
+	sctx := mongo.NewSessionContext(ctx, s)
+	_, err = coll.InsertOne(sctx, bson.D{{Key: "_id", Value: 1}})
+	sdNoErr(t, err)
+	sdNoErr(t, c.StepDown(ctx))
+	// The driver retries the commit on the new primary, which knows the
+	// transaction was aborted.
+	err = s.CommitTransaction(ctx)
+	if err == nil {
+		t.Fatal("commit after step-down succeeded")
+	}
+	if code := sdCode(err); code != 251 && code != 10107 {
+		t.Fatalf("commit after step-down: %v", err)
+	}
+	if n := countDocs(t, ctx, coll, bson.D{{Key: "_id", Value: 1}}); n != 0 {
+		t.Fatalf("aborted transaction's insert is visible")
+	}
+}
+
+func TestTxnFailCommandOnCommit(t *testing.T) {
+	client, c := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("failcommit")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 0}})
+	sdNoErr(t, err)
+	sdNoErr(t, c.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"commitTransaction"}}, {Key: "errorCode", Value: 91}}}}))
+	s := txnSession(t, client)
+	_, err = s.WithTransaction(ctx, func(sctx context.Context) (any, error) {
+		return coll.InsertOne(sctx, bson.D{{Key: "_id", Value: 1}})
+	})
+	// ShutdownInProgress on commit is retryable: the driver retries the
+	// commit, which then succeeds.
+	sdNoErr(t, err)
+	if n := countDocs(t, ctx, coll, bson.D{{Key: "_id", Value: 1}}); n != 1 {
+		t.Fatalf("committed %d docs, want 1", n)
+	}
+	if c.Stats().FailPointsFired < 1 {
+		t.Fatal("fail point on commitTransaction never fired")
+	}
+
+	// An error on commit from the fail point keeps the transaction open.
+	sdNoErr(t, c.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"commitTransaction"}}, {Key: "errorCode", Value: 50}}}}))
+	s2 := txnSession(t, client)
+	sdNoErr(t, s2.StartTransaction())
+	_, err = coll.InsertOne(mongo.NewSessionContext(ctx, s2), bson.D{{Key: "_id", Value: 2}})
+	sdNoErr(t, err)
+	fired := c.Stats().FailPointsFired
+	err = s2.CommitTransaction(ctx)
+	// MaxTimeMSExpired is not retried by the driver; mongod labels it.
+	wantCodeLabel(t, err, 50, "UnknownTransactionCommitResult")
+	if c.Stats().FailPointsFired != fired+1 {
+		t.Fatal("fail point did not fire on the commit")
+	}
+	// The transaction is still open and commits.
+	sdNoErr(t, s2.CommitTransaction(ctx))
+	if n := countDocs(t, ctx, coll, bson.D{{Key: "_id", Value: 2}}); n != 1 {
+		t.Fatalf("committed %d docs, want 1", n)
+	}
+}
+
+func TestTxnRefusedCommandsAndOptions(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("txn")
+	coll := db.Collection("refuse")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 0}})
+	sdNoErr(t, err)
+
+	run := func(opts *options.TransactionOptionsBuilder, first bson.D, second bson.D) (error, error) {
+		s := txnSession(t, client)
+		sdNoErr(t, s.StartTransaction(opts))
+		sctx := mongo.NewSessionContext(ctx, s)
+		e1 := db.RunCommand(sctx, first).Err()
+		var e2 error
+		if second != nil {
+			e2 = db.RunCommand(sctx, second).Err()
+		}
+		_ = s.AbortTransaction(ctx)
+		return e1, e2
+	}
+	e, _ := run(nil, bson.D{{Key: "count", Value: "refuse"}}, nil)
+	wantCodeLabel(t, e, 263, "")
+	if slices.Contains(labelsOf(e), "TransientTransactionError") {
+		t.Fatalf("count refusal labelled transient: %v", labelsOf(e))
+	}
+	_, e = run(nil, bson.D{{Key: "find", Value: "refuse"}}, bson.D{{Key: "find", Value: "refuse"}, {Key: "readConcern", Value: bson.D{{Key: "level", Value: "local"}}}})
+	wantCodeLabel(t, e, 72, "")
+	e, _ = run(nil, bson.D{{Key: "insert", Value: "refuse"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 5}}}}, {Key: "writeConcern", Value: bson.D{{Key: "w", Value: 1}}}}, nil)
+	wantCodeLabel(t, e, 72, "")
+	e, _ = run(nil, bson.D{{Key: "create", Value: "newcoll"}}, nil)
+	wantCodeLabel(t, e, 238, "")
+
+	// Read concern snapshot and majority are accepted; a w:majority commit works.
+	for _, rc := range []*readconcern.ReadConcern{readconcern.Snapshot(), readconcern.Majority(), readconcern.Local()} {
+		s := txnSession(t, client)
+		sdNoErr(t, s.StartTransaction(options.Transaction().SetReadConcern(rc).SetWriteConcern(writeconcern.Majority())))
+		sctx := mongo.NewSessionContext(ctx, s)
+		if n := countDocs(t, sctx, coll, bson.D{}); n != 1 {
+			t.Fatalf("read concern %s: %d docs", rc.Level, n)
+		}
+		sdNoErr(t, s.CommitTransaction(ctx))
+	}
+	if n := countDocs(t, ctx, coll, bson.D{{Key: "_id", Value: 5}}); n != 0 {
+		t.Fatal("refused statement's write is visible")
+	}
+}
