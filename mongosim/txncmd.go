@@ -68,11 +68,7 @@ func (m *Member) checkTxnArgs(r *request, cmd *command, hasTxn bool) error {
 		}
 	}
 	if !txnCommands[cmd.name] {
-		if cmd.name == "count" || cmd.name == "listCollections" || cmd.name == "listIndexes" || cmd.name == "drop" ||
-			cmd.name == "dropDatabase" || cmd.name == "renameCollection" || cmd.name == "dropIndexes" {
-			return cmderr.New(cmderr.OperationNotSupportedInTransaction, "Cannot run '%s' in a multi-document transaction.", cmd.name)
-		}
-		return cmderr.New(50768, "%s may not be run in a multi-document transaction", cmd.name)
+		return cmderr.New(cmderr.OperationNotSupportedInTransaction, "Cannot run '%s' in a multi-document transaction.", cmd.name)
 	}
 	if !isTxnControl(cmd.name) {
 		if (r.db == "admin" && cmd.name != "bulkWrite") || r.db == "config" || r.db == "local" {
