@@ -381,6 +381,9 @@ func cmdCreate(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if existed && r.tx != nil {
+		return nil, cmderr.New(cmderr.NamespaceExists, "Collection %s.%s already exists.", r.db, coll)
+	}
 	if existed {
 		// 7.0+: creating an existing collection with the same (default)
 		// options succeeds.

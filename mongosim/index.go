@@ -461,6 +461,12 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 	var before, after int
 	var created bool
 	err = r.data().write(r.db, coll, true, func(c *collection) error {
+		if c.txn != nil && !c.txn.created[c.ns()] {
+			// As mongod: inside a transaction, only a collection the
+			// transaction created may get indexes.
+			return cmderr.New(cmderr.OperationNotSupportedInTransaction,
+				"Cannot create new indexes on existing collection %s in a multi-document transaction.", c.ns())
+		}
 		created = c.live == 0 && len(c.indexes) == 1 && len(c.order) == 0
 		before = len(c.indexes)
 		n := len(c.indexes)

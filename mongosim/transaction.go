@@ -108,6 +108,7 @@ type transaction struct {
 	// one may carry readConcern, later ones not).
 	statements int
 	colls      map[string]*collection // ns → scratch copy (nil: absent at snapshot)
+	created    map[string]bool        // namespaces t created (made live at commit)
 	conflict   *cmderr.Error          // set when a write met a conflict
 
 	mu       sync.Mutex // guards phase, reason, held, done
@@ -125,7 +126,7 @@ type heldLock struct {
 
 func newTransaction(parent *storage, lsid []byte, number int64, deadline time.Time) *transaction {
 	t := &transaction{parent: parent, lsid: lsid, number: number, deadline: deadline,
-		colls: map[string]*collection{}, done: make(chan struct{})}
+		colls: map[string]*collection{}, created: map[string]bool{}, done: make(chan struct{})}
 	t.view = &storage{now: parent.now, dbs: map[string]*database{}, cursors: parent.cursors, txn: t}
 	parent.clock.register(t)
 	return t
@@ -222,6 +223,7 @@ func (t *transaction) ensure(db, coll string) (*collection, bool, error) {
 	c := newCollection(db, coll)
 	c.txn, c.dirty = t, map[string]bool{}
 	t.colls[nsKey(db, coll)] = c
+	t.created[nsKey(db, coll)] = true
 	return c, true, nil
 }
 
@@ -442,7 +444,7 @@ func (t *transaction) commitLocked() ([]heldLock, error) {
 	var jobs []job
 	nss := make([]string, 0, len(t.colls))
 	for ns, c := range t.colls {
-		if c != nil && len(c.dirty) > 0 {
+		if c != nil && (len(c.dirty) > 0 || t.created[ns]) {
 			nss = append(nss, ns)
 		}
 	}
@@ -452,6 +454,22 @@ func (t *transaction) commitLocked() ([]heldLock, error) {
 		live, _, err := t.parent.ensure(sc.db, sc.name)
 		if err != nil {
 			return t.endLocked(txnAborted, "commit failed"), err
+		}
+		if t.created[ns] {
+			// Indexes built inside the transaction (only allowed on the
+			// collections it created) are added before its documents.
+			live.mu.Lock()
+			for _, ix := range sc.indexes[1:] {
+				cp := *ix
+				if ix.entries != nil {
+					cp.entries = map[string]*record{}
+				}
+				if _, err := live.addIndex(&cp); err != nil {
+					live.mu.Unlock()
+					return t.endLocked(txnAborted, "commit failed"), err
+				}
+			}
+			live.mu.Unlock()
 		}
 		jobs = append(jobs, job{sc, live})
 	}

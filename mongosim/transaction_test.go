@@ -379,7 +379,10 @@ func TestTxnRefusedCommandsAndOptions(t *testing.T) {
 	wantCodeLabel(t, e, 72, "")
 	e, _ = run(nil, bson.D{{Key: "insert", Value: "refuse"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 5}}}}, {Key: "writeConcern", Value: bson.D{{Key: "w", Value: 1}}}}, nil)
 	wantCodeLabel(t, e, 72, "")
-	e, _ = run(nil, bson.D{{Key: "create", Value: "newcoll"}}, nil)
+	// create of an existing collection is an error inside a transaction.
+	e, _ = run(nil, bson.D{{Key: "create", Value: "refuse"}}, nil)
+	wantCodeLabel(t, e, 48, "")
+	e, _ = run(nil, bson.D{{Key: "find", Value: "refuse"}, {Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: bson.Timestamp{T: 1}}}}}, nil)
 	wantCodeLabel(t, e, 238, "")
 
 	// Read concern snapshot and majority are accepted; a w:majority commit works.
@@ -395,4 +398,42 @@ func TestTxnRefusedCommandsAndOptions(t *testing.T) {
 	if n := countDocs(t, ctx, coll, bson.D{{Key: "_id", Value: 5}}); n != 0 {
 		t.Fatal("refused statement's write is visible")
 	}
+}
+
+func TestTxnCreatesCollectionAtCommit(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("txncreate")
+	names := func() []string {
+		n, err := db.ListCollectionNames(ctx, bson.D{})
+		sdNoErr(t, err)
+		slices.Sort(n)
+		return n
+	}
+	s := txnSession(t, client)
+	sdNoErr(t, s.StartTransaction())
+	sctx := mongo.NewSessionContext(ctx, s)
+	sdNoErr(t, db.CreateCollection(sctx, "explicit"))
+	_, err := db.Collection("implicit").InsertOne(sctx, bson.D{{Key: "_id", Value: 1}, {Key: "k", Value: 1}})
+	sdNoErr(t, err)
+	_, err = db.Collection("explicit").Indexes().CreateOne(sctx, mongo.IndexModel{Keys: bson.D{{Key: "k", Value: 1}}, Options: options.Index().SetUnique(true)})
+	sdNoErr(t, err)
+	if got := names(); len(got) != 0 {
+		t.Fatalf("collections visible before commit: %v", got)
+	}
+	sdNoErr(t, s.CommitTransaction(ctx))
+	if got := names(); fmt.Sprint(got) != "[explicit implicit]" {
+		t.Fatalf("after commit: %v", got)
+	}
+	// The index built in the transaction is live.
+	_, err = db.Collection("explicit").InsertMany(ctx, []any{bson.D{{Key: "k", Value: 1}}, bson.D{{Key: "k", Value: 1}}})
+	if codes := sdWriteCodes(err); fmt.Sprint(codes) != "[11000]" {
+		t.Fatalf("unique index from the transaction not enforced: %v", err)
+	}
+	// Indexes on an existing collection are refused inside a transaction.
+	s2 := txnSession(t, client)
+	sdNoErr(t, s2.StartTransaction())
+	_, err = db.Collection("implicit").Indexes().CreateOne(mongo.NewSessionContext(ctx, s2), mongo.IndexModel{Keys: bson.D{{Key: "z", Value: 1}}})
+	wantCodeLabel(t, err, 263, "")
+	_ = s2.AbortTransaction(ctx)
 }

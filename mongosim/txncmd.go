@@ -78,9 +78,6 @@ func (m *Member) checkTxnArgs(r *request, cmd *command, hasTxn bool) error {
 			return cmderr.New(cmderr.InvalidOptions, "Cannot set write concern after starting a transaction.")
 		}
 	}
-	if cmd.name == "create" || cmd.name == "createIndexes" {
-		return cmderr.Unsupported(cmd.name + " inside a multi-document transaction (create collections and indexes before the transaction)")
-	}
 	if cmd.name == "aggregate" {
 		if p, ok := r.get("pipeline"); ok {
 			if a, ok := p.(bson.A); ok {
