@@ -49,13 +49,20 @@ func buildInfoCmd(*request) (bson.D, error) {
 // Session bookkeeping commands: endSessions drops sessions from the member's
 // local session cache ($listLocalSessions); the retryable-write table, as in
 // MongoDB, outlives it.
+// Killing (or ending) sessions aborts their open transactions, as on mongod.
 func sessionsCmd(r *request) (bson.D, error) {
-	if r.name == "endSessions" {
-		if ids, ok := r.get("endSessions"); ok {
+	switch r.name {
+	case "endSessions", "killSessions":
+		if ids, ok := r.get(r.name); ok {
 			if a, ok := ids.(bson.A); ok {
-				r.member.localSessions.end(a)
+				if r.name == "endSessions" {
+					r.member.localSessions.end(a)
+				}
+				r.cluster.abortSessionTransactions(a, "the session was "+map[string]string{"endSessions": "ended", "killSessions": "killed"}[r.name])
 			}
 		}
+	case "killAllSessions", "killAllSessionsByPattern":
+		r.cluster.abortAllTransactions("the session was killed")
 	}
 	return okReply(), nil
 }

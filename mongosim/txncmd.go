@@ -304,3 +304,23 @@ func init() {
 		&command{name: "abortTransaction", run: cmdAbortTransaction, write: true},
 	)
 }
+
+// abortSessionTransactions aborts the open transactions of the sessions
+// listed as [{id: UUID}, ...].
+func (c *Cluster) abortSessionTransactions(ids bson.A, reason string) {
+	want := map[string]bool{}
+	for _, v := range ids {
+		if d, ok := v.(bson.D); ok {
+			if id, ok := lookupD(d, "id"); ok {
+				if b, ok := id.(bson.Binary); ok {
+					want[string(b.Data)] = true
+				}
+			}
+		}
+	}
+	for _, t := range c.data.clock.openTxns() {
+		if want[string(t.lsid)] {
+			t.abort(reason)
+		}
+	}
+}
