@@ -95,9 +95,26 @@ func BenchmarkUpdateOne(b *testing.B) {
 // goroutine moving a unit between its own two documents: nothing conflicts,
 // so throughput shows whether unrelated transactions serialise.
 func BenchmarkTransactionsDisjoint(b *testing.B) {
+	for _, size := range []int{0, 10000} {
+		b.Run(fmt.Sprintf("others=%d", size), func(b *testing.B) { benchTransactionsDisjoint(b, size) })
+	}
+}
+
+// benchTransactionsDisjoint: others is how many unrelated documents the
+// collection holds besides the ones the transactions write.
+func benchTransactionsDisjoint(b *testing.B, others int) {
 	client, _ := dataClient(b)
 	coll := client.Database("bench").Collection("txn")
 	ctx := context.Background()
+	if others > 0 {
+		docs := make([]any, others)
+		for i := range docs {
+			docs[i] = bson.D{{Key: "_id", Value: i}, {Key: "v", Value: "payload"}}
+		}
+		if _, err := coll.InsertMany(ctx, docs); err != nil {
+			b.Fatal(err)
+		}
+	}
 	var worker, attempts atomic.Int64
 	b.ResetTimer()
 	start := time.Now()

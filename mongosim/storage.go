@@ -80,6 +80,10 @@ type collection struct {
 	txn   *transaction
 	base  *collection
 	dirty map[string]bool
+	// partial: only the documents in known (fetched by _id, present or
+	// not) have been copied yet; a scan fills the rest first.
+	partial bool
+	known   map[string]bool
 }
 
 type record struct {
@@ -293,6 +297,7 @@ func validateNamespace(db, coll string) error {
 
 // each calls fn for the live records in natural order until fn returns false.
 func (c *collection) each(fn func(r *record) bool) {
+	c.fill()
 	for _, r := range c.order {
 		if r != nil && !fn(r) {
 			return
@@ -305,7 +310,9 @@ func (c *collection) each(fn func(r *record) bool) {
 // else all of them. The caller still runs the filter.
 func (c *collection) candidates(filterDoc bson.D) []*record {
 	if id, ok := idEquality(filterDoc); ok {
-		if r := c.byID[keyOf(id)]; r != nil {
+		k := keyOf(id)
+		c.fetch(k)
+		if r := c.byID[k]; r != nil {
 			return []*record{r}
 		}
 		return nil
@@ -421,6 +428,7 @@ func checkID(id any) error {
 func (c *collection) insert(doc bson.D) error {
 	id, _ := value.Get(doc, "_id")
 	idKey := keyOf(id)
+	c.fetch(idKey)
 	if c.byID[idKey] != nil {
 		return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
 	}

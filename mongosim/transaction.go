@@ -227,37 +227,52 @@ func (t *transaction) ensure(db, coll string) (*collection, bool, error) {
 	return c, true, nil
 }
 
-// snapshotOf copies base as of t's snapshot: current documents, with those
-// written after the snapshot replaced by their prior versions. base's read
-// lock is held.
+// snapshotOf returns t's copy of base as of t's snapshot; base's read lock
+// is held. Without unique secondary indexes the copy starts empty and
+// fetches documents as the transaction asks for them by _id (a scan fills
+// it whole), so a transaction on a few documents of a large collection
+// does not copy it; with them the copy is whole from the start, so unique
+// keys are checked against the snapshot.
 func snapshotOf(base *collection, t *transaction) *collection {
-	c := &collection{db: base.db, name: base.name, uuid: base.uuid, byID: make(map[string]*record, base.live),
+	c := &collection{db: base.db, name: base.name, uuid: base.uuid, byID: map[string]*record{},
 		txn: t, base: base, dirty: map[string]bool{}}
-	for _, ix := range base.indexes {
+	uniques := false
+	for i, ix := range base.indexes {
 		cp := *ix
 		if ix.entries != nil {
 			cp.entries = map[string]*record{}
 		}
+		uniques = uniques || (i > 0 && ix.unique)
 		c.indexes = append(c.indexes, &cp)
 	}
+	if !uniques {
+		c.partial, c.known = true, map[string]bool{}
+		return c
+	}
+	for _, d := range snapshotDocs(base, t.snapshot) {
+		c.addRecord(d.idKey, d.doc)
+	}
+	return c
+}
+
+type keyedDoc struct {
+	idKey string
+	doc   bson.D
+}
+
+// snapshotDocs lists base's documents as of sequence at, in natural order
+// (documents deleted since at last). base's lock is held.
+func snapshotDocs(base *collection, at int64) []keyedDoc {
 	older := map[string]bson.D{}
 	for k, hs := range base.hist {
 		for _, h := range hs {
-			if h.seq > t.snapshot {
+			if h.seq > at {
 				older[k] = h.before
 				break
 			}
 		}
 	}
-	add := func(idKey string, doc bson.D) {
-		r := &record{doc: doc, idKey: idKey, pos: len(c.order)}
-		c.order = append(c.order, r)
-		c.byID[idKey] = r
-		c.live++
-		if keys, err := c.indexKeys(doc); err == nil {
-			c.addKeys(keys, r)
-		}
-	}
+	out := make([]keyedDoc, 0, base.live)
 	for _, r := range base.order {
 		if r == nil {
 			continue
@@ -265,13 +280,12 @@ func snapshotOf(base *collection, t *transaction) *collection {
 		if doc, ok := older[r.idKey]; ok {
 			delete(older, r.idKey)
 			if doc != nil {
-				add(r.idKey, doc)
+				out = append(out, keyedDoc{r.idKey, doc})
 			}
 			continue
 		}
-		add(r.idKey, r.doc)
+		out = append(out, keyedDoc{r.idKey, r.doc})
 	}
-	// Documents deleted since the snapshot.
 	rest := make([]string, 0, len(older))
 	for k, doc := range older {
 		if doc != nil {
@@ -280,9 +294,88 @@ func snapshotOf(base *collection, t *transaction) *collection {
 	}
 	sort.Strings(rest)
 	for _, k := range rest {
-		add(k, older[k])
+		out = append(out, keyedDoc{k, older[k]})
 	}
-	return c
+	return out
+}
+
+// docAt is document idKey of base as of sequence at (nil: absent). base's
+// lock is held.
+func docAt(base *collection, idKey string, at int64) bson.D {
+	for _, h := range base.hist[idKey] {
+		if h.seq > at {
+			return h.before
+		}
+	}
+	if r := base.byID[idKey]; r != nil {
+		return r.doc
+	}
+	return nil
+}
+
+// addRecord appends a document to a transaction's copy.
+func (c *collection) addRecord(idKey string, doc bson.D) *record {
+	r := &record{doc: doc, idKey: idKey, pos: len(c.order)}
+	c.order = append(c.order, r)
+	c.byID[idKey] = r
+	c.live++
+	if keys, err := c.indexKeys(doc); err == nil {
+		c.addKeys(keys, r)
+	}
+	return r
+}
+
+// fetch brings document idKey into a partial copy.
+func (c *collection) fetch(idKey string) {
+	if !c.partial || c.known[idKey] {
+		return
+	}
+	c.known[idKey] = true
+	c.base.mu.RLock()
+	doc := docAt(c.base, idKey, c.txn.snapshot)
+	c.base.mu.RUnlock()
+	if doc != nil {
+		c.addRecord(idKey, doc)
+	}
+}
+
+// fill completes a partial copy for a scan: the snapshot's documents in
+// natural order, the transaction's own versions of those it fetched, then
+// the documents it inserted.
+func (c *collection) fill() {
+	if !c.partial {
+		return
+	}
+	c.partial = false
+	c.base.mu.RLock()
+	snap := snapshotDocs(c.base, c.txn.snapshot)
+	c.base.mu.RUnlock()
+	inSnap := make(map[string]bool, len(snap))
+	order := make([]*record, 0, len(snap)+len(c.order))
+	for _, d := range snap {
+		inSnap[d.idKey] = true
+		if c.known[d.idKey] {
+			if r := c.byID[d.idKey]; r != nil {
+				order = append(order, r)
+			}
+			continue
+		}
+		r := &record{doc: d.doc, idKey: d.idKey}
+		c.byID[d.idKey] = r
+		if keys, err := c.indexKeys(d.doc); err == nil {
+			c.addKeys(keys, r)
+		}
+		order = append(order, r)
+	}
+	for _, r := range c.order {
+		if r != nil && !inSnap[r.idKey] {
+			order = append(order, r)
+		}
+	}
+	for i, r := range order {
+		r.pos = i
+	}
+	c.order, c.live, c.known = order, len(order), nil
 }
 
 // errWriteConflict is mongod's answer to a transaction's write that lost

@@ -437,3 +437,34 @@ func TestTxnCreatesCollectionAtCommit(t *testing.T) {
 	wantCodeLabel(t, err, 263, "")
 	_ = s2.AbortTransaction(ctx)
 }
+
+func TestTxnPointReadsThenScanKeepNaturalOrder(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("order")
+	_, err := coll.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}}})
+	sdNoErr(t, err)
+	s := txnSession(t, client)
+	sdNoErr(t, s.StartTransaction())
+	sctx := mongo.NewSessionContext(ctx, s)
+	_, err = coll.UpdateOne(sctx, bson.D{{Key: "_id", Value: 3}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}})
+	sdNoErr(t, err)
+	_, err = coll.DeleteOne(sctx, bson.D{{Key: "_id", Value: 1}})
+	sdNoErr(t, err)
+	_, err = coll.InsertOne(sctx, bson.D{{Key: "_id", Value: 0}})
+	sdNoErr(t, err)
+	// Changed outside after the snapshot: unchanged inside.
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}})
+	sdNoErr(t, err)
+	got := sdFindAll(t, sctx, coll, bson.D{})
+	want := []bson.D{{{Key: "_id", Value: int32(2)}}, {{Key: "_id", Value: int32(3)}, {Key: "x", Value: int32(1)}}, {{Key: "_id", Value: int32(0)}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("inside: %v, want %v", got, want)
+	}
+	sdNoErr(t, s.CommitTransaction(ctx))
+	got = sdFindAll(t, ctx, coll, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	want = []bson.D{{{Key: "_id", Value: int32(0)}}, {{Key: "_id", Value: int32(2)}, {Key: "y", Value: int32(1)}}, {{Key: "_id", Value: int32(3)}, {Key: "x", Value: int32(1)}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after commit: %v, want %v", got, want)
+	}
+}
