@@ -262,6 +262,9 @@ func (c *Cluster) Close() error {
 		c.closed = true
 		members := append([]*Member(nil), c.members...)
 		c.mu.Unlock()
+		// Writers waiting for a transaction's documents must not hold up
+		// the members' shutdown.
+		c.abortAllTransactions("the server is shutting down")
 		var errs []error
 		for _, m := range members {
 			if err := m.srv.Close(); err != nil {

@@ -15,6 +15,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 )
 
 // Transactions are driven by the official Go driver's session API: it is
@@ -467,4 +469,88 @@ func TestTxnPointReadsThenScanKeepNaturalOrder(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after commit: %v, want %v", got, want)
 	}
+}
+
+// TestTxnServerAnswersOnTheWire checks the exact answers (codes, labels,
+// idempotent commit) a driver relies on, with hand-built commands.
+func TestTxnServerAnswersOnTheWire(t *testing.T) {
+	c := StartWithOptions(t, Options{})
+	rc := dialRaw(t, c.Members()[0].Addr())
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: []byte("0123456789abcdef")}}}
+	cmd := func(n int64, start bool, body ...bson.E) bson.Raw {
+		t.Helper()
+		d := bson.D(body)
+		d = append(d, bson.E{Key: "lsid", Value: lsid}, bson.E{Key: "txnNumber", Value: n}, bson.E{Key: "autocommit", Value: false}, bson.E{Key: "$db", Value: "wire"})
+		if start {
+			d = append(d, bson.E{Key: "startTransaction", Value: true})
+		}
+		if body[0].Key == "commitTransaction" || body[0].Key == "abortTransaction" {
+			d[len(d)-1-boolInt(start)].Value = "admin"
+		}
+		reply, err := rc.msg(d)
+		sdNoErr(t, err)
+		return reply
+	}
+	expect := func(reply bson.Raw, code int32, labels ...string) {
+		t.Helper()
+		got, _ := reply.Lookup("code").Int32OK()
+		if code == 0 {
+			if ok, _ := reply.Lookup("ok").AsFloat64OK(); ok != 1 {
+				t.Fatalf("want ok, got %v", reply)
+			}
+			return
+		}
+		if got != code {
+			t.Fatalf("want code %d, got %v", code, reply)
+		}
+		var have []string
+		if arr, ok := reply.Lookup("errorLabels").ArrayOK(); ok {
+			vals, _ := arr.Values()
+			for _, v := range vals {
+				have = append(have, v.StringValue())
+			}
+		}
+		if fmt.Sprint(have) != fmt.Sprint(labels) && !(len(have) == 0 && len(labels) == 0) {
+			t.Fatalf("code %d: labels %v, want %v", code, have, labels)
+		}
+	}
+	ins := func(id int) bson.E { return bson.E{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}} }
+	coll := bson.E{Key: "insert", Value: "c"}
+
+	expect(cmd(1, true, coll, ins(1)), 0)
+	expect(cmd(1, true, coll, ins(2)), cmderr.ConflictingOperationInProgress)
+	expect(cmd(2, false, coll, ins(2)), cmderr.NoSuchTransaction, "TransientTransactionError")
+	expect(cmd(1, false, coll, ins(3), bson.E{Key: "readConcern", Value: bson.D{{Key: "level", Value: "local"}}}), cmderr.InvalidOptions)
+	// That error aborted transaction 1.
+	expect(cmd(1, false, bson.E{Key: "commitTransaction", Value: 1}), cmderr.NoSuchTransaction, "TransientTransactionError")
+
+	expect(cmd(3, true, coll, ins(3)), 0)
+	reply := cmd(3, false, bson.E{Key: "commitTransaction", Value: 1}, bson.E{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 5}}})
+	expect(reply, 0)
+	if code, _ := reply.Lookup("writeConcernError", "code").Int32OK(); code != cmderr.UnsatisfiableWriteConcern {
+		t.Fatalf("commit with w:5 on a one-member set: %v", reply)
+	}
+	reply = cmd(3, false, bson.E{Key: "commitTransaction", Value: 1})
+	expect(reply, 0) // retried commit: ok again
+	expect(cmd(3, false, bson.E{Key: "abortTransaction", Value: 1}), cmderr.TransactionCommitted)
+	expect(cmd(3, false, coll, ins(4)), cmderr.TransactionCommitted)
+	expect(cmd(2, true, coll, ins(4)), cmderr.TransactionTooOld)
+
+	expect(cmd(4, true, coll, ins(5)), 0)
+	expect(cmd(4, false, bson.E{Key: "abortTransaction", Value: 1}), 0)
+	expect(cmd(4, false, bson.E{Key: "abortTransaction", Value: 1}), cmderr.NoSuchTransaction, "TransientTransactionError")
+
+	reply, err := rc.msg(bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{}}, {Key: "$db", Value: "wire"}})
+	sdNoErr(t, err)
+	docs, _ := reply.Lookup("cursor", "firstBatch").Array().Values()
+	if len(docs) != 1 || docs[0].Document().Lookup("_id").Int32() != 3 {
+		t.Fatalf("committed documents: %v", reply)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

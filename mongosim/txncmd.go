@@ -192,6 +192,7 @@ func (m *Member) enterTransaction(r *request, cmd *command, n int64) (*txnContex
 	}
 	if !isTxnControl(cmd.name) {
 		if err := readConcernOf(r, false); err != nil {
+			t.abort("an error occurred in the transaction")
 			return fail(err)
 		}
 	}
