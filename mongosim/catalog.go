@@ -46,7 +46,7 @@ func (k catalog) Out(db, coll string, docs []bson.D) error {
 		}
 		prepared[i] = p
 	}
-	return k.s.write(db, coll, true, func(c *collection) error {
+	return k.s.write(context.Background(), db, coll, true, func(c *collection) error {
 		tmp := newCollection(db, coll)
 		for _, ix := range c.indexes[1:] {
 			cp := *ix
@@ -95,7 +95,7 @@ func (k catalog) Merge(db, coll string, docs []bson.D, on []string, whenMatched 
 	default:
 		return cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field 'whenNotMatched' is not a valid value.", whenNotMatched)
 	}
-	return k.s.write(db, coll, true, func(c *collection) error {
+	return k.s.write(context.Background(), db, coll, true, func(c *collection) error {
 		onIsID := len(on) == 1 && on[0] == "_id"
 		if !onIsID && !c.hasUniqueIndexOn(on) {
 			return cmderr.New(51183, "Cannot find index to verify that join fields will be unique")
@@ -374,7 +374,7 @@ func cmdCreate(r *request) (bson.D, error) {
 		}
 	}
 	var existed bool
-	err = r.data().write(r.db, coll, false, func(c *collection) error {
+	err = r.data().write(r.ctx, r.db, coll, false, func(c *collection) error {
 		existed = c != nil
 		return nil
 	})

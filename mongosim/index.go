@@ -460,7 +460,7 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 	}
 	var before, after int
 	var created bool
-	err = r.data().write(r.db, coll, true, func(c *collection) error {
+	err = r.data().write(r.ctx, r.db, coll, true, func(c *collection) error {
 		if c.txn != nil && !c.txn.created[c.ns()] {
 			// As mongod: inside a transaction, only a collection the
 			// transaction created may get indexes.
@@ -534,7 +534,7 @@ func cmdDropIndexes(r *request) (bson.D, error) {
 		return nil, cmderr.New(40414, "BSON field 'dropIndexes.index' is missing but a required field")
 	}
 	var was int
-	err = r.data().write(r.db, coll, false, func(c *collection) error {
+	err = r.data().write(r.ctx, r.db, coll, false, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns not found %s.%s", r.db, coll)
 		}

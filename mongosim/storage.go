@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -152,7 +153,7 @@ func (s *storage) ensure(db, coll string) (*collection, bool, error) {
 // collection is created if missing; without, fn gets nil for a missing one.
 // A collection dropped between lookup and lock is looked up again, so a
 // write never lands in a dropped collection.
-func (s *storage) write(db, coll string, create bool, fn func(c *collection) error) error {
+func (s *storage) write(ctx context.Context, db, coll string, create bool, fn func(c *collection) error) error {
 	for {
 		var c *collection
 		if create {
@@ -182,7 +183,7 @@ func (s *storage) write(db, coll string, create bool, fn func(c *collection) err
 			}
 			// As mongod, a write outside a transaction waits for the
 			// transaction holding the document to finish, then retries.
-			if err := locked.owner.wait(s.now); err != nil {
+			if err := locked.owner.wait(ctx, s.now); err != nil {
 				return err
 			}
 			continue

@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -176,13 +177,16 @@ func (t *transaction) release(held []heldLock) {
 
 // wait blocks a writer outside the transaction until t ends; past t's
 // lifetime the writer aborts it, as mongod's transaction reaper would.
-func (t *transaction) wait(now func() time.Time) error {
+func (t *transaction) wait(ctx context.Context, now func() time.Time) error {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-t.done:
 			return nil
+		case <-ctx.Done():
+			// maxTimeMS (or the connection) ran out while waiting.
+			return cmderr.New(cmderr.MaxTimeMSExpired, "operation exceeded time limit")
 		case <-tick.C:
 			if !t.deadline.IsZero() && !now().Before(t.deadline) {
 				t.abort("exceeded transactionLifetimeLimitSeconds")

@@ -178,6 +178,12 @@ func TestTxnPlainWriteWaitsForTransaction(t *testing.T) {
 	_, err = coll.UpdateOne(sctx, bson.D{{Key: "_id", Value: 1}}, inc)
 	sdNoErr(t, err)
 
+	// maxTimeMS bounds the wait.
+	err = client.Database("txn").RunCommand(ctx, bson.D{{Key: "update", Value: "wait"},
+		{Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: inc}}}},
+		{Key: "maxTimeMS", Value: 50}}).Err()
+	wantCodeLabel(t, err, 50, "")
+
 	done := make(chan error, 1)
 	go func() {
 		_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, inc)
