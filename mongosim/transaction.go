@@ -573,11 +573,40 @@ func (t *transaction) commitLocked() ([]heldLock, error) {
 	for _, j := range jobs {
 		j.live.mu.Lock()
 	}
+	// uniqueConflicts checks, before anything is applied, that no written
+	// document collides on a unique index with one committed meanwhile, so
+	// a commit applies all or nothing.
+	uniqueConflicts := func(jobs []job) error {
+		for _, j := range jobs {
+			for k := range j.scratch.dirty {
+				sr := j.scratch.byID[k]
+				if sr == nil {
+					continue
+				}
+				keys, err := j.live.indexKeys(sr.doc)
+				if err != nil {
+					return err
+				}
+				self := j.live.byID[k]
+				for _, ik := range keys {
+					if other := ik.ix.entries[ik.key]; other != nil && other != self {
+						if _, mine := j.scratch.dirty[other.idKey]; !mine {
+							return j.live.dupKey(ik.ix, ik.value)
+						}
+					}
+				}
+			}
+		}
+		return nil
+	}
 	var firstErr error
 	for _, j := range jobs {
 		if j.live.dropped && firstErr == nil {
 			firstErr = errWriteConflict()
 		}
+	}
+	if firstErr == nil {
+		firstErr = uniqueConflicts(jobs)
 	}
 	if firstErr == nil {
 		seq := t.parent.clock.seq.Add(1)

@@ -560,3 +560,25 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+func TestTxnCommitUniqueConflictAppliesNothing(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("uniq")
+	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "k", Value: 1}}, Options: options.Index().SetUnique(true)})
+	sdNoErr(t, err)
+	s := txnSession(t, client)
+	sdNoErr(t, s.StartTransaction())
+	sctx := mongo.NewSessionContext(ctx, s)
+	_, err = coll.InsertOne(sctx, bson.D{{Key: "_id", Value: 1}, {Key: "k", Value: 0}})
+	sdNoErr(t, err)
+	_, err = coll.InsertOne(sctx, bson.D{{Key: "_id", Value: 2}, {Key: "k", Value: 1}})
+	sdNoErr(t, err)
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 3}, {Key: "k", Value: 1}})
+	sdNoErr(t, err)
+	err = s.CommitTransaction(ctx)
+	wantCodeLabel(t, err, 11000, "")
+	if n := countDocs(t, ctx, coll, bson.D{}); n != 1 {
+		t.Fatalf("%d documents after a failed commit, want only the outside one", n)
+	}
+}
