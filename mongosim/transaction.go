@@ -579,6 +579,16 @@ func (t *transaction) commitLocked() ([]heldLock, error) {
 	uniqueConflicts := func(jobs []job) error {
 		for _, j := range jobs {
 			for k := range j.scratch.dirty {
+				// Documents t did not claim (in collections it created)
+				// may have been written by others since its snapshot.
+				if o := j.live.locks[k]; o != nil && o != t {
+					return errWriteConflict()
+				}
+				for _, h := range j.live.hist[k] {
+					if h.seq > t.snapshot {
+						return errWriteConflict()
+					}
+				}
 				sr := j.scratch.byID[k]
 				if sr == nil {
 					continue

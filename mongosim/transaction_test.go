@@ -582,3 +582,24 @@ func TestTxnCommitUniqueConflictAppliesNothing(t *testing.T) {
 		t.Fatalf("%d documents after a failed commit, want only the outside one", n)
 	}
 }
+
+func TestTxnConcurrentCreateSameIDConflictsAtCommit(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("fresh")
+	s1, s2 := txnSession(t, client), txnSession(t, client)
+	sdNoErr(t, s1.StartTransaction())
+	sdNoErr(t, s2.StartTransaction())
+	_, err := coll.InsertOne(mongo.NewSessionContext(ctx, s1), bson.D{{Key: "_id", Value: 1}, {Key: "by", Value: "s1"}})
+	sdNoErr(t, err)
+	_, err = coll.InsertOne(mongo.NewSessionContext(ctx, s2), bson.D{{Key: "_id", Value: 1}, {Key: "by", Value: "s2"}})
+	sdNoErr(t, err)
+	sdNoErr(t, s1.CommitTransaction(ctx))
+	err = s2.CommitTransaction(ctx)
+	wantCodeLabel(t, err, 112, "TransientTransactionError")
+	var doc struct{ By string }
+	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc))
+	if doc.By != "s1" {
+		t.Fatalf("document by %q, want the first committer's", doc.By)
+	}
+}
