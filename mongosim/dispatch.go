@@ -302,8 +302,25 @@ func (m *Member) run(r *request, cmd *command) {
 	if labels := m.replyLabels(&out, reply); len(labels) > 0 {
 		reply = setField(reply, "errorLabels", labels)
 	}
+	reply = append(reply, m.clusterTimeFields(cmd.name)...)
 	if err := r.raw.Reply(reply); err != nil {
 		c.logf("mongosim %s: reply to %s: %v", m.addr, cmd.name, err)
+	}
+}
+
+// clusterTimeFields are the $clusterTime and operationTime a replica-set
+// member appends to its replies (drivers gossip the first and use the
+// second for causal consistency). The signature is all zeros, as from a
+// server without keys; handshake and auth replies carry none.
+func (m *Member) clusterTimeFields(name string) bson.D {
+	if m.cluster.setName == "" || isHelloName(name) || strings.HasPrefix(name, "sasl") {
+		return nil
+	}
+	ts := m.cluster.data.changes.clusterTime()
+	return bson.D{
+		{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: ts},
+			{Key: "signature", Value: bson.D{{Key: "hash", Value: bson.Binary{Subtype: 0, Data: make([]byte, 20)}}, {Key: "keyId", Value: int64(0)}}}}},
+		{Key: "operationTime", Value: ts},
 	}
 }
 
@@ -370,6 +387,7 @@ func (m *Member) replyErr(r *request, out *outcome, err error) {
 			{Key: "processId", Value: m.processID}, {Key: "counter", Value: counter},
 		}})
 	}
+	extra = append(extra, m.clusterTimeFields(r.name)...)
 	if err := r.raw.Reply(errorDoc(&e, extra)); err != nil {
 		m.cluster.logf("mongosim %s: reply to %s: %v", m.addr, r.name, err)
 	}
