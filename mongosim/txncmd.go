@@ -18,6 +18,10 @@ const (
 	defaultTxnLifetimeSecs = 60
 )
 
+// transientTxnCodes are the codes mongod labels TransientTransactionError
+// on any command of a transaction (commit and abort included).
+var transientTxnCodes = []int32{cmderr.WriteConflict, codeLockTimeout, 267, 239, 246, 249, 257}
+
 // txnCommands are the commands mongod 8.0 runs inside a transaction.
 var txnCommands = map[string]bool{
 	"find": true, "getMore": true, "killCursors": true, "insert": true, "update": true, "delete": true,
@@ -279,7 +283,10 @@ func txnErrorLabels(name string, code int32) []string {
 	if commitOrAbort && retriable {
 		labels = append(labels, labelRetryableWrite)
 	}
-	transient := code == cmderr.WriteConflict || code == codeLockTimeout || code == cmderr.NoSuchTransaction
+	// WriteConflict, LockTimeout, PreparedTransactionInProgress and the
+	// snapshot errors (SnapshotTooOld, SnapshotUnavailable,
+	// StaleChunkHistory, MigrationConflict) are transient, as on mongod.
+	transient := code == cmderr.NoSuchTransaction || slices.Contains(transientTxnCodes, code)
 	if !commitOrAbort && retriable {
 		transient = true
 	}
