@@ -603,3 +603,41 @@ func TestTxnConcurrentCreateSameIDConflictsAtCommit(t *testing.T) {
 		t.Fatalf("document by %q, want the first committer's", doc.By)
 	}
 }
+
+func TestTxnKillAndEndSessionsAbort(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("kill")
+	for _, kill := range []func(s *mongo.Session) error{
+		func(*mongo.Session) error {
+			return client.Database("admin").RunCommand(ctx, bson.D{{Key: "killAllSessions", Value: bson.A{}}}).Err()
+		},
+		func(s *mongo.Session) error {
+			return client.Database("admin").RunCommand(ctx, bson.D{{Key: "killSessions", Value: bson.A{s.ID()}}}).Err()
+		},
+	} {
+		s := txnSession(t, client)
+		sdNoErr(t, s.StartTransaction())
+		_, err := coll.InsertOne(mongo.NewSessionContext(ctx, s), bson.D{{Key: "v", Value: 1}})
+		sdNoErr(t, err)
+		sdNoErr(t, kill(s))
+		wantCodeLabel(t, s.CommitTransaction(ctx), 251, "TransientTransactionError")
+	}
+	// Ending a session aborts its transaction: the document it held is free.
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "held"}})
+	sdNoErr(t, err)
+	s, err := client.StartSession()
+	sdNoErr(t, err)
+	sdNoErr(t, s.StartTransaction())
+	_, err = coll.UpdateOne(mongo.NewSessionContext(ctx, s), bson.D{{Key: "_id", Value: "held"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "by", Value: "txn"}}}})
+	sdNoErr(t, err)
+	sdNoErr(t, client.Database("admin").RunCommand(ctx, bson.D{{Key: "endSessions", Value: bson.A{s.ID()}}}).Err())
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = coll.UpdateOne(wctx, bson.D{{Key: "_id", Value: "held"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "by", Value: "plain"}}}})
+	sdNoErr(t, err)
+	s.EndSession(ctx)
+	if n := countDocs(t, ctx, coll, bson.D{{Key: "v", Value: 1}}); n != 0 {
+		t.Fatalf("killed transactions committed %d documents", n)
+	}
+}
