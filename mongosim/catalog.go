@@ -46,7 +46,7 @@ func (k catalog) Out(db, coll string, docs []bson.D) error {
 		}
 		prepared[i] = p
 	}
-	return k.s.write(db, coll, true, func(c *collection) error {
+	return k.s.write(context.Background(), db, coll, true, func(c *collection) error {
 		tmp := newCollection(db, coll)
 		for _, ix := range c.indexes[1:] {
 			cp := *ix
@@ -95,7 +95,7 @@ func (k catalog) Merge(db, coll string, docs []bson.D, on []string, whenMatched 
 	default:
 		return cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field 'whenNotMatched' is not a valid value.", whenNotMatched)
 	}
-	return k.s.write(db, coll, true, func(c *collection) error {
+	return k.s.write(context.Background(), db, coll, true, func(c *collection) error {
 		onIsID := len(on) == 1 && on[0] == "_id"
 		if !onIsID && !c.hasUniqueIndexOn(on) {
 			return cmderr.New(51183, "Cannot find index to verify that join fields will be unique")
@@ -236,7 +236,7 @@ func cmdListDatabases(r *request) (bson.D, error) {
 	if v, ok := r.get("nameOnly"); ok {
 		nameOnly = truthy(v)
 	}
-	s := r.cluster.data
+	s := r.data()
 	var total int64
 	list := bson.A{}
 	for _, db := range s.databaseNames() {
@@ -290,7 +290,7 @@ func cmdListCollections(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := r.cluster.data
+	s := r.data()
 	var docs []bson.D
 	for _, name := range s.collectionNames(r.db) {
 		c := s.lookup(r.db, name)
@@ -374,19 +374,22 @@ func cmdCreate(r *request) (bson.D, error) {
 		}
 	}
 	var existed bool
-	err = r.cluster.data.write(r.db, coll, false, func(c *collection) error {
+	err = r.data().write(r.ctx, r.db, coll, false, func(c *collection) error {
 		existed = c != nil
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	if existed && r.tx != nil {
+		return nil, cmderr.New(cmderr.NamespaceExists, "Collection %s.%s already exists.", r.db, coll)
+	}
 	if existed {
 		// 7.0+: creating an existing collection with the same (default)
 		// options succeeds.
 		return bson.D{}, nil
 	}
-	if _, _, err := r.cluster.data.ensure(r.db, coll); err != nil {
+	if _, _, err := r.data().ensure(r.db, coll); err != nil {
 		return nil, err
 	}
 	return bson.D{}, nil
@@ -400,7 +403,7 @@ func cmdDrop(r *request) (bson.D, error) {
 	if err := checkFields(r); err != nil {
 		return nil, err
 	}
-	existed, n := r.cluster.data.dropCollection(r.db, coll)
+	existed, n := r.data().dropCollection(r.db, coll)
 	if !existed {
 		return bson.D{}, nil // 8.0 answers ok for a missing collection
 	}
@@ -411,7 +414,7 @@ func cmdDropDatabase(r *request) (bson.D, error) {
 	if err := checkFields(r); err != nil {
 		return nil, err
 	}
-	r.cluster.data.dropDatabase(r.db)
+	r.data().dropDatabase(r.db)
 	return bson.D{{Key: "dropped", Value: r.db}}, nil
 }
 
@@ -437,7 +440,7 @@ func cmdRenameCollection(r *request) (bson.D, error) {
 	if v, ok := r.get("dropTarget"); ok {
 		dropTarget = truthy(v)
 	}
-	s := r.cluster.data
+	s := r.data()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	src := s.dbs[fdb]
@@ -465,7 +468,7 @@ func cmdRenameCollection(r *request) (bson.D, error) {
 	c := src.colls[fcoll]
 	c.mu.Lock()
 	c.dropped = true
-	moved := &collection{db: tdb, name: tcoll, uuid: c.uuid, byID: c.byID, order: c.order, live: c.live, indexes: c.indexes}
+	moved := &collection{db: tdb, name: tcoll, uuid: c.uuid, byID: c.byID, order: c.order, live: c.live, indexes: c.indexes, clock: c.clock}
 	c.mu.Unlock()
 	delete(src.colls, fcoll)
 	if len(src.colls) == 0 && fdb != tdb {
@@ -487,7 +490,7 @@ func cmdCollStats(r *request) (bson.D, error) {
 	var count, size int64
 	var nindexes int
 	var names bson.D
-	err = r.cluster.data.read(r.db, coll, func(c *collection) error {
+	err = r.data().read(r.db, coll, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "Collection [%s.%s] not found.", r.db, coll)
 		}
@@ -521,7 +524,7 @@ func cmdDBStats(r *request) (bson.D, error) {
 	if err := checkFields(r, "scale", "freeStorage"); err != nil {
 		return nil, err
 	}
-	s := r.cluster.data
+	s := r.data()
 	var objects, size, indexes int64
 	colls := s.collectionNames(r.db)
 	for _, name := range colls {

@@ -29,12 +29,14 @@ type Cluster struct {
 	setName string // "" when standalone
 	started time.Time
 
-	data    *storage
-	txns    *txnTable
-	limiter *limiter
-	fails   *failPoints // fail points set with Cluster.SetFailPoint (all members)
-	auth    *authenticator
-	stats   counters
+	data *storage
+	txns *txnTable
+	// txnLifetimeSecs is the transactionLifetimeLimitSeconds parameter.
+	txnLifetimeSecs atomic.Int64
+	limiter         *limiter
+	fails           *failPoints // fail points set with Cluster.SetFailPoint (all members)
+	auth            *authenticator
+	stats           counters
 
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs
@@ -110,6 +112,7 @@ func Launch(o Options) (*Cluster, error) {
 		term:       1,
 		setVersion: 1,
 	}
+	c.txnLifetimeSecs.Store(defaultTxnLifetimeSecs)
 	if !o.Standalone {
 		c.setName = o.ReplicaSetName
 	}
@@ -259,6 +262,9 @@ func (c *Cluster) Close() error {
 		c.closed = true
 		members := append([]*Member(nil), c.members...)
 		c.mu.Unlock()
+		// Writers waiting for a transaction's documents must not hold up
+		// the members' shutdown.
+		c.abortAllTransactions("the server is shutting down")
 		var errs []error
 		for _, m := range members {
 			if err := m.srv.Close(); err != nil {

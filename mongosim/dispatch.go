@@ -49,6 +49,8 @@ type outcome struct {
 	hasTxnNumber   bool
 	explicitLabels []string // a fail point's errorLabels, replacing the server's own
 	labelsSet      bool
+	inTxn          bool   // the command carried autocommit (a transaction statement)
+	name           string // the command's canonical name
 }
 
 // handle is the member's blackpipe Handler: every request ends here.
@@ -165,13 +167,16 @@ func (m *Member) run(r *request, cmd *command) {
 		return
 	}
 	out.hasTxnNumber = hasTxn
-	if _, ok := r.get("startTransaction"); ok {
-		m.replyErr(r, &out, cmderr.Unsupported("multi-document transactions"))
-		return
-	}
-	if _, ok := r.get("autocommit"); ok {
-		m.replyErr(r, &out, cmderr.Unsupported("multi-document transactions"))
-		return
+	out.name = cmd.name
+	_, hasAuto := r.get("autocommit")
+	_, hasStart := r.get("startTransaction")
+	txnStmt := hasAuto || hasStart || isTxnControl(cmd.name)
+	out.inTxn = hasAuto && hasTxn
+	if txnStmt {
+		if err := m.checkTxnArgs(r, cmd, hasTxn); err != nil {
+			m.replyErr(r, &out, err)
+			return
+		}
 	}
 
 	var wce bson.D
@@ -202,12 +207,21 @@ func (m *Member) run(r *request, cmd *command) {
 		wce = act.writeConcernError
 	}
 
-	if cmd.write && !m.IsPrimary() {
+	if (cmd.write || txnStmt) && !m.IsPrimary() {
 		m.replyErr(r, &out, cmderr.New(cmderr.NotWritablePrimary, notPrimaryMessage))
 		return
 	}
 
-	if hasTxn {
+	if txnStmt {
+		tc, t, err := m.enterTransaction(r, cmd, txnNumber)
+		if err != nil {
+			m.replyErr(r, &out, err)
+			return
+		}
+		defer tc.release()
+		r.tx = t
+		t.statements++
+	} else if hasTxn {
 		if c.setName == "" {
 			m.replyErr(r, &out, cmderr.New(cmderr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos"))
 			return
@@ -249,6 +263,9 @@ func (m *Member) run(r *request, cmd *command) {
 	}
 
 	reply, err := cmd.run(r)
+	if r.tx != nil && !isTxnControl(cmd.name) {
+		reply, err = finishStatement(r.tx, reply, err)
+	}
 	if r.txn != nil {
 		c.stats.replayed.Add(int64(r.txn.replayed))
 	}
@@ -285,8 +302,25 @@ func (m *Member) run(r *request, cmd *command) {
 	if labels := m.replyLabels(&out, reply); len(labels) > 0 {
 		reply = setField(reply, "errorLabels", labels)
 	}
+	reply = append(reply, m.clusterTimeFields(cmd.name)...)
 	if err := r.raw.Reply(reply); err != nil {
 		c.logf("mongosim %s: reply to %s: %v", m.addr, cmd.name, err)
+	}
+}
+
+// clusterTimeFields are the $clusterTime and operationTime a replica-set
+// member appends to its replies (drivers gossip the first and use the
+// second for causal consistency). The signature is all zeros, as from a
+// server without keys; handshake and auth replies carry none.
+func (m *Member) clusterTimeFields(name string) bson.D {
+	if m.cluster.setName == "" || isHelloName(name) || strings.HasPrefix(name, "sasl") {
+		return nil
+	}
+	ts := m.cluster.data.changes.clusterTime()
+	return bson.D{
+		{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: ts},
+			{Key: "signature", Value: bson.D{{Key: "hash", Value: bson.Binary{Subtype: 0, Data: make([]byte, 20)}}, {Key: "keyId", Value: int64(0)}}}}},
+		{Key: "operationTime", Value: ts},
 	}
 }
 
@@ -303,6 +337,9 @@ func (m *Member) replyLabels(out *outcome, reply bson.D) []string {
 	if !out.hasTxnNumber {
 		return nil
 	}
+	if out.inTxn && out.name != "commitTransaction" {
+		return nil // statements and abort: no write concern of their own
+	}
 	for _, e := range reply {
 		if e.Key != "writeConcernError" {
 			continue
@@ -311,6 +348,9 @@ func (m *Member) replyLabels(out *outcome, reply bson.D) []string {
 			for _, f := range d {
 				if f.Key == "code" {
 					if code, ok := asInt64(f.Value); ok && slices.Contains(retryableWriteCodes, int32(code)) {
+						if out.inTxn {
+							return []string{labelRetryableWrite, labelUnknownCommit}
+						}
 						return []string{labelRetryableWrite}
 					}
 				}
@@ -330,6 +370,8 @@ func (m *Member) replyErr(r *request, out *outcome, err error) {
 	switch {
 	case out.labelsSet:
 		e.Labels = out.explicitLabels
+	case out.inTxn:
+		e.Labels = txnErrorLabels(out.name, e.Code)
 	case out.hasTxnNumber && slices.Contains(retryableWriteCodes, e.Code) && !slices.Contains(e.Labels, labelRetryableWrite):
 		e.Labels = append(slices.Clone(e.Labels), labelRetryableWrite)
 	}
@@ -345,6 +387,7 @@ func (m *Member) replyErr(r *request, out *outcome, err error) {
 			{Key: "processId", Value: m.processID}, {Key: "counter", Value: counter},
 		}})
 	}
+	extra = append(extra, m.clusterTimeFields(r.name)...)
 	if err := r.raw.Reply(errorDoc(&e, extra)); err != nil {
 		m.cluster.logf("mongosim %s: reply to %s: %v", m.addr, r.name, err)
 	}

@@ -115,7 +115,7 @@ func cmdFind(r *request) (bson.D, error) {
 	if sorter == nil && limit > 0 {
 		early = int(skip + limit)
 	}
-	docs, err := r.cluster.data.snapshot(r.db, coll, f, filterDoc, early, hint)
+	docs, err := r.data().snapshot(r.db, coll, f, filterDoc, early, hint)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func cmdCount(r *request) (bson.D, error) {
 		return nil, err
 	}
 	var n int64
-	err = r.cluster.data.read(r.db, coll, func(c *collection) error {
+	err = r.data().read(r.db, coll, func(c *collection) error {
 		if c == nil {
 			return nil
 		}
@@ -250,7 +250,7 @@ func cmdDistinct(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	docs, err := r.cluster.data.snapshot(r.db, coll, f, filterDoc, 0, hint)
+	docs, err := r.data().snapshot(r.db, coll, f, filterDoc, 0, hint)
 	if err != nil {
 		return nil, err
 	}

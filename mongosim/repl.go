@@ -46,6 +46,8 @@ func (c *Cluster) stepDown(from int) error {
 		m.bumpTopologyLocked()
 	}
 	c.stats.stepDowns.Add(1)
+	// As mongod, stepping down aborts every transaction in progress.
+	c.abortAllTransactions("the primary stepped down")
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -34,8 +35,12 @@ type storage struct {
 	now     func() time.Time
 	mu      sync.RWMutex // guards dbs and each database's colls map
 	dbs     map[string]*database
-	cursors cursorTable
+	cursors *cursorTable
 	changes *changeLog // every write, for change streams
+	clock   *txnClock  // commit sequence and open transactions
+	// txn is set on a transaction's private view of the store: its
+	// collections are snapshots materialised on first use (see txnstore.go).
+	txn *transaction
 }
 
 type database struct {
@@ -56,6 +61,30 @@ type collection struct {
 	live    int
 	indexes []*index   // indexes[0] is _id_
 	changes *changeLog // nil for scratch collections, whose writes are not logged
+
+	// Multi-document transaction support (transaction.go). On a stored
+	// collection: clock stamps every write; hist keeps, while transactions
+	// are open, each document's prior versions so a snapshot can be
+	// rebuilt; locks names the transaction that wrote a document and has
+	// not yet committed (first writer wins). committing/commitSeq are set
+	// while a commit applies its writes under mu.
+	clock      *txnClock
+	hist       map[string][]histEntry
+	histN      int
+	locks      map[string]*transaction
+	committing *transaction
+	commitSeq  int64
+	mutations  int
+	// On a transaction's snapshot copy: the owner, the stored collection
+	// it copies (nil when it did not exist), and the documents written
+	// (value: the last write replaced the whole document).
+	txn   *transaction
+	base  *collection
+	dirty map[string]bool
+	// partial: only the documents in known (fetched by _id, present or
+	// not) have been copied yet; a scan fills the rest first.
+	partial bool
+	known   map[string]bool
 }
 
 type record struct {
@@ -68,7 +97,7 @@ func newStorage(now func() time.Time) *storage {
 	if now == nil {
 		now = time.Now
 	}
-	return &storage{now: now, dbs: map[string]*database{}, cursors: cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now)}
+	return &storage{now: now, dbs: map[string]*database{}, cursors: &cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now), clock: newTxnClock()}
 }
 
 func newCollection(db, name string) *collection {
@@ -81,6 +110,9 @@ func (c *collection) ns() string { return c.db + "." + c.name }
 
 // lookup returns the collection or nil.
 func (s *storage) lookup(db, coll string) *collection {
+	if s.txn != nil {
+		return s.txn.collection(db, coll)
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if d := s.dbs[db]; d != nil {
@@ -91,6 +123,9 @@ func (s *storage) lookup(db, coll string) *collection {
 
 // ensure returns the collection, creating it (and its database) if missing.
 func (s *storage) ensure(db, coll string) (*collection, bool, error) {
+	if s.txn != nil {
+		return s.txn.ensure(db, coll)
+	}
 	if c := s.lookup(db, coll); c != nil {
 		return c, false, nil
 	}
@@ -109,6 +144,7 @@ func (s *storage) ensure(db, coll string) (*collection, bool, error) {
 	}
 	c := newCollection(db, coll)
 	c.changes = s.changes
+	c.clock = s.clock
 	d.colls[coll] = c
 	return c, true, nil
 }
@@ -117,7 +153,7 @@ func (s *storage) ensure(db, coll string) (*collection, bool, error) {
 // collection is created if missing; without, fn gets nil for a missing one.
 // A collection dropped between lookup and lock is looked up again, so a
 // write never lands in a dropped collection.
-func (s *storage) write(db, coll string, create bool, fn func(c *collection) error) error {
+func (s *storage) write(ctx context.Context, db, coll string, create bool, fn func(c *collection) error) error {
 	for {
 		var c *collection
 		if create {
@@ -133,7 +169,25 @@ func (s *storage) write(db, coll string, create bool, fn func(c *collection) err
 			c.mu.Unlock()
 			continue
 		}
+		before := c.mutations
 		err := fn(c)
+		var locked *docLockedError
+		if errors.As(err, &locked) {
+			partial := c.mutations != before
+			c.mu.Unlock()
+			if partial {
+				// mongod retries each document's write on its own; this
+				// statement already changed documents, so rerunning it
+				// whole could apply them twice.
+				return cmderr.New(cmderr.WriteConflict, "mongosim: a multi-document write met a document held by an uncommitted transaction after changing other documents; retry the operation")
+			}
+			// As mongod, a write outside a transaction waits for the
+			// transaction holding the document to finish, then retries.
+			if err := locked.owner.wait(ctx, s.now); err != nil {
+				return err
+			}
+			continue
+		}
 		c.mu.Unlock()
 		return err
 	}
@@ -244,6 +298,7 @@ func validateNamespace(db, coll string) error {
 
 // each calls fn for the live records in natural order until fn returns false.
 func (c *collection) each(fn func(r *record) bool) {
+	c.fill()
 	for _, r := range c.order {
 		if r != nil && !fn(r) {
 			return
@@ -256,7 +311,9 @@ func (c *collection) each(fn func(r *record) bool) {
 // else all of them. The caller still runs the filter.
 func (c *collection) candidates(filterDoc bson.D) []*record {
 	if id, ok := idEquality(filterDoc); ok {
-		if r := c.byID[keyOf(id)]; r != nil {
+		k := keyOf(id)
+		c.fetch(k)
+		if r := c.byID[k]; r != nil {
 			return []*record{r}
 		}
 		return nil
@@ -372,6 +429,7 @@ func checkID(id any) error {
 func (c *collection) insert(doc bson.D) error {
 	id, _ := value.Get(doc, "_id")
 	idKey := keyOf(id)
+	c.fetch(idKey)
 	if c.byID[idKey] != nil {
 		return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
 	}
@@ -383,12 +441,16 @@ func (c *collection) insert(doc bson.D) error {
 	if err := c.checkUnique(keys, r); err != nil {
 		return err
 	}
+	if err := c.beforeWrite(idKey, false); err != nil {
+		return err
+	}
 	r.pos = len(c.order)
 	c.order = append(c.order, r)
 	c.byID[idKey] = r
 	c.live++
 	c.addKeys(keys, r)
 	c.changes.record(changeInsert, c, nil, doc)
+	c.afterWrite(idKey, nil)
 	return nil
 }
 
@@ -429,6 +491,9 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 	if err := c.checkUnique(newKeys, r); err != nil {
 		return err
 	}
+	if err := c.beforeWrite(r.idKey, whole); err != nil {
+		return err
+	}
 	c.removeKeys(oldKeys, r)
 	c.addKeys(newKeys, r)
 	kind := changeUpdate
@@ -436,14 +501,19 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 		kind = changeReplace
 	}
 	c.changes.record(kind, c, r.doc, doc)
+	before := r.doc
 	r.doc = doc
+	c.afterWrite(r.idKey, before)
 	return nil
 }
 
 // sameValue is exact identity for _id: same BSON type class and value.
 func sameValue(a, b any) bool { return keyOf(a) == keyOf(b) }
 
-func (c *collection) remove(r *record) {
+func (c *collection) remove(r *record) error {
+	if err := c.beforeWrite(r.idKey, true); err != nil {
+		return err
+	}
 	if keys, err := c.indexKeys(r.doc); err == nil {
 		c.removeKeys(keys, r)
 	}
@@ -454,6 +524,8 @@ func (c *collection) remove(r *record) {
 	if len(c.order) > 64 && c.live < len(c.order)/2 {
 		c.compact()
 	}
+	c.afterWrite(r.idKey, r.doc)
+	return nil
 }
 
 func (c *collection) compact() {

@@ -70,6 +70,11 @@ const (
 	Overflow                           = 15
 	UnknownError                       = 8
 	BSONObjectTooLarge                 = 10334
+	WriteConflict                      = 112
+	TransactionCommitted               = 256
+	ConflictingOperationInProgress     = 117
+	UnsatisfiableWriteConcern          = 100
+	UnknownReplWriteConcern            = 79
 )
 
 var names = map[int32]string{
@@ -98,7 +103,9 @@ var names = map[int32]string{
 	MaxTimeMSExpired:                "MaxTimeMSExpired", Interrupted: "Interrupted",
 	OperationNotSupportedInTransaction: "OperationNotSupportedInTransaction",
 	InvalidLength:                      "InvalidLength", Overflow: "Overflow", UnknownError: "UnknownError",
-	BSONObjectTooLarge: "BSONObjectTooLarge",
+	BSONObjectTooLarge: "BSONObjectTooLarge", WriteConflict: "WriteConflict",
+	TransactionCommitted: "TransactionCommitted", ConflictingOperationInProgress: "ConflictingOperationInProgress",
+	UnsatisfiableWriteConcern: "UnsatisfiableWriteConcern", UnknownReplWriteConcern: "UnknownReplWriteConcern",
 }
 
 // Name returns the codeName MongoDB uses for code, or "Location<code>".
