@@ -1080,7 +1080,7 @@ func clientOps(c *sturdy.Client) map[string]opFunc {
 	}
 	return map[string]opFunc{
 		"dropDatabase": func(ctx context.Context, a *args) (opResult, error) {
-			name := a.str("databaseName")
+			name := a.str("database")
 			s, err := a.session()
 			if err != nil {
 				return opResult{}, err
