@@ -24,7 +24,6 @@ const (
 	reasonStandaloneSessions = "mongosim: a standalone server reports no logicalSessionTimeoutMinutes (by design, see DESIGN.md), so it has no sessions; a mongod standalone supports them"
 	reasonLET                = "mongosim: let variables are implemented for aggregate only, not for find, update, delete and findAndModify"
 	reasonMaxAttempts2       = "sturdy's default maxAdaptiveRetries is seed 003's 5 (DESIGN.md, 'overload retries'), not the newer spec's 2, and the test's client sets none"
-	reasonUndefinedVar       = "mongosim: an undefined variable ($$id2) in a write's $expr filter is not reported as error 17276 (collection.match drops $expr evaluation errors; mongod rejects it when parsing)"
 )
 
 // expectedFailures lists the known failures: sturdy client behaviour that
@@ -54,10 +53,6 @@ var expectedFailures = []expectedFailure{
 	{File: "crud/updateMany-let.json", Test: "", Reason: reasonLET},
 	{File: "crud/updateOne-let.json", Test: "", Reason: reasonLET},
 	{File: "crud/client-bulkWrite-options.json", Test: "client bulkWrite let", Reason: reasonLET},
-	{File: "crud/client-bulkWrite-errors.json", Test: "an individual operation fails during an ordered bulkWrite", Reason: reasonUndefinedVar},
-	{File: "crud/client-bulkWrite-errors.json", Test: "an individual operation fails during an unordered bulkWrite", Reason: reasonUndefinedVar},
-	{File: "crud/client-bulkWrite-errors.json", Test: "detailed results are omitted from error when verboseResults is false", Reason: reasonUndefinedVar},
-	{File: "crud/client-bulkWrite-errors.json", Test: "a bulk write with only errors does not report a partial result", Reason: reasonUndefinedVar},
 	{File: "crud/estimatedDocumentCount.json", Test: "estimatedDocumentCount works correctly on views", Reason: "mongosim: views (create with viewOn) are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with options", Reason: "mongosim: find's min/max index bounds are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with showRecordId and returnKey", Reason: "mongosim: find's returnKey and showRecordId are not implemented"},
