@@ -125,9 +125,6 @@ func TestTransactionCommandFields(t *testing.T) {
 	if commit.Lookup("recoveryToken", "tok").Int32() != ins[1].RequestID {
 		t.Errorf("commit's recoveryToken %s, want the second insert's (%d)", commit.Lookup("recoveryToken"), ins[1].RequestID)
 	}
-	for _, e := range []any{ins[0], commits[0]} {
-		_ = e
-	}
 	if ins[0].TxnNumber == nil || *ins[0].TxnNumber != 1 || commits[0].TxnNumber == nil || *commits[0].TxnNumber != 1 {
 		t.Errorf("events' txnNumber %v %v", ins[0].TxnNumber, commits[0].TxnNumber)
 	}
