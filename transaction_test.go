@@ -557,3 +557,31 @@ func tsBytes(ts bson.Timestamp) []byte {
 	_, b, _ := bson.MarshalValue(ts)
 	return b
 }
+
+// abortTransaction is retried once after a network error, whatever
+// retryWrites says, and its failure is not reported.
+func TestTransactionAbortRetry(t *testing.T) {
+	ts := startTxnServer(t)
+	c, rec, _ := watchRetries(t, ts.uri()+"&retryWrites=false", 0.5, nil)
+	ctx := testCtx(t)
+	ts.setFail(func(r *blackpipe.Request) bool {
+		return r.Name == "abortTransaction" && r.Hangup() == nil
+	})
+	s, err := c.StartSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.EndSession(ctx)
+	if err := s.StartTransaction(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Database("db").Collection("c").InsertOne(ctx, d("_id", 1), &sturdy.InsertOneOptions{Session: s}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AbortTransaction(ctx); err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	if n := len(rec.startedNamed("abortTransaction")); n != 2 || s.TransactionState() != sturdy.TransactionAborted {
+		t.Fatalf("%d abort attempts, state %v; want 2, aborted", n, s.TransactionState())
+	}
+}
