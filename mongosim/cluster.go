@@ -72,6 +72,9 @@ type Stats struct {
 	StepDowns       int64 // primary changes
 	AuthSuccesses   int64
 	AuthFailures    int64
+	// Multi-document transactions started, committed and aborted (by
+	// abortTransaction, an error, expiry, step-down or killed sessions).
+	TxnStarted, TxnCommitted, TxnAborted int64
 }
 
 // Launch starts a deployment as described by o. Call Close to stop it.
@@ -250,6 +253,7 @@ func (c *Cluster) Stats() Stats {
 		ConnsAccepted: s.connsAccepted.Load(), ConnsRejected: s.connsRejected.Load(),
 		FailPointsFired: s.failPointsFired.Load(), Replayed: s.replayed.Load(), Hangups: s.hangups.Load(),
 		StepDowns: s.stepDowns.Load(), AuthSuccesses: s.authSuccesses.Load(), AuthFailures: s.authFailures.Load(),
+		TxnStarted: c.data.clock.started.Load(), TxnCommitted: c.data.clock.committed.Load(), TxnAborted: c.data.clock.aborted.Load(),
 	}
 }
 

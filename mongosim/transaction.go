@@ -32,6 +32,9 @@ import (
 type txnClock struct {
 	seq    atomic.Int64
 	active atomic.Int64 // len(open), readable without mu
+	// started/committed/aborted count transactions for Stats and
+	// serverStatus.transactions.
+	started, committed, aborted atomic.Int64
 	mu     sync.Mutex
 	open   map[*transaction]struct{}
 }
@@ -45,6 +48,7 @@ func (k *txnClock) register(t *transaction) {
 	k.mu.Lock()
 	k.open[t] = struct{}{}
 	k.active.Add(1)
+	k.started.Add(1)
 	t.snapshot = k.seq.Load()
 	k.mu.Unlock()
 }
@@ -164,6 +168,11 @@ func (t *transaction) endLocked(phase txnPhase, reason string) []heldLock {
 
 // release frees the documents t claimed and wakes writers waiting for them.
 func (t *transaction) release(held []heldLock) {
+	if phase, _ := t.state(); phase == txnCommitted {
+		t.parent.clock.committed.Add(1)
+	} else {
+		t.parent.clock.aborted.Add(1)
+	}
 	for _, h := range held {
 		h.c.mu.Lock()
 		if h.c.locks[h.idKey] == t {

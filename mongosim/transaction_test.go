@@ -268,6 +268,14 @@ func TestTxnWithTransactionConcurrentIncrements(t *testing.T) {
 		t.Fatalf("a=%d b=%d, want %d and %d", a.N, b.N, -workers*each+plain, workers*each+plain)
 	}
 	t.Logf("%d transactions committed in %d attempts", workers*each, attempts.Load())
+	var status struct {
+		Transactions struct{ TotalStarted, TotalCommitted, TotalAborted, CurrentOpen int64 }
+	}
+	sdNoErr(t, client.Database("admin").RunCommand(ctx, bson.D{{Key: "serverStatus", Value: 1}}).Decode(&status))
+	if tx := status.Transactions; tx.TotalCommitted != workers*each || tx.TotalStarted != attempts.Load() ||
+		tx.TotalAborted != tx.TotalStarted-tx.TotalCommitted || tx.CurrentOpen != 0 {
+		t.Fatalf("serverStatus.transactions %+v after %d attempts", tx, attempts.Load())
+	}
 }
 
 func TestTxnLifetimeLimitAborts(t *testing.T) {
