@@ -204,12 +204,24 @@ func (t *transaction) wait(ctx context.Context, now func() time.Time) error {
 	}
 }
 
+// forgetIfDone drops an ended transaction's copies of the data (the
+// session keeps the transaction only to answer later commands). Only the
+// session's own command calls it, so no statement is using them.
+func (t *transaction) forgetIfDone() {
+	if phase, _ := t.state(); phase != txnInProgress {
+		t.colls = nil
+	}
+}
+
 func nsKey(db, coll string) string { return db + "." + coll }
 
 // collection returns t's copy of db.coll as of its snapshot, making it on
 // first use; nil when the collection did not exist.
 func (t *transaction) collection(db, coll string) *collection {
 	ns := nsKey(db, coll)
+	if t.colls == nil {
+		t.colls = map[string]*collection{} // forgotten: cannot be reached, but never panic
+	}
 	if c, ok := t.colls[ns]; ok {
 		return c
 	}
