@@ -33,6 +33,8 @@ type Cluster struct {
 	txns *txnTable
 	// txnLifetimeSecs is the transactionLifetimeLimitSeconds parameter.
 	txnLifetimeSecs atomic.Int64
+	// The transaction reaper (reapTransactions) and its shutdown.
+	reaperStop, reaperDone chan struct{}
 	limiter         *limiter
 	fails           *failPoints // fail points set with Cluster.SetFailPoint (all members)
 	auth            *authenticator
@@ -137,6 +139,10 @@ func Launch(o Options) (*Cluster, error) {
 	c.members = members
 	c.primary = 0
 	c.mu.Unlock()
+	if c.setName != "" {
+		c.reaperStop, c.reaperDone = make(chan struct{}), make(chan struct{})
+		go c.reapTransactions(time.Second)
+	}
 	return c, nil
 }
 
@@ -268,6 +274,10 @@ func (c *Cluster) Close() error {
 		c.mu.Unlock()
 		// Writers waiting for a transaction's documents must not hold up
 		// the members' shutdown.
+		if c.reaperStop != nil {
+			close(c.reaperStop)
+			<-c.reaperDone
+		}
 		c.abortAllTransactions("the server is shutting down")
 		var errs []error
 		for _, m := range members {

@@ -307,6 +307,21 @@ func TestTxnLifetimeLimitAborts(t *testing.T) {
 	if doc.V != 2 {
 		t.Fatalf("v = %d, want 2 (expired transaction's write discarded)", doc.V)
 	}
+
+	// An idle expired transaction is reaped without anyone touching it.
+	s2 := txnSession(t, client)
+	sdNoErr(t, s2.StartTransaction())
+	_, err = coll.InsertOne(mongo.NewSessionContext(ctx, s2), bson.D{{Key: "_id", Value: 3}})
+	sdNoErr(t, err)
+	aborted := c.Stats().TxnAborted
+	clk.Advance(6 * time.Second)
+	for deadline := time.Now().Add(10 * time.Second); c.Stats().TxnAborted == aborted; {
+		if time.Now().After(deadline) {
+			t.Fatal("expired transaction not reaped within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wantCodeLabel(t, s2.CommitTransaction(ctx), 251, "TransientTransactionError")
 }
 
 func TestTxnStepDownAborts(t *testing.T) {
