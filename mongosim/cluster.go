@@ -35,10 +35,11 @@ type Cluster struct {
 	txnLifetimeSecs atomic.Int64
 	// The transaction reaper (reapTransactions) and its shutdown.
 	reaperStop, reaperDone chan struct{}
-	limiter         *limiter
-	fails           *failPoints // fail points set with Cluster.SetFailPoint (all members)
-	auth            *authenticator
-	stats           counters
+
+	limiter *limiter
+	fails   *failPoints // fail points set with Cluster.SetFailPoint (all members)
+	auth    *authenticator
+	stats   counters
 
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs

@@ -35,8 +35,9 @@ type txnClock struct {
 	// started/committed/aborted count transactions for Stats and
 	// serverStatus.transactions.
 	started, committed, aborted atomic.Int64
-	mu     sync.Mutex
-	open   map[*transaction]struct{}
+
+	mu   sync.Mutex
+	open map[*transaction]struct{}
 }
 
 func newTxnClock() *txnClock { return &txnClock{open: map[*transaction]struct{}{}} }
