@@ -570,6 +570,11 @@ func (t *transaction) commitLocked() ([]heldLock, error) {
 	sort.Strings(nss)
 	for _, ns := range nss {
 		sc := t.colls[ns]
+		if sc.base != nil && t.parent.lookup(sc.db, sc.name) != sc.base {
+			// The collection t read was dropped (or dropped and created
+			// again) since: mongod's drop would have conflicted with t.
+			return t.endLocked(txnAborted, "commit failed"), errWriteConflict()
+		}
 		live, _, err := t.parent.ensure(sc.db, sc.name)
 		if err != nil {
 			return t.endLocked(txnAborted, "commit failed"), err
@@ -633,7 +638,7 @@ func (t *transaction) commitLocked() ([]heldLock, error) {
 	}
 	var firstErr error
 	for _, j := range jobs {
-		if j.live.dropped && firstErr == nil {
+		if (j.live.dropped || (j.scratch.base != nil && j.scratch.base != j.live)) && firstErr == nil {
 			firstErr = errWriteConflict()
 		}
 	}

@@ -679,3 +679,22 @@ func TestTxnKillAndEndSessionsAbort(t *testing.T) {
 		t.Fatalf("killed transactions committed %d documents", n)
 	}
 }
+
+func TestTxnCollectionDroppedUnderneathConflictsAtCommit(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("dropped")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
+	sdNoErr(t, err)
+	s := txnSession(t, client)
+	sdNoErr(t, s.StartTransaction())
+	_, err = coll.UpdateOne(mongo.NewSessionContext(ctx, s), bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}})
+	sdNoErr(t, err)
+	sdNoErr(t, coll.Drop(ctx))
+	wantCodeLabel(t, s.CommitTransaction(ctx), 112, "TransientTransactionError")
+	names, err := client.Database("txn").ListCollectionNames(ctx, bson.D{{Key: "name", Value: "dropped"}})
+	sdNoErr(t, err)
+	if len(names) != 0 {
+		t.Fatal("the failed commit recreated the dropped collection")
+	}
+}
