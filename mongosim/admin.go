@@ -216,6 +216,12 @@ func serverStatusCmd(r *request) (bson.D, error) {
 			{Key: "totalCreated", Value: st.ConnsAccepted},
 			{Key: "rejected", Value: st.ConnsRejected},
 		}},
+		{Key: "transactions", Value: bson.D{
+			{Key: "currentOpen", Value: r.cluster.data.clock.active.Load()},
+			{Key: "totalStarted", Value: st.TxnStarted},
+			{Key: "totalCommitted", Value: st.TxnCommitted},
+			{Key: "totalAborted", Value: st.TxnAborted},
+		}},
 		{Key: "mongosim", Value: bson.D{
 			{Key: "commands", Value: st.Commands},
 			{Key: "admitted", Value: st.Admitted},

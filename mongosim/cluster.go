@@ -33,10 +33,13 @@ type Cluster struct {
 	txns *txnTable
 	// txnLifetimeSecs is the transactionLifetimeLimitSeconds parameter.
 	txnLifetimeSecs atomic.Int64
-	limiter         *limiter
-	fails           *failPoints // fail points set with Cluster.SetFailPoint (all members)
-	auth            *authenticator
-	stats           counters
+	// The transaction reaper (reapTransactions) and its shutdown.
+	reaperStop, reaperDone chan struct{}
+
+	limiter *limiter
+	fails   *failPoints // fail points set with Cluster.SetFailPoint (all members)
+	auth    *authenticator
+	stats   counters
 
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs
@@ -72,6 +75,9 @@ type Stats struct {
 	StepDowns       int64 // primary changes
 	AuthSuccesses   int64
 	AuthFailures    int64
+	// Multi-document transactions started, committed and aborted (by
+	// abortTransaction, an error, expiry, step-down or killed sessions).
+	TxnStarted, TxnCommitted, TxnAborted int64
 }
 
 // Launch starts a deployment as described by o. Call Close to stop it.
@@ -134,6 +140,10 @@ func Launch(o Options) (*Cluster, error) {
 	c.members = members
 	c.primary = 0
 	c.mu.Unlock()
+	if c.setName != "" {
+		c.reaperStop, c.reaperDone = make(chan struct{}), make(chan struct{})
+		go c.reapTransactions(time.Second)
+	}
 	return c, nil
 }
 
@@ -250,6 +260,7 @@ func (c *Cluster) Stats() Stats {
 		ConnsAccepted: s.connsAccepted.Load(), ConnsRejected: s.connsRejected.Load(),
 		FailPointsFired: s.failPointsFired.Load(), Replayed: s.replayed.Load(), Hangups: s.hangups.Load(),
 		StepDowns: s.stepDowns.Load(), AuthSuccesses: s.authSuccesses.Load(), AuthFailures: s.authFailures.Load(),
+		TxnStarted: c.data.clock.started.Load(), TxnCommitted: c.data.clock.committed.Load(), TxnAborted: c.data.clock.aborted.Load(),
 	}
 }
 
@@ -264,6 +275,10 @@ func (c *Cluster) Close() error {
 		c.mu.Unlock()
 		// Writers waiting for a transaction's documents must not hold up
 		// the members' shutdown.
+		if c.reaperStop != nil {
+			close(c.reaperStop)
+			<-c.reaperDone
+		}
 		c.abortAllTransactions("the server is shutting down")
 		var errs []error
 		for _, m := range members {

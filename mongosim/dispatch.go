@@ -266,6 +266,9 @@ func (m *Member) run(r *request, cmd *command) {
 	if r.tx != nil && !isTxnControl(cmd.name) {
 		reply, err = finishStatement(r.tx, reply, err)
 	}
+	if r.tx != nil {
+		r.tx.forgetIfDone()
+	}
 	if r.txn != nil {
 		c.stats.replayed.Add(int64(r.txn.replayed))
 	}

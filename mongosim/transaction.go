@@ -32,8 +32,12 @@ import (
 type txnClock struct {
 	seq    atomic.Int64
 	active atomic.Int64 // len(open), readable without mu
-	mu     sync.Mutex
-	open   map[*transaction]struct{}
+	// started/committed/aborted count transactions for Stats and
+	// serverStatus.transactions.
+	started, committed, aborted atomic.Int64
+
+	mu   sync.Mutex
+	open map[*transaction]struct{}
 }
 
 func newTxnClock() *txnClock { return &txnClock{open: map[*transaction]struct{}{}} }
@@ -45,6 +49,7 @@ func (k *txnClock) register(t *transaction) {
 	k.mu.Lock()
 	k.open[t] = struct{}{}
 	k.active.Add(1)
+	k.started.Add(1)
 	t.snapshot = k.seq.Load()
 	k.mu.Unlock()
 }
@@ -164,6 +169,11 @@ func (t *transaction) endLocked(phase txnPhase, reason string) []heldLock {
 
 // release frees the documents t claimed and wakes writers waiting for them.
 func (t *transaction) release(held []heldLock) {
+	if phase, _ := t.state(); phase == txnCommitted {
+		t.parent.clock.committed.Add(1)
+	} else {
+		t.parent.clock.aborted.Add(1)
+	}
 	for _, h := range held {
 		h.c.mu.Lock()
 		if h.c.locks[h.idKey] == t {
@@ -195,12 +205,24 @@ func (t *transaction) wait(ctx context.Context, now func() time.Time) error {
 	}
 }
 
+// forgetIfDone drops an ended transaction's copies of the data (the
+// session keeps the transaction only to answer later commands). Only the
+// session's own command calls it, so no statement is using them.
+func (t *transaction) forgetIfDone() {
+	if phase, _ := t.state(); phase != txnInProgress {
+		t.colls = nil
+	}
+}
+
 func nsKey(db, coll string) string { return db + "." + coll }
 
 // collection returns t's copy of db.coll as of its snapshot, making it on
 // first use; nil when the collection did not exist.
 func (t *transaction) collection(db, coll string) *collection {
 	ns := nsKey(db, coll)
+	if t.colls == nil {
+		t.colls = map[string]*collection{} // forgotten: cannot be reached, but never panic
+	}
 	if c, ok := t.colls[ns]; ok {
 		return c
 	}
@@ -548,6 +570,11 @@ func (t *transaction) commitLocked() ([]heldLock, error) {
 	sort.Strings(nss)
 	for _, ns := range nss {
 		sc := t.colls[ns]
+		if sc.base != nil && t.parent.lookup(sc.db, sc.name) != sc.base {
+			// The collection t read was dropped (or dropped and created
+			// again) since: mongod's drop would have conflicted with t.
+			return t.endLocked(txnAborted, "commit failed"), errWriteConflict()
+		}
 		live, _, err := t.parent.ensure(sc.db, sc.name)
 		if err != nil {
 			return t.endLocked(txnAborted, "commit failed"), err
@@ -611,7 +638,7 @@ func (t *transaction) commitLocked() ([]heldLock, error) {
 	}
 	var firstErr error
 	for _, j := range jobs {
-		if j.live.dropped && firstErr == nil {
+		if (j.live.dropped || (j.scratch.base != nil && j.scratch.base != j.live)) && firstErr == nil {
 			firstErr = errWriteConflict()
 		}
 	}

@@ -213,7 +213,7 @@ func TestTxnWithTransactionConcurrentIncrements(t *testing.T) {
 	const workers, each = 4, 10
 	var wg sync.WaitGroup
 	var attempts atomic.Int64
-	errs := make(chan error, workers)
+	errs := make(chan error, workers+1)
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -241,6 +241,21 @@ func TestTxnWithTransactionConcurrentIncrements(t *testing.T) {
 			}
 		}()
 	}
+	// Plain writes to the same documents interleave: each waits for the
+	// transaction holding its document.
+	const plain = 10
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < plain; i++ {
+			for _, id := range []string{"a", "b"} {
+				if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}
+	}()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -249,10 +264,18 @@ func TestTxnWithTransactionConcurrentIncrements(t *testing.T) {
 	var a, b struct{ N int }
 	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: "a"}}).Decode(&a))
 	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: "b"}}).Decode(&b))
-	if a.N != -workers*each || b.N != workers*each {
-		t.Fatalf("a=%d b=%d, want %d and %d", a.N, b.N, -workers*each, workers*each)
+	if a.N != -workers*each+plain || b.N != workers*each+plain {
+		t.Fatalf("a=%d b=%d, want %d and %d", a.N, b.N, -workers*each+plain, workers*each+plain)
 	}
 	t.Logf("%d transactions committed in %d attempts", workers*each, attempts.Load())
+	var status struct {
+		Transactions struct{ TotalStarted, TotalCommitted, TotalAborted, CurrentOpen int64 }
+	}
+	sdNoErr(t, client.Database("admin").RunCommand(ctx, bson.D{{Key: "serverStatus", Value: 1}}).Decode(&status))
+	if tx := status.Transactions; tx.TotalCommitted != workers*each || tx.TotalStarted != attempts.Load() ||
+		tx.TotalAborted != tx.TotalStarted-tx.TotalCommitted || tx.CurrentOpen != 0 {
+		t.Fatalf("serverStatus.transactions %+v after %d attempts", tx, attempts.Load())
+	}
 }
 
 func TestTxnLifetimeLimitAborts(t *testing.T) {
@@ -284,6 +307,21 @@ func TestTxnLifetimeLimitAborts(t *testing.T) {
 	if doc.V != 2 {
 		t.Fatalf("v = %d, want 2 (expired transaction's write discarded)", doc.V)
 	}
+
+	// An idle expired transaction is reaped without anyone touching it.
+	s2 := txnSession(t, client)
+	sdNoErr(t, s2.StartTransaction())
+	_, err = coll.InsertOne(mongo.NewSessionContext(ctx, s2), bson.D{{Key: "_id", Value: 3}})
+	sdNoErr(t, err)
+	aborted := c.Stats().TxnAborted
+	clk.Advance(6 * time.Second)
+	for deadline := time.Now().Add(10 * time.Second); c.Stats().TxnAborted == aborted; {
+		if time.Now().After(deadline) {
+			t.Fatal("expired transaction not reaped within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wantCodeLabel(t, s2.CommitTransaction(ctx), 251, "TransientTransactionError")
 }
 
 func TestTxnStepDownAborts(t *testing.T) {
@@ -639,5 +677,24 @@ func TestTxnKillAndEndSessionsAbort(t *testing.T) {
 	s.EndSession(ctx)
 	if n := countDocs(t, ctx, coll, bson.D{{Key: "v", Value: 1}}); n != 0 {
 		t.Fatalf("killed transactions committed %d documents", n)
+	}
+}
+
+func TestTxnCollectionDroppedUnderneathConflictsAtCommit(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("txn").Collection("dropped")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
+	sdNoErr(t, err)
+	s := txnSession(t, client)
+	sdNoErr(t, s.StartTransaction())
+	_, err = coll.UpdateOne(mongo.NewSessionContext(ctx, s), bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}})
+	sdNoErr(t, err)
+	sdNoErr(t, coll.Drop(ctx))
+	wantCodeLabel(t, s.CommitTransaction(ctx), 112, "TransientTransactionError")
+	names, err := client.Database("txn").ListCollectionNames(ctx, bson.D{{Key: "name", Value: "dropped"}})
+	sdNoErr(t, err)
+	if len(names) != 0 {
+		t.Fatal("the failed commit recreated the dropped collection")
 	}
 }

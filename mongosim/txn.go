@@ -59,7 +59,7 @@ func (t *txnTable) begin(ctx context.Context, lsid []byte, n int64) (*txnContext
 	case s.started && n == s.txnNumber && s.txn != nil:
 		<-s.sem
 		return nil, cmderr.New(cmderr.IncompleteTransactionHist,
-			"Cannot run a retryable write with txnNumber %d on session %s: it was used for a multi-document transaction", n, uuidString(lsid))
+			"Cannot retry a retryable write that has been converted into a transaction")
 	case !s.started || n > s.txnNumber:
 		if s.txn != nil {
 			s.txn.abort("a newer retryable write started on the session")

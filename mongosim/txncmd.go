@@ -332,3 +332,25 @@ func (c *Cluster) abortSessionTransactions(ids bson.A, reason string) {
 		}
 	}
 }
+
+// reapTransactions aborts transactions past their lifetime every period,
+// as mongod's periodic reaper does (the deadline is on the injectable
+// clock; the period is real time).
+func (c *Cluster) reapTransactions(period time.Duration) {
+	defer close(c.reaperDone)
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.reaperStop:
+			return
+		case <-tick.C:
+			now := c.now()
+			for _, t := range c.data.clock.openTxns() {
+				if !now.Before(t.deadline) {
+					t.abort("exceeded transactionLifetimeLimitSeconds")
+				}
+			}
+		}
+	}
+}
