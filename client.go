@@ -334,6 +334,14 @@ func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (e
 		}
 		op.Session = sc
 		op.KeepSession = false
+		if rp, inTxn := s.txnReadPref(); inTxn && !op.Write && op.Server == nil {
+			// The transaction's read preference replaces the
+			// collection's; a transaction reads from the primary only.
+			if rp != nil && rp.Mode != PrimaryMode {
+				return exec.Result{}, ErrTransactionReadPreference
+			}
+			op.ReadPref = nil
+		}
 	}
 	ctx, cancel := c.begin(ctx)
 	defer cancel()

@@ -731,12 +731,16 @@ func (coll *Collection) Rename(ctx context.Context, to string, optList ...*Renam
 
 // Drop drops the collection; dropping a collection that does not exist is
 // not an error.
-func (coll *Collection) Drop(ctx context.Context) error {
+func (coll *Collection) Drop(ctx context.Context, optList ...*DropCollectionOptions) error {
 	ctx, cancel := coll.begin(ctx)
 	defer cancel()
+	var s *Session
+	if o := lastOptions(optList); o != nil {
+		s = o.Session
+	}
 	cmd := cmdBuilder{{Key: "drop", Value: coll.name}}
 	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
-	_, err := coll.client.execute(ctx, &exec.Operation{Name: "drop", DB: coll.db, Command: bson.D(cmd), Write: true}, nil)
+	_, err := coll.client.execute(ctx, &exec.Operation{Name: "drop", DB: coll.db, Command: bson.D(cmd), Write: true}, s)
 	var ce *CommandError
 	if errors.As(err, &ce) && ce.Code == 26 { // NamespaceNotFound
 		return nil

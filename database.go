@@ -142,11 +142,15 @@ func (db *Database) Aggregate(ctx context.Context, pipeline any, optList ...*Agg
 }
 
 // Drop drops the database.
-func (db *Database) Drop(ctx context.Context) error {
+func (db *Database) Drop(ctx context.Context, optList ...*DropDatabaseOptions) error {
 	ctx, cancel := db.begin(ctx)
 	defer cancel()
+	var s *Session
+	if o := lastOptions(optList); o != nil {
+		s = o.Session
+	}
 	cmd := cmdBuilder{{Key: "dropDatabase", Value: int32(1)}}
 	cmd.addIf("writeConcern", writeConcernDoc(db.wc))
-	_, err := db.client.execute(ctx, &exec.Operation{Name: "dropDatabase", DB: db.name, Command: bson.D(cmd), Write: true}, nil)
+	_, err := db.client.execute(ctx, &exec.Operation{Name: "dropDatabase", DB: db.name, Command: bson.D(cmd), Write: true}, s)
 	return err
 }

@@ -365,6 +365,16 @@ type RenameOptions struct {
 	Session    *Session
 }
 
+// DropCollectionOptions are the options of Collection.Drop.
+type DropCollectionOptions struct {
+	Session *Session
+}
+
+// DropDatabaseOptions are the options of Database.Drop.
+type DropDatabaseOptions struct {
+	Session *Session
+}
+
 // RunCommandOptions are the options of Database.RunCommand.
 type RunCommandOptions struct {
 	ReadPreference *ReadPreference // nil means primary

@@ -22,6 +22,7 @@ const (
 	paramBurstSecs          = "ingressRequestAdmissionBurstCapacitySecs" // number of seconds of the rate
 	paramBaseBackoffMS      = "externalClientBaseBackoffMS"              // baseBackoffMS on overload errors
 	paramMaxConns           = "maxIncomingConnections"                   // per member; 0 = unlimited
+	paramTxnLifetime        = "transactionLifetimeLimitSeconds"
 	// mongosim's own: the bucket capacity in requests.
 	paramBurstCapacity = "ingressRequestRateLimiterBurstCapacity"
 	// The connection establishment rate limiter, as MongoDB 8.2 names it;
@@ -53,13 +54,20 @@ func buildInfoCmd(*request) (bson.D, error) {
 // Session bookkeeping commands: endSessions drops sessions from the member's
 // local session cache ($listLocalSessions); the retryable-write table, as in
 // MongoDB, outlives it.
+// Killing (or ending) sessions aborts their open transactions, as on mongod.
 func sessionsCmd(r *request) (bson.D, error) {
-	if r.name == "endSessions" {
-		if ids, ok := r.get("endSessions"); ok {
+	switch r.name {
+	case "endSessions", "killSessions":
+		if ids, ok := r.get(r.name); ok {
 			if a, ok := ids.(bson.A); ok {
-				r.member.localSessions.end(a)
+				if r.name == "endSessions" {
+					r.member.localSessions.end(a)
+				}
+				r.cluster.abortSessionTransactions(a, "the session was "+map[string]string{"endSessions": "ended", "killSessions": "killed"}[r.name])
 			}
 		}
+	case "killAllSessions", "killAllSessionsByPattern":
+		r.cluster.abortAllTransactions("the session was killed")
 	}
 	return okReply(), nil
 }
@@ -118,6 +126,12 @@ func setParameterCmd(r *request) (bson.D, error) {
 			}
 			was = cur.BaseBackoffMS
 			l.setBackoff(int32(f))
+		case paramTxnLifetime:
+			f, ok := asInt64(e.Value)
+			if !ok || f < 1 {
+				return nil, cmderr.New(cmderr.BadValue, "%s must be at least 1", e.Key)
+			}
+			was = int32(r.cluster.txnLifetimeSecs.Swap(f))
 		case paramMaxConns:
 			f, ok := asInt64(e.Value)
 			if !ok || f < 0 {
@@ -171,6 +185,7 @@ func getParameterCmd(r *request) (bson.D, error) {
 		{Key: paramMaxConns, Value: int32(o.MaxConnections)},
 		{Key: paramConnRatePerSec, Value: o.ConnectionsPerSecond},
 		{Key: paramConnMaxQueue, Value: int32(o.ConnectionQueueDepth)},
+		{Key: paramTxnLifetime, Value: int32(r.cluster.txnLifetimeSecs.Load())},
 	}
 	v, _ := r.get("getParameter")
 	if s, ok := v.(string); ok && s == "*" {
@@ -225,6 +240,12 @@ func serverStatusCmd(r *request) (bson.D, error) {
 			{Key: "current", Value: int32(current)},
 			{Key: "totalCreated", Value: st.ConnsAccepted},
 			{Key: "rejected", Value: st.ConnsRejected},
+		}},
+		{Key: "transactions", Value: bson.D{
+			{Key: "currentOpen", Value: r.cluster.data.clock.active.Load()},
+			{Key: "totalStarted", Value: st.TxnStarted},
+			{Key: "totalCommitted", Value: st.TxnCommitted},
+			{Key: "totalAborted", Value: st.TxnAborted},
 		}},
 		{Key: "mongosim", Value: bson.D{
 			{Key: "commands", Value: st.Commands},
@@ -309,8 +330,6 @@ func init() {
 		&command{name: "getCmdLineOpts", run: getCmdLineOptsCmd},
 		&command{name: "hostInfo", run: hostInfoCmd},
 		&command{name: "listCommands", run: listCommandsCmd},
-		&command{name: "commitTransaction", run: unsupportedCmd("multi-document transactions (commitTransaction)")},
-		&command{name: "abortTransaction", run: unsupportedCmd("multi-document transactions (abortTransaction)")},
 		&command{name: "killOp", run: unsupportedCmd("killOp")},
 		&command{name: "currentOp", run: unsupportedCmd("currentOp")},
 	)

@@ -115,7 +115,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 			}
 		}
 	}
-	s := r.cluster.data
+	s := r.data()
 	in := localIn
 	ns := r.db + ".$cmd.aggregate"
 	if coll != "" {

@@ -2,6 +2,7 @@ package mongosim
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,4 +89,63 @@ func BenchmarkUpdateOne(b *testing.B) {
 		}
 	})
 	reportOps(b, start)
+}
+
+// BenchmarkTransactionsDisjoint runs transactions in parallel, each
+// goroutine moving a unit between its own two documents: nothing conflicts,
+// so throughput shows whether unrelated transactions serialise.
+func BenchmarkTransactionsDisjoint(b *testing.B) {
+	for _, size := range []int{0, 10000} {
+		b.Run(fmt.Sprintf("others=%d", size), func(b *testing.B) { benchTransactionsDisjoint(b, size) })
+	}
+}
+
+// benchTransactionsDisjoint: others is how many unrelated documents the
+// collection holds besides the ones the transactions write.
+func benchTransactionsDisjoint(b *testing.B, others int) {
+	client, _ := dataClient(b)
+	coll := client.Database("bench").Collection("txn")
+	ctx := context.Background()
+	if others > 0 {
+		docs := make([]any, others)
+		for i := range docs {
+			docs[i] = bson.D{{Key: "_id", Value: i}, {Key: "v", Value: "payload"}}
+		}
+		if _, err := coll.InsertMany(ctx, docs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var worker, attempts atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		w := worker.Add(1)
+		from, to := fmt.Sprintf("w%d-a", w), fmt.Sprintf("w%d-b", w)
+		if _, err := coll.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: from}, {Key: "n", Value: 0}}, bson.D{{Key: "_id", Value: to}, {Key: "n", Value: 0}}}); err != nil {
+			b.Error(err)
+			return
+		}
+		s, err := client.StartSession()
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer s.EndSession(ctx)
+		for pb.Next() {
+			_, err := s.WithTransaction(ctx, func(sctx context.Context) (any, error) {
+				attempts.Add(1)
+				if _, err := coll.UpdateOne(sctx, bson.D{{Key: "_id", Value: from}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: -1}}}}); err != nil {
+					return nil, err
+				}
+				_, err := coll.UpdateOne(sctx, bson.D{{Key: "_id", Value: to}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}})
+				return nil, err
+			})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportOps(b, start)
+	b.ReportMetric(float64(attempts.Load()-int64(b.N)), "retries")
 }

@@ -151,18 +151,18 @@ func cmdBulkWrite(r *request) (bson.D, error) {
 		batchSize = math.MaxInt32
 	}
 
-	s := r.cluster.data
+	s := r.data()
 	var nErrors, nInserted, nMatched, nModified, nUpserted, nDeleted int32
 	var results []bson.D
 	for i, op := range ops {
 		res, err := r.stmt(i, func() (stmtResult, error) {
 			switch op.kind {
 			case "insert":
-				return s.insertOne(op.db, op.coll, op.doc)
+				return s.insertOne(r.ctx, op.db, op.coll, op.doc)
 			case "update":
-				return s.execUpdate(op.db, op.coll, op.upd, r.now)
+				return s.execUpdate(r.ctx, op.db, op.coll, op.upd, r.now)
 			default:
-				return s.execDelete(op.db, op.coll, op.del)
+				return s.execDelete(r.ctx, op.db, op.coll, op.del)
 			}
 		})
 		if err != nil {

@@ -53,7 +53,7 @@ func (k catalog) Out(db, coll string, docs []bson.D) error {
 		}
 		prepared[i] = p
 	}
-	return k.s.write(db, coll, true, func(c *collection) error {
+	return k.s.write(context.Background(), db, coll, true, func(c *collection) error {
 		tmp := newCollection(db, coll)
 		for _, ix := range c.indexes[1:] {
 			cp := *ix
@@ -102,7 +102,7 @@ func (k catalog) Merge(db, coll string, docs []bson.D, on []string, whenMatched 
 	default:
 		return cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field 'whenNotMatched' is not a valid value.", whenNotMatched)
 	}
-	return k.s.write(db, coll, true, func(c *collection) error {
+	return k.s.write(context.Background(), db, coll, true, func(c *collection) error {
 		onIsID := len(on) == 1 && on[0] == "_id"
 		if !onIsID && !c.hasUniqueIndexOn(on) {
 			return cmderr.New(51183, "Cannot find index to verify that join fields will be unique")
@@ -243,7 +243,7 @@ func cmdListDatabases(r *request) (bson.D, error) {
 	if v, ok := r.get("nameOnly"); ok {
 		nameOnly = truthy(v)
 	}
-	s := r.cluster.data
+	s := r.data()
 	var total int64
 	list := bson.A{}
 	for _, db := range s.databaseNames() {
@@ -297,7 +297,7 @@ func cmdListCollections(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := r.cluster.data
+	s := r.data()
 	var docs []bson.D
 	for _, name := range s.collectionNames(r.db) {
 		c := s.lookup(r.db, name)
@@ -443,6 +443,27 @@ func cmdCreate(r *request) (bson.D, error) {
 	}
 	if clustered != nil && timeseries != nil {
 		return nil, cmderr.New(cmderr.InvalidOptions, "Time-series collections are clustered implicitly; clusteredIndex must not be given")
+	}
+	if r.tx != nil {
+		// Inside a transaction the collection appears at commit; create
+		// options are not supported there.
+		if len(options) > 0 {
+			return nil, cmderr.Unsupported("create options inside a transaction")
+		}
+		var existed bool
+		if err := r.data().write(r.ctx, r.db, coll, false, func(c *collection) error {
+			existed = c != nil
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		if existed {
+			return nil, cmderr.New(cmderr.NamespaceExists, "Collection %s.%s already exists.", r.db, coll)
+		}
+		if _, _, err := r.data().ensure(r.db, coll); err != nil {
+			return nil, err
+		}
+		return bson.D{}, nil
 	}
 	init := func(c *collection) {
 		c.options, c.prePostImages = options, images
@@ -645,7 +666,7 @@ func cmdCollMod(r *request) (bson.D, error) {
 			return nil, cmderr.Unsupported("collMod option " + e.Key)
 		}
 	}
-	err = r.cluster.data.write(r.db, coll, false, func(c *collection) error {
+	err = r.cluster.data.write(r.ctx, r.db, coll, false, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
 		}
@@ -678,7 +699,7 @@ func cmdDrop(r *request) (bson.D, error) {
 	if err := checkFields(r); err != nil {
 		return nil, err
 	}
-	existed, n := r.cluster.data.dropCollection(r.db, coll)
+	existed, n := r.data().dropCollection(r.db, coll)
 	if !existed {
 		return bson.D{}, nil // 8.0 answers ok for a missing collection
 	}
@@ -689,7 +710,7 @@ func cmdDropDatabase(r *request) (bson.D, error) {
 	if err := checkFields(r); err != nil {
 		return nil, err
 	}
-	r.cluster.data.dropDatabase(r.db)
+	r.data().dropDatabase(r.db)
 	return bson.D{{Key: "dropped", Value: r.db}}, nil
 }
 
@@ -715,7 +736,7 @@ func cmdRenameCollection(r *request) (bson.D, error) {
 	if v, ok := r.get("dropTarget"); ok {
 		dropTarget = truthy(v)
 	}
-	s := r.cluster.data
+	s := r.data()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	src := s.dbs[fdb]
@@ -745,7 +766,7 @@ func cmdRenameCollection(r *request) (bson.D, error) {
 	c.dropped = true
 	moved := &collection{db: tdb, name: tcoll, uuid: c.uuid, byID: c.byID, order: c.order, live: c.live, indexes: c.indexes,
 		changes: c.changes, options: c.options, timeseries: c.timeseries, timeField: c.timeField, prePostImages: c.prePostImages,
-		capped: c.capped, cappedSize: c.cappedSize, cappedMax: c.cappedMax, bytes: c.bytes, inserted: c.inserted}
+		capped: c.capped, cappedSize: c.cappedSize, cappedMax: c.cappedMax, bytes: c.bytes, inserted: c.inserted, clock: c.clock}
 	c.changes.recordDDL(changeRename, fdb, fcoll, c.uuid, tdb, tcoll)
 	c.mu.Unlock()
 	delete(src.colls, fcoll)
@@ -769,7 +790,7 @@ func cmdCollStats(r *request) (bson.D, error) {
 	var nindexes int
 	var names bson.D
 	var capped bool
-	err = r.cluster.data.read(r.db, coll, func(c *collection) error {
+	err = r.data().read(r.db, coll, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "Collection [%s.%s] not found.", r.db, coll)
 		}
@@ -803,7 +824,7 @@ func cmdDBStats(r *request) (bson.D, error) {
 	if err := checkFields(r, "scale", "freeStorage"); err != nil {
 		return nil, err
 	}
-	s := r.cluster.data
+	s := r.data()
 	var objects, size, indexes int64
 	colls := s.collectionNames(r.db)
 	for _, name := range colls {

@@ -132,6 +132,17 @@ func (l *changeLog) append(ch change) {
 	l.wake = make(chan struct{})
 }
 
+// clusterTime is the deployment's logical time: the timestamp of the last
+// write, or the clock's when nothing was written yet.
+func (l *changeLog) clusterTime() bson.Timestamp {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lastTS.T == 0 {
+		return bson.Timestamp{T: uint32(l.now().Unix()), I: 0}
+	}
+	return l.lastTS
+}
+
 // head returns the last sequence number and the channel closed by the next
 // append.
 func (l *changeLog) head() (uint64, <-chan struct{}) {

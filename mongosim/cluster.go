@@ -29,8 +29,13 @@ type Cluster struct {
 	setName string // "" when standalone
 	started time.Time
 
-	data    *storage
-	txns    *txnTable
+	data *storage
+	txns *txnTable
+	// txnLifetimeSecs is the transactionLifetimeLimitSeconds parameter.
+	txnLifetimeSecs atomic.Int64
+	// The transaction reaper (reapTransactions) and its shutdown.
+	reaperStop, reaperDone chan struct{}
+
 	limiter *limiter
 	fails   *failPoints // fail points set with Cluster.SetFailPoint (all members)
 	auth    *authenticator
@@ -82,6 +87,9 @@ type Stats struct {
 	AuthSuccesses   int64
 	AuthFailures    int64
 	Streamed        int64 // exhaust hello replies sent with moreToCome (no request of their own)
+	// Multi-document transactions started, committed and aborted (by
+	// abortTransaction, an error, expiry, step-down or killed sessions).
+	TxnStarted, TxnCommitted, TxnAborted int64
 }
 
 // Launch starts a deployment as described by o. Call Close to stop it.
@@ -125,6 +133,7 @@ func Launch(o Options) (*Cluster, error) {
 		term:       1,
 		setVersion: 1,
 	}
+	c.txnLifetimeSecs.Store(defaultTxnLifetimeSecs)
 	if !o.Standalone {
 		c.setName = o.ReplicaSetName
 	}
@@ -146,6 +155,10 @@ func Launch(o Options) (*Cluster, error) {
 	c.members = members
 	c.primary = 0
 	c.mu.Unlock()
+	if c.setName != "" {
+		c.reaperStop, c.reaperDone = make(chan struct{}), make(chan struct{})
+		go c.reapTransactions(time.Second)
+	}
 	if err := c.startRouters(); err != nil {
 		_ = c.Close()
 		return nil, err
@@ -277,7 +290,8 @@ func (c *Cluster) Stats() Stats {
 		ConnsAccepted: s.connsAccepted.Load(), ConnsRejected: s.connsRejected.Load(),
 		FailPointsFired: s.failPointsFired.Load(), Replayed: s.replayed.Load(), Hangups: s.hangups.Load(),
 		StepDowns: s.stepDowns.Load(), AuthSuccesses: s.authSuccesses.Load(), AuthFailures: s.authFailures.Load(),
-		Streamed: s.streamed.Load(),
+		Streamed:   s.streamed.Load(),
+		TxnStarted: c.data.clock.started.Load(), TxnCommitted: c.data.clock.committed.Load(), TxnAborted: c.data.clock.aborted.Load(),
 	}
 }
 
@@ -293,6 +307,13 @@ func (c *Cluster) Close() error {
 		}
 		members := append([]*Member(nil), c.members...)
 		c.mu.Unlock()
+		// Writers waiting for a transaction's documents must not hold up
+		// the members' shutdown.
+		if c.reaperStop != nil {
+			close(c.reaperStop)
+			<-c.reaperDone
+		}
+		c.abortAllTransactions("the server is shutting down")
 		errs := c.closeRouters()
 		for _, m := range members {
 			if err := m.srv.Close(); err != nil {

@@ -96,7 +96,7 @@ func (r *request) gossipIn() error {
 	if limit := r.now.Add(maxClockDrift).Unix(); int64(t.T) > limit {
 		return cmderr.New(codeClusterTimeFailsRateLimiter, "New cluster time, %d, is too far from this node's wall clock time, %d.", t.T, r.now.Unix())
 	}
-	r.cluster.data.clock.advance(t)
+	r.cluster.data.clusterClock.advance(t)
 	return nil
 }
 
@@ -111,7 +111,7 @@ func (m *Member) withClusterTime(reply bson.D, opTime bson.Timestamp) bson.D {
 	if c.setName == "" {
 		return reply
 	}
-	now := c.data.clock.current()
+	now := c.data.clusterClock.current()
 	if opTime.IsZero() {
 		opTime = now
 	}

@@ -17,9 +17,10 @@ type request struct {
 	member  *Member
 	raw     *blackpipe.Request
 	db      string
-	name    string // canonical (registered) command name
-	cmd     bson.D // the command, document sequences folded in as arrays
-	txn     *txnContext
+	name    string       // canonical (registered) command name
+	cmd     bson.D       // the command, document sequences folded in as arrays
+	txn     *txnContext  // retryable write: the session's statement table
+	tx      *transaction // multi-document transaction the command runs in
 	now     time.Time
 	// stream is set while an exhaust hello streams its replies.
 	stream *blackpipe.Stream

@@ -247,7 +247,7 @@ func parseReadConcern(r *request, cmd *command) (readConcern, error) {
 	if level == "linearizable" && !r.member.IsPrimary() {
 		return rc, cmderr.New(cmderr.NotWritablePrimary, "cannot satisfy linearizable read concern on non-primary node")
 	}
-	now := c.data.clock.current()
+	now := c.data.clusterClock.current()
 	if hasAfter && now.Before(rc.afterClusterTime) {
 		return rc, cmderr.New(cmderr.InvalidOptions, "readConcern afterClusterTime value must not be greater than the current clusterTime. Requested clusterTime: %s; current clusterTime: %s", tsString(rc.afterClusterTime), tsString(now))
 	}

@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -347,7 +348,7 @@ func cmdInsert(r *request) (bson.D, error) {
 			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'insert.documents.%d' is the wrong type '%s', expected type 'object'", i, typeNameOf(v))
 		}
 		res, err := r.stmt(i, func() (stmtResult, error) {
-			return r.cluster.data.insertOne(r.db, coll, doc)
+			return r.data().insertOne(r.ctx, r.db, coll, doc)
 		})
 		if err != nil {
 			writeErrors = append(writeErrors, writeErrorDoc(i, err))
@@ -361,12 +362,12 @@ func cmdInsert(r *request) (bson.D, error) {
 	return writeReply(n, nil, nil, writeErrors), nil
 }
 
-func (s *storage) insertOne(db, coll string, doc bson.D) (stmtResult, error) {
+func (s *storage) insertOne(ctx context.Context, db, coll string, doc bson.D) (stmtResult, error) {
 	prepared, err := prepareInsert(doc)
 	if err != nil {
 		return stmtResult{}, err
 	}
-	err = s.write(db, coll, true, func(c *collection) error { return c.insert(prepared) })
+	err = s.write(ctx, db, coll, true, func(c *collection) error { return c.insert(prepared) })
 	if err != nil {
 		return stmtResult{}, err
 	}
@@ -512,7 +513,7 @@ func cmdUpdate(r *request) (bson.D, error) {
 	var n, nModified int32
 	var upserted bson.A
 	writeErrors := runStatements(r, len(stmts), func(i int) (stmtResult, error) {
-		return r.cluster.data.execUpdate(r.db, coll, stmts[i], r.now)
+		return r.data().execUpdate(r.ctx, r.db, coll, stmts[i], r.now)
 	}, func(i int, res stmtResult) {
 		n += res.N
 		nModified += res.NModified
@@ -524,13 +525,13 @@ func cmdUpdate(r *request) (bson.D, error) {
 }
 
 // execUpdate runs one update statement atomically under the collection lock.
-func (s *storage) execUpdate(db, coll string, st *updateStmt, now time.Time) (stmtResult, error) {
+func (s *storage) execUpdate(ctx context.Context, db, coll string, st *updateStmt, now time.Time) (stmtResult, error) {
 	cu, err := st.compile()
 	if err != nil {
 		return stmtResult{}, err
 	}
 	var res stmtResult
-	err = s.write(db, coll, st.upsert, func(c *collection) error {
+	err = s.write(ctx, db, coll, st.upsert, func(c *collection) error {
 		if c == nil {
 			return nil
 		}
@@ -664,18 +665,18 @@ func cmdDelete(r *request) (bson.D, error) {
 	}
 	var n int32
 	writeErrors := runStatements(r, len(stmts), func(i int) (stmtResult, error) {
-		return r.cluster.data.execDelete(r.db, coll, stmts[i])
+		return r.data().execDelete(r.ctx, r.db, coll, stmts[i])
 	}, func(_ int, res stmtResult) { n += res.N })
 	return writeReply(n, nil, nil, writeErrors), nil
 }
 
-func (s *storage) execDelete(db, coll string, st *deleteStmt) (stmtResult, error) {
+func (s *storage) execDelete(ctx context.Context, db, coll string, st *deleteStmt) (stmtResult, error) {
 	f, err := query.CompileFilter(st.filterDoc)
 	if err != nil {
 		return stmtResult{}, err
 	}
 	var res stmtResult
-	err = s.write(db, coll, false, func(c *collection) error {
+	err = s.write(ctx, db, coll, false, func(c *collection) error {
 		if c == nil {
 			return nil
 		}
@@ -691,7 +692,9 @@ func (s *storage) execDelete(db, coll string, st *deleteStmt) (stmtResult, error
 			return err
 		}
 		for _, rec := range matched {
-			c.remove(rec)
+			if err := c.remove(rec); err != nil {
+				return err
+			}
 			res.N++
 		}
 		return nil
@@ -790,7 +793,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 
 	res, err := r.stmt(0, func() (stmtResult, error) {
 		var reply bson.D
-		err := r.cluster.data.write(r.db, coll, upsert, func(c *collection) error {
+		err := r.data().write(r.ctx, r.db, coll, upsert, func(c *collection) error {
 			if c != nil {
 				if err := checkHint(c, hint); err != nil {
 					return err
@@ -818,7 +821,9 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 					reply = famReply(bson.D{{Key: "n", Value: int32(0)}}, nil)
 					return nil
 				}
-				c.remove(target)
+				if err := c.remove(target); err != nil {
+					return err
+				}
 				reply = famReply(bson.D{{Key: "n", Value: int32(1)}}, project(target.doc))
 				return nil
 			}

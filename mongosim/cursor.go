@@ -174,7 +174,7 @@ func cmdGetMore(r *request) (bson.D, error) {
 		}
 	}
 	ns := r.db + "." + coll
-	t := &r.cluster.data.cursors
+	t := r.cluster.data.cursors
 	c := t.get(id)
 	if c == nil {
 		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", id)
@@ -243,7 +243,7 @@ func cmdKillCursors(r *request) (bson.D, error) {
 		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'killCursors.cursors' is the wrong type '%s', expected type 'array'", typeNameOf(raw))
 	}
 	ns := r.db + "." + coll
-	t := &r.cluster.data.cursors
+	t := r.cluster.data.cursors
 	killed, notFound := bson.A{}, bson.A{}
 	for _, v := range ids {
 		id, ok := int64Arg(v)

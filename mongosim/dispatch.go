@@ -50,6 +50,8 @@ type outcome struct {
 	explicitLabels []string // a fail point's errorLabels, replacing the server's own
 	labelsSet      bool
 	extraInfo      bson.D // a fail point's errorExtraInfo, merged into the error reply
+	inTxn          bool   // the command carried autocommit (a transaction statement)
+	name           string // the command's canonical name
 }
 
 // handle is the member's blackpipe Handler: every request ends here.
@@ -183,25 +185,28 @@ func (m *Member) run(r *request, cmd *command) {
 		return
 	}
 	out.hasTxnNumber = hasTxn
-	if hasTxn && c.setName == "" {
-		m.replyErr(r, &out, cmderr.New(cmderr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos"))
-		return
-	}
-	if _, ok := r.get("startTransaction"); ok {
-		m.replyErr(r, &out, cmderr.Unsupported("multi-document transactions"))
-		return
-	}
-	if _, ok := r.get("autocommit"); ok {
-		m.replyErr(r, &out, cmderr.Unsupported("multi-document transactions"))
-		return
+	out.name = cmd.name
+	_, hasAuto := r.get("autocommit")
+	_, hasStart := r.get("startTransaction")
+	txnStmt := hasAuto || hasStart || isTxnControl(cmd.name)
+	out.inTxn = hasAuto && hasTxn
+	if txnStmt {
+		if err := m.checkTxnArgs(r, cmd, hasTxn); err != nil {
+			m.replyErr(r, &out, err)
+			return
+		}
 	}
 
-	rc, err := parseReadConcern(r, cmd)
-	if err != nil {
-		m.replyErr(r, &out, err)
-		return
+	// A transaction's statements read its snapshot; their readConcern is
+	// the transaction's, checked by checkTxnArgs.
+	if !txnStmt {
+		rc, err := parseReadConcern(r, cmd)
+		if err != nil {
+			m.replyErr(r, &out, err)
+			return
+		}
+		r.rc = rc
 	}
-	r.rc = rc
 	var wc writeConcern
 	if takesWriteConcern(cmd, r) {
 		if wc, err = parseWriteConcern(r); err != nil {
@@ -218,12 +223,25 @@ func (m *Member) run(r *request, cmd *command) {
 		return
 	}
 
-	if cmd.write && !m.IsPrimary() {
+	if (cmd.write || txnStmt) && !m.IsPrimary() {
 		m.replyErr(r, &out, cmderr.New(cmderr.NotWritablePrimary, notPrimaryMessage))
 		return
 	}
 
-	if hasTxn {
+	if txnStmt {
+		tc, t, err := m.enterTransaction(r, cmd, txnNumber)
+		if err != nil {
+			m.replyErr(r, &out, err)
+			return
+		}
+		defer tc.release()
+		r.tx = t
+		t.statements++
+	} else if hasTxn {
+		if c.setName == "" {
+			m.replyErr(r, &out, cmderr.New(cmderr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos"))
+			return
+		}
 		if !cmd.retryableWrite {
 			m.replyErr(r, &out, cmderr.New(codeTxnNumberNotAllowed,
 				"txnNumber may only be provided for multi-document transactions and retryable write commands. autocommit:false was not provided, and %s is not a retryable write command.", cmd.name))
@@ -260,9 +278,15 @@ func (m *Member) run(r *request, cmd *command) {
 		}
 	}
 
-	clock := c.data.clock
+	clock := c.data.clusterClock
 	before := clock.current()
 	reply, err := cmd.run(r)
+	if r.tx != nil && !isTxnControl(cmd.name) {
+		reply, err = finishStatement(r.tx, reply, err)
+	}
+	if r.tx != nil {
+		r.tx.forgetIfDone()
+	}
 	if err == nil && (cmd.write && !cmd.retryableWrite || cmd.name == "aggregate" && hasOutStage(r)) {
 		// DDL (create, drop, createIndexes, ...) writes an oplog entry
 		// on mongod, which advances the cluster time. The change log does
@@ -375,6 +399,22 @@ func (m *Member) applyFailCommand(r *request, out *outcome) (wce bson.D, answere
 	return act.writeConcernError, false
 }
 
+// clusterTimeFields are the $clusterTime and operationTime a replica-set
+// member appends to its replies (drivers gossip the first and use the
+// second for causal consistency). The signature is all zeros, as from a
+// server without keys; handshake and auth replies carry none.
+func (m *Member) clusterTimeFields(name string) bson.D {
+	if m.cluster.setName == "" || isHelloName(name) || strings.HasPrefix(name, "sasl") {
+		return nil
+	}
+	ts := m.cluster.data.changes.clusterTime()
+	return bson.D{
+		{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: ts},
+			{Key: "signature", Value: bson.D{{Key: "hash", Value: bson.Binary{Subtype: 0, Data: make([]byte, 20)}}, {Key: "keyId", Value: int64(0)}}}}},
+		{Key: "operationTime", Value: ts},
+	}
+}
+
 // errReplied is returned by handlers that answered the request themselves.
 var errReplied = errors.New("mongosim: request already answered")
 
@@ -388,6 +428,9 @@ func (m *Member) replyLabels(out *outcome, reply bson.D) []string {
 	if !out.hasTxnNumber {
 		return nil
 	}
+	if out.inTxn && out.name != "commitTransaction" {
+		return nil // statements and abort: no write concern of their own
+	}
 	for _, e := range reply {
 		if e.Key != "writeConcernError" {
 			continue
@@ -396,6 +439,9 @@ func (m *Member) replyLabels(out *outcome, reply bson.D) []string {
 			for _, f := range d {
 				if f.Key == "code" {
 					if code, ok := asInt64(f.Value); ok && slices.Contains(retryableWriteCodes, int32(code)) {
+						if out.inTxn {
+							return []string{labelRetryableWrite, labelUnknownCommit}
+						}
 						return []string{labelRetryableWrite}
 					}
 				}
@@ -415,6 +461,8 @@ func (m *Member) replyErr(r *request, out *outcome, err error) {
 	switch {
 	case out.labelsSet:
 		e.Labels = out.explicitLabels
+	case out.inTxn:
+		e.Labels = txnErrorLabels(out.name, e.Code)
 	case out.hasTxnNumber && slices.Contains(retryableWriteCodes, e.Code) && !slices.Contains(e.Labels, labelRetryableWrite):
 		e.Labels = append(slices.Clone(e.Labels), labelRetryableWrite)
 	}

@@ -1,6 +1,7 @@
 // Package mongosim is an in-memory MongoDB-compatible server for tests and
 // demos: a standalone server or an N-member replica set on loopback ports, with
-// sessions, the retryable-write transaction table, failCommand fail points, an
+// sessions, the retryable-write transaction table, multi-document transactions
+// (snapshot isolation, first-writer-wins conflicts), failCommand fail points, an
 // ingress request limiter and step-down, speaking the real wire protocol so any
 // driver in any language can connect.
 //

@@ -48,6 +48,10 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 
 // readDocs is snapshot, or snapshotAt for a readConcern snapshot read.
 func (r *request) readDocs(coll string, f *query.Filter, filterDoc bson.D, limit int, hint any) ([]bson.D, error) {
+	if r.tx != nil {
+		// A transaction reads its own snapshot and writes.
+		return r.data().snapshot(r.db, coll, f, filterDoc, limit, hint)
+	}
 	if r.rc.level == "snapshot" {
 		return r.cluster.data.snapshotAt(r.db, coll, f, hint, r.rc.atClusterTime)
 	}
@@ -220,7 +224,7 @@ func cmdCount(r *request) (bson.D, error) {
 		return nil, err
 	}
 	var n int64
-	err = r.cluster.data.read(r.db, coll, func(c *collection) error {
+	err = r.data().read(r.db, coll, func(c *collection) error {
 		if c == nil {
 			return nil
 		}

@@ -460,7 +460,13 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 	}
 	var before, after int
 	var created bool
-	err = r.cluster.data.write(r.db, coll, true, func(c *collection) error {
+	err = r.data().write(r.ctx, r.db, coll, true, func(c *collection) error {
+		if c.txn != nil && !c.txn.created[c.ns()] {
+			// As mongod: inside a transaction, only a collection the
+			// transaction created may get indexes.
+			return cmderr.New(cmderr.OperationNotSupportedInTransaction,
+				"Cannot create new indexes on existing collection %s in a multi-document transaction.", c.ns())
+		}
 		created = c.live == 0 && len(c.indexes) == 1 && len(c.order) == 0
 		before = len(c.indexes)
 		n := len(c.indexes)
@@ -500,7 +506,7 @@ func cmdListIndexes(r *request) (bson.D, error) {
 		return nil, err
 	}
 	var docs []bson.D
-	err = r.cluster.data.read(r.db, coll, func(c *collection) error {
+	err = r.data().read(r.db, coll, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
 		}
@@ -531,7 +537,7 @@ func cmdDropIndexes(r *request) (bson.D, error) {
 		return nil, cmderr.New(40414, "BSON field 'dropIndexes.index' is missing but a required field")
 	}
 	var was int
-	err = r.cluster.data.write(r.db, coll, false, func(c *collection) error {
+	err = r.data().write(r.ctx, r.db, coll, false, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns not found %s.%s", r.db, coll)
 		}

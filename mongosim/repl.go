@@ -35,6 +35,8 @@ func (c *Cluster) StepDown(ctx context.Context) error {
 	}
 	c.electLocked((cur + 1) % len(c.members))
 	c.stats.stepDowns.Add(1)
+	// As mongod, stepping down aborts every transaction in progress.
+	c.abortAllTransactions("the primary stepped down")
 	return nil
 }
 
@@ -150,6 +152,8 @@ func replSetStepDownCmd(r *request) (bson.D, error) {
 	m.electableAt = c.now().Add(time.Duration(secs * float64(time.Second)))
 	c.primary = -1
 	c.stats.stepDowns.Add(1)
+	// As mongod, stepping down aborts every transaction in progress.
+	c.abortAllTransactions("the primary stepped down")
 	for _, mm := range c.members {
 		mm.bumpTopologyLocked()
 	}

@@ -669,7 +669,7 @@ func TestTransactionTable(t *testing.T) {
 	_, err = db.RunCommand(sctx, bson.D{{Key: "ping", Value: 1}, {Key: "txnNumber", Value: int64(7)}}).Raw()
 	commandError(t, err, codeTxnNumberNotAllowed)
 	_, err = db.RunCommand(sctx, bson.D{{Key: "simcoreTestWrite", Value: 1}, {Key: "txnNumber", Value: int64(8)}, {Key: "startTransaction", Value: true}, {Key: "autocommit", Value: false}}).Raw()
-	commandError(t, err, cmderr.NotImplemented)
+	commandError(t, err, cmderr.OperationNotSupportedInTransaction)
 }
 
 // fakeClock is an injectable clock for the limiter.

@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -31,15 +32,19 @@ const maxBSONSize = 16 * 1024 * 1024
 // one sees a consistent snapshot. Documents still are cloned on the way out
 // so that nothing a handler does to a reply can reach the store.
 type storage struct {
-	now     func() time.Time
-	mu      sync.RWMutex // guards dbs and each database's colls map
-	dbs     map[string]*database
-	cursors cursorTable
-	changes *changeLog // every write, for change streams
-	clock   *logicalClock
+	now          func() time.Time
+	mu           sync.RWMutex // guards dbs and each database's colls map
+	dbs          map[string]*database
+	cursors      *cursorTable
+	changes      *changeLog    // every write, for change streams
+	clusterClock *logicalClock // the deployment's cluster time (clustertime.go)
 
 	ddlMu sync.Mutex
 	ddlAt map[string]bson.Timestamp // database ("*": every database) → time of its last DDL
+	clock *txnClock                 // commit sequence and open transactions
+	// txn is set on a transaction's private view of the store: its
+	// collections are snapshots materialised on first use (see txnstore.go).
+	txn *transaction
 }
 
 type database struct {
@@ -79,6 +84,30 @@ type collection struct {
 	// prePostImages is changeStreamPreAndPostImages.enabled: change events
 	// of the collection's writes can carry pre- and post-images.
 	prePostImages bool
+
+	// Multi-document transaction support (transaction.go). On a stored
+	// collection: clock stamps every write; hist keeps, while transactions
+	// are open, each document's prior versions so a snapshot can be
+	// rebuilt; locks names the transaction that wrote a document and has
+	// not yet committed (first writer wins). committing/commitSeq are set
+	// while a commit applies its writes under mu.
+	clock      *txnClock
+	hist       map[string][]histEntry
+	histN      int
+	locks      map[string]*transaction
+	committing *transaction
+	commitSeq  int64
+	mutations  int
+	// On a transaction's snapshot copy: the owner, the stored collection
+	// it copies (nil when it did not exist), and the documents written
+	// (value: the last write replaced the whole document).
+	txn   *transaction
+	base  *collection
+	dirty map[string]bool
+	// partial: only the documents in known (fetched by _id, present or
+	// not) have been copied yet; a scan fills the rest first.
+	partial bool
+	known   map[string]bool
 }
 
 type record struct {
@@ -93,7 +122,8 @@ func newStorage(now func() time.Time) *storage {
 		now = time.Now
 	}
 	clock := newLogicalClock(now)
-	return &storage{now: now, dbs: map[string]*database{}, cursors: cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now, clock), clock: clock, ddlAt: map[string]bson.Timestamp{}}
+	return &storage{now: now, dbs: map[string]*database{}, cursors: &cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now, clock),
+		clusterClock: clock, ddlAt: map[string]bson.Timestamp{}, clock: newTxnClock()}
 }
 
 func newCollection(db, name string) *collection {
@@ -106,6 +136,9 @@ func (c *collection) ns() string { return c.db + "." + c.name }
 
 // lookup returns the collection or nil.
 func (s *storage) lookup(db, coll string) *collection {
+	if s.txn != nil {
+		return s.txn.collection(db, coll)
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if d := s.dbs[db]; d != nil {
@@ -116,6 +149,9 @@ func (s *storage) lookup(db, coll string) *collection {
 
 // ensure returns the collection, creating it (and its database) if missing.
 func (s *storage) ensure(db, coll string) (*collection, bool, error) {
+	if s.txn != nil {
+		return s.txn.ensure(db, coll)
+	}
 	return s.ensureWith(db, coll, nil)
 }
 
@@ -143,6 +179,7 @@ func (s *storage) ensureWith(db, coll string, init func(c *collection)) (*collec
 	if init != nil {
 		init(c)
 	}
+	c.clock = s.clock
 	d.colls[coll] = c
 	s.changes.recordDDL(changeCreate, db, coll, c.uuid, "", "")
 	return c, true, nil
@@ -152,7 +189,7 @@ func (s *storage) ensureWith(db, coll string, init func(c *collection)) (*collec
 // collection is created if missing; without, fn gets nil for a missing one.
 // A collection dropped between lookup and lock is looked up again, so a
 // write never lands in a dropped collection.
-func (s *storage) write(db, coll string, create bool, fn func(c *collection) error) error {
+func (s *storage) write(ctx context.Context, db, coll string, create bool, fn func(c *collection) error) error {
 	for {
 		var c *collection
 		if create {
@@ -168,7 +205,25 @@ func (s *storage) write(db, coll string, create bool, fn func(c *collection) err
 			c.mu.Unlock()
 			continue
 		}
+		before := c.mutations
 		err := fn(c)
+		var locked *docLockedError
+		if errors.As(err, &locked) {
+			partial := c.mutations != before
+			c.mu.Unlock()
+			if partial {
+				// mongod retries each document's write on its own; this
+				// statement already changed documents, so rerunning it
+				// whole could apply them twice.
+				return cmderr.New(cmderr.WriteConflict, "mongosim: a multi-document write met a document held by an uncommitted transaction after changing other documents; retry the operation")
+			}
+			// As mongod, a write outside a transaction waits for the
+			// transaction holding the document to finish, then retries.
+			if err := locked.owner.wait(ctx, s.now); err != nil {
+				return err
+			}
+			continue
+		}
 		c.mu.Unlock()
 		return err
 	}
@@ -289,6 +344,7 @@ func validateNamespace(db, coll string) error {
 
 // each calls fn for the live records in natural order until fn returns false.
 func (c *collection) each(fn func(r *record) bool) {
+	c.fill()
 	for _, r := range c.order {
 		if r != nil && !fn(r) {
 			return
@@ -301,7 +357,9 @@ func (c *collection) each(fn func(r *record) bool) {
 // else all of them. The caller still runs the filter.
 func (c *collection) candidates(filterDoc bson.D) []*record {
 	if id, ok := idEquality(filterDoc); ok && !c.timeseries {
-		if r := c.byID[keyOf(id)]; r != nil {
+		k := keyOf(id)
+		c.fetch(k)
+		if r := c.byID[k]; r != nil {
 			return []*record{r}
 		}
 		return nil
@@ -422,7 +480,7 @@ func (c *collection) insert(doc bson.D) error {
 			return cmderr.New(cmderr.BadValue, "'%s' must be present and contain a valid BSON UTC datetime value", c.timeField)
 		}
 		idKey += "\x00" + strconv.FormatUint(c.inserted+1, 10)
-	} else if c.byID[idKey] != nil {
+	} else if c.fetch(idKey); c.byID[idKey] != nil {
 		return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
 	}
 	keys, err := c.indexKeys(doc)
@@ -433,6 +491,9 @@ func (c *collection) insert(doc bson.D) error {
 	if err := c.checkUnique(keys, r); err != nil {
 		return err
 	}
+	if err := c.beforeWrite(idKey, false); err != nil {
+		return err
+	}
 	c.inserted++
 	r.pos, r.seq = len(c.order), c.inserted
 	c.order = append(c.order, r)
@@ -440,6 +501,7 @@ func (c *collection) insert(doc bson.D) error {
 	c.live++
 	c.addKeys(keys, r)
 	c.changes.record(changeInsert, c, nil, doc)
+	c.afterWrite(idKey, nil)
 	if c.capped {
 		c.bytes += int64(bsonSize(doc))
 		c.evictCapped(r)
@@ -503,6 +565,9 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 	if err := c.checkUnique(newKeys, r); err != nil {
 		return err
 	}
+	if err := c.beforeWrite(r.idKey, whole); err != nil {
+		return err
+	}
 	c.removeKeys(oldKeys, r)
 	c.addKeys(newKeys, r)
 	kind := changeUpdate
@@ -513,14 +578,19 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 	if c.capped {
 		c.bytes += int64(bsonSize(doc) - bsonSize(r.doc))
 	}
+	before := r.doc
 	r.doc = doc
+	c.afterWrite(r.idKey, before)
 	return nil
 }
 
 // sameValue is exact identity for _id: same BSON type class and value.
 func sameValue(a, b any) bool { return keyOf(a) == keyOf(b) }
 
-func (c *collection) remove(r *record) {
+func (c *collection) remove(r *record) error {
+	if err := c.beforeWrite(r.idKey, true); err != nil {
+		return err
+	}
 	if keys, err := c.indexKeys(r.doc); err == nil {
 		c.removeKeys(keys, r)
 	}
@@ -534,6 +604,8 @@ func (c *collection) remove(r *record) {
 	if len(c.order) > 64 && c.live < len(c.order)/2 {
 		c.compact()
 	}
+	c.afterWrite(r.idKey, r.doc)
+	return nil
 }
 
 func (c *collection) compact() {

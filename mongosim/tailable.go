@@ -53,7 +53,7 @@ func tailableFind(r *request, coll string, f *query.Filter, proj *query.Projecti
 	ns := r.db + "." + coll
 	var id int64
 	if !singleBatch {
-		t := &r.cluster.data.cursors
+		t := r.cluster.data.cursors
 		id = t.open(ns, rest)
 		t.mu.Lock()
 		t.m[id].tail = ts

@@ -27,6 +27,7 @@ type sessionTxn struct {
 	txnNumber int64
 	started   bool
 	stmts     map[int]stmtResult
+	txn       *transaction // the multi-document transaction of txnNumber, if any
 }
 
 // txnContext is one command's hold on its session's record.
@@ -44,6 +45,36 @@ func newTxnTable() *txnTable { return &txnTable{sessions: make(map[string]*sessi
 // continues it (so executed statements replay), an older n is
 // TransactionTooOld. The caller must release the context.
 func (t *txnTable) begin(ctx context.Context, lsid []byte, n int64) (*txnContext, error) {
+	s, err := t.acquire(ctx, lsid)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case s.started && n < s.txnNumber:
+		latest := s.txnNumber
+		<-s.sem
+		return nil, cmderr.New(cmderr.TransactionTooOld,
+			"Retryable write with txnNumber %d is prohibited on session %s because a newer retryable write with txnNumber %d has already started on this session.",
+			n, uuidString(lsid), latest)
+	case s.started && n == s.txnNumber && s.txn != nil:
+		<-s.sem
+		return nil, cmderr.New(cmderr.IncompleteTransactionHist,
+			"Cannot retry a retryable write that has been converted into a transaction")
+	case !s.started || n > s.txnNumber:
+		if s.txn != nil {
+			s.txn.abort("a newer retryable write started on the session")
+			s.txn = nil
+		}
+		s.started = true
+		s.txnNumber = n
+		s.stmts = make(map[int]stmtResult)
+	}
+	return &txnContext{sess: s, txnNumber: n}, nil
+}
+
+// acquire takes the session's record for one command; the caller releases
+// it (<-s.sem).
+func (t *txnTable) acquire(ctx context.Context, lsid []byte) (*sessionTxn, error) {
 	t.mu.Lock()
 	s := t.sessions[string(lsid)]
 	if s == nil {
@@ -56,19 +87,7 @@ func (t *txnTable) begin(ctx context.Context, lsid []byte, n int64) (*txnContext
 	case <-ctx.Done():
 		return nil, cmderr.New(cmderr.MaxTimeMSExpired, "operation exceeded time limit waiting for session %s", hex.EncodeToString(lsid))
 	}
-	switch {
-	case s.started && n < s.txnNumber:
-		latest := s.txnNumber
-		<-s.sem
-		return nil, cmderr.New(cmderr.TransactionTooOld,
-			"Retryable write with txnNumber %d is prohibited on session %s because a newer retryable write with txnNumber %d has already started on this session.",
-			n, uuidString(lsid), latest)
-	case !s.started || n > s.txnNumber:
-		s.started = true
-		s.txnNumber = n
-		s.stmts = make(map[int]stmtResult)
-	}
-	return &txnContext{sess: s, txnNumber: n}, nil
+	return s, nil
 }
 
 // release lets the next command use the session.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -101,6 +102,11 @@ type strategy struct {
 	// sturdyOnly strategies need sturdy's client; --driver official skips
 	// them.
 	sturdyOnly bool
+	// txn strategies send an update and a commitTransaction per
+	// operation: the faults hit either (a lost commit reply included).
+	txn bool
+	// opTimeout is the deadline of one increment; 0: 10 s.
+	opTimeout time.Duration
 }
 
 // cellEnv is what a strategy works with during one cell: the application's
@@ -137,6 +143,22 @@ var demoStrategies = []strategy{
 	}},
 	{name: "sturdy (+ backpressure)", client: sturdyDefault, sturdyOnly: true, run: func(ctx context.Context, e *cellEnv, op int) error {
 		return e.inc(ctx, op)
+	}},
+	// WithTransaction retries a transient error until its deadline: the
+	// application's deadline for one increment (500 ms) bounds it, so an
+	// outage costs half a second per increment, not the API's 120 s.
+	{name: "transaction", client: sturdyDefault, sturdyOnly: true, txn: true, opTimeout: 500 * time.Millisecond, run: func(ctx context.Context, e *cellEnv, op int) error {
+		coll, ok := e.coll.(*sturdy.Collection)
+		if !ok {
+			return errors.New("the transaction strategy needs sturdy's client")
+		}
+		return coll.Database().Client().UseSession(ctx, func(ctx context.Context, s *sturdy.Session) error {
+			return s.WithTransaction(ctx, func(ctx context.Context) error {
+				_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: demoDay}},
+					bson.D{{Key: "$inc", Value: incFields(op)}}, &sturdy.UpdateOptions{Upsert: true, Session: s})
+				return err
+			}, nil)
+		})
 	}},
 }
 
@@ -386,10 +408,16 @@ func runCell(ctx context.Context, t *demoTarget, proxy *faultproxy.Proxy, admin 
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		if err := proxy.SetRules(f.rules(i, n, rng, s.twoStep)); err != nil {
+		rules := f.rules(i, n, rng, s.twoStep || s.txn)
+		if s.txn {
+			for j := range rules {
+				rules[j].Match.Commands = []string{"update", "commitTransaction"}
+			}
+		}
+		if err := proxy.SetRules(rules); err != nil {
 			return res, err
 		}
-		opCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		opCtx, cancel := context.WithTimeout(ctx, cmp.Or(s.opTimeout, 10*time.Second))
 		err := s.run(opCtx, env, i)
 		cancel()
 		if err != nil {

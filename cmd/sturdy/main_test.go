@@ -62,6 +62,9 @@ func TestDemoMeasuresSeedOutcomes(t *testing.T) {
 	expect("transient/retry once + idempotent", false, false)
 	expect("transient/retryable writes", false, false)
 	expect("transient/sturdy (+ backpressure)", false, false)
+	// The transaction's update or its commit meets the fault; a lost
+	// commit reply is committed again (same txnNumber) and not applied twice.
+	expect("transient/transaction", false, false)
 	// A persistent outage loses the writes it covers, whatever the strategy,
 	// but each loss is reported to the application.
 	for _, s := range demoStrategies {
@@ -79,6 +82,7 @@ func TestDemoMeasuresSeedOutcomes(t *testing.T) {
 	// backoff, and loses nothing.
 	expect("overload/retryable writes", true, false)
 	expect("overload/sturdy (+ backpressure)", false, false)
+	expect("overload/transaction", false, false)
 	if r := cells["overload/sturdy (+ backpressure)"]; r.Errors != 0 {
 		t.Errorf("sturdy surfaced %d overload errors", r.Errors)
 	}

@@ -133,6 +133,15 @@ type Operation struct {
 	Server *topology.Server
 	// OperationID links the events of all attempts; 0 → Execute assigns one.
 	OperationID int64
+	// TxnCommand marks commitTransaction and abortTransaction (with an
+	// explicit Session): sent with the transaction's fields and its
+	// recoveryToken, keeping the command's writeConcern, and retried as
+	// a retryable write whether or not RetryWrites is set.
+	TxnCommand bool
+	// MajorityCommit makes a commitTransaction send w:majority (and
+	// wtimeout 10000 unless the write concern has one) from its first
+	// attempt: the application is committing again.
+	MajorityCommit bool
 }
 
 // Result is a successful operation's outcome.
@@ -183,6 +192,15 @@ type opState struct {
 	// selected with its read preference (all servers 5.0+), which it then
 	// sends as $readPreference.
 	stageReadPref bool
+	// inTxn: the operation runs in the session's transaction (a command
+	// of a starting or in-progress transaction, or commit/abort).
+	inTxn bool
+	// everSent: some attempt wrote its command; a transaction's first
+	// command then moves the transaction to in progress.
+	everSent bool
+	// commitMajority: a commitTransaction attempt failed with an error
+	// other than an overload error, so the retries send w:majority.
+	commitMajority bool
 }
 
 // Execute runs op: a loop of server selection and attempt, retried as
@@ -209,6 +227,14 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 		if !op.Unacknowledged {
 			st.sess = op.Session
 		}
+		if !op.Session.Implicit {
+			t := &op.Session.Txn
+			if !op.TxnCommand && (t.State == session.TxnCommitted || t.State == session.TxnAborted) {
+				// Any other operation ends a finished transaction.
+				*t = session.Txn{}
+			}
+			st.inTxn = t.Active() || op.TxnCommand
+		}
 	case !op.Unacknowledged && e.Sessions != nil:
 		// Implicit session: its server session is taken from the pool only
 		// after a connection was checked out (Client.Acquire in attempt).
@@ -217,6 +243,13 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	}
 
 	reply, err := e.run(ctx, op, st)
+	if st.inTxn {
+		if t := &op.Session.Txn; t.State == session.TxnStarting && st.everSent {
+			// Even on error: the server has seen startTransaction.
+			t.State = session.TxnInProgress
+		}
+		err = labelTxnError(op, err)
+	}
 	if err != nil && csot.Active(ctx) {
 		err = timeoutError(ctx, err)
 	}
@@ -351,7 +384,10 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 			return nil, ErrSessionsNotSupported
 		}
 	}
-	if ss != nil && st.txnNumber == nil && op.RetryableWrite && e.RetryWrites &&
+	if ss != nil && st.inTxn {
+		n := st.sess.TxnNumber(ss)
+		st.txnNumber = &n
+	} else if ss != nil && st.txnNumber == nil && op.RetryableWrite && e.RetryWrites &&
 		supportsRetryableWrites(sd, cd) {
 		n := ss.NextTxnNumber()
 		st.txnNumber = &n
@@ -380,12 +416,23 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	r, err := e.send(ctx, c, req, func(requestID int32) {
 		ids.requestID = requestID
 		st.sent = true
+		st.everSent = true
 		e.publishStarted(ctx, op, st, cmd, ids)
 	})
 	dur := time.Since(start)
 	if r != nil {
 		reply = r.Body
 		e.advanceClusterTime(st.sess, reply)
+		if st.sess != nil && !st.sess.Implicit {
+			if t, i, ok := reply.Lookup("operationTime").TimestampOK(); ok {
+				st.sess.AdvanceOperationTime(bson.Timestamp{T: t, I: i})
+			}
+		}
+		if st.inTxn {
+			if tok, ok := reply.Lookup("recoveryToken").DocumentOK(); ok {
+				st.sess.Txn.RecoveryToken = append(bson.Raw(nil), tok...)
+			}
+		}
 	}
 	if err != nil {
 		var wex *mongoerr.WriteException
@@ -464,12 +511,19 @@ func supportsRetryableWrites(sd topology.ServerDescription, cd conn.Description)
 // assemble builds the command sent: the operation's fields, then lsid,
 // txnNumber, $clusterTime and $readPreference.
 func (e *Executor) assemble(op *Operation, st *opState, srv *topology.Server, cd conn.Description, ss *session.Server) bson.D {
-	cmd := make(bson.D, 0, len(op.Command)+4)
-	cmd = append(cmd, op.Command...)
-	if ss != nil {
-		cmd = append(cmd, bson.E{Key: "lsid", Value: ss.ID})
-		if st.txnNumber != nil {
-			cmd = append(cmd, bson.E{Key: "txnNumber", Value: *st.txnNumber})
+	cmd := make(bson.D, 0, len(op.Command)+8)
+	if st.inTxn && ss != nil {
+		cmd = e.appendTxnCommand(cmd, op, st, ss)
+	} else {
+		cmd = append(cmd, op.Command...)
+		if ss != nil && st.sess.Causal && causalCommand(op) {
+			cmd = withAfterClusterTime(cmd, st.sess)
+		}
+		if ss != nil {
+			cmd = append(cmd, bson.E{Key: "lsid", Value: ss.ID})
+			if st.txnNumber != nil {
+				cmd = append(cmd, bson.E{Key: "txnNumber", Value: *st.txnNumber})
+			}
 		}
 	}
 	if ct := e.clusterTimeFor(st.sess); ct != nil {

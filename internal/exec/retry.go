@@ -185,7 +185,7 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 		errors.Is(err, pool.ErrPoolClosed), errors.Is(err, ErrSessionsNotSupported), errors.Is(err, topology.ErrTopologyClosed):
 		return stop()
 	}
-	if st.txnNumber != nil && transactionNumbersRejected(err) {
+	if st.txnNumber != nil && !st.inTxn && transactionNumbersRejected(err) {
 		return false, &RetryableWritesUnsupportedError{Err: err}, reply
 	}
 
@@ -204,7 +204,7 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 		r.overload = true
 	}
 	classic := r.retryableWrite(st) && isRetryableWriteError(err) ||
-		r.op.RetryableRead && r.e.RetryReads && isRetryableReadError(err)
+		r.op.RetryableRead && r.e.RetryReads && !st.inTxn && isRetryableReadError(err)
 	allowed := labelled && r.retries < r.maxAdaptive ||
 		classic && (r.retries < 1 || r.overload && r.retries < r.maxAdaptive || !r.overload && csot.Active(ctx))
 	if !allowed {
@@ -233,6 +233,11 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 			}
 		}
 	}
+	if r.op.TxnCommand && !mongoerr.HasErrorLabel(err, mongoerr.LabelRetryable) {
+		// Transactions spec: a commit retried after anything but an
+		// overload error asks for w:majority.
+		st.commitMajority = true
+	}
 	r.retries++
 	r.announce(ctx, st, err, wait, addr)
 	if wait > 0 {
@@ -257,7 +262,7 @@ func (r *retrier) neverSent(st *opState, err error) bool {
 	if st.sent || !errors.As(err, &cleared) && !errors.Is(err, ErrServerNoLongerWritable) {
 		return false
 	}
-	return r.retryableWrite(st) || r.op.RetryableRead && r.e.RetryReads
+	return r.retryableWrite(st) || r.op.RetryableRead && r.e.RetryReads && !st.inTxn
 }
 
 // unsentExpired reports whether the free retries' time is up: the
@@ -282,6 +287,8 @@ func serverAddr(st *opState) string {
 // reads RetryReads, generic commands both.
 func (r *retrier) overloadAllowed() bool {
 	switch {
+	case r.op.TxnCommand:
+		return true
 	case r.op.RunCommand:
 		return r.e.RetryWrites && r.e.RetryReads
 	case r.op.Write:
@@ -295,6 +302,11 @@ func (r *retrier) overloadAllowed() bool {
 // eligible write with retryWrites on that carries a txnNumber, or that
 // has not yet reached a server to learn whether it supports one.
 func (r *retrier) retryableWrite(st *opState) bool {
+	if st.inTxn {
+		// Transactions spec: only commit and abort are retried as
+		// retryable writes, and they are whatever retryWrites says.
+		return r.op.TxnCommand
+	}
 	return r.op.RetryableWrite && r.e.RetryWrites && (st.txnNumber != nil || !st.checkedOut)
 }
 
@@ -417,7 +429,14 @@ func pre44Retryable(err error) bool {
 // a network error met by a write eligible for retry and, for servers
 // before 4.4, to server errors seed 002 classifies as retryable.
 func (e *Executor) labelNetworkError(op *Operation, st *opState, err error) error {
-	if err == nil || !op.RetryableWrite || !e.RetryWrites || op.Unacknowledged || (st.txnNumber == nil && st.checkedOut) {
+	if err == nil || op.Unacknowledged {
+		return err
+	}
+	if st.inTxn {
+		if !op.TxnCommand {
+			return err // no RetryableWriteError inside a transaction
+		}
+	} else if !op.RetryableWrite || !e.RetryWrites || (st.txnNumber == nil && st.checkedOut) {
 		return err
 	}
 	if mongoerr.HasErrorLabel(err, mongoerr.LabelRetryableWrite) {

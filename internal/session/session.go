@@ -187,10 +187,20 @@ type Client struct {
 	Implicit bool
 	// Ended is set by End; an ended session cannot run operations.
 	Ended bool
+	// Txn is the session's transaction, if any (explicit sessions only).
+	Txn Txn
+	// Causal makes the session causally consistent: its reads, and the
+	// first command of its transactions, ask for a readConcern with
+	// afterClusterTime = the session's operationTime.
+	Causal bool
 
 	pool        *Pool
+	pendingTxns int64    // transactions started before a server session was acquired
 	lastTimeout *int64   // logicalSessionTimeoutMinutes seen at the last Acquire
 	clusterTime bson.Raw // highest $clusterTime seen with this session
+
+	operationTime bson.Timestamp // latest operationTime of a reply
+	hasOpTime     bool
 }
 
 // NewClient starts a client session backed by p. No server session is
@@ -212,6 +222,8 @@ func (c *Client) Acquire(timeoutMinutes *int64) (*Server, error) {
 	}
 	if c.Server == nil {
 		c.Server = c.pool.Get(timeoutMinutes)
+		c.Server.TxnNumber += c.pendingTxns
+		c.pendingTxns = 0
 	}
 	return c.Server, nil
 }
@@ -291,4 +303,87 @@ func clusterTimestamp(ct bson.Raw) (bson.Timestamp, bool) {
 	}
 	t, i, ok := v.TimestampOK()
 	return bson.Timestamp{T: t, I: i}, ok
+}
+
+// TxnState is a client session's transaction state (transactions spec,
+// "ClientSession changes").
+type TxnState int
+
+// The five transaction states.
+const (
+	TxnNone       TxnState = iota // no transaction
+	TxnStarting                   // started; no command sent yet
+	TxnInProgress                 // its first command was sent
+	TxnCommitted                  // commitTransaction ran (even if it failed)
+	TxnAborted                    // abortTransaction ran
+)
+
+func (s TxnState) String() string {
+	switch s {
+	case TxnStarting:
+		return "starting"
+	case TxnInProgress:
+		return "in_progress"
+	case TxnCommitted:
+		return "committed"
+	case TxnAborted:
+		return "aborted"
+	}
+	return "none"
+}
+
+// Txn is the transaction of a client session: its state and what the
+// executor adds to the transaction's commands.
+type Txn struct {
+	State TxnState
+	// ReadConcern is sent with the first command only; nil: none (the
+	// server's default).
+	ReadConcern bson.D
+	// RecoveryToken is the last recoveryToken a reply carried (sharded
+	// transactions), sent with commitTransaction and abortTransaction.
+	RecoveryToken bson.Raw
+	// Number is the transaction's txnNumber, taken from the server session
+	// by its first command; 0 until then.
+	Number int64
+}
+
+// Active reports whether commands run inside the transaction: it is
+// starting or in progress.
+func (t *Txn) Active() bool { return t.State == TxnStarting || t.State == TxnInProgress }
+
+// StartTxn starts a transaction: state starting, a new transaction number
+// to be taken at the first command, readConcern for that command. The
+// caller checks that the state allows it.
+func (c *Client) StartTxn(readConcern bson.D) {
+	c.Txn = Txn{State: TxnStarting, ReadConcern: readConcern}
+	// Every transaction gets a new number, even one that sends nothing;
+	// without a server session yet, Acquire adds it.
+	if c.Server != nil {
+		c.Server.TxnNumber++
+	} else {
+		c.pendingTxns++
+	}
+}
+
+// TxnNumber returns the transaction's number, read from the server session
+// (ss, the acquired one) at the transaction's first command.
+func (c *Client) TxnNumber(ss *Server) int64 {
+	if c.Txn.Number == 0 {
+		c.Txn.Number = ss.TxnNumber
+	}
+	return c.Txn.Number
+}
+
+// OperationTime returns the latest operationTime seen in a reply to this
+// session's commands; ok is false before the first.
+func (c *Client) OperationTime() (ts bson.Timestamp, ok bool) {
+	return c.operationTime, c.hasOpTime
+}
+
+// AdvanceOperationTime records ts if it is later than the session's
+// operationTime.
+func (c *Client) AdvanceOperationTime(ts bson.Timestamp) {
+	if !c.hasOpTime || ts.After(c.operationTime) {
+		c.operationTime, c.hasOpTime = ts, true
+	}
 }

@@ -164,20 +164,28 @@ func (tr *testRun) createEntity(ctx context.Context, desc bson.Raw) error {
 		if err != nil {
 			return err
 		}
+		var sopts sturdy.SessionOptions
 		if so, ok := spec.Lookup("sessionOptions").DocumentOK(); ok {
 			elems, _ := so.Elements()
 			for _, e := range elems {
 				switch e.Key() {
 				case "causalConsistency":
-					if e.Value().Boolean() {
-						return unsupportedf("causally consistent sessions (sessionOptions.causalConsistency: true)")
+					cc := e.Value().Boolean()
+					sopts.CausalConsistency = &cc
+				case "defaultTransactionOptions":
+					d, err := docValue(e.Value(), "defaultTransactionOptions")
+					if err != nil {
+						return err
+					}
+					if sopts.DefaultTransactionOptions, err = transactionOptions(d, nil); err != nil {
+						return err
 					}
 				default:
 					return unsupportedf("session option %q", e.Key())
 				}
 			}
 		}
-		s, err := c.client.StartSession(ctx)
+		s, err := c.client.StartSession(ctx, &sopts)
 		if err != nil {
 			return fmt.Errorf("starting session %q: %w", id, err)
 		}

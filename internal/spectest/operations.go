@@ -180,6 +180,19 @@ func (a *args) check() error {
 
 // runOperation runs one operation and checks its expectations.
 func (tr *testRun) runOperation(ctx context.Context, op bson.Raw) error {
+	_, err := tr.runOperationErr(ctx, op)
+	return err
+}
+
+// runOperationErr runs one operation and checks its expectations; it also
+// returns the error the driver returned (withTransaction's callback hands
+// it on, whatever the expectations said).
+func (tr *testRun) runOperationErr(ctx context.Context, op bson.Raw) (driverErr error, _ error) {
+	err := tr.runOperationInto(ctx, op, &driverErr)
+	return driverErr, err
+}
+
+func (tr *testRun) runOperationInto(ctx context.Context, op bson.Raw, driverErr *error) error {
 	name, object := lookupString(op, "name"), lookupString(op, "object")
 	argsDoc, _ := op.Lookup("arguments").DocumentOK()
 	if argsDoc == nil {
@@ -200,6 +213,7 @@ func (tr *testRun) runOperation(ctx context.Context, op bson.Raw) error {
 		octx = sturdy.WithTimeout(octx, time.Duration(n)*time.Millisecond)
 	}
 	res, err := tr.dispatch(octx, object, name, a)
+	*driverErr = err
 	if a.sess != nil {
 		a.sess.id()
 	}
@@ -272,14 +286,7 @@ func (tr *testRun) dispatch(ctx context.Context, object, name string, a *args) (
 	case *clientEntity:
 		run = clientOps(e.client)[name]
 	case *sessionEntity:
-		if name == "endSession" {
-			run = func(ctx context.Context, a *args) (opResult, error) {
-				e.id()
-				e.sess.EndSession(ctx)
-				e.ended = true
-				return opResult{}, a.check()
-			}
-		}
+		run = tr.sessionOps(e)[name]
 	}
 	if run == nil {
 		run = tr.extraOp(ent, name) // change streams and GridFS buckets
@@ -1060,7 +1067,13 @@ func databaseOps(db *sturdy.Database) map[string]opFunc {
 		},
 		"dropCollection": func(ctx context.Context, a *args) (opResult, error) {
 			name := a.str("collection")
-			return checked(a, func() (opResult, error) { return opResult{}, db.Collection(name).Drop(ctx) })
+			s, err := a.session()
+			if err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				return opResult{}, db.Collection(name).Drop(ctx, &sturdy.DropCollectionOptions{Session: s})
+			})
 		},
 		"createCollection": func(ctx context.Context, a *args) (opResult, error) {
 			name := a.str("collection")
@@ -1071,7 +1084,11 @@ func databaseOps(db *sturdy.Database) map[string]opFunc {
 			return checked(a, func() (opResult, error) { return opResult{}, db.CreateCollection(ctx, name, o) })
 		},
 		"drop": func(ctx context.Context, a *args) (opResult, error) {
-			return checked(a, func() (opResult, error) { return opResult{}, db.Drop(ctx) })
+			s, err := a.session()
+			if err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) { return opResult{}, db.Drop(ctx, &sturdy.DropDatabaseOptions{Session: s}) })
 		},
 	}
 }
@@ -1097,6 +1114,16 @@ func clientOps(c *sturdy.Client) map[string]opFunc {
 		// expectEvents (the entity's own cleanup then finds it closed).
 		"close": func(ctx context.Context, a *args) (opResult, error) {
 			return checked(a, func() (opResult, error) { return opResult{}, c.Disconnect(ctx) })
+		},
+		"dropDatabase": func(ctx context.Context, a *args) (opResult, error) {
+			name := a.str("database")
+			s, err := a.session()
+			if err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				return opResult{}, c.Database(name).Drop(ctx, &sturdy.DropDatabaseOptions{Session: s})
+			})
 		},
 		"clientBulkWrite": func(ctx context.Context, a *args) (opResult, error) {
 			models, err := clientWriteModels(a)

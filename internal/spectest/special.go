@@ -193,8 +193,24 @@ func (tr *testRun) special(ctx context.Context, name string, a *args) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	case "assertSessionTransactionState", "assertSessionPinned", "assertSessionUnpinned":
-		return unsupportedf("%s (sturdy has no multi-document transactions)", name)
+	case "assertSessionTransactionState":
+		s, err := lookup[*sessionEntity](tr.entities, a.str("session"))
+		if err != nil {
+			return err
+		}
+		if got, want := s.sess.TransactionState().String(), a.str("state"); got != want {
+			return fmt.Errorf("assertSessionTransactionState: state %s, want %s", got, want)
+		}
+		return a.check()
+	case "assertSessionUnpinned":
+		// sturdy pins transactions to no mongos yet (sharded
+		// transactions are not supported), so a session is never pinned.
+		if _, err := lookup[*sessionEntity](tr.entities, a.str("session")); err != nil {
+			return err
+		}
+		return a.check()
+	case "assertSessionPinned":
+		return unsupportedf("assertSessionPinned (sturdy does not pin sessions to a mongos: sharded transactions are not supported)")
 	case "runOnThread", "waitForThread":
 		return unsupportedf("%s (thread entities)", name)
 	case "recordTopologyDescription", "assertTopologyType", "waitForPrimaryChange":

@@ -221,6 +221,11 @@ func startRunner(t *testing.T, cfg Config) *Runner {
 }
 
 func runOne(t *testing.T, r *Runner, sum *Summary, group, key string, f *File, i int, desc string) {
+	if reason := notRun(key, desc, r.Topology(), r.Mongosim()); reason != "" {
+		out := Outcome{Skipped: true, Reason: "not run: " + reason}
+		sum.Add(group, out, true)
+		t.Skip(out.Reason)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out := r.Run(ctx, f, i)

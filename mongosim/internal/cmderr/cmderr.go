@@ -75,6 +75,9 @@ const (
 	NotAReplicaSet                     = 123
 	SnapshotTooOld                     = 239
 	SnapshotUnavailable                = 246
+	WriteConflict                      = 112
+	TransactionCommitted               = 256
+	ConflictingOperationInProgress     = 117
 )
 
 var names = map[int32]string{
@@ -110,6 +113,7 @@ var names = map[int32]string{
 	280: "ChangeStreamFatalError", 286: "ChangeStreamHistoryLost", 13388: "StaleConfig",
 	UnsatisfiableWriteConcern: "UnsatisfiableWriteConcern",
 	UnknownReplWriteConcern:   "UnknownReplWriteConcern", NotAReplicaSet: "NotAReplicaSet", SnapshotTooOld: "SnapshotTooOld", SnapshotUnavailable: "SnapshotUnavailable",
+	WriteConflict: "WriteConflict", TransactionCommitted: "TransactionCommitted", ConflictingOperationInProgress: "ConflictingOperationInProgress",
 }
 
 // Name returns the codeName MongoDB uses for code, or "Location<code>".

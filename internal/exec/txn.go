@@ -1,0 +1,210 @@
+package exec
+
+import (
+	"errors"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/internal/pool"
+	"github.com/sturdy-go/sturdy/internal/session"
+)
+
+// Labels the executor adds to errors in transactions.
+const (
+	LabelTransientTxn        = mongoerr.LabelTransientTxn
+	LabelUnknownCommitResult = "UnknownTransactionCommitResult"
+)
+
+// Codes that decide the UnknownTransactionCommitResult label.
+const (
+	codeMaxTimeMSExpired          = 50
+	codeWriteConcernFailed        = 64
+	codeUnknownReplWriteConcern   = 79
+	codeCannotSatisfyWriteConcern = 100
+)
+
+// commitRetryWTimeout is the wtimeout (ms) a commit retried with w:majority
+// gets when its write concern has none, so it cannot wait forever.
+const commitRetryWTimeout = int64(10000)
+
+// appendTxnCommand appends the command of a transaction (transactions
+// spec, "Constructing commands within a transaction"): the operation's
+// fields without readConcern, and without writeConcern except on
+// commit/abort; lsid, txnNumber, autocommit:false; startTransaction and the
+// transaction's readConcern on its first command; recoveryToken on
+// commit/abort.
+func (e *Executor) appendTxnCommand(cmd bson.D, op *Operation, st *opState, ss *session.Server) bson.D {
+	t := &st.sess.Txn
+	majority := op.TxnCommand && op.Command[0].Key == "commitTransaction" && (op.MajorityCommit || st.commitMajority)
+	hasWC := false
+	for _, el := range op.Command {
+		if op.RunCommand {
+			// The application's command is sent as it was given.
+			cmd = append(cmd, el)
+			continue
+		}
+		switch el.Key {
+		case "readConcern":
+			continue
+		case "writeConcern":
+			if !op.TxnCommand {
+				continue
+			}
+			hasWC = true
+			if majority {
+				el.Value = majorityWriteConcern(el.Value)
+			}
+		}
+		cmd = append(cmd, el)
+	}
+	if majority && !hasWC {
+		cmd = append(cmd, bson.E{Key: "writeConcern", Value: majorityWriteConcern(nil)})
+	}
+	cmd = append(cmd, bson.E{Key: "lsid", Value: ss.ID}, bson.E{Key: "txnNumber", Value: *st.txnNumber})
+	if t.State == session.TxnStarting && !op.TxnCommand {
+		cmd = append(cmd, bson.E{Key: "startTransaction", Value: true})
+		rc := t.ReadConcern
+		if ts, ok := st.sess.OperationTime(); ok && st.sess.Causal {
+			rc = append(rc[:len(rc):len(rc)], bson.E{Key: "afterClusterTime", Value: ts})
+		}
+		if len(rc) > 0 {
+			cmd = append(cmd, bson.E{Key: "readConcern", Value: rc})
+		}
+	}
+	cmd = append(cmd, bson.E{Key: "autocommit", Value: false})
+	if op.TxnCommand && len(t.RecoveryToken) > 0 {
+		cmd = append(cmd, bson.E{Key: "recoveryToken", Value: t.RecoveryToken})
+	}
+	return cmd
+}
+
+// majorityWriteConcern is wc (a bson.D, bson.Raw or nil) with w:majority
+// and, unless it has one, wtimeout 10000 (transactions spec, "writeConcern
+// for commitTransaction attempts").
+func majorityWriteConcern(wc any) bson.D {
+	var d bson.D
+	switch v := wc.(type) {
+	case bson.D:
+		d = append(d, v...)
+	case bson.Raw:
+		_ = bson.Unmarshal(v, &d)
+	}
+	out := bson.D{{Key: "w", Value: "majority"}}
+	hasTimeout := false
+	for _, el := range d {
+		switch el.Key {
+		case "w":
+			continue
+		case "wtimeout":
+			hasTimeout = true
+		}
+		out = append(out, el)
+	}
+	if !hasTimeout {
+		out = append(out, bson.E{Key: "wtimeout", Value: commitRetryWTimeout})
+	}
+	return out
+}
+
+// labelTxnError adds the labels the transactions spec has the driver add:
+// TransientTransactionError to network, server selection and pool-cleared
+// errors of the transaction's commands other than commitTransaction, and
+// UnknownTransactionCommitResult to commit errors that leave the outcome
+// unknown.
+func labelTxnError(op *Operation, err error) error {
+	if err == nil {
+		return nil
+	}
+	if op.TxnCommand && op.Command[0].Key == "commitTransaction" {
+		if unknownCommitResult(err) && !mongoerr.HasErrorLabel(err, LabelUnknownCommitResult) {
+			return &labelledError{err: err, labels: []string{LabelUnknownCommitResult}}
+		}
+		return err
+	}
+	var selErr *mongoerr.ServerSelectionError
+	var cleared *pool.PoolClearedError
+	if (mongoerr.IsNetworkError(err) || errors.As(err, &selErr) || errors.As(err, &cleared)) &&
+		!mongoerr.HasErrorLabel(err, LabelTransientTxn) {
+		return &labelledError{err: err, labels: []string{LabelTransientTxn}}
+	}
+	return err
+}
+
+// unknownCommitResult: a commit error after which the transaction may or
+// may not have committed: server selection, network and retryable-write
+// errors, MaxTimeMSExpired, and write concern failures other than an
+// invalid write concern.
+func unknownCommitResult(err error) bool {
+	var selErr *mongoerr.ServerSelectionError
+	var cleared *pool.PoolClearedError
+	if mongoerr.IsNetworkError(err) || errors.As(err, &selErr) || errors.As(err, &cleared) ||
+		mongoerr.HasErrorLabel(err, mongoerr.LabelRetryableWrite) {
+		return true
+	}
+	var ce *mongoerr.CommandError
+	if errors.As(err, &ce) {
+		return ce.Code == codeMaxTimeMSExpired || ce.Code == codeWriteConcernFailed
+	}
+	var wex *mongoerr.WriteException
+	if errors.As(err, &wex) && wex.WriteConcernError != nil {
+		c := wex.WriteConcernError.Code
+		return c != codeUnknownReplWriteConcern && c != codeCannotSatisfyWriteConcern
+	}
+	return false
+}
+
+// IsMaxTimeMSExpired reports whether err is MaxTimeMSExpired (50), as a
+// command error or in a write concern error: the convenient transaction
+// API does not retry such a commit.
+func IsMaxTimeMSExpired(err error) bool {
+	var ce *mongoerr.CommandError
+	if errors.As(err, &ce) && ce.Code == codeMaxTimeMSExpired {
+		return true
+	}
+	var wex *mongoerr.WriteException
+	return errors.As(err, &wex) && wex.WriteConcernError != nil && wex.WriteConcernError.Code == codeMaxTimeMSExpired
+}
+
+// causalCommands are the commands a causally consistent session sends with
+// readConcern.afterClusterTime: the reads that take a read concern, and the
+// writes that accept one holding only afterClusterTime (read/write concern
+// spec, "afterClusterTime").
+var causalCommands = map[string]bool{
+	"find": true, "aggregate": true, "distinct": true, "count": true,
+	"insert": true, "update": true, "findAndModify": true, "delete": true, "bulkWrite": true,
+	"create": true, "createIndexes": true, "drop": true, "dropDatabase": true, "dropIndexes": true,
+}
+
+// causalCommand: a command of op gets afterClusterTime in a causally
+// consistent session; never a runCommand, a getMore/killCursors (pinned to
+// a server) or an unacknowledged write.
+func causalCommand(op *Operation) bool {
+	return !op.RunCommand && !op.Unacknowledged && op.Server == nil && causalCommands[op.Command[0].Key]
+}
+
+// withAfterClusterTime sets readConcern.afterClusterTime in cmd (a copy of
+// the operation's command) to the session's operationTime, keeping the
+// read concern's level; it returns cmd unchanged before the session has
+// an operationTime.
+func withAfterClusterTime(cmd bson.D, sess *session.Client) bson.D {
+	ts, ok := sess.OperationTime()
+	if !ok {
+		return cmd
+	}
+	for i, el := range cmd {
+		if el.Key != "readConcern" {
+			continue
+		}
+		var rc bson.D
+		switch v := el.Value.(type) {
+		case bson.D:
+			rc = append(rc, v...)
+		case bson.Raw:
+			_ = bson.Unmarshal(v, &rc)
+		}
+		cmd[i].Value = append(rc, bson.E{Key: "afterClusterTime", Value: ts})
+		return cmd
+	}
+	return append(cmd, bson.E{Key: "readConcern", Value: bson.D{{Key: "afterClusterTime", Value: ts}}})
+}

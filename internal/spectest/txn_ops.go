@@ -1,0 +1,133 @@
+package spectest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy"
+)
+
+// transactionOptions reads TransactionOptions from a document (the
+// arguments of startTransaction/withTransaction, or a session's
+// defaultTransactionOptions), marking the keys used in a when a is given.
+func transactionOptions(d bson.Raw, a *args) (*sturdy.TransactionOptions, error) {
+	get := func(k string) (bson.RawValue, bool) {
+		if a != nil {
+			return a.get(k)
+		}
+		v, err := d.LookupErr(k)
+		return v, err == nil
+	}
+	o := &sturdy.TransactionOptions{}
+	if v, ok := get("readConcern"); ok {
+		rc, err := docValue(v, "readConcern")
+		if err != nil {
+			return nil, err
+		}
+		o.ReadConcernLevel = lookupString(rc, "level")
+	}
+	if v, ok := get("writeConcern"); ok {
+		wc, err := writeConcern(v)
+		if err != nil {
+			return nil, err
+		}
+		o.WriteConcern = wc
+	}
+	if v, ok := get("readPreference"); ok {
+		rp, err := readPreference(v)
+		if err != nil {
+			return nil, err
+		}
+		o.ReadPreference = rp
+	}
+	if v, ok := get("maxCommitTimeMS"); ok {
+		n, _ := asInt(v)
+		o.MaxCommitTime = time.Duration(n) * time.Millisecond
+	}
+	if a == nil {
+		elems, _ := d.Elements()
+		for _, e := range elems {
+			switch e.Key() {
+			case "readConcern", "writeConcern", "readPreference", "maxCommitTimeMS":
+			default:
+				return nil, unsupportedf("transaction option %q", e.Key())
+			}
+		}
+	}
+	return o, nil
+}
+
+// sessionOps are the operations on a session entity.
+func (tr *testRun) sessionOps(e *sessionEntity) map[string]opFunc {
+	return map[string]opFunc{
+		"endSession": func(ctx context.Context, a *args) (opResult, error) {
+			e.id()
+			e.sess.EndSession(ctx)
+			e.ended = true
+			return opResult{}, a.check()
+		},
+		"startTransaction": func(ctx context.Context, a *args) (opResult, error) {
+			o, err := transactionOptions(a.d, a)
+			if err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) { return opResult{}, e.sess.StartTransaction(o) })
+		},
+		"commitTransaction": func(ctx context.Context, a *args) (opResult, error) {
+			return checked(a, func() (opResult, error) {
+				err := e.sess.CommitTransaction(ctx)
+				e.id()
+				return opResult{}, err
+			})
+		},
+		"abortTransaction": func(ctx context.Context, a *args) (opResult, error) {
+			return checked(a, func() (opResult, error) {
+				err := e.sess.AbortTransaction(ctx)
+				e.id()
+				return opResult{}, err
+			})
+		},
+		"withTransaction": func(ctx context.Context, a *args) (opResult, error) {
+			v, _ := a.get("callback")
+			arr, ok := v.ArrayOK()
+			if !ok {
+				return opResult{}, &runnerError{errors.New("withTransaction: callback must be an array of operations")}
+			}
+			ops, _ := arr.Values()
+			o, err := transactionOptions(a.d, a)
+			if err != nil {
+				return opResult{}, err
+			}
+			var failed error // an assertion of a callback operation failed
+			res, err := checked(a, func() (opResult, error) {
+				return opResult{}, e.sess.WithTransaction(ctx, func(ctx context.Context) error {
+					for _, ov := range ops {
+						opDoc, ok := ov.DocumentOK()
+						if !ok {
+							failed = errors.New("withTransaction: callback operation is not a document")
+							return failed
+						}
+						driverErr, err := tr.runOperationErr(ctx, opDoc)
+						if err != nil {
+							failed = fmt.Errorf("callback operation %s: %w", lookupString(opDoc, "name"), err)
+							return failed
+						}
+						if driverErr != nil {
+							return driverErr
+						}
+					}
+					return nil
+				}, o)
+			})
+			e.id()
+			if failed != nil {
+				return opResult{}, &runnerError{failed}
+			}
+			return res, err
+		},
+	}
+}
