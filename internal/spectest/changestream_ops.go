@@ -88,12 +88,7 @@ func (tr *testRun) createChangeStream(watch watchFunc) opFunc {
 			ent := &changeStreamEntity{cs: cs}
 			// Kept under a generated id as well, so that an unsaved
 			// stream is closed with the test too (close is idempotent).
-			id := fmt.Sprintf("$changeStream%d", len(tr.entities.order))
-			if err := tr.entities.add(id, ent); err != nil {
-				_ = cs.Close(context.WithoutCancel(ctx))
-				return opResult{}, &runnerError{err}
-			}
-			return opResult{entity: ent}, nil
+			return tr.keepEntity(ctx, "$changeStream", ent)
 		})
 	}
 }
@@ -134,6 +129,21 @@ type cursorEntity struct {
 
 func (e *cursorEntity) close(ctx context.Context) { _ = e.cur.Close(ctx) }
 
+// closer is an entity the runner closes when the test ends.
+type closer interface{ close(ctx context.Context) }
+
+// keepEntity keeps a stream or cursor under a generated id as well, so that
+// one the test does not save is closed with the test too (close is
+// idempotent), and returns it as the operation's result.
+func (tr *testRun) keepEntity(ctx context.Context, prefix string, ent closer) (opResult, error) {
+	id := fmt.Sprintf("%s%d", prefix, len(tr.entities.order))
+	if err := tr.entities.add(id, ent); err != nil {
+		ent.close(context.WithoutCancel(ctx))
+		return opResult{}, &runnerError{err}
+	}
+	return opResult{entity: ent}, nil
+}
+
 // createFindCursor opens a find cursor without iterating it.
 func (tr *testRun) createFindCursor(coll *sturdy.Collection) opFunc {
 	return func(ctx context.Context, a *args) (opResult, error) {
@@ -151,12 +161,7 @@ func (tr *testRun) createFindCursor(coll *sturdy.Collection) opFunc {
 				return opResult{}, err
 			}
 			ent := &cursorEntity{cur: cur}
-			id := fmt.Sprintf("$cursor%d", len(tr.entities.order))
-			if err := tr.entities.add(id, ent); err != nil {
-				_ = cur.Close(context.WithoutCancel(ctx))
-				return opResult{}, &runnerError{err}
-			}
-			return opResult{entity: ent}, nil
+			return tr.keepEntity(ctx, "$cursor", ent)
 		})
 	}
 }
@@ -224,12 +229,7 @@ func (tr *testRun) runCursorCommand(db *sturdy.Database, keep bool) opFunc {
 				return cursorResult(ctx, cur, err)
 			}
 			ent := &cursorEntity{cur: cur}
-			id := fmt.Sprintf("$cursor%d", len(tr.entities.order))
-			if err := tr.entities.add(id, ent); err != nil {
-				_ = cur.Close(context.WithoutCancel(ctx))
-				return opResult{}, &runnerError{err}
-			}
-			return opResult{entity: ent}, nil
+			return tr.keepEntity(ctx, "$cursor", ent)
 		})
 	}
 }
