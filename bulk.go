@@ -428,12 +428,8 @@ func stmtDoc(q bson.Raw, u any, multi, upsert bool, arrayFilters []any, coll *Co
 	}
 	d.addCollation(coll)
 	d.addIf("hint", hint)
-	if sort != nil {
-		s, err := toDoc(sort, false)
-		if err != nil {
-			return nil, err
-		}
-		d.add("sort", s)
+	if err := d.addDoc("sort", sort); err != nil {
+		return nil, err
 	}
 	size := docSizeHint(len(d)) + len(q)
 	if rv, ok := u.(bson.RawValue); ok {

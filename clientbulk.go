@@ -433,12 +433,8 @@ func clientUpdateOp(filter, update any, multi, upsert bool, arrayFilters []any, 
 	}
 	d.addCollation(coll)
 	d.addIf("hint", hint)
-	if sort != nil {
-		s, err := toDoc(sort, false)
-		if err != nil {
-			return nil, err
-		}
-		d.add("sort", s)
+	if err := d.addDoc("sort", sort); err != nil {
+		return nil, err
 	}
 	d.add("multi", multi)
 	return d, nil

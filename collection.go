@@ -302,19 +302,11 @@ func (coll *Collection) famBase(filter, sort, projection any, coll2 *Collation, 
 		return nil, err
 	}
 	cmd := cmdBuilder{{Key: "findAndModify", Value: coll.name}, {Key: "query", Value: q}}
-	if sort != nil {
-		s, err := toDoc(sort, false)
-		if err != nil {
-			return nil, err
-		}
-		cmd.add("sort", s)
+	if err := cmd.addDoc("sort", sort); err != nil {
+		return nil, err
 	}
-	if projection != nil {
-		p, err := toDoc(projection, false)
-		if err != nil {
-			return nil, err
-		}
-		cmd.add("fields", p)
+	if err := cmd.addDoc("fields", projection); err != nil {
+		return nil, err
 	}
 	cmd.addCollation(coll2)
 	cmd.addIf("hint", hint)

@@ -171,6 +171,16 @@ func (b *cmdBuilder) addMaxTime(d time.Duration) {
 		b.add("maxTimeMS", d.Milliseconds())
 	}
 }
+
+// addDoc adds an optional document field (a sort, a projection), marshalled.
+func (b *cmdBuilder) addDoc(key string, v any) error {
+	d, err := docOrNil(v)
+	if err != nil {
+		return err
+	}
+	b.addIf(key, d)
+	return nil
+}
 func (b *cmdBuilder) addCollation(c *Collation) {
 	if c != nil {
 		b.add("collation", c)

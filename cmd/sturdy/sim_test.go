@@ -15,15 +15,23 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// sturdy sim prints a connection string a real driver can use, and stops
-// cleanly when its context ends.
-func TestSimServesAndStops(t *testing.T) {
+// runningSim is a `sturdy sim` started by a test.
+type runningSim struct {
+	uri    string
+	cancel context.CancelFunc
+	done   chan int
+}
+
+// startSim runs `sturdy sim args...` with stderr and returns once it has
+// printed its connection string. stop ends it and returns its exit code.
+func startSim(t *testing.T, stderr io.Writer, args ...string) *runningSim {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	pr, pw := io.Pipe()
-	done := make(chan int, 1)
+	s := &runningSim{cancel: cancel, done: make(chan int, 1)}
 	go func() {
-		done <- run(ctx, []string{"sim", "-port", "0", "-members", "3"}, pw, io.Discard)
+		s.done <- run(ctx, append([]string{"sim"}, args...), pw, stderr)
 		pw.Close()
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
@@ -31,7 +39,28 @@ func TestSimServesAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	go io.Copy(io.Discard, pr)
-	uri := strings.TrimSpace(line)
+	s.uri = strings.TrimSpace(line)
+	return s
+}
+
+// stop cancels the sim and waits for it to exit.
+func (s *runningSim) stop(t *testing.T) int {
+	t.Helper()
+	s.cancel()
+	select {
+	case code := <-s.done:
+		return code
+	case <-time.After(5 * time.Second):
+		t.Fatal("sim did not stop")
+	}
+	return -1
+}
+
+// sturdy sim prints a connection string a real driver can use, and stops
+// cleanly when its context ends.
+func TestSimServesAndStops(t *testing.T) {
+	sim := startSim(t, io.Discard, "-port", "0", "-members", "3")
+	uri := sim.uri
 	if !strings.Contains(uri, "replicaSet=rs0") || strings.Count(uri, ",") != 2 {
 		t.Fatalf("connection string %q does not name a 3-member set", uri)
 	}
@@ -39,7 +68,7 @@ func TestSimServesAndStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opCtx, opCancel := context.WithTimeout(ctx, 10*time.Second)
+	opCtx, opCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer opCancel()
 	coll := client.Database("db").Collection("c")
 	if _, err := coll.InsertOne(opCtx, bson.D{{Key: "_id", Value: 1}}); err != nil {
@@ -51,14 +80,8 @@ func TestSimServesAndStops(t *testing.T) {
 	if err := client.Disconnect(opCtx); err != nil {
 		t.Fatal(err)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("sim exited %d", code)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("sim did not stop")
+	if code := sim.stop(t); code != 0 {
+		t.Fatalf("sim exited %d", code)
 	}
 }
 
@@ -125,21 +148,9 @@ func (s *syncBuf) String() string {
 
 // sturdy sim logs what it refuses to stderr: here a malformed message.
 func TestSimLogsRefusalsToStderr(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
 	stderr := &syncBuf{}
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"sim", "-port", "0"}, pw, stderr)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	go io.Copy(io.Discard, pr)
-	host := strings.TrimPrefix(strings.TrimSpace(line), "mongodb://")
+	sim := startSim(t, stderr, "-port", "0")
+	host := strings.TrimPrefix(sim.uri, "mongodb://")
 	host = host[:strings.Index(host, "/")]
 	nc, err := net.DialTimeout("tcp", host, 5*time.Second)
 	if err != nil {
@@ -162,31 +173,14 @@ func TestSimLogsRefusalsToStderr(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("sim did not stop")
-	}
+	sim.stop(t)
 }
 
 // sturdy sim --routers prints a mongos connection string: the driver sees a
 // sharded cluster of that many routers.
 func TestSimRouters(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"sim", "-port", "0", "-routers", "2"}, pw, io.Discard)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	go io.Copy(io.Discard, pr)
-	uri := strings.TrimSpace(line)
+	sim := startSim(t, io.Discard, "-port", "0", "-routers", "2")
+	uri := sim.uri
 	if strings.Contains(uri, "replicaSet") || strings.Count(uri, ",") != 1 {
 		t.Fatalf("connection string %q does not name two routers", uri)
 	}
@@ -194,7 +188,7 @@ func TestSimRouters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opCtx, opCancel := context.WithTimeout(ctx, 10*time.Second)
+	opCtx, opCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer opCancel()
 	var hello bson.M
 	if err := client.Database("admin").RunCommand(opCtx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
@@ -206,13 +200,7 @@ func TestSimRouters(t *testing.T) {
 	if err := client.Disconnect(opCtx); err != nil {
 		t.Fatal(err)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("sim exited %d", code)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("sim did not stop")
+	if code := sim.stop(t); code != 0 {
+		t.Fatalf("sim exited %d", code)
 	}
 }
