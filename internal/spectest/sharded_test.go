@@ -1,12 +1,10 @@
 package spectest
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sturdy-go/sturdy/mongosim"
 )
@@ -55,32 +53,7 @@ func TestUnifiedSharded(t *testing.T) {
 	}
 	// Tests that need auth: true run against a second, auth-enabled
 	// sharded deployment, started on first use.
-	var authRunner *Runner
-	runnerFor := func(st *testing.T, f *File, i int) *Runner {
-		if !RequiresAuth(f, i) {
-			return r
-		}
-		if authRunner == nil {
-			o := mongosim.Options{Members: 3, Routers: 2, Auth: mongosim.AuthOptions{Username: specAuthUser, Password: specAuthPassword}}
-			asim, err := mongosim.Launch(o)
-			if err != nil {
-				st.Fatalf("starting the auth-enabled sharded mongosim: %v", err)
-			}
-			t.Cleanup(func() { _ = asim.Close() })
-			acfg := cfg
-			acfg.Auth = true
-			acfg.URI = withCredentials(asim.URI(), specAuthUser, specAuthPassword)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			ar, err := NewRunner(ctx, acfg)
-			cancel()
-			if err != nil {
-				st.Fatalf("runner for the auth-enabled sharded mongosim: %v", err)
-			}
-			t.Cleanup(func() { _ = ar.Close(context.Background()) })
-			authRunner = ar
-		}
-		return authRunner
-	}
+	runnerFor := withAuthRunner(t, r, cfg, mongosim.Options{Members: 3, Routers: 2})
 	var sum Summary
 	for _, sf := range files {
 		f := sf.file

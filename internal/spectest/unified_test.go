@@ -124,35 +124,9 @@ func TestUnified(t *testing.T) {
 
 	// Tests that need auth: true run against a second, auth-enabled
 	// mongosim deployment, started on first use.
-	var authRunner *Runner
-	runnerFor := func(st *testing.T, f *File, i int) *Runner {
-		if !embedded || cfg.Auth || !RequiresAuth(f, i) {
-			return r
-		}
-		if authRunner == nil {
-			// Launched by hand, not with StartWithOptions(st): the
-			// deployment must outlive the subtest that first needs it.
-			o := simOpts
-			o.Auth = mongosim.AuthOptions{Username: specAuthUser, Password: specAuthPassword}
-			sim, err := mongosim.Launch(o)
-			if err != nil {
-				st.Fatalf("starting the auth-enabled mongosim: %v", err)
-			}
-			t.Cleanup(func() { _ = sim.Close() })
-			acfg := cfg
-			acfg.Auth = true
-			acfg.URI = withCredentials(sim.URI(), specAuthUser, specAuthPassword)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			ar, err := NewRunner(ctx, acfg)
-			cancel()
-			if err != nil {
-				st.Fatalf("runner for the auth-enabled mongosim: %v", err)
-			}
-			t.Cleanup(func() { _ = ar.Close(context.Background()) })
-			authRunner = ar
-			st.Logf("tests needing auth run against %s", sim.URI())
-		}
-		return authRunner
+	runnerFor := func(*testing.T, *File, int) *Runner { return r }
+	if embedded && !cfg.Auth {
+		runnerFor = withAuthRunner(t, r, cfg, simOpts)
 	}
 
 	var sum Summary
@@ -248,5 +222,40 @@ func runOne(t *testing.T, r *Runner, sum *Summary, group, key string, f *File, i
 		t.Fatalf("unexpectedly passed — remove from the expected-failure list in expected_failures.go (listed because: %s)", known)
 	default:
 		sum.Add(group, out, false)
+	}
+}
+
+// withAuthRunner returns a function that gives a test r, or, when the test
+// needs auth, a runner for a second deployment shaped as o with auth on. That
+// deployment is launched on first use — by hand, not with StartWithOptions,
+// since it must outlive the subtest that first needs it — and closed when t
+// ends.
+func withAuthRunner(t *testing.T, r *Runner, cfg Config, o mongosim.Options) func(st *testing.T, f *File, i int) *Runner {
+	var authRunner *Runner
+	return func(st *testing.T, f *File, i int) *Runner {
+		if !RequiresAuth(f, i) {
+			return r
+		}
+		if authRunner == nil {
+			o.Auth = mongosim.AuthOptions{Username: specAuthUser, Password: specAuthPassword}
+			sim, err := mongosim.Launch(o)
+			if err != nil {
+				st.Fatalf("starting the auth-enabled mongosim: %v", err)
+			}
+			t.Cleanup(func() { _ = sim.Close() })
+			acfg := cfg
+			acfg.Auth = true
+			acfg.URI = withCredentials(sim.URI(), specAuthUser, specAuthPassword)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ar, err := NewRunner(ctx, acfg)
+			cancel()
+			if err != nil {
+				st.Fatalf("runner for the auth-enabled mongosim: %v", err)
+			}
+			t.Cleanup(func() { _ = ar.Close(context.Background()) })
+			authRunner = ar
+			st.Logf("tests needing auth run against %s", sim.URI())
+		}
+		return authRunner
 	}
 }
