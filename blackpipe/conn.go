@@ -1,6 +1,7 @@
 package blackpipe
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -150,7 +151,7 @@ func (c *Conn) serve() {
 	if partial == 0 {
 		partial = DefaultPartialMessageTimeout
 	}
-	mr := &messageReader{nc: c.nc, partial: partial, idle: s.opts.IdleTimeout}
+	mr := newMessageReader(c.nc, partial, s.opts.IdleTimeout)
 	var next []byte // a message read while the previous request was pending
 	for {
 		b := next
@@ -217,39 +218,66 @@ func (c *Conn) read(mr *messageReader, idle bool) ([]byte, bool) {
 	return b, true
 }
 
-// messageReader sets the read deadlines of one message: IdleTimeout until
-// its first byte, then PartialMessageTimeout for the rest, so a stalled
-// client cannot hold a connection and its buffer forever.
+// messageReader reads messages through a buffer and sets the read
+// deadlines of one message: IdleTimeout until its first byte, then
+// PartialMessageTimeout for the rest, so a stalled client cannot hold a
+// connection and its buffer forever. The buffer usually holds a whole small
+// message after one read, so the partial deadline is set only when a
+// message needs another read from the connection: the common case costs
+// one read and no deadline changes.
 type messageReader struct {
 	nc            net.Conn
+	br            *bufio.Reader
 	partial, idle time.Duration
-	started       bool
+	started       bool // the current message has begun
+	deadline      bool // a read deadline is set
+}
+
+func newMessageReader(nc net.Conn, partial, idle time.Duration) *messageReader {
+	m := &messageReader{nc: nc, partial: partial, idle: idle}
+	m.br = bufio.NewReader(connReader{m})
+	return m
 }
 
 func (m *messageReader) start(idle bool) {
 	m.started = false
-	if idle && m.idle > 0 {
-		_ = m.nc.SetReadDeadline(time.Now().Add(m.idle))
+	if idle && m.idle > 0 && m.br.Buffered() == 0 {
+		m.setDeadline(time.Now().Add(m.idle))
 	}
 }
 
 func (m *messageReader) stop() {
-	if m.idle > 0 || m.partial > 0 {
-		_ = m.nc.SetReadDeadline(time.Time{})
+	if m.deadline {
+		m.setDeadline(time.Time{})
 	}
 }
 
+func (m *messageReader) setDeadline(t time.Time) {
+	_ = m.nc.SetReadDeadline(t)
+	m.deadline = !t.IsZero()
+}
+
 func (m *messageReader) Read(p []byte) (int, error) {
-	n, err := m.nc.Read(p)
+	n, err := m.br.Read(p)
 	if n > 0 && !m.started {
 		m.started = true
-		if m.partial > 0 {
-			_ = m.nc.SetReadDeadline(time.Now().Add(m.partial))
-		} else if m.idle > 0 {
-			_ = m.nc.SetReadDeadline(time.Time{})
+		if m.deadline {
+			m.setDeadline(time.Time{}) // the idle deadline is over
 		}
 	}
 	return n, err
+}
+
+// connReader is what the buffer reads from: the connection, under the
+// partial-message deadline once a message has begun.
+type connReader struct{ m *messageReader }
+
+func (r connReader) Read(p []byte) (int, error) {
+	m := r.m
+	if m.started && !m.deadline && m.partial > 0 {
+		m.setDeadline(time.Now().Add(m.partial))
+	}
+	return m.nc.Read(p)
 }
 
 // MaxNestingErrmsg is mongod's message for a command nested too deeply.
