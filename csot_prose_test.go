@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
@@ -319,5 +320,44 @@ func TestWithTransactionTimeoutNotRefreshed(t *testing.T) {
 	// Outside WithTransaction the session takes timeouts as usual.
 	if _, err := coll.InsertOne(sturdy.WithTimeout(ctx, time.Second), d("_id", 4), &sturdy.InsertOneOptions{Session: s}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Prose test 11, scaled down like prose test 1: a server whose
+// maxWriteBatchSize is 2 makes a 4-model client bulkWrite two commands,
+// each answered after 600 ms; under a 1 s timeout both are sent and the
+// second times out.
+func TestCSOTProse11MultiBatchClientBulkWrite(t *testing.T) {
+	srv := blackpipe.Start(t)
+	srv.Autorespond(blackpipe.Func(func(r *blackpipe.Request) bool { return r.Name == "hello" || r.Name == "isMaster" }),
+		func(r *blackpipe.Request) bool {
+			reply := srv.HelloReply(r)
+			for i := range reply {
+				if reply[i].Key == "maxWriteBatchSize" {
+					reply[i].Value = int32(2)
+				}
+			}
+			_ = r.Reply(reply)
+			return true
+		})
+	srv.Autorespond(blackpipe.Command("bulkWrite"), func(r *blackpipe.Request) bool {
+		_ = r.ReplyAfter(600*time.Millisecond, d("cursor", d("id", int64(0), "ns", "admin.$cmd.bulkWrite", "firstBatch", bson.A{}),
+			"nErrors", int32(0), "nInserted", int32(2), "nMatched", int32(0), "nModified", int32(0), "nUpserted", int32(0), "nDeleted", int32(0), "ok", 1.0))
+		return true
+	})
+	rec := &recorder{}
+	c := connect(t, srv.URI()+"&timeoutMS=1000&retryWrites=false", func(o *sturdy.Options) { o.Monitor = rec.monitor() })
+	var models []sturdy.ClientWriteModel
+	for i := range 4 {
+		models = append(models, sturdy.ClientWriteModel{Database: "db", Collection: "coll", Model: &sturdy.InsertOneModel{Document: d("_id", i)}})
+	}
+	start := time.Now()
+	_, err := c.BulkWrite(context.Background(), models)
+	wantTimeout(t, "BulkWrite", err)
+	if took := time.Since(start); took > 1500*time.Millisecond {
+		t.Errorf("the 1 s bulkWrite returned after %v", took)
+	}
+	if n := len(rec.startedNamed("bulkWrite")); n != 2 {
+		t.Errorf("%d bulkWrite commands, want 2 (the batches of one BulkWrite)", n)
 	}
 }
