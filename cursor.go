@@ -50,7 +50,9 @@ const (
 	// NonTailable (the default): the cursor ends after the last result.
 	NonTailable CursorType = iota
 	// Tailable: the cursor stays open; each getMore returns at once,
-	// with the documents inserted since (maybe none).
+	// with the documents inserted since (maybe none), so Next polls with
+	// back-to-back getMores until a document comes: prefer TailableAwait,
+	// or TryNext with a pause of your own.
 	Tailable
 	// TailableAwait: like Tailable, but a getMore that finds nothing
 	// waits on the server, up to MaxAwaitTime, for a new document.

@@ -424,8 +424,8 @@ func (e *TransactionTimeoutError) Is(target error) bool { return target == conte
 // get a timeout of their own: one that sets its own (WithTimeout, or a
 // context deadline earlier than the transaction's) fails with an argument
 // error. When fn fails the abort gets a fresh timeoutMS, so that a timed
-// out transaction still releases its locks. Operations in fn that do not
-// use s are not bounded by the transaction's deadline.
+// out transaction still releases its locks. An operation in fn that uses
+// neither s nor fn's context is not bounded by the transaction's deadline.
 //
 // Without a timeoutMS (or with timeoutMS 0) retries stop after 120 s, or
 // at ctx's deadline if sooner. Either way a timeout is a
