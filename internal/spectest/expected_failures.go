@@ -27,6 +27,7 @@ const (
 	reasonLET  = "mongosim: let variables are implemented for aggregate only, not for find, update, delete and findAndModify"
 	// DRIVERS-2965: these runCursorCommand tests block one getMore 60 ms under a 100 ms
 	// timeoutMS, so a correct iteration timeout does not expire (other drivers skip them too).
+	// Not run: on a loaded machine the 40 ms margin can run out and the test pass by chance.
 	reasonRCCFailure   = "spec test bug DRIVERS-2965: expects a timeout although its one blocked getMore (60 ms) is shorter than the 100 ms timeoutMS each next gets"
 	reasonMaxAttempts2 = "sturdy's default maxAdaptiveRetries is seed 003's 5 (DESIGN.md, 'overload retries'), not the newer spec's 2, and the test's client sets none"
 )
@@ -61,11 +62,11 @@ var expectedFailures = []expectedFailure{
 	{File: "crud/estimatedDocumentCount.json", Test: "estimatedDocumentCount works correctly on views", Reason: "mongosim: views (create with viewOn) are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with options", Reason: "mongosim: find's min/max index bounds are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with showRecordId and returnKey", Reason: "mongosim: find's returnKey and showRecordId are not implemented"},
-	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor iteration timeoutMS is refreshed for getMore - failure",
+	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor iteration timeoutMS is refreshed for getMore - failure", NotRun: true,
 		Reason: reasonRCCFailure + "; the blocked getMore returns the second document"},
-	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor awaitData iteration timeoutMS is refreshed for getMore - failure",
+	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor awaitData iteration timeoutMS is refreshed for getMore - failure", NotRun: true,
 		Reason: reasonRCCFailure + "; this one sets no timeoutMS at any level yet expects maxTimeMS on find and a timeout"},
-	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Non-tailable cursor iteration timeoutMS is refreshed for getMore if timeoutMode is iteration - failure",
+	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Non-tailable cursor iteration timeoutMS is refreshed for getMore if timeoutMode is iteration - failure", NotRun: true,
 		Reason: reasonRCCFailure},
 	{File: "transactions/backpressure-retryable-abort.json", Test: "abortTransaction is retried maxAttempts=2 times if backpressure labels are added", Reason: reasonMaxAttempts2},
 	{File: "transactions/backpressure-retryable-commit.json", Test: "commitTransaction is retried maxAttempts=2 times if backpressure labels are added", Reason: reasonMaxAttempts2},
