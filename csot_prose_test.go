@@ -361,3 +361,34 @@ func TestCSOTProse11MultiBatchClientBulkWrite(t *testing.T) {
 		t.Errorf("%d bulkWrite commands, want 2 (the batches of one BulkWrite)", n)
 	}
 }
+
+// Prose test 5, change streams, adapted: the prose test relies on the
+// server answering the first blocked getMore with an empty batch inside
+// the timeout; here MaxAwaitTime (50 ms) makes it do so (400 ms blocked +
+// 50 ms awaited < 700 ms). Next then sends a second getMore, capped by
+// the time left, which outlives the timeout: a timeout after one
+// aggregate and two getMores.
+func TestCSOTProse5ChangeStream(t *testing.T) {
+	cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 1})
+	setFailPoint(t, cluster, d("configureFailPoint", "failCommand", "mode", "alwaysOn",
+		"data", d("failCommands", bson.A{"getMore"}, "blockConnection", true, "blockTimeMS", 400)))
+	t.Cleanup(func() { _ = cluster.SetFailPoint(failPointOff("failCommand")) })
+	rec := &recorder{}
+	c := connect(t, cluster.URI()+"&timeoutMS=700", func(o *sturdy.Options) { o.Monitor = rec.monitor() })
+	ctx := context.Background()
+	cs, err := c.Database("db").Collection("coll").Watch(ctx, nil, &sturdy.ChangeStreamOptions{MaxAwaitTime: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	if cs.ID() == 0 {
+		t.Fatal("change stream cursor id 0")
+	}
+	if cs.Next(ctx) {
+		t.Fatalf("Next returned %v", cs.Current)
+	}
+	wantTimeout(t, "Next", cs.Err())
+	if n, m := len(rec.startedNamed("aggregate")), len(rec.startedNamed("getMore")); n != 1 || m != 2 {
+		t.Errorf("%d aggregates and %d getMores, want 1 and 2", n, m)
+	}
+}

@@ -102,7 +102,7 @@ type DownloadStream struct {
 	cancel  context.CancelFunc
 	b       *Bucket
 	file    GridFSFile
-	cursor  *Cursor // nil for an empty file
+	cursor  *Cursor // nil until the first Read, and for an empty file
 	n       int64   // chunks read
 	nChunks int64
 	buf     []byte // unread part of the current chunk
