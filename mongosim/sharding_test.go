@@ -444,17 +444,18 @@ func TestShardedWritesAndShardKeyErrors(t *testing.T) {
 	_ = c
 }
 
-// Retryable writes through the routers: the driver's retry after a
-// closed connection replays on each shard instead of inserting twice.
+// Retryable writes through the routers: a shard's step-down error is
+// retried inside the router; a shard's retryable writeConcernError reaches
+// the driver, whose retry replays on every shard instead of inserting
+// twice.
 func TestShardedRetryableWrite(t *testing.T) {
 	client, c := shardedClient(t, 2, nil)
 	ctx := testCtx(t)
 	shardCollection(t, ctx, client, "db.rw", bson.D{{Key: "k", Value: "hashed"}})
 	coll := client.Database("db").Collection("rw")
-	// Fail the insert on shard 1's primary after it ran, as a network
-	// error after the write: the router retries and the shard replays.
-	if err := c.Shards()[1].SetFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
-		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"insert"}}, {Key: "errorCode", Value: 189}, {Key: "errorLabels", Value: bson.A{"RetryableWriteError"}}}}}); err != nil {
+	shard1 := c.Shards()[1]
+	if err := shard1.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"insert"}}, {Key: "errorCode", Value: 189}}}}); err != nil {
 		t.Fatal(err)
 	}
 	var docs []any
@@ -464,11 +465,32 @@ func TestShardedRetryableWrite(t *testing.T) {
 	if _, err := coll.InsertMany(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != 40 {
-		t.Fatalf("count = %d, %v; want 40", n, err)
+	if got := shard1.Stats().FailPointsFired; got != 1 {
+		t.Fatalf("shard 1 fail point fired %d times, want 1", got)
 	}
-	if counts := directCounts(t, ctx, c, "db", "rw"); counts[0] == 0 || counts[1] == 0 {
+	if err := shard1.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"insert"}},
+			{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 6}, {Key: "errmsg", Value: "host unreachable"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	docs = docs[:0]
+	for i := 100; i < 140; i++ {
+		docs = append(docs, bson.D{{Key: "k", Value: i}})
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != 80 {
+		t.Fatalf("count = %d, %v; want 80", n, err)
+	}
+	counts := directCounts(t, ctx, c, "db", "rw")
+	if counts[0] == 0 || counts[1] == 0 {
 		t.Fatalf("documents not split: %v", counts)
+	}
+	for i, sh := range c.Shards() {
+		if sh.Stats().Replayed == 0 {
+			t.Errorf("shard %d replayed nothing: the driver's retry ran the insert again", i)
+		}
 	}
 }
 

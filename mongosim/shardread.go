@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -146,10 +147,13 @@ func (r *Router) openCursor(ns string, docs []bson.D) int64 {
 	ss := r.cluster.sharding
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	ss.sweepCursors()
 	for {
 		id := rand.Int64()
 		if id != 0 && ss.cursors[id] == nil {
-			ss.cursors[id] = &routerCursor{router: r.index, shard: -1, ns: ns, docs: docs}
+			c := &routerCursor{router: r.index, shard: -1, ns: ns, docs: docs}
+			c.lastUsed.Store(time.Now().UnixNano())
+			ss.cursors[id] = c
 			return id
 		}
 	}
@@ -160,9 +164,25 @@ func (r *Router) lookupCursor(id int64) *routerCursor {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if c := ss.cursors[id]; c != nil && c.router == r.index {
+		c.lastUsed.Store(time.Now().UnixNano())
 		return c
 	}
 	return nil
+}
+
+// sweepCursors forgets cursors idle for cursorIdleTimeout, as the shards
+// time theirs out; ss.mu is held.
+func (ss *shardSet) sweepCursors() {
+	now := time.Now()
+	if now.Sub(ss.lastSweep) < time.Minute {
+		return
+	}
+	ss.lastSweep = now
+	for id, c := range ss.cursors {
+		if now.Sub(time.Unix(0, c.lastUsed.Load())) > cursorIdleTimeout {
+			delete(ss.cursors, id)
+		}
+	}
 }
 
 func (r *Router) dropCursor(id int64) {

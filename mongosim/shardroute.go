@@ -38,10 +38,11 @@ type shardSet struct {
 	shards []*Cluster // shards[0] is the top Cluster
 	names  []string   // shard ids: "shard0", "shard1", ...
 
-	mu      sync.Mutex
-	dbs     map[string]*shardedDB
-	colls   map[string]*shardedColl // by namespace
-	cursors map[int64]*routerCursor
+	mu        sync.Mutex
+	dbs       map[string]*shardedDB
+	colls     map[string]*shardedColl // by namespace
+	cursors   map[int64]*routerCursor
+	lastSweep time.Time
 }
 
 type shardedDB struct {
@@ -77,11 +78,12 @@ type chunk struct {
 // cursor the router relays (shard >= 0, same id as on the shard) or a
 // merged result the router holds (shard -1).
 type routerCursor struct {
-	router int
-	shard  int
-	ns     string
-	mu     sync.Mutex
-	docs   []bson.D
+	router   int
+	shard    int
+	ns       string
+	mu       sync.Mutex
+	docs     []bson.D
+	lastUsed atomic.Int64 // unix nanoseconds
 }
 
 // startShards launches shards 1..M-1 next to the Cluster (shard 0). Their
@@ -646,8 +648,11 @@ func (r *Router) trackCursor(reply bson.D, shard int) {
 	ns, _ := lookupD(d, "ns")
 	s, _ := ns.(string)
 	ss := r.cluster.sharding
+	c := &routerCursor{router: r.index, shard: shard, ns: s}
+	c.lastUsed.Store(time.Now().UnixNano())
 	ss.mu.Lock()
-	ss.cursors[id] = &routerCursor{router: r.index, shard: shard, ns: s}
+	ss.sweepCursors()
+	ss.cursors[id] = c
 	ss.mu.Unlock()
 }
 

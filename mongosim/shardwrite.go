@@ -37,6 +37,7 @@ type wresult struct {
 	upserted     bson.A
 	writeErrors  []bson.D
 	wce          bson.D
+	labels       []string // the shards' errorLabels (RetryableWriteError on a wce)
 }
 
 func errUpsertNoKey() error {
@@ -209,7 +210,11 @@ func (res *wresult) reply(name string) bson.D {
 	if res.wce != nil {
 		d = append(d, bson.E{Key: "writeConcernError", Value: res.wce})
 	}
-	return append(d, bson.E{Key: "ok", Value: 1.0})
+	d = append(d, bson.E{Key: "ok", Value: 1.0})
+	if len(res.labels) > 0 {
+		d = append(d, bson.E{Key: "errorLabels", Value: res.labels})
+	}
+	return d
 }
 
 // sendWrites sends batch to shard as one write command and merges the
@@ -270,6 +275,14 @@ func (r *Router) sendWrites(rq *request, field string, shard int, batch []*wop, 
 	}
 	if v, ok := lookupD(reply, "writeConcernError"); ok && res.wce == nil {
 		res.wce, _ = v.(bson.D)
+	}
+	if v, ok := lookupD(reply, "errorLabels"); ok {
+		arr, _ := v.(bson.A)
+		for _, x := range arr {
+			if l, ok := x.(string); ok && !slices.Contains(res.labels, l) {
+				res.labels = append(res.labels, l)
+			}
+		}
 	}
 	return n, nil
 }
