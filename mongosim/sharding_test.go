@@ -24,13 +24,7 @@ func shardedClient(t *testing.T, shards int, co *options.ClientOptions) (*mongo.
 // routers, to see what landed where.
 func shardDirect(t *testing.T, c *Cluster, i int) *mongo.Client {
 	t.Helper()
-	sh := c.Shards()[i]
-	client, err := mongo.Connect(options.Client().ApplyURI(sh.Primary().URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	return client
+	return connect(t, c.Shards()[i].Primary().URI())
 }
 
 func shardCollection(t *testing.T, ctx context.Context, client *mongo.Client, ns string, key bson.D) {
