@@ -510,3 +510,129 @@ func TestShardedUnsupportedFailsLoudly(t *testing.T) {
 		t.Fatalf("$out = %v, want NotImplemented (238)", err)
 	}
 }
+
+// A read whose filter fixes the shard key goes to that key's shard only;
+// other reads go to every shard. Fail points on the other shards prove it.
+func TestShardedTargetedVersusBroadcast(t *testing.T) {
+	client, c := shardedClient(t, 3, nil)
+	ctx := testCtx(t)
+	shardCollection(t, ctx, client, "db.t", bson.D{{Key: "k", Value: 1}, {Key: "j", Value: "hashed"}})
+	shardCollection(t, ctx, client, "db.h", bson.D{{Key: "k", Value: "hashed"}})
+	coll := client.Database("db").Collection("h")
+	var docs []any
+	for i := 0; i < 30; i++ {
+		docs = append(docs, bson.D{{Key: "k", Value: i}})
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	holder := -1
+	for i := range c.Shards() {
+		n, err := shardDirect(t, c, i).Database("db").Collection("h").CountDocuments(ctx, bson.D{{Key: "k", Value: 7}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			holder = i
+		}
+	}
+	if holder < 0 {
+		t.Fatal("k=7 is on no shard")
+	}
+	fail := func(sh *Cluster, mode any) {
+		t.Helper()
+		if err := sh.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: mode},
+			{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"find", "aggregate", "count", "distinct", "update", "delete"}}, {Key: "errorCode", Value: 2}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, sh := range c.Shards() {
+		if i != holder {
+			fail(sh, "alwaysOn")
+		}
+	}
+	var got bson.M
+	if err := coll.FindOne(ctx, bson.D{{Key: "k", Value: 7}}).Decode(&got); err != nil {
+		t.Fatalf("targeted find touched another shard: %v", err)
+	}
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$eq", Value: 7}}}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}); err != nil {
+		t.Fatalf("targeted update touched another shard: %v", err)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{{Key: "$and", Value: bson.A{bson.D{{Key: "k", Value: 7}}, bson.D{{Key: "x", Value: 1}}}}}); err != nil || n != 1 {
+		t.Fatalf("targeted count = %d, %v", n, err)
+	}
+	var ce mongo.CommandError
+	if err := coll.FindOne(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$gt", Value: 7}}}}).Err(); !errors.As(err, &ce) || ce.Code != 2 {
+		t.Fatalf("broadcast find = %v, want the other shards' fail point", err)
+	}
+	for i, sh := range c.Shards() {
+		if i != holder {
+			fail(sh, "off")
+		}
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$gt", Value: 7}}}}); err != nil || n != 22 {
+		t.Fatalf("broadcast count = %d, %v; want 22", n, err)
+	}
+	// A compound key needs every field to target.
+	if err := client.Database("db").Collection("t").FindOne(ctx, bson.D{{Key: "k", Value: 1}}).Err(); !errors.Is(err, mongo.ErrNoDocuments) {
+		t.Fatalf("find on a key prefix = %v", err)
+	}
+}
+
+// Cursors through the router: a merged cursor's getMore works only on the
+// router that opened it, killCursors ends it, and a cursor of an
+// unsharded collection is relayed to its shard.
+func TestShardedCursorsGetMoreAndKill(t *testing.T) {
+	client, c := shardedClient(t, 2, nil)
+	ctx := testCtx(t)
+	shardCollection(t, ctx, client, "db.g", bson.D{{Key: "_id", Value: "hashed"}})
+	var docs []any
+	for i := 0; i < 50; i++ {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}})
+	}
+	for _, name := range []string{"g", "plain"} {
+		if _, err := client.Database("db").Collection(name).InsertMany(ctx, docs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r0 := connect(t, c.Routers()[0].URI()+"?directConnection=true")
+	r1 := connect(t, c.Routers()[1].URI()+"?directConnection=true")
+	for _, name := range []string{"g", "plain"} {
+		var first struct {
+			Cursor struct {
+				ID    int64    `bson:"id"`
+				First []bson.M `bson:"firstBatch"`
+			} `bson:"cursor"`
+		}
+		db0 := r0.Database("db")
+		if err := db0.RunCommand(ctx, bson.D{{Key: "find", Value: name}, {Key: "sort", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "batchSize", Value: 10}}).Decode(&first); err != nil {
+			t.Fatal(err)
+		}
+		if first.Cursor.ID == 0 || len(first.Cursor.First) != 10 || first.Cursor.First[9]["_id"] != int32(9) {
+			t.Fatalf("%s: first batch = %+v", name, first.Cursor)
+		}
+		gm := bson.D{{Key: "getMore", Value: first.Cursor.ID}, {Key: "collection", Value: name}, {Key: "batchSize", Value: 15}}
+		var ce mongo.CommandError
+		if err := r1.Database("db").RunCommand(ctx, gm).Err(); !errors.As(err, &ce) || ce.Code != 43 {
+			t.Fatalf("%s: getMore on the other router = %v, want CursorNotFound", name, err)
+		}
+		var next struct {
+			Cursor struct {
+				ID   int64    `bson:"id"`
+				Next []bson.M `bson:"nextBatch"`
+			} `bson:"cursor"`
+		}
+		if err := db0.RunCommand(ctx, gm).Decode(&next); err != nil || len(next.Cursor.Next) != 15 || next.Cursor.Next[0]["_id"] != int32(10) {
+			t.Fatalf("%s: getMore = %+v, %v", name, next.Cursor, err)
+		}
+		var killed struct {
+			Killed []int64 `bson:"cursorsKilled"`
+		}
+		if err := db0.RunCommand(ctx, bson.D{{Key: "killCursors", Value: name}, {Key: "cursors", Value: bson.A{first.Cursor.ID}}}).Decode(&killed); err != nil || len(killed.Killed) != 1 {
+			t.Fatalf("%s: killCursors = %+v, %v", name, killed, err)
+		}
+		if err := db0.RunCommand(ctx, gm).Err(); !errors.As(err, &ce) || ce.Code != 43 {
+			t.Fatalf("%s: getMore after killCursors = %v, want CursorNotFound", name, err)
+		}
+	}
+}
