@@ -119,9 +119,13 @@ func TestShardedUnshardedOnPrimaryShard(t *testing.T) {
 				t.Errorf("db %s: shard %d (not primary) holds %d documents", d.ID, i, n)
 			}
 		}
-		// Reads through the router find it.
+		// Reads through the router find it, also after a rename (an
+		// admin command, run on the database's primary shard).
+		if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "renameCollection", Value: d.ID + ".c"}, {Key: "to", Value: d.ID + ".renamed"}}).Err(); err != nil {
+			t.Fatalf("renameCollection in %s: %v", d.ID, err)
+		}
 		var got bson.M
-		if err := client.Database(d.ID).Collection("c").FindOne(ctx, bson.D{}).Decode(&got); err != nil || got["x"] != d.ID {
+		if err := client.Database(d.ID).Collection("renamed").FindOne(ctx, bson.D{}).Decode(&got); err != nil || got["x"] != d.ID {
 			t.Errorf("find through router in %s = %v, %v", d.ID, got, err)
 		}
 	}

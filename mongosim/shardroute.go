@@ -602,6 +602,27 @@ func (r *Router) route(rq *request, cmd *command, out *outcome) (bson.D, error) 
 		return r.broadcastAdmin(rq)
 	case "bulkwrite":
 		return r.bulkWrite(rq, cmd, out)
+	case "renamecollection":
+		// An admin command naming its namespaces: it runs on the source
+		// database's primary shard, which must also be the target's.
+		from, _ := rq.cmd[0].Value.(string)
+		tov, _ := rq.get("to")
+		to, _ := tov.(string)
+		if ss.coll(from) != nil || ss.coll(to) != nil {
+			return nil, cmderr.Unsupported("renameCollection of a sharded collection")
+		}
+		fromDB, _, _ := strings.Cut(from, ".")
+		toDB, _, _ := strings.Cut(to, ".")
+		p := ss.primaryOf(fromDB, false)
+		ss.mu.Lock()
+		if ss.dbs[toDB] == nil && toDB != "admin" && toDB != "config" && toDB != "local" {
+			ss.dbs[toDB] = &shardedDB{primary: p, uuid: newUUID(), ts: bson.Timestamp{T: uint32(time.Now().Unix()), I: 1}}
+		}
+		ss.mu.Unlock()
+		if ss.primaryOf(toDB, false) != p {
+			return nil, cmderr.Unsupported("renameCollection between databases on different primary shards")
+		}
+		return r.forwardTo(rq, cmd, out, p)
 	}
 	if rq.db == "config" && rq.name == "find" {
 		if reply, ok, err := r.configFind(rq); ok {
