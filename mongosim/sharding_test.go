@@ -492,26 +492,52 @@ func TestShardedRetryableWrite(t *testing.T) {
 	}
 }
 
-// What mongosim cannot do on several shards fails loudly.
-func TestShardedUnsupportedFailsLoudly(t *testing.T) {
+// A transaction that stays on one shard commits there, through either
+// router; one that would span shards fails loudly, as do other things
+// mongosim cannot do on several shards.
+func TestShardedTransactionsAndUnsupported(t *testing.T) {
 	client, _ := shardedClient(t, 2, nil)
 	ctx := testCtx(t)
 	shardCollection(t, ctx, client, "db.u", bson.D{{Key: "k", Value: "hashed"}})
+	coll := client.Database("db").Collection("u")
 	sess, err := client.StartSession()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sess.EndSession(ctx)
 	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) {
-		return client.Database("db").Collection("u").InsertOne(ctx, bson.D{{Key: "k", Value: 1}})
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "k", Value: 1}}); err != nil {
+			return nil, err
+		}
+		return coll.UpdateOne(ctx, bson.D{{Key: "k", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}})
+	})
+	if err != nil {
+		t.Fatalf("one-shard transaction: %v", err)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{{Key: "k", Value: 1}, {Key: "x", Value: 1}}); err != nil || n != 1 {
+		t.Fatalf("committed document: %d, %v", n, err)
+	}
+	var docs []any
+	for i := 10; i < 30; i++ {
+		docs = append(docs, bson.D{{Key: "k", Value: i}})
+	}
+	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) {
+		return coll.InsertMany(ctx, docs)
 	})
 	var ce mongo.CommandError
 	if !errors.As(err, &ce) || ce.Code != 238 {
-		t.Fatalf("transaction = %v, want NotImplemented (238)", err)
+		t.Fatalf("transaction spanning shards = %v, want NotImplemented (238)", err)
 	}
-	_, err = client.Database("db").Collection("u").Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "x"}}})
+	if n, _ := coll.CountDocuments(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$gte", Value: 10}}}}); n != 0 {
+		t.Fatalf("the refused transaction left %d documents", n)
+	}
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "x"}}})
 	if !errors.As(err, &ce) || ce.Code != 238 {
 		t.Fatalf("$out = %v, want NotImplemented (238)", err)
+	}
+	_, err = client.Database("db").Watch(ctx, mongo.Pipeline{})
+	if !errors.As(err, &ce) || ce.Code != 238 {
+		t.Fatalf("database change stream = %v, want NotImplemented (238)", err)
 	}
 }
 

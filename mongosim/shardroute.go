@@ -43,6 +43,7 @@ type shardSet struct {
 	colls     map[string]*shardedColl // by namespace
 	cursors   map[int64]*routerCursor
 	lastSweep time.Time
+	txnPins   map[string]txnPin // by lsid: the shard a transaction runs on (shardtxn.go)
 }
 
 type shardedDB struct {
@@ -567,17 +568,17 @@ func (r *Router) routeSharded(rq *request, cmd *command, out *outcome, wce bson.
 	}
 }
 
-// errShardedTxn: multi-document transactions span shards on mongos
-// (two-phase commit), which mongosim does not implement.
-func errShardedTxn() error {
-	return cmderr.New(cmderr.NotImplemented, "mongosim does not support transactions on a multi-shard deployment (Options.Shards > 1); use one shard")
+// errShardedTxn: a transaction spanning shards needs mongos' two-phase
+// commit, which mongosim does not implement.
+func errShardedTxn(why string) error {
+	return cmderr.New(cmderr.NotImplemented, "mongosim does not support transactions spanning shards (%s); a transaction must stay on one shard", why)
 }
 
 // route runs rq and returns the reply to send.
 func (r *Router) route(rq *request, cmd *command, out *outcome) (bson.D, error) {
 	ss := r.cluster.sharding
 	if _, ok := rq.get("autocommit"); ok || rq.name == "commitTransaction" || rq.name == "abortTransaction" {
-		return nil, errShardedTxn()
+		return r.routeTxn(rq, cmd, out)
 	}
 	switch strings.ToLower(rq.name) {
 	case "enablesharding":
@@ -989,6 +990,14 @@ func (r *Router) dropDatabase(rq *request) (bson.D, error) {
 // broadcastAdmin sends a session command to every shard.
 func (r *Router) broadcastAdmin(rq *request) (bson.D, error) {
 	ss := r.cluster.sharding
+	if rq.name == "endSessions" {
+		ids, _ := rq.cmd[0].Value.(bson.A)
+		ss.mu.Lock()
+		for _, id := range ids {
+			delete(ss.txnPins, keyOf(id))
+		}
+		ss.mu.Unlock()
+	}
 	if _, err := r.forEachShard(rq, allShards(len(ss.shards)), rq.cmd, false, false); err != nil {
 		return nil, err
 	}
