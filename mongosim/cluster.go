@@ -44,6 +44,8 @@ type Cluster struct {
 	// routers are the mongos routers in front of the members (router.go);
 	// set by Launch, read-only afterwards.
 	routers []*Router
+	// balancer fronts the routers in load-balanced mode (Options.LoadBalanced).
+	balancer *Balancer
 
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs
@@ -103,6 +105,9 @@ func Launch(o Options) (*Cluster, error) {
 	if err := validateRouterOptions(o); err != nil {
 		return nil, err
 	}
+	if err := validateBalancerOptions(o); err != nil {
+		return nil, err
+	}
 	if o.Standalone && o.Members != 1 {
 		return nil, fmt.Errorf("mongosim: a standalone server has one member, got Members=%d", o.Members)
 	}
@@ -160,6 +165,10 @@ func Launch(o Options) (*Cluster, error) {
 		go c.reapTransactions(time.Second)
 	}
 	if err := c.startRouters(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	if err := c.startBalancer(); err != nil {
 		_ = c.Close()
 		return nil, err
 	}
@@ -227,6 +236,9 @@ func StartWithOptions(t testing.TB, o Options) *Cluster {
 // URI returns a connection string for the whole deployment: every member and
 // the replicaSet option, or the single host of a standalone server.
 func (c *Cluster) URI() string {
+	if c.balancer != nil {
+		return c.balancer.URI()
+	}
 	if len(c.routers) > 0 {
 		return c.routersURI()
 	}
@@ -314,7 +326,13 @@ func (c *Cluster) Close() error {
 			<-c.reaperDone
 		}
 		c.abortAllTransactions("the server is shutting down")
-		errs := c.closeRouters()
+		var errs []error
+		if c.balancer != nil {
+			if err := c.balancer.close(); err != nil {
+				errs = append(errs, fmt.Errorf("load balancer: %w", err))
+			}
+		}
+		errs = append(errs, c.closeRouters()...)
 		for _, m := range members {
 			if err := m.srv.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("member %s: %w", m.addr, err))

@@ -19,6 +19,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&o.Members, "members", 1, "replica-set members")
 	fs.BoolVar(&o.Standalone, "standalone", false, "run a standalone server instead of a replica set")
 	fs.IntVar(&o.Routers, "routers", 0, "mongos routers in front of the replica set (listening on port+members+i); the printed URI lists them")
+	fs.BoolVar(&o.LoadBalanced, "load-balanced", false, "put a load balancer in front of the routers (listening on port+members+routers); the printed URI names it with loadBalanced=true (-routers defaults to 2)")
 	fs.IntVar(&o.Shards, "shards", 0, "shards (only 1 is supported; needs -routers)")
 	fs.StringVar(&o.ReplicaSetName, "replset", "rs0", "replica-set name")
 	fs.StringVar(&o.Auth.Username, "user", "", "require SCRAM authentication as this user")
@@ -38,6 +39,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return errUsage
 	}
 	o.Seed = *seed
+	if o.LoadBalanced && o.Routers == 0 {
+		o.Routers = 2
+	}
 	if *exitOnEOF {
 		var cancel context.CancelFunc
 		ctx, cancel = cancelOnEOF(ctx)
