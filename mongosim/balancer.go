@@ -27,6 +27,7 @@ import (
 // LoadBalancerSupportMismatch (354) when it does not.
 type Balancer struct {
 	cluster *Cluster
+	routers []*Router // the backends
 	addr    string
 
 	mu   sync.Mutex
@@ -57,9 +58,10 @@ func validateBalancerOptions(o Options) error {
 	return nil
 }
 
-// startBalancer starts the load balancer in front of the routers when
-// Options.LoadBalanced is set. It listens on Port+Members+Routers when
-// Port is set.
+// startBalancer starts, when Options.LoadBalanced is set, the load
+// balancer in front of every router (on Port+Members+Routers when Port is
+// set) and one in front of the first router only (the next port), as the
+// load balancer specification's test setup has both.
 func (c *Cluster) startBalancer() error {
 	if !c.opts.LoadBalanced {
 		return nil
@@ -67,11 +69,24 @@ func (c *Cluster) startBalancer() error {
 	if err := validateBalancerOptions(c.opts); err != nil {
 		return err
 	}
+	var err error
+	if c.balancer, err = c.listenBalancer(c.routers, 0); err != nil {
+		return err
+	}
+	if c.singleBalancer, err = c.listenBalancer(c.routers[:1], 1); err != nil {
+		_ = c.balancer.close()
+		c.balancer = nil
+		return err
+	}
+	return nil
+}
+
+func (c *Cluster) listenBalancer(routers []*Router, i int) (*Balancer, error) {
 	addr := net.JoinHostPort(c.opts.Host, "0")
 	if c.opts.Port != 0 {
-		addr = net.JoinHostPort(c.opts.Host, strconv.Itoa(c.opts.Port+c.opts.Members+c.opts.Routers))
+		addr = net.JoinHostPort(c.opts.Host, strconv.Itoa(c.opts.Port+c.opts.Members+c.opts.Routers+i))
 	}
-	b := &Balancer{cluster: c}
+	b := &Balancer{cluster: c, routers: routers}
 	bo := blackpipe.Options{
 		Addr:                  addr,
 		Compressors:           c.opts.Compressors,
@@ -87,15 +102,21 @@ func (c *Cluster) startBalancer() error {
 	}
 	srv, err := blackpipe.Listen(bo)
 	if err != nil {
-		return fmt.Errorf("mongosim: load balancer: %w", err)
+		return nil, fmt.Errorf("mongosim: load balancer: %w", err)
 	}
 	b.srv, b.addr = srv, srv.Addr()
-	c.balancer = b
-	return nil
+	return b, nil
 }
 
-// Balancer returns the load balancer, nil unless Options.LoadBalanced.
+// Balancer returns the load balancer in front of every router, nil unless
+// Options.LoadBalanced.
 func (c *Cluster) Balancer() *Balancer { return c.balancer }
+
+// SingleRouterBalancer returns the load balancer in front of the first
+// router only, nil unless Options.LoadBalanced: through it every
+// connection reaches the same mongos, so a fail point set through one
+// connection applies to all of them.
+func (c *Cluster) SingleRouterBalancer() *Balancer { return c.singleBalancer }
 
 // LoadBalancedURI is the connection string through the load balancer,
 // with loadBalanced=true; "" unless Options.LoadBalanced. URI returns the
@@ -130,7 +151,7 @@ func (b *Balancer) close() error {
 // MaxConnections, the connection is refused (closed), as a balancer with
 // no healthy backend, or a backend refusing it, does.
 func (b *Balancer) accept(conn *blackpipe.Conn) bool {
-	routers := b.cluster.routers
+	routers := b.routers
 	b.mu.Lock()
 	var r *Router
 	for range routers {

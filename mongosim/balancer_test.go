@@ -28,6 +28,20 @@ func TestBalancerOptionsAndURI(t *testing.T) {
 	if c.URI() != want || c.LoadBalancedURI() != want {
 		t.Fatalf("URI() = %q, LoadBalancedURI() = %q, want %q", c.URI(), c.LoadBalancedURI(), want)
 	}
+	single := c.SingleRouterBalancer()
+	if single == nil || single.Addr() == c.Balancer().Addr() {
+		t.Fatal("no single-router balancer of its own")
+	}
+	for i := 0; i < 3; i++ {
+		rc := dialRaw(t, single.Addr())
+		reply, err := rc.msg(bson.D{{Key: "hello", Value: 1}, {Key: "loadBalanced", Value: true}, {Key: "$db", Value: "admin"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sid := reply.Lookup("serviceId").ObjectID(); sid != c.Routers()[0].ServiceID() {
+			t.Fatalf("single-router balancer bound a connection to %v, want router 0 (%v)", sid, c.Routers()[0].ServiceID())
+		}
+	}
 	plain := StartWithOptions(t, Options{Routers: 1})
 	if plain.Balancer() != nil || plain.LoadBalancedURI() != "" {
 		t.Fatal("a deployment without LoadBalanced has a balancer")

@@ -45,7 +45,8 @@ type Cluster struct {
 	// set by Launch, read-only afterwards.
 	routers []*Router
 	// balancer fronts the routers in load-balanced mode (Options.LoadBalanced).
-	balancer *Balancer
+	balancer       *Balancer
+	singleBalancer *Balancer // in front of routers[0] only
 
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs
@@ -327,8 +328,11 @@ func (c *Cluster) Close() error {
 		}
 		c.abortAllTransactions("the server is shutting down")
 		var errs []error
-		if c.balancer != nil {
-			if err := c.balancer.close(); err != nil {
+		for _, b := range []*Balancer{c.balancer, c.singleBalancer} {
+			if b == nil {
+				continue
+			}
+			if err := b.close(); err != nil {
 				errs = append(errs, fmt.Errorf("load balancer: %w", err))
 			}
 		}
