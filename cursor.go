@@ -38,6 +38,9 @@ type Cursor struct {
 	src       CursorSource // set by NewCursor: documents come from src, not from a server
 	tmo       cursorTimeout
 	maxAwait  time.Duration // getMore's maxTimeMS (RunCursorCommand)
+	// pin is the connection the cursor is pinned to in load-balanced
+	// mode: its getMores and killCursors must reach the same service.
+	pin *exec.Pin
 }
 
 // TimeoutMode says how an operation's timeoutMS bounds the cursor it opens.
@@ -124,6 +127,7 @@ func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Sess
 	if s == nil {
 		op.KeepSession = true
 	}
+	op.PinCursor = true
 	res, err := client.execute(ctx, op, s)
 	if err != nil {
 		if s == nil && res.Session != nil {
@@ -131,7 +135,7 @@ func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Sess
 		}
 		return nil, err
 	}
-	c := &Cursor{client: client, server: res.Server, sess: res.Session, ownsSess: s == nil, batchSize: batchSize, comment: comment}
+	c := &Cursor{client: client, server: res.Server, sess: res.Session, ownsSess: s == nil, batchSize: batchSize, comment: comment, pin: res.Pin}
 	if d, ok := csot.Timeout(ctx); ok {
 		c.tmo = cursorTimeout{set: true, timeout: d, iteration: mode == TimeoutIteration}
 		if dl, ok := csot.Deadline(ctx); ok && !c.tmo.iteration {
@@ -139,6 +143,7 @@ func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Sess
 		}
 	}
 	if err := c.load(res.Reply); err != nil {
+		c.unpin()
 		c.releaseSession()
 		return nil, err
 	}
@@ -226,8 +231,10 @@ func (c *Cursor) getMore(ctx context.Context) {
 	}
 	cmd.addMaxTime(c.maxAwait)
 	cmd.addIf("comment", c.comment)
-	res, err := c.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess}, nil)
+	res, err := c.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess, Pin: c.pin}, nil)
 	if err != nil {
+		// A pinned connection stays pinned after a getMore error, until
+		// Close (load balancer specification).
 		c.err = err
 		var ce *CommandError
 		if errors.As(err, &ce) {
@@ -252,7 +259,16 @@ func (c *Cursor) getMore(ctx context.Context) {
 		return
 	}
 	if c.id == 0 {
+		c.unpin() // drained
 		c.releaseSession()
+	}
+}
+
+// unpin returns the cursor's pinned connection, if any.
+func (c *Cursor) unpin() {
+	if c.pin != nil {
+		c.pin.UnpinCursor()
+		c.pin = nil
 	}
 }
 
@@ -310,12 +326,14 @@ func (c *Cursor) Close(ctx context.Context) error {
 		return c.src.Close(ctx)
 	}
 	var err error
-	if c.id != 0 {
+	// A pinned connection a network error closed cannot carry killCursors.
+	if c.id != 0 && (c.pin == nil || !c.pin.Conn().Closed()) {
 		kctx, cancel := c.tmo.closeContext(ctx)
 		err = c.killCursor(kctx)
 		cancel()
-		c.id = 0
 	}
+	c.id = 0
+	c.unpin()
 	c.releaseSession()
 	return err
 }
@@ -327,7 +345,7 @@ const killCursorTimeout = 10 * time.Second
 // killCursor asks the cursor's server to close the cursor.
 func (c *Cursor) killCursor(ctx context.Context) error {
 	cmd := bson.D{{Key: "killCursors", Value: c.coll}, {Key: "cursors", Value: bson.A{c.id}}}
-	_, err := c.client.execute(ctx, &exec.Operation{Name: "killCursors", DB: c.db, Command: cmd, Server: c.server, Session: c.sess}, nil)
+	_, err := c.client.execute(ctx, &exec.Operation{Name: "killCursors", DB: c.db, Command: cmd, Server: c.server, Session: c.sess, Pin: c.pin}, nil)
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/pool"
 )
 
@@ -24,6 +25,10 @@ type Server struct {
 
 // Addr is the server's normalized address.
 func (s *Server) Addr() string { return s.addr }
+
+// LoadBalanced reports whether the server is the load balancer of a
+// load-balanced topology.
+func (s *Server) LoadBalanced() bool { return s.t.o.Conn.LoadBalanced }
 
 // Pool is the server's connection pool.
 func (s *Server) Pool() *pool.Pool { return s.pool }
@@ -64,6 +69,17 @@ func (s *Server) Dec() { s.opCount.Add(-1) }
 // clear are ignored, as are errors the pool raised by itself.
 func (s *Server) ProcessError(err error, connGeneration uint64, beforeHandshakeComplete bool) {
 	s.t.handleAppError(s.addr, err, connGeneration, beforeHandshakeComplete)
+}
+
+// ProcessConnError is ProcessError for an error met on an established
+// connection c of this server; in load-balanced mode it scopes a clear to
+// c's service and leaves the description alone.
+func (s *Server) ProcessConnError(err error, c *conn.Conn) {
+	if s.t.o.Conn.LoadBalanced {
+		s.t.handleConnErrorLB(s.addr, err, c.Generation(), c.ServiceID())
+		return
+	}
+	s.t.handleAppError(s.addr, err, c.Generation(), false)
 }
 
 // RequestImmediateCheck asks this server's monitor to check it now.
