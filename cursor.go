@@ -247,6 +247,11 @@ func (c *Cursor) getMore(ctx context.Context) {
 				_ = c.killCursor(kctx)
 				cancel()
 			}
+			if c.pin != nil && ce.Code != 43 && !ce.HasErrorLabel(LabelRetryable) {
+				// Load-balanced: the cursor may live on; Close kills it on
+				// the pinned connection (load balancer specification).
+				return
+			}
 			// The server rejected the getMore (e.g. CursorNotFound); the
 			// cursor is gone.
 			c.id = 0

@@ -202,10 +202,15 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 	if auth != nil {
 		if err := auth.authenticate(ctx, c); err != nil {
 			c.Close()
-			var ae *AuthError
-			if errors.As(err, &ae) && desc.ServiceID != nil {
-				// After the handshake: the pool clears this service's
-				// connections (load balancer specification).
+			if desc.ServiceID != nil {
+				// After the handshake: SDAM error handling clears this
+				// service's connections (load balancer specification),
+				// so the error says which service, network errors too.
+				var ae *AuthError
+				if !errors.As(err, &ae) {
+					ae = &AuthError{Mechanism: o.Credential.Mechanism, Err: err}
+					err = ae
+				}
 				ae.ServiceID = desc.ServiceID
 			}
 			return nil, err

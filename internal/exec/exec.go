@@ -627,7 +627,8 @@ func (s *writeStageSelector) String() string {
 
 func (s *writeStageSelector) Select(d topology.Description, candidates []topology.ServerDescription) ([]topology.ServerDescription, error) {
 	for _, sd := range d.Servers {
-		if sd.Available() && sd.MaxWireVersion < minWireWriteStageOnSecondary {
+		// A load balancer fronts MongoDB 5.0+ (wire 13) services only.
+		if sd.Available() && sd.Kind != topology.LoadBalancer && sd.MaxWireVersion < minWireWriteStageOnSecondary {
 			s.st.stageReadPref = false
 			return topology.WriteSelector().Select(d, candidates)
 		}

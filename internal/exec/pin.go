@@ -117,7 +117,10 @@ func keepPinned(op *Operation, st *opState, srv *topology.Server, c *conn.Conn, 
 		return false
 	}
 	var pin *Pin
-	if st.inTxn && st.sess != nil && st.sent && st.name != "abortTransaction" &&
+	// Commands of the transaction pin their connection; a commit or abort
+	// that had to check one out (its pin was released by a network error)
+	// does not: the transaction ends with it.
+	if st.inTxn && st.sess != nil && st.sent && !op.TxnCommand &&
 		(err == nil || !mongoerr.IsNetworkError(err)) {
 		pin = newPin(srv, c)
 		pin.hold(true, false)

@@ -168,6 +168,7 @@ type Pool struct {
 	// connections pinned to cursors and transactions.
 	svcGen                    map[bson.ObjectID]uint64
 	pinnedCursors, pinnedTxns int
+	lastHello                 *conn.Description // load-balanced: the latest established connection's handshake
 }
 
 // New creates a paused pool for addr and publishes PoolCreated.
@@ -572,6 +573,10 @@ func (p *Pool) dial(ctx context.Context, m *member) {
 			m.gen = p.svcGen[m.sid]
 		}
 		c.SetGeneration(m.gen)
+		if p.opts.LoadBalanced {
+			d := c.Description()
+			p.lastHello = &d
+		}
 		p.conns[c] = m
 		p.publish(&event.PoolEvent{Type: event.ConnectionReady, ConnectionID: m.id, Duration: p.now().Sub(m.created)})
 		if w != nil {
@@ -659,6 +664,18 @@ func (p *Pool) genLocked(m *member) uint64 {
 		return p.svcGen[m.sid]
 	}
 	return p.generation
+}
+
+// LastHello is, in load-balanced mode, the handshake reply of the latest
+// connection established: a load balancer's server description has no
+// wire version or limits of its own, so they come from the services.
+func (p *Pool) LastHello() (conn.Description, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lastHello == nil {
+		return conn.Description{}, false
+	}
+	return *p.lastHello, true
 }
 
 // ServiceGeneration is the generation of a load-balanced service: the

@@ -38,9 +38,43 @@ func (s *Server) Pool() *pool.Pool { return s.pool }
 func (s *Server) Description() ServerDescription {
 	d := s.t.Description()
 	if sd, ok := d.Server(s.addr); ok {
+		if sd.Kind == LoadBalancer {
+			sd = s.withServiceLimits(sd)
+		}
 		return sd
 	}
 	return unknownServer(s.addr, nil)
+}
+
+// withServiceLimits fills a load balancer's description, which has no
+// wire version or limits (nothing checks it), with those of the latest
+// connection's handshake; before any, the wire version is
+// LoadBalancedMinWireVersion, the least a load-balanced deployment has.
+// The topology's own description keeps them unset, as the load balancer
+// specification says.
+func (s *Server) withServiceLimits(sd ServerDescription) ServerDescription {
+	h, ok := s.pool.LastHello()
+	if !ok {
+		sd.MaxWireVersion = LoadBalancedMinWireVersion
+		return sd
+	}
+	sd.MinWireVersion, sd.MaxWireVersion = h.MinWireVersion, h.MaxWireVersion
+	sd.MaxBSONObjectSize, sd.MaxMessageSizeBytes, sd.MaxWriteBatchSize = h.MaxBSONObjectSize, h.MaxMessageSizeBytes, h.MaxWriteBatchSize
+	return sd
+}
+
+// LoadBalancedMinWireVersion is MongoDB 5.0's wire version, the first with
+// load balancer support.
+const LoadBalancedMinWireVersion = 13
+
+// WireVersionKnown reports whether MaxWireVersion in Description comes
+// from a server: false for a load balancer before its first connection.
+func (s *Server) WireVersionKnown() bool {
+	if !s.LoadBalanced() {
+		return true
+	}
+	_, ok := s.pool.LastHello()
+	return ok
 }
 
 // Writable reports whether the server, as currently described, accepts
