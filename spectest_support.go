@@ -10,3 +10,12 @@ func (s *Session) Dirty() bool {
 	defer s.mu.Unlock()
 	return s.sc.Server != nil && s.sc.Server.Dirty
 }
+
+// PinnedConnection reports whether the session's transaction holds a
+// pinned connection (load-balanced mode). The unified test format's
+// assertSessionPinned and assertSessionUnpinned check it.
+func (s *Session) PinnedConnection() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sc.Pinned != nil
+}

@@ -47,6 +47,9 @@ type Cluster struct {
 	// sharding is the multi-shard metadata and the other shards
 	// (shardroute.go); nil unless Options.Shards > 1.
 	sharding *shardSet
+	// balancer fronts the routers in load-balanced mode (Options.LoadBalanced).
+	balancer       *Balancer
+	singleBalancer *Balancer // in front of routers[0] only
 
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs
@@ -104,6 +107,9 @@ func Launch(o Options) (*Cluster, error) {
 		o.Members = 1
 	}
 	if err := validateRouterOptions(o); err != nil {
+		return nil, err
+	}
+	if err := validateBalancerOptions(o); err != nil {
 		return nil, err
 	}
 	if o.Standalone && o.Members != 1 {
@@ -167,6 +173,10 @@ func Launch(o Options) (*Cluster, error) {
 		return nil, err
 	}
 	if err := c.startRouters(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	if err := c.startBalancer(); err != nil {
 		_ = c.Close()
 		return nil, err
 	}
@@ -234,6 +244,9 @@ func StartWithOptions(t testing.TB, o Options) *Cluster {
 // URI returns a connection string for the whole deployment: every member and
 // the replicaSet option, or the single host of a standalone server.
 func (c *Cluster) URI() string {
+	if c.balancer != nil {
+		return c.balancer.URI()
+	}
 	if len(c.routers) > 0 {
 		return c.routersURI()
 	}
@@ -321,7 +334,16 @@ func (c *Cluster) Close() error {
 			<-c.reaperDone
 		}
 		c.abortAllTransactions("the server is shutting down")
-		errs := c.closeRouters()
+		var errs []error
+		for _, b := range []*Balancer{c.balancer, c.singleBalancer} {
+			if b == nil {
+				continue
+			}
+			if err := b.close(); err != nil {
+				errs = append(errs, fmt.Errorf("load balancer: %w", err))
+			}
+		}
+		errs = append(errs, c.closeRouters()...)
 		for _, m := range members {
 			if err := m.srv.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("member %s: %w", m.addr, err))

@@ -201,6 +201,28 @@ type Client struct {
 
 	operationTime bson.Timestamp // latest operationTime of a reply
 	hasOpTime     bool
+
+	// Pinned is, in load-balanced mode, the connection the session's
+	// transaction runs on (set by the executor); nil otherwise.
+	Pinned PinnedConn
+}
+
+// PinnedConn is a connection pinned to a transaction; the executor
+// implements it.
+type PinnedConn interface {
+	// UnpinTransaction lets go of the connection for the transaction: it
+	// returns to the pool unless a cursor still holds it.
+	UnpinTransaction()
+}
+
+// Unpin releases the transaction's pinned connection, if any: when the
+// transaction is aborted, fails with a transient error, a new one starts,
+// a non-transaction operation uses the session, or the session ends.
+func (c *Client) Unpin() {
+	if p := c.Pinned; p != nil {
+		c.Pinned = nil
+		p.UnpinTransaction()
+	}
 }
 
 // NewClient starts a client session backed by p. No server session is
@@ -260,6 +282,7 @@ func (c *Client) End() {
 		return
 	}
 	c.Ended = true
+	c.Unpin()
 	if c.Server != nil {
 		c.pool.Put(c.Server, c.lastTimeout)
 		c.Server = nil
@@ -355,6 +378,7 @@ func (t *Txn) Active() bool { return t.State == TxnStarting || t.State == TxnInP
 // to be taken at the first command, readConcern for that command. The
 // caller checks that the state allows it.
 func (c *Client) StartTxn(readConcern bson.D) {
+	c.Unpin()
 	c.Txn = Txn{State: TxnStarting, ReadConcern: readConcern}
 	// Every transaction gets a new number, even one that sends nothing;
 	// without a server session yet, Acquire adds it.

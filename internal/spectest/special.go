@@ -204,13 +204,28 @@ func (tr *testRun) special(ctx context.Context, name string, a *args) error {
 		return a.check()
 	case "assertSessionUnpinned":
 		// sturdy pins transactions to no mongos yet (sharded
-		// transactions are not supported), so a session is never pinned.
-		if _, err := lookup[*sessionEntity](tr.entities, a.str("session")); err != nil {
+		// transactions are not supported); in load-balanced mode a
+		// transaction pins a connection.
+		s, err := lookup[*sessionEntity](tr.entities, a.str("session"))
+		if err != nil {
 			return err
+		}
+		if s.sess.PinnedConnection() {
+			return errors.New("assertSessionUnpinned: the session holds a pinned connection")
 		}
 		return a.check()
 	case "assertSessionPinned":
-		return unsupportedf("assertSessionPinned (sturdy does not pin sessions to a mongos: sharded transactions are not supported)")
+		if tr.r.topology != "load-balanced" {
+			return unsupportedf("assertSessionPinned (sturdy does not pin sessions to a mongos: sharded transactions are not supported)")
+		}
+		s, err := lookup[*sessionEntity](tr.entities, a.str("session"))
+		if err != nil {
+			return err
+		}
+		if !s.sess.PinnedConnection() {
+			return errors.New("assertSessionPinned: the session holds no pinned connection")
+		}
+		return a.check()
 	case "runOnThread", "waitForThread":
 		return unsupportedf("%s (thread entities)", name)
 	case "recordTopologyDescription", "assertTopologyType", "waitForPrimaryChange":
