@@ -35,6 +35,7 @@ type Router struct {
 	commands  atomic.Int64
 	rejected  atomic.Int64
 	conns     atomic.Int64 // open client connections, for MaxConnections
+	txns      routerTxns   // transactions this router routed (router_txn.go)
 
 	mu      sync.Mutex
 	srv     *blackpipe.Server // nil while stopped
@@ -224,6 +225,7 @@ func (r *Router) Start() error {
 	r.mu.Lock()
 	r.processID = bson.NewObjectID()
 	r.mu.Unlock()
+	r.txns.reset() // a restarted mongos knows no transactions
 	return r.listen(r.addr)
 }
 
@@ -299,6 +301,14 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 		return true
 	} else {
 		out.hasTxnNumber = hasTxn
+		_, hasAuto := rq.get("autocommit")
+		out.inTxn, out.name = hasTxn && hasAuto, name
+	}
+	action := txnForward
+	if out.inTxn {
+		if action = r.checkTxn(rq, &out); action == txnAnswered {
+			return true
+		}
 	}
 	wce, answered := r.applyFailCommand(rq, &out)
 	if answered {
@@ -347,6 +357,12 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 	// Forwarding blocks on the shard; run it off the connection's reader
 	// so a client hanging up cancels the round trip.
 	br.WatchClose()
+	if action == txnRecover {
+		if !c.goAsync(func() { r.recoverCommit(rq, &out) }) {
+			_ = rq.hangup()
+		}
+		return true
+	}
 	if !c.goAsync(func() { r.forward(rq, cmd, &out, wce) }) {
 		_ = rq.hangup()
 	}
@@ -402,11 +418,18 @@ func (r *Router) forward(rq *request, cmd *command, out *outcome, wce bson.D) {
 	if wce != nil {
 		reply = setField(reply, "writeConcernError", wce)
 	}
+	if out.inTxn && replyOK(reply) {
+		reply = setField(reply, "recoveryToken", r.recoveryToken())
+	}
 	if out.labelsSet {
 		if len(out.explicitLabels) > 0 {
 			reply = setField(reply, "errorLabels", out.explicitLabels)
 		} else {
 			reply = deleteField(reply, "errorLabels")
+		}
+	} else if wce != nil && out.inTxn {
+		if labels := txnReplyLabels(rq.name, wce); labels != nil {
+			reply = setField(reply, "errorLabels", labels)
 		}
 	} else if wce != nil && out.hasTxnNumber {
 		// The router's own writeConcernError on a retryable write is
@@ -714,6 +737,8 @@ func (r *Router) replyErr(rq *request, out *outcome, err error) {
 	switch {
 	case out.labelsSet:
 		e.Labels = out.explicitLabels
+	case out.inTxn:
+		e.Labels = txnErrorLabels(rq.name, e.Code)
 	case out.hasTxnNumber && slices.Contains(retryableWriteCodes, e.Code) && !slices.Contains(e.Labels, labelRetryableWrite):
 		e.Labels = append(slices.Clone(e.Labels), labelRetryableWrite)
 	}
