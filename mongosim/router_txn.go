@@ -80,9 +80,9 @@ func (r *Router) recoveryToken() bson.D {
 type txnAction int
 
 const (
-	txnForward txnAction = iota // route it to the shard
-	txnRecover                  // a commit of a transaction routed elsewhere: ask the recovery shard
-	txnAnswered                 // an error was sent
+	txnForward  txnAction = iota // route it to the shard
+	txnRecover                   // a commit of a transaction routed elsewhere: ask the recovery shard
+	txnAnswered                  // an error was sent
 )
 
 // checkTxn applies mongos' transaction router to a command that carried
