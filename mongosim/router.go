@@ -632,15 +632,17 @@ func (c *Cluster) isRouterConn(conn *blackpipe.Conn) bool {
 	return false
 }
 
-// release returns a healthy connection to the pool.
+// release returns a healthy connection to the pool. A connection not kept
+// is closed after unlocking: shardConn.Close takes r.mu itself.
 func (r *Router) release(addr string, nc net.Conn) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.stopped || len(r.idle[addr]) >= 32 {
+		r.mu.Unlock()
 		_ = nc.Close()
 		return
 	}
 	r.idle[addr] = append(r.idle[addr], nc)
+	r.mu.Unlock()
 }
 
 // replyCode returns the code of an error reply.

@@ -2,13 +2,16 @@ package mongosim
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	mevent "go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
@@ -199,4 +202,37 @@ func TestRouterTransactionOnAnotherRouter(t *testing.T) {
 func rawOK(reply bson.Raw) bool {
 	ok, _ := reply.Lookup("ok").AsFloat64OK()
 	return ok == 1
+}
+
+// More concurrent commands than the router keeps idle shard connections
+// (32): releasing the extra connections closes them, which must not
+// deadlock the router.
+func TestRouterReleasesExtraShardConnections(t *testing.T) {
+	client, c := routedClient(t, Options{Routers: 1}, options.Client().SetMaxPoolSize(100))
+	if err := c.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 48}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"find"}}, {Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 300}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	coll := client.Database("db").Collection("c")
+	var wg sync.WaitGroup
+	errs := make(chan error, 48)
+	for i := 0; i < 48; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := coll.FindOne(ctx, bson.D{}).Err(); err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "x", Value: 1}}); err != nil {
+		t.Fatalf("the router after 48 concurrent finds: %v", err)
+	}
 }
