@@ -49,6 +49,11 @@ func runRoutersOverload(ctx context.Context, b routersBench, stdout, stderr io.W
 	busy := routers[0]
 	fmt.Fprintf(stderr, "overload --routers %d: router %s admits %d req/s; the others are healthy; the official driver runs with heartbeatFrequencyMS=500, otherwise defaults\n",
 		b.routers, busy.Addr(), b.capacity)
+	// Checked in go.mongodb.org/mongo-driver/v2 v2.10.0 (x/mongo/driver
+	// operation.go): on a sharded topology it deprioritizes the mongos of
+	// every failed attempt; enableOverloadRetargeting (off by default)
+	// matters only for replica sets.
+	fmt.Fprintln(stderr, "overload --routers: both clients deprioritize the failed mongos on a retry by default (the official driver does so for any retry on a sharded topology; its enableOverloadRetargeting opt-in is for replica sets)")
 	healthy := mongosim.LimiterOptions{}
 	if b.healthyCapacity > 0 {
 		healthy = mongosim.LimiterOptions{RequestsPerSecond: float64(b.healthyCapacity), Burst: max(1, b.healthyCapacity/20)}
