@@ -36,6 +36,7 @@ type Router struct {
 	rejected  atomic.Int64
 	conns     atomic.Int64 // open client connections, for MaxConnections
 	txns      routerTxns   // transactions this router routed (router_txn.go)
+	streams   sync.Map     // change stream cursor ids (int64) it relayed (router_cursor.go)
 
 	mu      sync.Mutex
 	srv     *blackpipe.Server // nil while stopped
@@ -347,6 +348,9 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 		_ = rq.send(bson.D{{Key: "count", Value: count}, {Key: "ok", Value: 1.0}})
 		return true
 	}
+	if name == "getMore" && r.failGetMore(rq, &out) {
+		return true
+	}
 	if br.OpCode == wire.OpMsg && br.Flags&wire.MoreToCome != 0 {
 		// An unacknowledged write runs before the connection's next
 		// message is read, as on mongod, so the client's next command
@@ -415,6 +419,7 @@ func (r *Router) forward(rq *request, cmd *command, out *outcome, wce bson.D) {
 	// The shard's topologyVersion describes the shard member, not this
 	// mongos: mongos does not relay it.
 	reply = deleteField(reply, "topologyVersion")
+	r.noteStreamCursor(rq, reply)
 	if wce != nil {
 		reply = setField(reply, "writeConcernError", wce)
 	}

@@ -14,7 +14,7 @@ import (
 // client (mongos retries and deprioritization, sessions through mongos) or
 // that prove the routers relay commands as mongos does; transactions prove
 // mongos pinning and the recoveryToken.
-var shardedDirs = []string{"retryable-writes", "retryable-reads", "crud", "sessions", "command-logging-and-monitoring", "run-command", "transactions", "transactions-convenient-api"}
+var shardedDirs = []string{"retryable-writes", "retryable-reads", "crud", "sessions", "command-logging-and-monitoring", "run-command", "transactions", "transactions-convenient-api", "change-streams"}
 
 // TestUnifiedSharded runs shardedDirs against an embedded mongosim with two
 // mongos routers in front of a three-member shard (about 20 s). It is
