@@ -526,3 +526,98 @@ func TestShardedLatencyWindow(t *testing.T) {
 		}
 	}
 }
+
+// A cursor closed early is killed on the mongos that opened it, and its
+// getMores went there too.
+func TestShardedKillCursorsOnItsMongos(t *testing.T) {
+	cluster := shardedCluster(t)
+	ctx := testCtx(t)
+	c, rec := shardedClient(t, withParams(cluster.URI(), "localThresholdMS=1000"), 2)
+	coll := c.Database("db").Collection("c")
+	docs := make([]any, 50)
+	for i := range docs {
+		docs[i] = d("_id", i)
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		cur, err := coll.Find(ctx, d(), &sturdy.FindOptions{BatchSize: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 7 && cur.Next(ctx); j++ { // one getMore, then close with the cursor open
+		}
+		if err := cur.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finds, gms, kills := rec.startedNamed("find"), rec.startedNamed("getMore"), rec.startedNamed("killCursors")
+	if len(finds) != 10 || len(gms) != 10 || len(kills) != 10 {
+		t.Fatalf("%d finds, %d getMores, %d killCursors; want 10 each", len(finds), len(gms), len(kills))
+	}
+	used := map[string]bool{}
+	for i := range finds {
+		if gms[i].ServerAddress != finds[i].ServerAddress || kills[i].ServerAddress != finds[i].ServerAddress {
+			t.Fatalf("cursor %d: find on %s, getMore on %s, killCursors on %s", i, finds[i].ServerAddress, gms[i].ServerAddress, kills[i].ServerAddress)
+		}
+		used[finds[i].ServerAddress] = true
+	}
+	if len(used) != 2 {
+		t.Logf("all 10 cursors opened on %v (selection is random)", used)
+	}
+}
+
+// An overload error inside a pinned transaction is retried on the pinned
+// mongos: deprioritizing the router would break the transaction.
+func TestShardedOverloadInTransactionStaysPinned(t *testing.T) {
+	cluster := shardedCluster(t)
+	ctx := testCtx(t)
+	c, rec := shardedClient(t, withParams(cluster.URI(), "localThresholdMS=1000"), 2)
+	coll := c.Database("db").Collection("c")
+	s, err := c.StartSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.EndSession(ctx)
+	if err := s.StartTransaction(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, d("_id", 1), &sturdy.InsertOneOptions{Session: s}); err != nil {
+		t.Fatal(err)
+	}
+	pinned := s.PinnedServer()
+	overload := func(cmd string) {
+		for _, r := range cluster.Routers() {
+			if r.Addr() == pinned {
+				routerFailPoint(t, r, d("configureFailPoint", "failCommand", "mode", d("times", 1),
+					"data", d("failCommands", bson.A{cmd}, "errorCode", int32(462),
+						"errorLabels", bson.A{"SystemOverloadedError", "RetryableError"})))
+			}
+		}
+	}
+	overload("insert")
+	if _, err := coll.InsertOne(ctx, d("_id", 2), &sturdy.InsertOneOptions{Session: s}); err != nil {
+		t.Fatalf("insert after an overload error in the transaction: %v", err)
+	}
+	overload("commitTransaction")
+	if err := s.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.startedNamed("commitTransaction")); n != 2 {
+		t.Fatalf("%d commit attempts, want 2 (one retried)", n)
+	}
+	for _, name := range []string{"insert", "commitTransaction"} {
+		for _, e := range rec.startedNamed(name) {
+			if txnKey(e) != "" && e.ServerAddress != pinned {
+				t.Fatalf("%s retried on %s, the transaction is pinned to %s", name, e.ServerAddress, pinned)
+			}
+		}
+	}
+	if n := len(rec.startedNamed("insert")); n != 3 {
+		t.Fatalf("%d insert attempts, want 3 (one retried)", n)
+	}
+	if n, err := coll.CountDocuments(ctx, d()); err != nil || n != 2 {
+		t.Fatalf("%d documents (%v), want 2", n, err)
+	}
+}
