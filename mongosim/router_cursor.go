@@ -11,7 +11,7 @@ import (
 // error ResumableChangeStreamError as mongos does.
 
 // noteStreamCursor records the cursor a $changeStream aggregate opened, and
-// forgets one a getMore exhausted.
+// forgets one a getMore exhausted or killCursors killed.
 func (r *Router) noteStreamCursor(rq *request, reply bson.D) {
 	switch rq.name {
 	case "aggregate":
@@ -20,6 +20,15 @@ func (r *Router) noteStreamCursor(rq *request, reply bson.D) {
 		}
 		if id := replyCursorID(reply); id != 0 {
 			r.streams.Store(id, true)
+		}
+	case "killCursors":
+		if v, ok := rq.get("cursors"); ok {
+			ids, _ := v.(bson.A)
+			for _, id := range ids {
+				if n, ok := id.(int64); ok {
+					r.streams.Delete(n)
+				}
+			}
 		}
 	case "getMore":
 		if v, ok := rq.get("getMore"); ok {
