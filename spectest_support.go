@@ -19,3 +19,13 @@ func (s *Session) PinnedConnection() bool {
 	defer s.mu.Unlock()
 	return s.sc.Pinned != nil
 }
+
+// PinnedServer returns the address of the mongos the session's sharded
+// transaction is pinned to, or "" when it is not pinned (transactions
+// spec, "Mongos Pinning"). The unified test format's assertSessionPinned
+// and targetedFailPoint read it.
+func (s *Session) PinnedServer() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sc.Txn.Pinned
+}

@@ -267,6 +267,7 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 			// When to unpin (transactions specification).
 			op.Session.Unpin()
 		}
+		unpinAfter(op, err)
 	}
 	if err != nil && csot.Active(ctx) {
 		err = timeoutError(ctx, err)
@@ -334,6 +335,18 @@ func (e *Executor) selectServer(ctx context.Context, op *Operation, st *opState)
 	if op.Server != nil {
 		op.Server.Inc() // as SelectServer does for the server it returns
 		return op.Server, nil
+	}
+	if st.inTxn {
+		if addr := st.sess.Txn.Pinned; addr != "" {
+			// Every command of a sharded transaction goes to the
+			// mongos its first command went to; a mongos that left the
+			// topology cannot take it, so the session is unpinned.
+			if srv, ok := e.Topology.Server(addr); ok {
+				srv.Inc()
+				return srv, nil
+			}
+			st.sess.Txn.Pinned = ""
+		}
 	}
 	var sel topology.Selector
 	st.stageReadPref = false
@@ -417,6 +430,11 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	if ss != nil && st.inTxn {
 		n := st.sess.TxnNumber(ss)
 		st.txnNumber = &n
+		if !op.TxnCommand && st.sess.Txn.Pinned == "" && (sd.Kind == topology.Mongos || cd.IsMongos()) {
+			// The transaction's first command (or the first after an
+			// unpinning error) pins the session to this mongos.
+			st.sess.Txn.Pinned = srv.Addr()
+		}
 	} else if ss != nil && st.txnNumber == nil && op.RetryableWrite && e.RetryWrites &&
 		supportsRetryableWrites(sd, cd) {
 		n := ss.NextTxnNumber()

@@ -283,6 +283,7 @@ func (c *Client) End() {
 	}
 	c.Ended = true
 	c.Unpin()
+	c.Txn.Pinned = "" // an ended session is unpinned
 	if c.Server != nil {
 		c.pool.Put(c.Server, c.lastTimeout)
 		c.Server = nil
@@ -368,6 +369,11 @@ type Txn struct {
 	// Number is the transaction's txnNumber, taken from the server session
 	// by its first command; 0 until then.
 	Number int64
+	// Pinned is the address of the mongos the transaction is pinned to
+	// (transactions spec, "Mongos Pinning"); "" when unpinned. Starting a
+	// new transaction or running an operation outside one resets Txn, and
+	// so unpins.
+	Pinned string
 }
 
 // Active reports whether commands run inside the transaction: it is

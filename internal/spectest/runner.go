@@ -50,6 +50,9 @@ type Runner struct {
 	// fail points set through a single-mongos client are switched off on
 	// every one.
 	mongoses []*sturdy.Client
+	// mongosAddrs are the mongoses' addresses, in mongoses' order, for
+	// targetedFailPoint.
+	mongosAddrs []string
 
 	paramsMu sync.Mutex
 	params   map[string]bson.RawValue // getParameter cache
@@ -111,6 +114,7 @@ func NewRunner(ctx context.Context, cfg Config) (*Runner, error) {
 				return nil, fmt.Errorf("client for mongos %s: %w", h, err)
 			}
 			r.mongoses = append(r.mongoses, mc)
+			r.mongosAddrs = append(r.mongosAddrs, h)
 		}
 	}
 	// Terminate open transactions left by earlier runs.
