@@ -54,6 +54,9 @@ type scope struct {
 	vars  map[string]any
 	local *frame
 	now   *any
+	// coll is the command's collation (nil: simple), for the comparison
+	// operators.
+	coll value.Collator
 }
 
 type frame struct {
@@ -119,7 +122,35 @@ func (e *Expr) Constant() (any, bool) { return e.lit, e.constant }
 // The result may be Missing.
 func (e *Expr) Eval(root bson.D, vars map[string]any) (any, error) {
 	s := &scope{root: root, vars: vars, now: new(any)}
+	if len(vars) > 0 {
+		s.coll, _ = vars[collatorVar].(value.Collator)
+	}
 	return e.eval(s)
+}
+
+// collatorVar is the vars key WithCollator uses: no variable name can
+// contain a NUL byte, so it never collides with one.
+const collatorVar = "\x00collation"
+
+// WithCollator returns a copy of vars that also carries coll, the
+// collation the comparison operators ($eq, $lt, $cmp, $in, ...) use.
+// A nil coll returns vars unchanged.
+func WithCollator(vars map[string]any, coll value.Collator) map[string]any {
+	if coll == nil {
+		return vars
+	}
+	out := make(map[string]any, len(vars)+1)
+	for k, v := range vars {
+		out[k] = v
+	}
+	out[collatorVar] = coll
+	return out
+}
+
+// Collator returns the collation WithCollator put into vars, or nil.
+func Collator(vars map[string]any) value.Collator {
+	c, _ := vars[collatorVar].(value.Collator)
+	return c
 }
 
 func isLiteral(spec any) bool {
@@ -308,7 +339,16 @@ func varGetter(name string) evalFn {
 			}
 			return *s.now, nil
 		}
-	case "CLUSTER_TIME", "SEARCH_META", "USER_ROLES", "SEARCH_SCORE":
+	case "CLUSTER_TIME":
+		// The caller binds it to the command's cluster time; without one
+		// (a standalone mongod) it is unavailable.
+		return func(s *scope) (any, error) {
+			if v, ok := s.vars["CLUSTER_TIME"]; ok {
+				return v, nil
+			}
+			return nil, cmderr.New(51144, "Builtin variable '$$CLUSTER_TIME' is not available")
+		}
+	case "SEARCH_META", "USER_ROLES", "SEARCH_SCORE":
 		return nil
 	case "DESCEND", "PRUNE", "KEEP":
 		return constFn(name)
@@ -409,7 +449,10 @@ func Truthy(v any) bool {
 
 // CompareValues orders two values the way aggregation expressions do: like
 // value.Compare, except that Missing sorts below null.
-func CompareValues(a, b any) int {
+func CompareValues(a, b any) int { return CompareValuesWith(a, b, nil) }
+
+// CompareValuesWith is CompareValues under a collation (nil: simple).
+func CompareValuesWith(a, b any, coll value.Collator) int {
 	am, bm := IsMissing(a), IsMissing(b)
 	switch {
 	case am && bm:
@@ -425,7 +468,7 @@ func CompareValues(a, b any) int {
 		}
 		return 1
 	}
-	return value.Compare(a, b)
+	return value.CompareWith(a, b, coll)
 }
 
 // typeName is $type's answer, including "missing".

@@ -19,12 +19,12 @@ var arrayOps = map[string]opCompiler{
 	"$first":           nary(1, 1, opFirstLast),
 	"$last":            nary(1, 1, opFirstLast),
 	"$concatArrays":    nary(0, -1, opConcatArrays),
-	"$in":              nary(2, 2, opIn),
+	"$in":              naryColl(2, 2, opIn),
 	"$isArray":         nary(1, 1, opIsArray),
 	"$range":           nary(2, 3, opRange),
 	"$reverseArray":    nary(1, 1, opReverseArray),
 	"$slice":           nary(2, 3, opSlice),
-	"$indexOfArray":    nary(2, 4, opIndexOfArray),
+	"$indexOfArray":    naryColl(2, 4, opIndexOfArray),
 	"$filter":          compileFilter,
 	"$map":             compileMap,
 	"$reduce":          compileReduce,
@@ -107,13 +107,13 @@ func opConcatArrays(name string, vals []any) (any, error) {
 	return out, nil
 }
 
-func opIn(name string, vals []any) (any, error) {
+func opIn(coll value.Collator, name string, vals []any) (any, error) {
 	a, ok := value.ToArray(vals[1])
 	if !ok {
 		return nil, cmderr.New(40081, "$in requires an array as a second argument, found: %s", typeName(vals[1]))
 	}
 	for _, el := range a {
-		if CompareValues(vals[0], el) == 0 {
+		if CompareValuesWith(vals[0], el, coll) == 0 {
 			return true, nil
 		}
 	}
@@ -236,7 +236,7 @@ func opSlice(name string, vals []any) (any, error) {
 	return append(bson.A{}, a[start:end]...), nil
 }
 
-func opIndexOfArray(name string, vals []any) (any, error) {
+func opIndexOfArray(coll value.Collator, name string, vals []any) (any, error) {
 	if IsNullish(vals[0]) {
 		return nil, nil
 	}
@@ -260,7 +260,7 @@ func opIndexOfArray(name string, vals []any) (any, error) {
 		end = min(e, end)
 	}
 	for i := start; i < end; i++ {
-		if CompareValues(a[i], vals[1]) == 0 {
+		if CompareValuesWith(a[i], vals[1], coll) == 0 {
 			return int32(i), nil
 		}
 	}

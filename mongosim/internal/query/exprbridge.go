@@ -9,7 +9,10 @@ import (
 // exprNode is $expr: an aggregation expression evaluated against the whole
 // document, true when its result is truthy. An evaluation error makes the
 // document not match; MatchErr reports it.
-type exprNode struct{ e *expr.Expr }
+type exprNode struct {
+	e    *expr.Expr
+	vars map[string]any
+}
 
 func compileExpr(arg any, ctx compileCtx) (node, error) {
 	e, err := expr.Compile(arg)
@@ -19,7 +22,7 @@ func compileExpr(arg any, ctx compileCtx) (node, error) {
 	if ctx.exprs != nil {
 		*ctx.exprs = append(*ctx.exprs, e)
 	}
-	return exprNode{e}, nil
+	return exprNode{e, ctx.vars}, nil
 }
 
 func (n exprNode) match(v any, _ *int) bool {
@@ -28,7 +31,7 @@ func (n exprNode) match(v any, _ *int) bool {
 }
 
 func (n exprNode) matchDoc(d bson.D, _ *int) bool {
-	r, err := n.e.Eval(d, nil)
+	r, err := n.e.Eval(d, n.vars)
 	return err == nil && expr.Truthy(r)
 }
 
@@ -41,7 +44,7 @@ func (f *Filter) MatchErr(doc bson.D) (bool, error) {
 	}
 	ok := f.root.matchDoc(doc, nil)
 	for _, e := range f.exprs {
-		if _, err := e.Eval(doc, nil); err != nil {
+		if _, err := e.Eval(doc, f.vars); err != nil {
 			return false, err
 		}
 	}

@@ -217,7 +217,7 @@ func (p *pullSpec) matches(elem any) bool {
 
 // bindArrayFilters compiles the arrayFilters of one update command and checks
 // them against the identifiers the update uses, as the server does.
-func (u *Update) bindArrayFilters(filters []bson.D) (map[string]*query.Filter, error) {
+func (u *Update) bindArrayFilters(filters []bson.D, coll value.Collator) (map[string]*query.Filter, error) {
 	if len(filters) == 0 && len(u.identifiers) == 0 {
 		return nil, nil
 	}
@@ -230,7 +230,7 @@ func (u *Update) bindArrayFilters(filters []bson.D) (map[string]*query.Filter, e
 		if _, dup := bound[id]; dup {
 			return nil, cmderr.New(cmderr.FailedToParse, "Found multiple array filters with the same top-level field name %s", id)
 		}
-		compiled, err := query.CompileFilter(f)
+		compiled, err := query.CompileFilterWith(f, query.Options{Collator: coll})
 		if err != nil {
 			return nil, err
 		}

@@ -70,7 +70,7 @@ func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
 		if !s.exists {
 			return create(value.Clone(l.arg))
 		}
-		c := value.Compare(l.arg, s.val)
+		c := value.CompareWith(l.arg, s.val, a.env.Collator)
 		if (l.kind == opMin && c < 0) || (l.kind == opMax && c > 0) {
 			return value.Clone(l.arg), true, nil
 		}
@@ -110,7 +110,7 @@ func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
 		}
 		out := arr
 		for _, v := range l.each {
-			if !containsEqual(out, v) {
+			if !containsEqual(out, v, a.env.Collator) {
 				out = append(out[:len(out):len(out)], value.Clone(v))
 			}
 		}
@@ -133,7 +133,7 @@ func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
 			if l.kind == opPull {
 				drop = l.pull.matches(e)
 			} else {
-				drop = containsEqual(l.pullAll, e)
+				drop = containsEqual(l.pullAll, e, a.env.Collator)
 			}
 			if !drop {
 				out = append(out, e)
@@ -197,9 +197,9 @@ func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
 	return nil, false, cmderr.Unsupported("update operator " + l.op)
 }
 
-func containsEqual(arr bson.A, v any) bool {
+func containsEqual(arr bson.A, v any, coll value.Collator) bool {
 	for _, e := range arr {
-		if value.Equal(e, v) {
+		if value.EqualWith(e, v, coll) {
 			return true
 		}
 	}
