@@ -524,3 +524,36 @@ func render(v any) string {
 
 // Render formats a value the way mongosim's error messages show values.
 func Render(v any) string { return render(v) }
+
+// CheckUserVarName validates the name of a user variable being defined
+// (a command's or $let's let), as the server does.
+func CheckUserVarName(name string) error { return checkVarName(name, false) }
+
+// CheckConstant rejects a command-level let expression that reads the
+// document ("$field", "$$ROOT", "$$CURRENT"): those run before any document
+// is seen. $literal arguments are not inspected.
+func CheckConstant(spec any) error {
+	switch x := spec.(type) {
+	case string:
+		if strings.HasPrefix(x, "$") && (!strings.HasPrefix(x, "$$") ||
+			x == "$$ROOT" || x == "$$CURRENT" || strings.HasPrefix(x, "$$ROOT.") || strings.HasPrefix(x, "$$CURRENT.")) {
+			return cmderr.New(4890500, "Command let Expression tried to access a field, but this is not allowed because command let expressions run before the query examines any documents.")
+		}
+	case bson.D:
+		for _, e := range x {
+			if e.Key == "$literal" {
+				continue
+			}
+			if err := CheckConstant(e.Value); err != nil {
+				return err
+			}
+		}
+	case bson.A:
+		for _, el := range x {
+			if err := CheckConstant(el); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
