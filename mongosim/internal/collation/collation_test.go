@@ -91,3 +91,14 @@ func TestSpecDefaults(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkCompareStrings(b *testing.B) {
+	c, err := Parse(bson.D{{Key: "locale", Value: "en"}, {Key: "strength", Value: int32(2)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		c.CompareStrings("UserKx", "userkx")
+	}
+}
