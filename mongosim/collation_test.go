@@ -324,6 +324,15 @@ func TestLetErrors(t *testing.T) {
 	if codes := sdWriteCodes(err); len(codes) != 1 || codes[0] != 17276 {
 		t.Fatalf("undefined variable in update: %v", err)
 	}
+	// The check is at parse time, as on mongod: no document is needed.
+	_, err = db.Collection("empty").Find(ctx, bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{"$n", "$$nope"}}}}})
+	if sdCode(err) != 17276 {
+		t.Fatalf("undefined variable in find on an empty collection: %v", err)
+	}
+	// Variables bound inside the expression are defined.
+	_, err = db.Collection("empty").Find(ctx, bson.D{{Key: "$expr", Value: bson.D{{Key: "$let", Value: bson.D{
+		{Key: "vars", Value: bson.D{{Key: "x", Value: 1}}}, {Key: "in", Value: bson.D{{Key: "$eq", Value: bson.A{"$n", "$$x"}}}}}}}}})
+	sdNoErr(t, err)
 	// A let expression may not read the document.
 	_, err = coll.Find(ctx, bson.D{}, options.Find().SetLet(bson.D{{Key: "v", Value: "$n"}}))
 	if sdCode(err) != 4890500 {

@@ -557,3 +557,78 @@ func CheckConstant(spec any) error {
 	}
 	return nil
 }
+
+// CheckVariables reports, as the server does when it parses a command, a
+// user variable that spec reads ("$$name") but neither defined (the
+// command's let) nor any $let, $map, $filter or $reduce inside spec binds.
+// It is conservative: a name bound anywhere in spec counts as bound
+// everywhere, so it never rejects a valid expression.
+func CheckVariables(spec any, defined map[string]any) error {
+	bound := map[string]bool{"this": true, "value": true}
+	collectBound(spec, bound)
+	return checkUses(spec, defined, bound)
+}
+
+func collectBound(spec any, bound map[string]bool) {
+	switch x := spec.(type) {
+	case bson.D:
+		for _, e := range x {
+			switch e.Key {
+			case "$literal":
+				continue
+			case "$let":
+				if d, ok := e.Value.(bson.D); ok {
+					if vars, ok := value.Get(d, "vars"); ok {
+						if vd, ok := vars.(bson.D); ok {
+							for _, v := range vd {
+								bound[v.Key] = true
+							}
+						}
+					}
+				}
+			case "as":
+				if s, ok := e.Value.(string); ok {
+					bound[s] = true
+				}
+			}
+			collectBound(e.Value, bound)
+		}
+	case bson.A:
+		for _, el := range x {
+			collectBound(el, bound)
+		}
+	}
+}
+
+func checkUses(spec any, defined map[string]any, bound map[string]bool) error {
+	switch x := spec.(type) {
+	case string:
+		if !strings.HasPrefix(x, "$$") || len(x) < 3 {
+			return nil
+		}
+		name, _, _ := strings.Cut(x[2:], ".")
+		if c := name[0]; c >= 'A' && c <= 'Z' {
+			return nil // system variable
+		}
+		if _, ok := defined[name]; ok || bound[name] {
+			return nil
+		}
+		return cmderr.New(17276, "Use of undefined variable: %s", name)
+	case bson.D:
+		for _, e := range x {
+			if e.Key == "$literal" {
+				continue
+			}
+			if err := checkUses(e.Value, defined, bound); err != nil {
+				return err
+			}
+		}
+	case bson.A:
+		for _, el := range x {
+			if err := checkUses(el, defined, bound); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

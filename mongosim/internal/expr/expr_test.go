@@ -471,3 +471,24 @@ func TestNowWithoutVarsIsStable(t *testing.T) {
 		t.Fatalf("$$NOW is %T", a[0])
 	}
 }
+
+func TestCheckVariables(t *testing.T) {
+	defined := map[string]any{"x": 1}
+	ok := []bson.D{
+		{{Key: "$eq", Value: bson.A{"$a", "$$x"}}},
+		{{Key: "$eq", Value: bson.A{"$a", "$$NOW"}}},
+		{{Key: "$map", Value: bson.D{{Key: "input", Value: "$arr"}, {Key: "as", Value: "el"}, {Key: "in", Value: "$$el.v"}}}},
+		{{Key: "$literal", Value: "$$undefinedButLiteral"}},
+		{{Key: "$reduce", Value: bson.D{{Key: "input", Value: "$arr"}, {Key: "initialValue", Value: 0}, {Key: "in", Value: bson.D{{Key: "$add", Value: bson.A{"$$value", "$$this"}}}}}}},
+	}
+	for _, spec := range ok {
+		if err := CheckVariables(spec, defined); err != nil {
+			t.Errorf("%v: %v", spec, err)
+		}
+	}
+	err := CheckVariables(bson.D{{Key: "$eq", Value: bson.A{"$a", "$$y.z"}}}, defined)
+	var ce *cmderr.Error
+	if !errors.As(err, &ce) || ce.Code != 17276 || ce.Message != "Use of undefined variable: y" {
+		t.Fatalf("undefined: %v", err)
+	}
+}

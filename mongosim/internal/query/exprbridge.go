@@ -19,6 +19,13 @@ func compileExpr(arg any, ctx compileCtx) (node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ctx.checkVars {
+		// A command's filter: an undefined variable fails at parse time,
+		// as on mongod, even when no document is examined.
+		if err := expr.CheckVariables(arg, ctx.vars); err != nil {
+			return nil, err
+		}
+	}
 	if ctx.exprs != nil {
 		*ctx.exprs = append(*ctx.exprs, e)
 	}

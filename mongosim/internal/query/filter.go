@@ -26,7 +26,8 @@ type Options struct {
 	// Collator orders and equates strings (nil: simple, binary).
 	Collator value.Collator
 	// Vars are the command's let variables (and $$NOW, $$CLUSTER_TIME) by
-	// name without "$$", for $expr.
+	// name without "$$", for $expr. When set, a $expr reading an undefined
+	// user variable fails compilation (17276), as on mongod.
 	Vars map[string]any
 }
 
@@ -54,6 +55,9 @@ type compileCtx struct {
 	coll value.Collator
 	// vars are the variables $expr sees (with the collation in them).
 	vars map[string]any
+	// checkVars: the variables are the command's complete set, so a
+	// $expr reading another one is an error at compile time.
+	checkVars bool
 }
 
 // CompileFilter compiles a MongoDB query filter. Errors are *cmderr.Error
@@ -65,7 +69,7 @@ func CompileFilter(filter bson.D) (*Filter, error) {
 // CompileFilterWith is CompileFilter with a collation and variables.
 func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
 	f := &Filter{vars: expr.WithCollator(o.Vars, o.Collator)}
-	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars})
+	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil})
 	if err != nil {
 		return nil, err
 	}
