@@ -275,6 +275,13 @@ func TestLetVariables(t *testing.T) {
 	if !sameStrings(names(got), []string{"b", "c"}) {
 		t.Fatalf("find let: %v", names(got))
 	}
+	// ... and computed projection fields see them.
+	got = sdFindAll(t, ctx, coll, bson.D{{Key: "_id", Value: 1}}, options.Find().
+		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "scaled", Value: bson.D{{Key: "$multiply", Value: bson.A{"$n", "$$k"}}}}}).
+		SetLet(bson.D{{Key: "k", Value: 3}}))
+	if len(got) != 1 || len(got[0]) != 1 || got[0][0].Value != int32(15) {
+		t.Fatalf("projection with let: %v", got)
+	}
 	ur, err := coll.UpdateMany(ctx, gt("$$min"), bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: "tag", Value: "$$tag"}, {Key: "at", Value: "$$NOW"}}}}},
 		options.UpdateMany().SetLet(bson.D{{Key: "min", Value: 12}, {Key: "tag", Value: "big"}}))
 	sdNoErr(t, err)

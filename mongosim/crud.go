@@ -151,11 +151,11 @@ func nonNegArg(r *request, key string) (int64, bool, error) {
 }
 
 // optionalProjection compiles spec, or returns nil when there is none.
-func optionalProjection(spec bson.D) (*query.Projection, error) {
+func optionalProjection(spec bson.D, env opEnv) (*query.Projection, error) {
 	if len(spec) == 0 {
 		return nil, nil
 	}
-	return query.CompileProjection(spec)
+	return query.CompileProjectionWith(spec, env.vars)
 }
 
 // commandArgs reads what most collection commands start with: the
@@ -745,7 +745,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 			return nil, err
 		}
 	}
-	proj, err := optionalProjection(fields)
+	proj, err := optionalProjection(fields, env)
 	if err != nil {
 		return nil, err
 	}

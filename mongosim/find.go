@@ -127,7 +127,7 @@ func cmdFind(r *request) (bson.D, error) {
 			return nil, err
 		}
 	}
-	proj, err := optionalProjection(projDoc)
+	proj, err := optionalProjection(projDoc, env)
 	if err != nil {
 		return nil, err
 	}

@@ -71,8 +71,8 @@ func compileProjExpr(spec any) (*projExpr, error) {
 
 // eval returns the field's value; ok is false when the result is missing
 // (the field is then left out).
-func (p *projExpr) eval(doc bson.D) (any, bool, error) {
-	v, err := p.e.Eval(doc, nil)
+func (p *projExpr) eval(doc bson.D, vars map[string]any) (any, bool, error) {
+	v, err := p.e.Eval(doc, vars)
 	if err != nil {
 		return nil, false, err
 	}
