@@ -70,12 +70,16 @@ func cmdAggregate(r *request) (bson.D, error) {
 		}
 	}
 
-	if isChangeStream(pipeline) {
-		return cmdChangeStream(r, coll, pipeline, batchSize)
-	}
 	env, err := r.opEnvFor(coll)
 	if err != nil {
 		return nil, err
+	}
+	if isChangeStream(pipeline) {
+		if _, explicit := r.get("collation"); explicit && env.coll != nil {
+			// Change stream events are matched without a collation here.
+			return nil, cmderr.Unsupported("collation on a change stream")
+		}
+		return cmdChangeStream(r, coll, pipeline, batchSize)
 	}
 	p, err := agg.Compile(pipeline)
 	if err != nil {
