@@ -417,3 +417,25 @@ func BenchmarkUpdateSimple(b *testing.B) { benchUpdate(b, nil) }
 func BenchmarkUpdateCollated(b *testing.B) {
 	benchUpdate(b, &options.Collation{Locale: "en", Strength: 2})
 }
+
+func TestCollationPartialUniqueIndex(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("db").Collection("partial")
+	// Unique among active accounts, where "Active" and "active" are the
+	// same status under the index's strength-2 collation.
+	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys: bson.D{{Key: "user", Value: 1}},
+		Options: options.Index().SetUnique(true).SetCollation(&options.Collation{Locale: "en", Strength: 2}).
+			SetPartialFilterExpression(bson.D{{Key: "status", Value: "active"}}),
+	})
+	sdNoErr(t, err)
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "user", Value: "ann"}, {Key: "status", Value: "Active"}})
+	sdNoErr(t, err)
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "user", Value: "ANN"}, {Key: "status", Value: "closed"}})
+	sdNoErr(t, err)
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "user", Value: "Ann"}, {Key: "status", Value: "ACTIVE"}})
+	if codes := sdWriteCodes(err); len(codes) != 1 || codes[0] != 11000 {
+		t.Fatalf("second active Ann: %v", err)
+	}
+}

@@ -51,6 +51,14 @@ func (ix *index) finish(c *collection) error {
 	}
 	if ix.coll != nil {
 		ix.spec = append(ix.spec, bson.E{Key: "collation", Value: ix.coll.Spec()})
+		// The partial filter compares under the index's collation.
+		if pfe, ok := value.Get(ix.spec, "partialFilterExpression"); ok {
+			f, err := query.CompileFilterWith(pfe.(bson.D), query.Options{Collator: ix.coll})
+			if err != nil {
+				return err
+			}
+			ix.partial = f
+		}
 	}
 	ix.finished = true
 	return nil
