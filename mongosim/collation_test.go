@@ -439,3 +439,35 @@ func TestCollationPartialUniqueIndex(t *testing.T) {
 		t.Fatalf("second active Ann: %v", err)
 	}
 }
+
+func TestCollationUpdateOperators(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("db").Collection("arrays")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "tags", Value: bson.A{"Go", "go", "rust", "GO"}}, {Key: "v", Value: bson.A{"v10", "v9"}}})
+	sdNoErr(t, err)
+	ci := &options.Collation{Locale: "en", Strength: 2}
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{
+		{Key: "$pull", Value: bson.D{{Key: "tags", Value: "gO"}}},
+		{Key: "$push", Value: bson.D{{Key: "v", Value: bson.D{{Key: "$each", Value: bson.A{"v100"}}, {Key: "$sort", Value: 1}}}}},
+	}, options.UpdateOne().SetCollation(&options.Collation{Locale: "en", Strength: 2, NumericOrdering: true}))
+	sdNoErr(t, err)
+	var doc struct {
+		Tags []string `bson:"tags"`
+		V    []string `bson:"v"`
+	}
+	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc))
+	if !sameStrings(doc.Tags, []string{"rust"}) {
+		t.Fatalf("$pull under strength 2 left %v", doc.Tags)
+	}
+	if !sameStrings(doc.V, []string{"v9", "v10", "v100"}) {
+		t.Fatalf("$push $sort under numericOrdering gave %v", doc.V)
+	}
+	// $addToSet treats a case variant as present.
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$addToSet", Value: bson.D{{Key: "tags", Value: "RUST"}}}}, options.UpdateOne().SetCollation(ci))
+	sdNoErr(t, err)
+	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc))
+	if !sameStrings(doc.Tags, []string{"rust"}) {
+		t.Fatalf("$addToSet under strength 2 gave %v", doc.Tags)
+	}
+}

@@ -88,14 +88,14 @@ func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
 
 	case opPush:
 		if !s.exists {
-			return create(l.push.apply(nil))
+			return create(l.push.apply(nil, a.env.Collator))
 		}
 		arr, ok := s.val.(bson.A)
 		if !ok {
 			return nil, false, cmderr.New(cmderr.BadValue,
 				"The field '%s' must be an array but is of type %s in document {%s}", s.name(), typeName(s.val), a.id)
 		}
-		return l.push.apply(arr), true, nil
+		return l.push.apply(arr, a.env.Collator), true, nil
 
 	case opAddToSet:
 		var arr bson.A
@@ -128,10 +128,14 @@ func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
 			return nil, false, cmderr.New(cmderr.BadValue, "Cannot apply $pull to a non-array value")
 		}
 		out := make(bson.A, 0, len(arr))
+		var pull *pullSpec
+		if l.kind == opPull {
+			pull = l.pull.under(a.env.Collator)
+		}
 		for _, e := range arr {
 			var drop bool
 			if l.kind == opPull {
-				drop = l.pull.matches(e)
+				drop = pull.matches(e, a.env.Collator)
 			} else {
 				drop = containsEqual(l.pullAll, e, a.env.Collator)
 			}
