@@ -3,6 +3,7 @@ package expr
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -490,5 +491,37 @@ func TestCheckVariables(t *testing.T) {
 	var ce *cmderr.Error
 	if !errors.As(err, &ce) || ce.Code != 17276 || ce.Message != "Use of undefined variable: y" {
 		t.Fatalf("undefined: %v", err)
+	}
+}
+
+// strength2 is a test collator that ignores ASCII case.
+type strength2 struct{}
+
+func (strength2) CompareStrings(a, b string) int {
+	return strings.Compare(strings.ToLower(a), strings.ToLower(b))
+}
+func (strength2) Key(s string) string { return strings.ToLower(s) }
+
+func TestCollatedOperators(t *testing.T) {
+	vars := WithCollator(nil, strength2{})
+	cases := []struct {
+		spec bson.D
+		want any
+	}{
+		{bson.D{{Key: "$eq", Value: bson.A{"ABC", "abc"}}}, true},
+		{bson.D{{Key: "$in", Value: bson.A{"X", bson.A{"x", "y"}}}}, true},
+		{bson.D{{Key: "$setIsSubset", Value: bson.A{bson.A{"A"}, bson.A{"a", "b"}}}}, true},
+		{bson.D{{Key: "$max", Value: bson.A{"b", "A", "C"}}}, "C"},
+		{bson.D{{Key: "$indexOfArray", Value: bson.A{bson.A{"a", "B"}, "b"}}}, int32(1)},
+	}
+	for _, tc := range cases {
+		got, err := MustCompile(tc.spec).Eval(bson.D{}, vars)
+		if err != nil || got != tc.want {
+			t.Errorf("%v = %v, %v; want %v", tc.spec, got, err, tc.want)
+		}
+		// Without the collation the answer is the binary one.
+		if plain, _ := MustCompile(tc.spec).Eval(bson.D{}, nil); plain == tc.want {
+			t.Errorf("%v: simple collation also gave %v", tc.spec, plain)
+		}
 	}
 }
