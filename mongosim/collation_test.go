@@ -471,3 +471,32 @@ func TestCollationUpdateOperators(t *testing.T) {
 		t.Fatalf("$addToSet under strength 2 gave %v", doc.Tags)
 	}
 }
+
+func TestCollationLookup(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("db")
+	_, err := db.Collection("orders").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "sku", Value: "ABC"}})
+	sdNoErr(t, err)
+	_, err = db.Collection("items").InsertMany(ctx, []any{bson.D{{Key: "sku", Value: "abc"}}, bson.D{{Key: "sku", Value: "Abc"}}, bson.D{{Key: "sku", Value: "xyz"}}})
+	sdNoErr(t, err)
+	pipeline := mongo.Pipeline{{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "items"}, {Key: "localField", Value: "sku"}, {Key: "foreignField", Value: "sku"}, {Key: "as", Value: "items"}}}}}
+	count := func(opts ...options.Lister[options.AggregateOptions]) int {
+		cur, err := db.Collection("orders").Aggregate(ctx, pipeline, opts...)
+		sdNoErr(t, err)
+		var out []struct {
+			Items []bson.M `bson:"items"`
+		}
+		sdNoErr(t, cur.All(ctx, &out))
+		if len(out) != 1 {
+			t.Fatalf("lookup output %v", out)
+		}
+		return len(out[0].Items)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("simple $lookup joined %d items", n)
+	}
+	if n := count(options.Aggregate().SetCollation(&options.Collation{Locale: "en", Strength: 2})); n != 2 {
+		t.Fatalf("strength-2 $lookup joined %d items, want 2", n)
+	}
+}
