@@ -32,7 +32,7 @@ type Collation struct {
 	Normalization   bool
 	Backwards       bool
 
-	// pool holds collate.Collators, which keep per-comparison state and
+	// pool holds *worker: collate.Collators keep per-comparison state and
 	// so cannot be shared between goroutines.
 	pool sync.Pool
 	// swapCase implements caseFirst "upper": x/text always orders lower
@@ -160,7 +160,7 @@ func Parse(spec bson.D) (*Collation, error) {
 	if c.NumericOrdering {
 		opts = append(opts, collate.Numeric)
 	}
-	c.pool.New = func() any { return collate.New(tag, opts...) }
+	c.pool.New = func() any { return &worker{col: collate.New(tag, opts...)} }
 	return c, nil
 }
 
@@ -252,6 +252,13 @@ var supported = func() map[string]bool {
 	return m
 }()
 
+// worker is one goroutine's collator with its key buffer (4 KiB, too big
+// to allocate per key).
+type worker struct {
+	col *collate.Collator
+	buf collate.Buffer
+}
+
 // Spec is the collation as mongod reports it (listIndexes,
 // listCollections): every field, defaults filled in.
 func (c *Collation) Spec() bson.D {
@@ -287,9 +294,9 @@ func (c *Collation) CompareStrings(a, b string) int {
 	if c.swapCase {
 		a, b = swapCase(a), swapCase(b)
 	}
-	col := c.pool.Get().(*collate.Collator)
-	r := col.CompareString(a, b)
-	c.pool.Put(col)
+	w := c.pool.Get().(*worker)
+	r := w.col.CompareString(a, b)
+	c.pool.Put(w)
 	if r == 0 && c.caseLevel {
 		r = strings.Compare(c.caseSignature(a), c.caseSignature(b))
 	}
@@ -321,10 +328,10 @@ func (c *Collation) Key(s string) string {
 	if c.swapCase {
 		s = swapCase(s)
 	}
-	col := c.pool.Get().(*collate.Collator)
-	var buf collate.Buffer
-	k := string(col.KeyFromString(&buf, s))
-	c.pool.Put(col)
+	w := c.pool.Get().(*worker)
+	w.buf.Reset()
+	k := string(w.col.KeyFromString(&w.buf, s))
+	c.pool.Put(w)
 	if c.caseLevel {
 		k += "\x00\x00" + c.caseSignature(s)
 	}

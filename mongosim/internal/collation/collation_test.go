@@ -102,3 +102,34 @@ func BenchmarkCompareStrings(b *testing.B) {
 		c.CompareStrings("UserKx", "userkx")
 	}
 }
+
+func BenchmarkKey(b *testing.B) {
+	c, err := Parse(bson.D{{Key: "locale", Value: "en"}, {Key: "strength", Value: int32(2)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		_ = c.Key("UserKx")
+	}
+}
+
+// A Collation is shared by concurrent operations.
+func TestConcurrentUse(t *testing.T) {
+	c := mustParse(t, bson.D{{Key: "locale", Value: "de"}, {Key: "strength", Value: int32(1)}})
+	done := make(chan bool)
+	for g := 0; g < 4; g++ {
+		go func() {
+			ok := true
+			for i := 0; i < 200; i++ {
+				ok = ok && c.CompareStrings("Straße", "strasse") == 0 && c.Key("Ä") == c.Key("a")
+			}
+			done <- ok
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		if !<-done {
+			t.Error("concurrent comparisons disagreed")
+		}
+	}
+}
