@@ -309,6 +309,25 @@ func TestLetVariables(t *testing.T) {
 	if dr.DeletedCount != 1 {
 		t.Fatalf("deleteMany let deleted %d, want 1 (the 105)", dr.DeletedCount)
 	}
+	// An update statement's constants ("c") are variables of its pipeline.
+	var reply bson.M
+	sdNoErr(t, coll.Database().RunCommand(ctx, bson.D{{Key: "update", Value: coll.Name()}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 2}}}, {Key: "u", Value: bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: "k", Value: "$$k"}}}}}}, {Key: "c", Value: bson.D{{Key: "k", Value: "const"}}}},
+	}}}).Decode(&reply))
+	if reply["nModified"] != int32(1) {
+		t.Fatalf("update with c: %v", reply)
+	}
+	err = coll.Database().RunCommand(ctx, bson.D{{Key: "update", Value: coll.Name()}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 2}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "k", Value: 1}}}}}, {Key: "c", Value: bson.D{{Key: "k", Value: 1}}}},
+	}}}).Err()
+	if codes := sdWriteCodes(err); len(codes) != 1 || codes[0] != 51198 {
+		t.Fatalf("c on a non-pipeline update: %v", err)
+	}
+	var b bson.M
+	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: 2}}).Decode(&b))
+	if b["k"] != "const" {
+		t.Fatalf("doc after c update: %v", b)
+	}
 	// $$CLUSTER_TIME is the command's cluster time on a replica set.
 	got = sdFindAll(t, ctx, coll, bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{bson.D{{Key: "$type", Value: "$$CLUSTER_TIME"}}, "timestamp"}}}}})
 	if len(got) != 2 {

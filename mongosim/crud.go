@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/update"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
@@ -358,6 +359,8 @@ type updateStmt struct {
 	hint         any
 	collation    any // the statement's own collation, if hasCollation
 	hasCollation bool
+	constants    bson.D // "c": variables of a pipeline update
+	hasConstants bool
 }
 
 // compiled filter, update and sort of a statement; compile errors are the
@@ -368,11 +371,14 @@ type compiledUpdate struct {
 	upd    *update.Update
 	sorter *query.Sort
 	env    opEnv
+	// updVars are the variables the update pipeline sees: the command's
+	// plus the statement's constants.
+	updVars map[string]any
 }
 
 // updateEnv is the update.Env of applying cu at now.
 func (cu *compiledUpdate) updateEnv(now time.Time) update.Env {
-	return update.Env{Now: now, ArrayFilters: cu.arrayFilters, Vars: cu.env.vars, Collator: cu.env.collator()}
+	return update.Env{Now: now, ArrayFilters: cu.arrayFilters, Vars: cu.updVars, Collator: cu.env.collator()}
 }
 
 func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
@@ -387,7 +393,22 @@ func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
 	if st.multi && u.IsReplacement() {
 		return nil, cmderr.New(cmderr.FailedToParse, "multi update is not supported for replacement-style update")
 	}
-	cu := &compiledUpdate{updateStmt: st, filter: f, upd: u, env: env}
+	cu := &compiledUpdate{updateStmt: st, filter: f, upd: u, env: env, updVars: env.vars}
+	if st.hasConstants {
+		if !u.IsPipeline() {
+			return nil, cmderr.New(51198, "Constant values may only be specified for pipeline updates")
+		}
+		cu.updVars = make(map[string]any, len(env.vars)+len(st.constants))
+		for k, v := range env.vars {
+			cu.updVars[k] = v
+		}
+		for _, e := range st.constants {
+			if err := expr.CheckUserVarName(e.Key); err != nil {
+				return nil, err
+			}
+			cu.updVars[e.Key] = e.Value
+		}
+	}
 	if len(st.sort) > 0 {
 		if st.multi {
 			return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify sort with multi=true")
@@ -438,9 +459,11 @@ func parseUpdateStmt(d bson.D, where, filterKey, updateKey string) (*updateStmt,
 			}
 			st.sort = s
 		case "c":
-			if c, ok := e.Value.(bson.D); !ok || len(c) > 0 {
-				return nil, cmderr.Unsupported("update constants ('c')")
+			c, ok := e.Value.(bson.D)
+			if !ok {
+				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.c' is the wrong type '%s', expected type 'object'", where, typeNameOf(e.Value))
 			}
+			st.constants, st.hasConstants = c, true
 		case "upsertSupplied":
 			if truthy(e.Value) {
 				return nil, cmderr.Unsupported("upsertSupplied")
