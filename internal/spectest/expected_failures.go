@@ -23,8 +23,6 @@ type expectedFailure struct {
 
 // Reasons shared by several entries.
 const (
-	reasonCOLL = "mongosim: only the simple collation is implemented (NotImplemented for locale/strength)"
-	reasonLET  = "mongosim: let variables are implemented for aggregate only, not for find, update, delete and findAndModify"
 	// DRIVERS-2965: these runCursorCommand tests block one getMore 60 ms under a 100 ms
 	// timeoutMS, so a correct iteration timeout does not expire (other drivers skip them too).
 	// Not run: on a loaded machine the 40 ms margin can run out and the test pass by chance.
@@ -43,28 +41,6 @@ const (
 // features mongosim does not implement. The latter have a Reason starting
 // "mongosim:" and apply only when the runner runs against mongosim.
 var expectedFailures = []expectedFailure{
-	{File: "crud/aggregate-collation.json", Test: "", Reason: reasonCOLL},
-	{File: "crud/deleteMany-collation.json", Test: "", Reason: reasonCOLL},
-	{File: "crud/deleteOne-collation.json", Test: "", Reason: reasonCOLL},
-	{File: "crud/distinct-collation.json", Test: "", Reason: reasonCOLL},
-	{File: "crud/find-collation.json", Test: "", Reason: reasonCOLL},
-	{File: "crud/findOneAndDelete-collation.json", Test: "", Reason: reasonCOLL},
-	{File: "crud/findOneAndReplace-collation.json", Test: "", Reason: reasonCOLL},
-	{File: "crud/findOneAndUpdate-collation.json", Test: "", Reason: reasonCOLL},
-	{File: "crud/replaceOne-collation.json", Test: "", Reason: reasonCOLL},
-	{File: "crud/updateMany-collation.json", Test: "", Reason: reasonCOLL},
-	{File: "crud/bulkWrite-deleteMany-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/bulkWrite-replaceOne-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/bulkWrite-updateMany-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/bulkWrite-updateOne-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/deleteMany-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/find-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/findOneAndReplace-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/findOneAndUpdate-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/replaceOne-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/updateMany-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/updateOne-let.json", Test: "", Reason: reasonLET},
-	{File: "crud/client-bulkWrite-options.json", Test: "client bulkWrite let", Reason: reasonLET},
 	{File: "crud/estimatedDocumentCount.json", Test: "estimatedDocumentCount works correctly on views", Reason: "mongosim: views (create with viewOn) are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with options", Reason: "mongosim: find's min/max index bounds are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with showRecordId and returnKey", Reason: "mongosim: find's returnKey and showRecordId are not implemented"},
