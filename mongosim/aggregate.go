@@ -99,6 +99,17 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if isChangeStream(pipeline) {
 		return cmdChangeStream(r, coll, pipeline, batchSize)
 	}
+	bypassArg(r)
+	var viewBase string
+	if coll != "" {
+		base, viewPipeline, isView, err := r.data().resolveView(r.db, coll)
+		if err != nil {
+			return nil, err
+		}
+		if isView {
+			viewBase, pipeline = base, append(viewPipeline, pipeline...)
+		}
+	}
 	p, err := agg.Compile(pipeline)
 	if err != nil {
 		return nil, err
@@ -121,16 +132,20 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if coll != "" {
 		ns = r.db + "." + coll
 		hint, _ := r.get("hint")
+		src := coll
+		if viewBase != "" {
+			src, hint = viewBase, nil
+		}
 		if r.rc.level == "snapshot" {
-			in, err = s.snapshotAt(r.db, coll, p.LeadingMatch(), hint, r.rc.atClusterTime)
+			in, err = s.snapshotAt(r.db, src, p.LeadingMatch(), hint, r.rc.atClusterTime)
 		} else {
-			in, err = s.snapshot(r.db, coll, p.LeadingMatch(), nil, 0, hint)
+			in, err = s.snapshot(r.db, src, p.LeadingMatch(), nil, 0, hint)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime}, Now: r.now, Vars: vars})
+	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime, bypass: bypassing(r.ctx)}, Now: r.now, Vars: vars})
 	if err != nil {
 		return errorReply(err) // $merge/$out duplicates keep keyPattern/keyValue
 	}

@@ -35,6 +35,8 @@ type Cluster struct {
 	txnLifetimeSecs atomic.Int64
 	// The transaction reaper (reapTransactions) and its shutdown.
 	reaperStop, reaperDone chan struct{}
+	// ttlStop stops the TTL monitor (ttl.go); nil when it is off.
+	ttlStop func()
 
 	limiter *limiter
 	fails   *failPoints // fail points set with Cluster.SetFailPoint (all members)
@@ -134,6 +136,7 @@ func Launch(o Options) (*Cluster, error) {
 		setVersion: 1,
 	}
 	c.txnLifetimeSecs.Store(defaultTxnLifetimeSecs)
+	c.data.logger = o.Logger
 	if !o.Standalone {
 		c.setName = o.ReplicaSetName
 	}
@@ -158,6 +161,13 @@ func Launch(o Options) (*Cluster, error) {
 	if c.setName != "" {
 		c.reaperStop, c.reaperDone = make(chan struct{}), make(chan struct{})
 		go c.reapTransactions(time.Second)
+	}
+	if o.TTLMonitorInterval >= 0 {
+		interval := o.TTLMonitorInterval
+		if interval == 0 {
+			interval = defaultTTLMonitorInterval
+		}
+		c.startTTLMonitor(interval)
 	}
 	if err := c.startRouters(); err != nil {
 		_ = c.Close()
@@ -312,6 +322,9 @@ func (c *Cluster) Close() error {
 		if c.reaperStop != nil {
 			close(c.reaperStop)
 			<-c.reaperDone
+		}
+		if c.ttlStop != nil {
+			c.ttlStop()
 		}
 		c.abortAllTransactions("the server is shutting down")
 		errs := c.closeRouters()

@@ -25,6 +25,11 @@ type index struct {
 	partial *query.Filter
 	spec    bson.D             // as listIndexes reports it
 	entries map[string]*record // unique indexes: key → the record holding it
+	hidden  bool
+	// ttl marks a TTL index: the TTL monitor (ttl.go) deletes documents
+	// whose date in fields[0] is more than ttlSecs seconds old.
+	ttl     bool
+	ttlSecs int64
 }
 
 func idIndex() *index {
@@ -326,10 +331,16 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			extra = append(extra, bson.E{Key: "partialFilterExpression", Value: value.CloneDoc(d)})
 		case "background", "hidden", "v", "ns":
 			if e.Key == "hidden" && truthy(e.Value) {
+				ix.hidden = true
 				extra = append(extra, bson.E{Key: "hidden", Value: true})
 			}
 		case "expireAfterSeconds":
-			return nil, cmderr.Unsupported("TTL indexes (expireAfterSeconds)")
+			n, err := ttlArg(e.Value)
+			if err != nil {
+				return nil, cmderr.New(cmderr.CannotCreateIndex, "Error in specification %s: %s", shellString(spec), errMessage(err))
+			}
+			ix.ttl, ix.ttlSecs = true, n
+			extra = append(extra, bson.E{Key: "expireAfterSeconds", Value: e.Value})
 		case "collation":
 			if !simpleCollation(e.Value) {
 				return nil, cmderr.Unsupported("collation")
@@ -344,6 +355,16 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 	for _, v := range ix.key {
 		if _, hashed := v.Value.(string); hashed && ix.unique {
 			return nil, cmderr.New(67, "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.")
+		}
+	}
+	if ix.ttl {
+		if len(ix.key) != 1 {
+			return nil, cmderr.New(cmderr.CannotCreateIndex, "TTL indexes are single-field indexes, compound indexes do not support TTL. Index spec: %s", shellString(spec))
+		}
+		if ix.fields[0] == "_id" && ix.key[0].Value != "hashed" {
+			if n, _ := value.ToFloat(ix.key[0].Value); n == 1 {
+				return nil, cmderr.New(cmderr.InvalidIndexSpecificationOption, "The field 'expireAfterSeconds' is not valid for an _id index specification. Specification: %s", shellString(spec))
+			}
 		}
 	}
 	if ix.name == "" {
@@ -361,7 +382,36 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 func sameOptions(a, b *index) bool {
 	pa, _ := value.Get(a.spec, "partialFilterExpression")
 	pb, _ := value.Get(b.spec, "partialFilterExpression")
-	return a.unique == b.unique && a.sparse == b.sparse && keyOf(pa) == keyOf(pb)
+	return a.unique == b.unique && a.sparse == b.sparse && keyOf(pa) == keyOf(pb) &&
+		a.ttl == b.ttl && a.ttlSecs == b.ttlSecs
+}
+
+// ttlArg validates an expireAfterSeconds value as mongod does: a number,
+// not NaN, in [0, 2147483647].
+func ttlArg(v any) (int64, error) {
+	if !value.IsNumber(v) {
+		return 0, cmderr.New(cmderr.TypeMismatch, "TTL index 'expireAfterSeconds' option must be numeric, but received a type of '%s'", value.TypeName(v))
+	}
+	f, _ := value.ToFloat(v)
+	if f != f {
+		return 0, cmderr.New(cmderr.InvalidOptions, "TTL index 'expireAfterSeconds' option must not be NaN")
+	}
+	if f < 0 {
+		return 0, cmderr.New(cmderr.InvalidOptions, "TTL index 'expireAfterSeconds' option cannot be less than 0")
+	}
+	if f > 2147483647 {
+		return 0, cmderr.New(cmderr.InvalidOptions, "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number")
+	}
+	return int64(f), nil
+}
+
+// errMessage is err's message without its code.
+func errMessage(err error) string {
+	var ce *cmderr.Error
+	if errors.As(err, &ce) {
+		return ce.Message
+	}
+	return err.Error()
 }
 
 // addIndex adds ix to c, building its entries; it reports whether the
@@ -458,6 +508,9 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 		}
 		specs = append(specs, ix)
 	}
+	if r.data().viewOf(r.db, coll) != nil {
+		return nil, cmderr.New(cmderr.CommandNotSupportedOnView, "Cannot create indexes on a view: %s.%s", r.db, coll)
+	}
 	var before, after int
 	var created bool
 	err = r.data().write(r.ctx, r.db, coll, true, func(c *collection) error {
@@ -509,6 +562,9 @@ func cmdListIndexes(r *request) (bson.D, error) {
 	err = r.data().read(r.db, coll, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
+		}
+		if c.view != nil {
+			return errNotCollection(r.db, coll)
 		}
 		for i, ix := range c.indexes {
 			if i == 0 && c.timeseries {

@@ -57,7 +57,6 @@ var expectedFailures = []expectedFailure{
 	{File: "crud/updateMany-let.json", Test: "", Reason: reasonLET},
 	{File: "crud/updateOne-let.json", Test: "", Reason: reasonLET},
 	{File: "crud/client-bulkWrite-options.json", Test: "client bulkWrite let", Reason: reasonLET},
-	{File: "crud/estimatedDocumentCount.json", Test: "estimatedDocumentCount works correctly on views", Reason: "mongosim: views (create with viewOn) are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with options", Reason: "mongosim: find's min/max index bounds are not implemented"},
 	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with showRecordId and returnKey", Reason: "mongosim: find's returnKey and showRecordId are not implemented"},
 	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor iteration timeoutMS is refreshed for getMore - failure", Reason: reasonTailable},

@@ -1,0 +1,218 @@
+package mongosim
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+// viewDef is a view's definition: reads of the view run pipeline over
+// viewOn (a collection or another view in the same database).
+type viewDef struct {
+	viewOn   string
+	pipeline bson.A
+}
+
+// maxViewDepth is mongod's limit on views defined on views.
+const maxViewDepth = 20
+
+func errNotCollection(db, coll string) error {
+	return cmderr.New(cmderr.CommandNotSupportedOnView, "Namespace %s.%s is a view, not a collection", db, coll)
+}
+
+// viewOf returns db.coll's view definition, or nil when it is a collection
+// or does not exist.
+func (s *storage) viewOf(db, coll string) *viewDef {
+	c := s.lookup(db, coll)
+	if c == nil {
+		return nil
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.view
+}
+
+// resolveView follows db.coll through views to the collection it reads:
+// the base collection and the pipeline to run over it (the innermost
+// view's stages first). isView is false for a collection.
+func (s *storage) resolveView(db, coll string) (base string, pipeline bson.A, isView bool, err error) {
+	name := coll
+	var seen []string
+	for depth := 0; ; depth++ {
+		v := s.viewOf(db, name)
+		if v == nil {
+			return name, pipeline, isView, nil
+		}
+		for _, n := range seen {
+			if n == name {
+				return "", nil, false, cmderr.New(cmderr.GraphContainsCycle, "View cycle detected: [%s]", strings.Join(append(seen, name), " => "))
+			}
+		}
+		if depth >= maxViewDepth {
+			return "", nil, false, cmderr.New(cmderr.ViewDepthLimitExceeded, "View depth too deep or view cycle detected. Maximum depth is %d", maxViewDepth)
+		}
+		seen = append(seen, name)
+		isView = true
+		pipeline = append(append(bson.A{}, v.pipeline...), pipeline...)
+		name = v.viewOn
+	}
+}
+
+// viewDocs returns the documents the view db.coll shows: its resolved
+// pipeline run over its base collection.
+func (s *storage) viewDocs(ctx context.Context, db, coll string, now time.Time) ([]bson.D, bool, error) {
+	base, pipeline, isView, err := s.resolveView(db, coll)
+	if err != nil || !isView {
+		return nil, isView, err
+	}
+	docs, err := s.runOn(ctx, db, base, pipeline, now, nil)
+	return docs, true, err
+}
+
+// runOn runs pipeline over the collection db.base.
+func (s *storage) runOn(ctx context.Context, db, base string, pipeline bson.A, now time.Time, vars map[string]any) ([]bson.D, error) {
+	p, err := agg.Compile(pipeline)
+	if err != nil {
+		return nil, err
+	}
+	in, err := s.snapshot(db, base, p.LeadingMatch(), nil, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	return p.Run(ctx, in, agg.Env{DB: db, Catalog: catalog{s: s}, Now: now, Vars: vars})
+}
+
+// viewArgs validates a view definition (create or collMod): viewOn names
+// a namespace of the same database and pipeline is a read-only pipeline.
+func viewArgs(cmd string, viewOnV any, hasViewOn bool, pipelineV any, hasPipeline bool) (*viewDef, error) {
+	v := &viewDef{pipeline: bson.A{}}
+	if hasViewOn {
+		s, ok := viewOnV.(string)
+		if !ok {
+			return nil, typeErr(cmd+".viewOn", "string", viewOnV)
+		}
+		if s == "" {
+			return nil, cmderr.New(cmderr.BadValue, "'viewOn' cannot be empty")
+		}
+		v.viewOn = s
+	}
+	if hasPipeline {
+		a, ok := pipelineV.(bson.A)
+		if !ok {
+			return nil, typeErr(cmd+".pipeline", "array", pipelineV)
+		}
+		for i, st := range a {
+			d, ok := st.(bson.D)
+			if !ok || len(d) != 1 {
+				return nil, cmderr.New(cmderr.TypeMismatch, "Each element of the 'pipeline' array must be an object with exactly one field")
+			}
+			switch d[0].Key {
+			case "$out", "$merge", "$changeStream":
+				return nil, cmderr.New(cmderr.OptionNotSupportedOnView, "%s cannot be used in a view definition (pipeline stage %d)", d[0].Key, i)
+			}
+		}
+		if _, err := agg.Compile(a); err != nil {
+			return nil, err
+		}
+		v.pipeline = value.Clone(a).(bson.A)
+	}
+	return v, nil
+}
+
+// options renders the view as listCollections shows it.
+func (v *viewDef) options() bson.D {
+	return bson.D{{Key: "viewOn", Value: v.viewOn}, {Key: "pipeline", Value: value.Clone(v.pipeline)}}
+}
+
+// createView is create with viewOn.
+func createView(r *request, coll string) (bson.D, error) {
+	viewOn, hasViewOn := r.get("viewOn")
+	pipeline, hasPipeline := r.get("pipeline")
+	for i, e := range r.cmd {
+		if i == 0 || genericFields[e.Key] {
+			continue
+		}
+		switch e.Key {
+		case "viewOn", "pipeline":
+		case "collation":
+			if !simpleCollation(e.Value) {
+				return nil, cmderr.Unsupported("collation on a view")
+			}
+		default:
+			return nil, cmderr.New(cmderr.InvalidOptions, "option '%s' is not supported on a view", e.Key)
+		}
+	}
+	def, err := viewArgs("create", viewOn, hasViewOn, pipeline, hasPipeline)
+	if err != nil {
+		return nil, err
+	}
+	if def.viewOn == coll {
+		return nil, cmderr.New(cmderr.GraphContainsCycle, "View cycle detected: [%s.%s => %s.%s]", r.db, coll, r.db, coll)
+	}
+	if r.tx != nil {
+		return nil, cmderr.New(cmderr.OperationNotSupportedInTransaction, "Cannot create a view in a multi-document transaction.")
+	}
+	if _, _, _, err := r.data().resolveView(r.db, def.viewOn); err != nil {
+		return nil, err
+	}
+	c, created, err := r.cluster.data.ensureWith(r.db, coll, func(c *collection) {
+		c.view = def
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !created {
+		c.mu.RLock()
+		same := c.view != nil && keyOf(c.view.options()) == keyOf(def.options())
+		c.mu.RUnlock()
+		if !same {
+			return nil, cmderr.New(cmderr.NamespaceExists, "Namespace %s.%s already exists", r.db, coll)
+		}
+	}
+	return bson.D{}, nil
+}
+
+// collModView changes a view's definition (collMod with viewOn/pipeline).
+func collModView(r *request, coll string) (bson.D, error) {
+	viewOn, hasViewOn := r.get("viewOn")
+	pipeline, hasPipeline := r.get("pipeline")
+	if hasViewOn != hasPipeline {
+		return nil, cmderr.New(cmderr.InvalidOptions, "Must specify both 'viewOn' and 'pipeline' when modifying a view and auth is enabled")
+	}
+	for i, e := range r.cmd {
+		if i == 0 || genericFields[e.Key] || e.Key == "viewOn" || e.Key == "pipeline" {
+			continue
+		}
+		return nil, cmderr.New(cmderr.InvalidOptions, "option '%s' is not supported on a view", e.Key)
+	}
+	def, err := viewArgs("collMod", viewOn, hasViewOn, pipeline, hasPipeline)
+	if err != nil {
+		return nil, err
+	}
+	s := r.cluster.data
+	c := s.lookup(r.db, coll)
+	if c == nil {
+		return nil, cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
+	}
+	c.mu.Lock()
+	old := c.view
+	if old == nil {
+		c.mu.Unlock()
+		return nil, cmderr.New(cmderr.InvalidOptions, "collection %s.%s is not a view", r.db, coll)
+	}
+	c.view = def
+	c.mu.Unlock()
+	if _, _, _, err := s.resolveView(r.db, coll); err != nil {
+		c.mu.Lock()
+		c.view = old
+		c.mu.Unlock()
+		return nil, err
+	}
+	return bson.D{}, nil
+}
