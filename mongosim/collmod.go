@@ -21,6 +21,7 @@ func cmdCollMod(r *request) (bson.D, error) {
 	var images *bool
 	var indexSpec bson.D
 	var valFields bson.D
+	var collTTL any // collection-level expireAfterSeconds (clustered, time series)
 	for i, e := range r.cmd {
 		if i == 0 || genericFields[e.Key] {
 			continue
@@ -34,6 +35,14 @@ func cmdCollMod(r *request) (bson.D, error) {
 			images = &on
 		case "validator", "validationLevel", "validationAction":
 			valFields = append(valFields, e)
+		case "expireAfterSeconds":
+			collTTL = e.Value
+			if str, ok := e.Value.(string); ok && str == "off" {
+				break
+			}
+			if n, ok := int64Arg(e.Value); !ok || n < 0 {
+				return nil, cmderr.New(cmderr.InvalidOptions, "Invalid value for 'expireAfterSeconds'")
+			}
 		case "index":
 			d, ok := e.Value.(bson.D)
 			if !ok {
@@ -72,6 +81,17 @@ func cmdCollMod(r *request) (bson.D, error) {
 				return err
 			}
 			reply = out
+		}
+		if collTTL != nil {
+			_, clustered := value.Get(c.options, "clusteredIndex")
+			if !clustered && !c.timeseries {
+				return cmderr.New(cmderr.InvalidOptions, "collMod.expireAfterSeconds is only supported on clustered and time-series collections")
+			}
+			var add bson.D
+			if n, ok := int64Arg(collTTL); ok {
+				add = bson.D{{Key: "expireAfterSeconds", Value: n}}
+			}
+			c.options = replaceOptions(c.options, add, "expireAfterSeconds")
 		}
 		if val != nil {
 			c.validator = val

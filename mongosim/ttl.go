@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
 // defaultTTLMonitorInterval is mongod's ttlMonitorSleepSecs default.
@@ -60,6 +62,9 @@ func (s *storage) expireTTL(ctx context.Context) int {
 						ttls = append(ttls, ix)
 					}
 				}
+				if ix := c.collectionTTL(); ix != nil {
+					ttls = append(ttls, ix)
+				}
 				if len(ttls) == 0 {
 					return nil
 				}
@@ -99,4 +104,20 @@ func ttlExpired(doc bson.D, ix *index, now time.Time) bool {
 	}
 	cutoff := now.Add(-time.Duration(ix.ttlSecs) * time.Second)
 	return !earliest.Time().After(cutoff)
+}
+
+// collectionTTL is the expiry of a time series or clustered collection
+// created with expireAfterSeconds, as an index on the time field (time
+// series) or _id (clustered): nil when it has none.
+func (c *collection) collectionTTL() *index {
+	v, ok := value.Get(c.options, "expireAfterSeconds")
+	if !ok || c.view != nil {
+		return nil
+	}
+	n, _ := int64Arg(v)
+	field := "_id"
+	if c.timeseries {
+		field = c.timeField
+	}
+	return &index{fields: []string{field}, ttl: true, ttlSecs: n}
 }

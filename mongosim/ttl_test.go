@@ -199,3 +199,42 @@ func TestTTLIndexErrors(t *testing.T) {
 		t.Errorf("$text: %v", err)
 	}
 }
+
+func TestTTLTimeSeriesAndClusteredCollections(t *testing.T) {
+	clock := &skewedClock{}
+	client, sim := ttlClient(t, Options{Now: clock.now, TTLMonitorInterval: -1})
+	ctx := sdCtx(t)
+	db := client.Database("ttl")
+	sdNoErr(t, db.CreateCollection(ctx, "metrics", options.CreateCollection().
+		SetTimeSeriesOptions(options.TimeSeries().SetTimeField("ts")).SetExpireAfterSeconds(60)))
+	sdNoErr(t, db.CreateCollection(ctx, "clustered", options.CreateCollection().
+		SetClusteredIndex(bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "unique", Value: true}}).SetExpireAfterSeconds(60)))
+	now := clock.now()
+	_, err := db.Collection("metrics").InsertMany(ctx, []any{
+		bson.D{{Key: "ts", Value: now.Add(-2 * time.Minute)}, {Key: "v", Value: 1}},
+		bson.D{{Key: "ts", Value: now}, {Key: "v", Value: 2}},
+	})
+	sdNoErr(t, err)
+	_, err = db.Collection("clustered").InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: now.Add(-2 * time.Minute)}},
+		bson.D{{Key: "_id", Value: now}},
+		bson.D{{Key: "_id", Value: "not a date"}},
+	})
+	sdNoErr(t, err)
+	if n := sim.ExpireTTL(ctx); n != 2 {
+		t.Fatalf("deleted %d, want 2", n)
+	}
+	// With expiry turned off by collMod nothing more goes.
+	sdNoErr(t, db.RunCommand(ctx, bson.D{{Key: "collMod", Value: "metrics"}, {Key: "expireAfterSeconds", Value: "off"}}).Err())
+	clock.advance(time.Hour)
+	if n := sim.ExpireTTL(ctx); n != 1 {
+		t.Fatalf("deleted %d after collMod off, want 1 (clustered)", n)
+	}
+	for coll, want := range map[string]int64{"metrics": 1, "clustered": 1} {
+		n, err := db.Collection(coll).CountDocuments(ctx, bson.D{})
+		sdNoErr(t, err)
+		if n != want {
+			t.Fatalf("%s has %d documents, want %d", coll, n, want)
+		}
+	}
+}
