@@ -97,6 +97,9 @@ func cmdAggregate(r *request) (bson.D, error) {
 	}
 
 	if isChangeStream(pipeline) {
+		if coll != "" && r.data().viewOf(r.db, coll) != nil {
+			return nil, errNotCollection(r.db, coll)
+		}
 		return cmdChangeStream(r, coll, pipeline, batchSize)
 	}
 	bypassArg(r)

@@ -69,6 +69,9 @@ func (k catalog) Out(db, coll string, docs []bson.D) error {
 	}
 	return k.s.write(k.writeCtx(), db, coll, true, func(c *collection) error {
 		tmp := newCollection(db, coll)
+		// The documents go through the target's validator, as mongod's
+		// temporary collection copies the target's options.
+		tmp.validator, tmp.bypass, tmp.logger = c.validator, c.bypass, c.logger
 		for _, ix := range c.indexes[1:] {
 			cp := *ix
 			if cp.entries != nil {
@@ -738,7 +741,7 @@ func cmdRenameCollection(r *request) (bson.D, error) {
 	if from == to {
 		return nil, cmderr.New(cmderr.IllegalOperation, "Can't rename a collection to itself")
 	}
-	if src.colls[fcoll].view != nil {
+	if src.colls[fcoll].viewOf() != nil {
 		return nil, cmderr.New(cmderr.CommandNotSupportedOnView, "cannot rename view: %s", from)
 	}
 	dst := s.dbs[tdb]
@@ -824,11 +827,13 @@ func cmdDBStats(r *request) (bson.D, error) {
 		return nil, err
 	}
 	s := r.data()
-	var objects, size, indexes int64
+	var objects, size, indexes, views int64
 	colls := s.collectionNames(r.db)
 	for _, name := range colls {
 		_ = s.read(r.db, name, func(c *collection) error {
-			if c != nil {
+			if c != nil && c.view != nil {
+				views++
+			} else if c != nil {
 				objects += int64(c.live)
 				size += c.dataSize()
 				indexes += int64(len(c.indexes))
@@ -842,8 +847,8 @@ func cmdDBStats(r *request) (bson.D, error) {
 	}
 	return bson.D{
 		{Key: "db", Value: r.db},
-		{Key: "collections", Value: int64(len(colls))},
-		{Key: "views", Value: int64(0)},
+		{Key: "collections", Value: int64(len(colls)) - views},
+		{Key: "views", Value: views},
 		{Key: "objects", Value: objects},
 		{Key: "avgObjSize", Value: avg},
 		{Key: "dataSize", Value: float64(size)},

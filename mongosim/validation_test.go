@@ -284,4 +284,18 @@ func TestValidationLevelsActionsAndBypass(t *testing.T) {
 	if n != 6 {
 		t.Fatalf("%d documents, want 6 (1..5 and 7)", n)
 	}
+	// $out replaces the collection only if every document passes, unless
+	// bypassed; the validator stays.
+	out := mongo.Pipeline{{{Key: "$out", Value: "items"}}}
+	if _, err := src.Aggregate(ctx, out); cmdErrCode(err) != 121 {
+		t.Fatalf("$out without bypass: %v", err)
+	}
+	if n, _ := coll.CountDocuments(ctx, bson.D{}); n != 6 {
+		t.Fatalf("a failed $out changed the collection: %d documents", n)
+	}
+	_, err = src.Aggregate(ctx, out, options.Aggregate().SetBypassDocumentValidation(true))
+	sdNoErr(t, err)
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "n", Value: -1}}); cmdErrCode(err) != 121 {
+		t.Fatalf("validator after $out: %v", err)
+	}
 }

@@ -29,10 +29,15 @@ func errNotCollection(db, coll string) error {
 // viewOf returns db.coll's view definition, or nil when it is a collection
 // or does not exist.
 func (s *storage) viewOf(db, coll string) *viewDef {
-	c := s.lookup(db, coll)
-	if c == nil {
-		return nil
+	if c := s.lookup(db, coll); c != nil {
+		return c.viewOf()
 	}
+	return nil
+}
+
+// viewOf returns c's view definition under its read lock (nil for a
+// collection).
+func (c *collection) viewOf() *viewDef {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.view

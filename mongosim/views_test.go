@@ -214,10 +214,17 @@ func TestViewWritesRefused(t *testing.T) {
 	_, checks["listIndexes"] = v.Indexes().List(ctx)
 	_, checks["bulkWrite"] = v.BulkWrite(ctx, []mongo.WriteModel{mongo.NewInsertOneModel().SetDocument(bson.D{{Key: "x", Value: 1}})})
 	_, checks["$out"] = db.Collection("people").Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "v"}}})
+	_, checks["$changeStream"] = v.Watch(ctx, mongo.Pipeline{})
+	checks["collStats"] = db.RunCommand(ctx, bson.D{{Key: "collStats", Value: "v"}}).Err()
 	for what, err := range checks {
 		if cmdErrCode(err) != 166 {
 			t.Errorf("%s on a view: %v, want CommandNotSupportedOnView (166)", what, err)
 		}
+	}
+	var stats bson.M
+	sdNoErr(t, db.RunCommand(ctx, bson.D{{Key: "dbStats", Value: 1}}).Decode(&stats))
+	if stats["views"] != int64(1) || stats["collections"] != int64(1) {
+		t.Fatalf("dbStats = %v", stats)
 	}
 	// Nothing reached the base collection.
 	n, err := db.Collection("people").CountDocuments(ctx, bson.D{{Key: "x", Value: bson.D{{Key: "$exists", Value: true}}}})
