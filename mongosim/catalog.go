@@ -394,7 +394,7 @@ func cmdCreate(r *request) (bson.D, error) {
 		return createView(r, coll)
 	}
 	if _, ok := r.get("pipeline"); ok {
-		return nil, cmderr.New(cmderr.BadValue, "'pipeline' requires 'viewOn' to also be specified")
+		return nil, cmderr.New(cmderr.InvalidOptions, "'pipeline' requires 'viewOn' to also be specified")
 	}
 	val, hasValidator, err := validatorArgs("create", r.cmd[1:], nil)
 	if err != nil {

@@ -524,6 +524,10 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 		before = len(c.indexes)
 		n := len(c.indexes)
 		for _, ix := range specs {
+			if ix.ttl && c.capped {
+				c.indexes = c.indexes[:n]
+				return cmderr.New(cmderr.CannotCreateIndex, "Cannot create TTL index on a capped collection")
+			}
 			if _, err := c.addIndex(ix); err != nil {
 				c.indexes = c.indexes[:n] // all or nothing
 				return indexBuildFailed(c, err)

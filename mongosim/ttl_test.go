@@ -162,8 +162,13 @@ func TestTTLIndexErrors(t *testing.T) {
 			t.Errorf("%s: %v, want code %d", tc.name, err, tc.code)
 		}
 	}
+	sdNoErr(t, db.CreateCollection(ctx, "capped", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096)))
+	_, err := db.Collection("capped").Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(5)})
+	if cmdErrCode(err) != 67 {
+		t.Errorf("TTL on a capped collection: %v", err)
+	}
 	// collMod errors.
-	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1}}})
+	_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1}}})
 	sdNoErr(t, err)
 	collMod := func(index bson.D) error {
 		return db.RunCommand(ctx, bson.D{{Key: "collMod", Value: "bad"}, {Key: "index", Value: index}}).Err()

@@ -93,9 +93,10 @@ func (s *storage) runOn(ctx context.Context, db, base string, pipeline bson.A, n
 	return p.Run(ctx, in, agg.Env{DB: db, Catalog: catalog{s: s}, Now: now, Vars: vars})
 }
 
-// viewArgs validates a view definition (create or collMod): viewOn names
-// a namespace of the same database and pipeline is a read-only pipeline.
-func viewArgs(cmd string, viewOnV any, hasViewOn bool, pipelineV any, hasPipeline bool) (*viewDef, error) {
+// viewArgs validates the definition of the view ns (create or collMod):
+// viewOn names a namespace of the same database and pipeline is a
+// read-only pipeline.
+func viewArgs(cmd, ns string, viewOnV any, hasViewOn bool, pipelineV any, hasPipeline bool) (*viewDef, error) {
 	v := &viewDef{pipeline: bson.A{}}
 	if hasViewOn {
 		s, ok := viewOnV.(string)
@@ -118,8 +119,10 @@ func viewArgs(cmd string, viewOnV any, hasViewOn bool, pipelineV any, hasPipelin
 				return nil, cmderr.New(cmderr.TypeMismatch, "Each element of the 'pipeline' array must be an object with exactly one field")
 			}
 			switch d[0].Key {
-			case "$out", "$merge", "$changeStream":
-				return nil, cmderr.New(cmderr.OptionNotSupportedOnView, "%s cannot be used in a view definition (pipeline stage %d)", d[0].Key, i)
+			case "$out", "$merge":
+				return nil, cmderr.New(cmderr.OptionNotSupportedOnView, "Invalid pipeline for view %s :: caused by :: The aggregation stage %s in location %d of the pipeline cannot be used in the view definition of %s because it writes to disk", ns, d[0].Key, i, ns)
+			case "$changeStream":
+				return nil, cmderr.New(cmderr.OptionNotSupportedOnView, "Invalid pipeline for view %s :: caused by :: $changeStream cannot be used in a view definition", ns)
 			}
 		}
 		if _, err := agg.Compile(a); err != nil {
@@ -149,11 +152,13 @@ func createView(r *request, coll string) (bson.D, error) {
 			if !simpleCollation(e.Value) {
 				return nil, cmderr.Unsupported("collation on a view")
 			}
+		case "idIndex":
+			return nil, cmderr.New(cmderr.InvalidOptions, "'idIndex' is not allowed with 'viewOn': %s", shellString(e.Value))
 		default:
-			return nil, cmderr.New(cmderr.InvalidOptions, "option '%s' is not supported on a view", e.Key)
+			return nil, cmderr.New(cmderr.InvalidOptions, "option not supported on a view: %s", e.Key)
 		}
 	}
-	def, err := viewArgs("create", viewOn, hasViewOn, pipeline, hasPipeline)
+	def, err := viewArgs("create", r.db+"."+coll, viewOn, hasViewOn, pipeline, hasPipeline)
 	if err != nil {
 		return nil, err
 	}
@@ -174,10 +179,16 @@ func createView(r *request, coll string) (bson.D, error) {
 	}
 	if !created {
 		c.mu.RLock()
-		same := c.view != nil && keyOf(c.view.options()) == keyOf(def.options())
+		cur, opts := c.view, value.CloneDoc(c.options)
 		c.mu.RUnlock()
-		if !same {
-			return nil, cmderr.New(cmderr.NamespaceExists, "Namespace %s.%s already exists", r.db, coll)
+		ns := r.db + "." + coll
+		switch {
+		case cur == nil:
+			return nil, cmderr.New(cmderr.NamespaceExists, "namespace %s already exists, but with different options: %s", ns, shellString(opts))
+		case cur.viewOn != def.viewOn:
+			return nil, cmderr.New(cmderr.NamespaceExists, "namespace %s already exists, but is a view on %s.%s rather than %s.%s", ns, r.db, cur.viewOn, r.db, def.viewOn)
+		case keyOf(cur.pipeline) != keyOf(def.pipeline):
+			return nil, cmderr.New(cmderr.NamespaceExists, "namespace %s already exists, but with pipeline %s rather than %s", ns, shellString(cur.pipeline), shellString(def.pipeline))
 		}
 	}
 	return bson.D{}, nil
@@ -187,16 +198,13 @@ func createView(r *request, coll string) (bson.D, error) {
 func collModView(r *request, coll string) (bson.D, error) {
 	viewOn, hasViewOn := r.get("viewOn")
 	pipeline, hasPipeline := r.get("pipeline")
-	if hasViewOn != hasPipeline {
-		return nil, cmderr.New(cmderr.InvalidOptions, "Must specify both 'viewOn' and 'pipeline' when modifying a view and auth is enabled")
-	}
 	for i, e := range r.cmd {
 		if i == 0 || genericFields[e.Key] || e.Key == "viewOn" || e.Key == "pipeline" {
 			continue
 		}
-		return nil, cmderr.New(cmderr.InvalidOptions, "option '%s' is not supported on a view", e.Key)
+		return nil, cmderr.New(cmderr.InvalidOptions, "option not supported on a view: %s", e.Key)
 	}
-	def, err := viewArgs("collMod", viewOn, hasViewOn, pipeline, hasPipeline)
+	def, err := viewArgs("collMod", r.db+"."+coll, viewOn, hasViewOn, pipeline, hasPipeline)
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +218,13 @@ func collModView(r *request, coll string) (bson.D, error) {
 	if old == nil {
 		c.mu.Unlock()
 		return nil, cmderr.New(cmderr.InvalidOptions, "collection %s.%s is not a view", r.db, coll)
+	}
+	// Without auth mongod lets collMod change either half alone.
+	if !hasViewOn {
+		def.viewOn = old.viewOn
+	}
+	if !hasPipeline {
+		def.pipeline = old.pipeline
 	}
 	c.view = def
 	c.mu.Unlock()
