@@ -632,7 +632,7 @@ func (s *Schema) checkArray(arr bson.A, quick bool, out *bson.A) bool {
 		}
 		if bad {
 			add(bson.D{{Key: "operatorName", Value: op}, {Key: "specifiedAs", Value: bson.D{{Key: op, Value: mustGet(s.spec, op)}}},
-				{Key: "reason", Value: "array did not match specified length"}, {Key: "consideredValue", Value: arr}})
+				{Key: "reason", Value: "array did not match specified length"}, {Key: "consideredValue", Value: arr}, {Key: "numberOfItems", Value: int32(len(arr))}})
 			if quick {
 				return true
 			}
@@ -670,7 +670,7 @@ func (s *Schema) checkArray(arr bson.A, quick bool, out *bson.A) bool {
 		for i, x := range arr {
 			if i < len(s.itemsList) {
 				if d := s.itemsList[i].check(x, quick); len(d) > 0 {
-					add(bson.D{{Key: "operatorName", Value: "items"}, {Key: "details", Value: bson.A{bson.D{{Key: "index", Value: int32(i)}, {Key: "details", Value: d}}}}})
+					add(bson.D{{Key: "operatorName", Value: "items"}, {Key: "details", Value: bson.A{bson.D{{Key: "itemIndex", Value: int32(i)}, {Key: "details", Value: d}}}}})
 					return true
 				}
 				continue
