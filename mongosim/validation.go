@@ -58,7 +58,9 @@ func validatorArgs(cmd string, d bson.D, cur *validator) (*validator, bool, erro
 			}
 			v.spec, v.filter, set = value.CloneDoc(spec), f, true
 			if len(spec) == 0 {
-				v.spec, v.filter = nil, nil
+				// An empty validator is none: on create mongod records
+				// nothing for it, on collMod it removes the validator.
+				v.spec, v.filter, set = nil, nil, cmd == "collMod"
 			}
 		case "validationLevel":
 			s, _ := e.Value.(string)

@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"testing"
@@ -290,5 +291,37 @@ func TestViewDropAndCollMod(t *testing.T) {
 	// w now reads a missing namespace: empty.
 	if n := count("w"); n != 0 {
 		t.Fatalf("view on a dropped view = %d", n)
+	}
+}
+
+func TestViewReadsInsideATransaction(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("vw")
+	seedPeople(t, db)
+	sdNoErr(t, db.CreateView(ctx, "oslo", "people", mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "city", Value: "oslo"}}}}}))
+	sess, err := client.StartSession()
+	sdNoErr(t, err)
+	defer sess.EndSession(ctx)
+	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) {
+		if _, err := db.Collection("people").InsertOne(ctx, bson.D{{Key: "_id", Value: 9}, {Key: "city", Value: "oslo"}}); err != nil {
+			return nil, err
+		}
+		// The view reads the transaction's own write.
+		n, err := db.Collection("oslo").CountDocuments(ctx, bson.D{})
+		if err != nil {
+			return nil, err
+		}
+		if n != 3 {
+			t.Errorf("count through the view inside the transaction = %d, want 3", n)
+		}
+		return nil, nil
+	})
+	sdNoErr(t, err)
+	// After the commit every reader sees it.
+	n, err := db.Collection("oslo").CountDocuments(ctx, bson.D{})
+	sdNoErr(t, err)
+	if n != 3 {
+		t.Fatalf("count after commit = %d", n)
 	}
 }
