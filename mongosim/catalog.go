@@ -793,9 +793,6 @@ func cmdCollStats(r *request) (bson.D, error) {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "Collection [%s.%s] not found.", r.db, coll)
 		}
-		if c.view != nil {
-			return errNotCollection(r.db, coll)
-		}
 		count, size, nindexes, capped = int64(c.live), c.dataSize(), len(c.indexes), c.capped
 		for _, ix := range c.indexes {
 			names = append(names, bson.E{Key: ix.name, Value: int64(0)})
@@ -827,13 +824,11 @@ func cmdDBStats(r *request) (bson.D, error) {
 		return nil, err
 	}
 	s := r.data()
-	var objects, size, indexes, views int64
+	var objects, size, indexes int64
 	colls := s.collectionNames(r.db)
 	for _, name := range colls {
 		_ = s.read(r.db, name, func(c *collection) error {
-			if c != nil && c.view != nil {
-				views++
-			} else if c != nil {
+			if c != nil {
 				objects += int64(c.live)
 				size += c.dataSize()
 				indexes += int64(len(c.indexes))
@@ -847,8 +842,8 @@ func cmdDBStats(r *request) (bson.D, error) {
 	}
 	return bson.D{
 		{Key: "db", Value: r.db},
-		{Key: "collections", Value: int64(len(colls)) - views},
-		{Key: "views", Value: views},
+		{Key: "collections", Value: int64(len(colls))},
+		{Key: "views", Value: int64(0)},
 		{Key: "objects", Value: objects},
 		{Key: "avgObjSize", Value: avg},
 		{Key: "dataSize", Value: float64(size)},
