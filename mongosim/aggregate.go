@@ -17,6 +17,9 @@ func init() {
 }
 
 func cmdAggregate(r *request) (bson.D, error) {
+	if err := aggregateArgs(r); err != nil {
+		return nil, err
+	}
 	if err := checkFields(r, "pipeline", "cursor", "explain", "allowDiskUse", "bypassDocumentValidation",
 		"collation", "hint", "let", "fromMongos", "needsMerge", "isMapReduceCommand",
 		"includeQueryStatsMetrics", "rawData"); err != nil {
@@ -97,21 +100,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 	}
 
 	if isChangeStream(pipeline) {
-		if coll != "" && r.data().viewOf(r.db, coll) != nil {
-			return nil, errNotCollection(r.db, coll)
-		}
 		return cmdChangeStream(r, coll, pipeline, batchSize)
-	}
-	bypassArg(r)
-	var viewBase string
-	if coll != "" {
-		base, viewPipeline, isView, err := r.data().resolveView(r.db, coll)
-		if err != nil {
-			return nil, err
-		}
-		if isView {
-			viewBase, pipeline = base, append(viewPipeline, pipeline...)
-		}
 	}
 	p, err := agg.Compile(pipeline)
 	if err != nil {
@@ -135,14 +124,10 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if coll != "" {
 		ns = r.db + "." + coll
 		hint, _ := r.get("hint")
-		src := coll
-		if viewBase != "" {
-			src, hint = viewBase, nil
-		}
 		if r.rc.level == "snapshot" {
-			in, err = s.snapshotAt(r.db, src, p.LeadingMatch(), hint, r.rc.atClusterTime)
+			in, err = s.snapshotAt(r.db, coll, p.LeadingMatch(), hint, r.rc.atClusterTime)
 		} else {
-			in, err = s.snapshot(r.db, src, p.LeadingMatch(), nil, 0, hint)
+			in, err = s.snapshot(r.db, coll, p.LeadingMatch(), nil, 0, hint)
 		}
 		if err != nil {
 			return nil, err

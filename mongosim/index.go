@@ -15,21 +15,20 @@ import (
 
 // index is one index of a collection. Only unique indexes keep entries:
 // queries scan documents, so a non-unique index is metadata that listIndexes
-// reports and hint accepts.
+// reports and hint accepts. A TTL index (ttl) has the TTL monitor (ttl.go)
+// delete documents whose date in fields[0] is more than ttlSecs seconds old.
 type index struct {
 	name    string
 	key     bson.D
 	fields  []string
 	unique  bool
+	hidden  bool
+	ttl     bool
+	ttlSecs int64
 	sparse  bool
 	partial *query.Filter
 	spec    bson.D             // as listIndexes reports it
 	entries map[string]*record // unique indexes: key → the record holding it
-	hidden  bool
-	// ttl marks a TTL index: the TTL monitor (ttl.go) deletes documents
-	// whose date in fields[0] is more than ttlSecs seconds old.
-	ttl     bool
-	ttlSecs int64
 }
 
 func idIndex() *index {
@@ -382,36 +381,7 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 func sameOptions(a, b *index) bool {
 	pa, _ := value.Get(a.spec, "partialFilterExpression")
 	pb, _ := value.Get(b.spec, "partialFilterExpression")
-	return a.unique == b.unique && a.sparse == b.sparse && keyOf(pa) == keyOf(pb) &&
-		a.ttl == b.ttl && a.ttlSecs == b.ttlSecs
-}
-
-// ttlArg validates an expireAfterSeconds value as mongod does: a number,
-// not NaN, in [0, 2147483647].
-func ttlArg(v any) (int64, error) {
-	if !value.IsNumber(v) {
-		return 0, cmderr.New(cmderr.TypeMismatch, "TTL index 'expireAfterSeconds' option must be numeric, but received a type of '%s'", value.TypeName(v))
-	}
-	f, _ := value.ToFloat(v)
-	if f != f {
-		return 0, cmderr.New(cmderr.InvalidOptions, "TTL index 'expireAfterSeconds' option must not be NaN")
-	}
-	if f < 0 {
-		return 0, cmderr.New(cmderr.InvalidOptions, "TTL index 'expireAfterSeconds' option cannot be less than 0")
-	}
-	if f > 2147483647 {
-		return 0, cmderr.New(cmderr.InvalidOptions, "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number")
-	}
-	return int64(f), nil
-}
-
-// errMessage is err's message without its code.
-func errMessage(err error) string {
-	var ce *cmderr.Error
-	if errors.As(err, &ce) {
-		return ce.Message
-	}
-	return err.Error()
+	return a.unique == b.unique && a.sparse == b.sparse && keyOf(pa) == keyOf(pb)
 }
 
 // addIndex adds ix to c, building its entries; it reports whether the
@@ -523,11 +493,10 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 		created = c.live == 0 && len(c.indexes) == 1 && len(c.order) == 0
 		before = len(c.indexes)
 		n := len(c.indexes)
+		if err := c.checkTTLSpecs(specs); err != nil {
+			return err
+		}
 		for _, ix := range specs {
-			if ix.ttl && c.capped {
-				c.indexes = c.indexes[:n]
-				return cmderr.New(cmderr.CannotCreateIndex, "Cannot create TTL index on a capped collection")
-			}
 			if _, err := c.addIndex(ix); err != nil {
 				c.indexes = c.indexes[:n] // all or nothing
 				return indexBuildFailed(c, err)

@@ -2,10 +2,12 @@ package mongosim
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
@@ -89,6 +91,53 @@ func (s *storage) expireTTL(ctx context.Context) int {
 		}
 	}
 	return deleted
+}
+
+// ttlArg validates an expireAfterSeconds value as mongod does: a number,
+// not NaN, in [0, 2147483647].
+func ttlArg(v any) (int64, error) {
+	if !value.IsNumber(v) {
+		return 0, cmderr.New(cmderr.TypeMismatch, "TTL index 'expireAfterSeconds' option must be numeric, but received a type of '%s'", value.TypeName(v))
+	}
+	f, _ := value.ToFloat(v)
+	if f != f {
+		return 0, cmderr.New(cmderr.InvalidOptions, "TTL index 'expireAfterSeconds' option must not be NaN")
+	}
+	if f < 0 {
+		return 0, cmderr.New(cmderr.InvalidOptions, "TTL index 'expireAfterSeconds' option cannot be less than 0")
+	}
+	if f > 2147483647 {
+		return 0, cmderr.New(cmderr.InvalidOptions, "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number")
+	}
+	return int64(f), nil
+}
+
+// errMessage is err's message without its code.
+func errMessage(err error) string {
+	var ce *cmderr.Error
+	if errors.As(err, &ce) {
+		return ce.Message
+	}
+	return err.Error()
+}
+
+// checkTTLSpecs refuses, before any index is built, a TTL index on a
+// capped collection and a TTL that differs from the existing index of the
+// same name (mongod's IndexOptionsConflict: collMod changes a TTL).
+func (c *collection) checkTTLSpecs(specs []*index) error {
+	for _, ix := range specs {
+		if ix.ttl && c.capped {
+			return cmderr.New(cmderr.CannotCreateIndex, "Cannot create TTL index on a capped collection")
+		}
+		for _, old := range c.indexes {
+			if old.name == ix.name && sameKeyPattern(old.key, ix.key) && (old.ttl != ix.ttl || old.ttlSecs != ix.ttlSecs) {
+				return cmderr.New(cmderr.IndexOptionsConflict,
+					"An equivalent index already exists with the same name but different options. Requested index: %s, existing index: %s",
+					shellString(ix.spec), shellString(old.spec))
+			}
+		}
+	}
+	return nil
 }
 
 // ttlExpired reports whether doc's date under ix is older than ix's TTL.

@@ -61,6 +61,43 @@ func init() {
 	}
 }
 
+// aggregateArgs prepares an aggregate: bypassDocumentValidation goes into
+// r.ctx, and an aggregate on a view becomes, as on mongod, one on the
+// view's base collection with the view's pipeline in front (hint dropped);
+// its cursor keeps the view's namespace.
+func aggregateArgs(r *request) error {
+	bypassArg(r)
+	name, ok := r.cmd[0].Value.(string)
+	if !ok {
+		return nil
+	}
+	base, viewPipeline, isView, err := r.data().resolveView(r.db, name)
+	if err != nil || !isView {
+		return err
+	}
+	pv, _ := r.get("pipeline")
+	user, ok := pv.(bson.A)
+	if !ok {
+		return nil // cmdAggregate reports the type error
+	}
+	if isChangeStream(user) {
+		return errNotCollection(r.db, name)
+	}
+	cmd := make(bson.D, 0, len(r.cmd))
+	cmd = append(cmd, bson.E{Key: r.cmd[0].Key, Value: base})
+	for _, e := range r.cmd[1:] {
+		switch e.Key {
+		case "hint":
+			continue
+		case "pipeline":
+			e.Value = append(viewPipeline, user...)
+		}
+		cmd = append(cmd, e)
+	}
+	r.cmd, r.cursorNS = cmd, r.db+"."+name
+	return nil
+}
+
 // maxViewDepth is mongod's limit on views defined on views.
 const maxViewDepth = 20
 

@@ -163,6 +163,30 @@ func TestViewReads(t *testing.T) {
 		t.Fatalf("aggregate on view = %v", sums)
 	}
 
+	// Cursors on a view name the view and getMore through it.
+	for what, open := range map[string]func() (*mongo.Cursor, error){
+		"aggregate": func() (*mongo.Cursor, error) {
+			return v.Aggregate(ctx, mongo.Pipeline{}, options.Aggregate().SetBatchSize(1))
+		},
+		"find": func() (*mongo.Cursor, error) { return v.Find(ctx, bson.D{}, options.Find().SetBatchSize(1)) },
+	} {
+		cur, err := open()
+		sdNoErr(t, err)
+		var all []bson.M
+		sdNoErr(t, cur.All(ctx, &all))
+		if len(all) != 3 {
+			t.Fatalf("%s on a view in batches of 1: %d documents", what, len(all))
+		}
+	}
+
+	raw, err := db.RunCommand(ctx, bson.D{{Key: "aggregate", Value: "adults"}, {Key: "pipeline", Value: bson.A{}},
+		{Key: "cursor", Value: bson.D{{Key: "batchSize", Value: 0}}}}).Raw()
+	sdNoErr(t, err)
+	if ns := raw.Lookup("cursor", "ns").StringValue(); ns != "vw.adults" {
+		t.Fatalf("cursor.ns = %q, want vw.adults", ns)
+	}
+	_ = db.RunCommand(ctx, bson.D{{Key: "killCursors", Value: "adults"}, {Key: "cursors", Value: bson.A{raw.Lookup("cursor", "id").Int64()}}})
+
 	// The view on the view applies both pipelines.
 	cur, err = db.Collection("osloAdults").Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 	sdNoErr(t, err)
