@@ -158,16 +158,16 @@ func Launch(o Options) (*Cluster, error) {
 	c.members = members
 	c.primary = 0
 	c.mu.Unlock()
-	if c.setName != "" {
-		c.reaperStop, c.reaperDone = make(chan struct{}), make(chan struct{})
-		go c.reapTransactions(time.Second)
-	}
 	if o.TTLMonitorInterval >= 0 {
 		interval := o.TTLMonitorInterval
 		if interval == 0 {
 			interval = defaultTTLMonitorInterval
 		}
 		c.startTTLMonitor(interval)
+	}
+	if c.setName != "" {
+		c.reaperStop, c.reaperDone = make(chan struct{}), make(chan struct{})
+		go c.reapTransactions(time.Second)
 	}
 	if err := c.startRouters(); err != nil {
 		_ = c.Close()
