@@ -38,6 +38,9 @@ func TestFailureDetails(t *testing.T) {
 				{"operatorName": "properties", "propertiesNotSatisfied": [{"propertyName": "y", "details": [
 					{"operatorName": "bsonType", "specifiedAs": {"bsonType": "string"}, "reason": "type did not match", "consideredValue": 1, "consideredType": "int"}]}]},
 				{"operatorName": "required", "specifiedAs": {"required": ["x"]}, "missingProperties": ["x"]}]}`},
+		{`{"$jsonSchema": {"dependencies": {"a": ["b", "c"]}}}`, `{"a": 1, "c": 1}`,
+			`{"operatorName": "$jsonSchema", "schemaRulesNotSatisfied": [
+				{"operatorName": "dependencies", "failingDependencies": [{"conditionalProperty": "a", "missingProperties": ["b"]}]}]}`},
 	}
 	for _, tc := range cases {
 		got := FailureDetails(doc(t, tc.validator), doc(t, tc.doc))
@@ -81,6 +84,10 @@ func TestJSONSchemaKeywords(t *testing.T) {
 		{`{"allOf": [{"required": ["a"]}, {"required": ["b"]}]}`, `{"a": 1}`, false},
 		{`{"not": {"required": ["a"]}}`, `{"a": 1}`, false},
 		{`{"properties": {"o": {"properties": {"x": {"bsonType": "string"}}}}}`, `{"o": {"x": 1}}`, false},
+		{`{"dependencies": {"a": ["b"]}}`, `{"a": 1}`, false},
+		{`{"dependencies": {"a": ["b"]}}`, `{"c": 1}`, true},
+		{`{"dependencies": {"a": {"required": ["c"]}}}`, `{"a": 1, "c": 2}`, true},
+		{`{"dependencies": {"a": {"required": ["c"]}}}`, `{"a": 1}`, false},
 	}
 	for _, tc := range cases {
 		f, err := CompileFilter(doc(t, `{"$jsonSchema": `+tc.schema+`}`))

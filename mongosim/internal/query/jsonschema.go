@@ -45,6 +45,16 @@ type Schema struct {
 
 	allOf, anyOf, oneOf []*Schema
 	not                 *Schema
+	dependencies        []schemaDependency
+}
+
+// schemaDependency is one entry of dependencies: when property is present,
+// the properties named in required must be too (a property dependency), or
+// the document must satisfy schema (a schema dependency).
+type schemaDependency struct {
+	property string
+	required []string
+	schema   *Schema
 }
 
 type schemaProp struct {
@@ -298,7 +308,30 @@ func compileSchema(d bson.D) (*Schema, error) {
 			} else {
 				s.description = str
 			}
-		case "$ref", "$schema", "default", "definitions", "format", "id", "dependencies":
+		case "dependencies":
+			deps, ok := e.Value.(bson.D)
+			if !ok {
+				return nil, cmderr.New(cmderr.TypeMismatch, "$jsonSchema keyword 'dependencies' must be an object")
+			}
+			for _, dep := range deps {
+				switch x := dep.Value.(type) {
+				case bson.D:
+					sub, err := compileSchema(x)
+					if err != nil {
+						return nil, err
+					}
+					s.dependencies = append(s.dependencies, schemaDependency{property: dep.Key, schema: sub})
+				case bson.A:
+					names, ok := stringOrStrings(x)
+					if !ok || len(names) == 0 {
+						return nil, schemaErr("property '%s' in $jsonSchema keyword 'dependencies' must be a nonempty array of strings", dep.Key)
+					}
+					s.dependencies = append(s.dependencies, schemaDependency{property: dep.Key, required: names})
+				default:
+					return nil, cmderr.New(cmderr.TypeMismatch, "property '%s' in $jsonSchema keyword 'dependencies' must be either an object or an array", dep.Key)
+				}
+			}
+		case "$ref", "$schema", "default", "definitions", "format", "id":
 			return nil, schemaErr("$jsonSchema keyword '%s' is not currently supported", e.Key)
 		default:
 			return nil, schemaErr("Unknown $jsonSchema keyword: %s", e.Key)
@@ -555,6 +588,36 @@ func (s *Schema) checkObject(doc bson.D, quick bool, out *bson.A) bool {
 		if len(missing) > 0 {
 			req, _ := value.Get(s.spec, "required")
 			add(bson.D{{Key: "operatorName", Value: "required"}, {Key: "specifiedAs", Value: bson.D{{Key: "required", Value: req}}}, {Key: "missingProperties", Value: missing}})
+			if quick {
+				return true
+			}
+		}
+	}
+	if len(s.dependencies) > 0 {
+		var bad bson.A
+		for _, dep := range s.dependencies {
+			if _, ok := value.Get(doc, dep.property); !ok {
+				continue
+			}
+			entry := bson.D{{Key: "conditionalProperty", Value: dep.property}}
+			if dep.schema != nil {
+				if d := dep.schema.check(doc, quick); len(d) > 0 {
+					bad = append(bad, append(entry, bson.E{Key: "details", Value: d}))
+				}
+				continue
+			}
+			var missing bson.A
+			for _, n := range dep.required {
+				if _, ok := value.Get(doc, n); !ok {
+					missing = append(missing, n)
+				}
+			}
+			if len(missing) > 0 {
+				bad = append(bad, append(entry, bson.E{Key: "missingProperties", Value: missing}))
+			}
+		}
+		if len(bad) > 0 {
+			add(bson.D{{Key: "operatorName", Value: "dependencies"}, {Key: "failingDependencies", Value: bad}})
 			if quick {
 				return true
 			}
