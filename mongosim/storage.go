@@ -195,7 +195,7 @@ func (s *storage) ensureWith(db, coll string, init func(c *collection)) (*collec
 	}
 	c.clock = s.clock
 	d.colls[coll] = c
-	s.changes.recordDDL(changeCreate, db, coll, c.uuid, "", "")
+	c.recordDDL(changeCreate)
 	return c, true, nil
 }
 
@@ -290,7 +290,7 @@ func (s *storage) dropCollection(db, coll string) (bool, int) {
 	c.mu.Lock()
 	c.dropped = true
 	n := len(c.indexes)
-	c.changes.recordDDL(changeDrop, db, coll, c.uuid, "", "")
+	c.recordDDL(changeDrop)
 	c.mu.Unlock()
 	s.cursors.killNS(db + "." + coll)
 	return true, n
@@ -314,7 +314,7 @@ func (s *storage) dropDatabase(db string) {
 		c := d.colls[n]
 		c.mu.Lock()
 		c.dropped = true
-		c.changes.recordDDL(changeDrop, db, n, c.uuid, "", "")
+		c.recordDDL(changeDrop)
 		c.mu.Unlock()
 		s.cursors.killNS(c.ns())
 	}

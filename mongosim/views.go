@@ -98,6 +98,20 @@ func aggregateArgs(r *request) error {
 	return nil
 }
 
+// recordDDL logs the creation or drop of c for change streams: a view's
+// events name its definition instead of a collection UUID (mongod
+// reconstructs them from its system.views writes).
+func (c *collection) recordDDL(kind changeKind) {
+	if c.changes == nil {
+		return
+	}
+	if c.view == nil {
+		c.changes.recordDDL(kind, c.db, c.name, c.uuid, "", "")
+		return
+	}
+	c.changes.append(change{kind: kind, db: c.db, coll: c.name, view: c.view.options()})
+}
+
 // maxViewDepth is mongod's limit on views defined on views.
 const maxViewDepth = 20
 

@@ -349,3 +349,48 @@ func TestViewReadsInsideATransaction(t *testing.T) {
 		t.Fatalf("count after commit = %d", n)
 	}
 }
+
+func TestViewChangeStreamEvents(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("vwcs")
+	seedPeople(t, db)
+	cs, err := db.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetShowExpandedEvents(true))
+	sdNoErr(t, err)
+	defer cs.Close(ctx)
+	plain, err := db.Watch(ctx, mongo.Pipeline{})
+	sdNoErr(t, err)
+	defer plain.Close(ctx)
+	sdNoErr(t, db.CreateView(ctx, "v", "people", mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "age", Value: 1}}}}}))
+	sdNoErr(t, db.Collection("v").Drop(ctx))
+	_, err = db.Collection("people").InsertOne(ctx, bson.D{{Key: "_id", Value: 99}})
+	sdNoErr(t, err)
+
+	var events []bson.Raw
+	for len(events) < 3 && cs.Next(ctx) {
+		events = append(events, append(bson.Raw(nil), cs.Current...))
+	}
+	sdNoErr(t, cs.Err())
+	if got := events[0].Lookup("operationType").StringValue(); got != "create" {
+		t.Fatalf("first event = %s", events[0])
+	}
+	if events[0].Lookup("operationDescription", "viewOn").StringValue() != "people" {
+		t.Fatalf("create of a view = %s", events[0])
+	}
+	if _, err := events[0].LookupErr("collectionUUID"); err == nil {
+		t.Fatalf("a view's create event has a collectionUUID: %s", events[0])
+	}
+	if events[1].Lookup("operationType").StringValue() != "drop" || events[1].Lookup("ns", "coll").StringValue() != "v" {
+		t.Fatalf("second event = %s", events[1])
+	}
+	if events[2].Lookup("operationType").StringValue() != "insert" {
+		t.Fatalf("third event = %s", events[2])
+	}
+	// Without expanded events the view's DDL is not reported.
+	if !plain.Next(ctx) {
+		t.Fatal(plain.Err())
+	}
+	if op := plain.Current.Lookup("operationType").StringValue(); op != "insert" {
+		t.Fatalf("plain stream saw %s first", plain.Current)
+	}
+}
