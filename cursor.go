@@ -37,8 +37,27 @@ type Cursor struct {
 	closed    bool
 	src       CursorSource // set by NewCursor: documents come from src, not from a server
 	tmo       cursorTimeout
-	maxAwait  time.Duration // getMore's maxTimeMS (RunCursorCommand)
+	maxAwait  time.Duration // getMore's maxTimeMS (awaitData cursors, RunCursorCommand)
+	tailable  bool          // Next waits through empty batches for new documents
 }
+
+// CursorType says whether a Find cursor is tailable: on a capped
+// collection a tailable cursor stays open after the last document and
+// returns documents inserted later.
+type CursorType int
+
+const (
+	// NonTailable (the default): the cursor ends after the last result.
+	NonTailable CursorType = iota
+	// Tailable: the cursor stays open; each getMore returns at once,
+	// with the documents inserted since (maybe none), so Next polls with
+	// back-to-back getMores until a document comes: prefer TailableAwait,
+	// or TryNext with a pause of your own.
+	Tailable
+	// TailableAwait: like Tailable, but a getMore that finds nothing
+	// waits on the server, up to MaxAwaitTime, for a new document.
+	TailableAwait
+)
 
 // TimeoutMode says how an operation's timeoutMS bounds the cursor it opens.
 type TimeoutMode string
@@ -113,11 +132,57 @@ func startCursorOp(ctx context.Context, mode TimeoutMode) (context.Context, erro
 	return ctx, nil
 }
 
+// startTailableOp is startCursorOp for a tailable cursor, whose only
+// timeoutMode is iteration (the default): the opening command keeps its
+// maxTimeMS only when the cursor awaits data, as the CSOT spec says, and a
+// MaxAwaitTime must be less than the timeoutMS.
+func startTailableOp(ctx context.Context, mode TimeoutMode, ct CursorType, maxAwait time.Duration) (context.Context, error) {
+	switch mode {
+	case "", TimeoutIteration:
+	case TimeoutCursorLifetime:
+		return ctx, argError("a tailable cursor's timeoutMode can only be iteration")
+	default:
+		return ctx, argError("unknown timeoutMode %q", mode)
+	}
+	if mode != "" && !csot.Active(ctx) {
+		return ctx, ErrTimeoutModeWithoutTimeout
+	}
+	if err := checkMaxAwait(ctx, maxAwait); err != nil {
+		return ctx, err
+	}
+	if ct == Tailable {
+		ctx = csot.WithoutMaxTime(ctx)
+	}
+	return ctx, nil
+}
+
+// checkMaxAwait refuses a MaxAwaitTime not less than the operation's
+// timeoutMS: each getMore would time out on the client before the server
+// answered it with an empty batch.
+func checkMaxAwait(ctx context.Context, maxAwait time.Duration) error {
+	if d, ok := csot.Timeout(ctx); ok && d > 0 && maxAwait >= d {
+		return argError("MaxAwaitTime %v must be less than the timeoutMS %v", maxAwait, d)
+	}
+	return nil
+}
+
 // openCursor runs a cursor-returning command and wraps its first batch.
 // Without an explicit session the implicit one is kept for the cursor's
 // life, as getMore must use the lsid of the command that opened the cursor.
 func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Session, batchSize int32, comment any, mode TimeoutMode) (*Cursor, error) {
-	ctx, err := startCursorOp(ctx, mode)
+	return openTypedCursor(ctx, client, op, s, batchSize, comment, mode, NonTailable, 0)
+}
+
+// openTypedCursor is openCursor for a cursor of type ct whose getMores
+// carry maxAwait as maxTimeMS (0: none).
+func openTypedCursor(ctx context.Context, client *Client, op *exec.Operation, s *Session, batchSize int32, comment any, mode TimeoutMode, ct CursorType, maxAwait time.Duration) (*Cursor, error) {
+	var err error
+	if ct != NonTailable {
+		ctx, err = startTailableOp(ctx, mode, ct, maxAwait)
+		mode = TimeoutIteration
+	} else if err = checkMaxAwait(ctx, maxAwait); err == nil {
+		ctx, err = startCursorOp(ctx, mode)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +196,8 @@ func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Sess
 		}
 		return nil, err
 	}
-	c := &Cursor{client: client, server: res.Server, sess: res.Session, ownsSess: s == nil, batchSize: batchSize, comment: comment}
+	c := &Cursor{client: client, server: res.Server, sess: res.Session, ownsSess: s == nil, batchSize: batchSize, comment: comment,
+		tailable: ct != NonTailable, maxAwait: maxAwait}
 	if d, ok := csot.Timeout(ctx); ok {
 		c.tmo = cursorTimeout{set: true, timeout: d, iteration: mode == TimeoutIteration}
 		if dl, ok := csot.Deadline(ctx); ok && !c.tmo.iteration {
@@ -175,10 +241,18 @@ func (c *Cursor) ID() int64 { return c.id }
 func (c *Cursor) RemainingBatchLength() int { return c.batch.n }
 
 // Next moves to the next document, fetching the next batch if needed. It
-// returns false when the cursor is exhausted or on error (see Err).
+// returns false when the cursor is exhausted or on error (see Err). On a
+// tailable cursor Next waits for a document, sending getMores until one
+// comes, the cursor dies or ctx ends; under timeoutMS the whole call (all
+// its getMores) gets the cursor's timeoutMS afresh.
 func (c *Cursor) Next(ctx context.Context) bool {
 	if c.src != nil {
 		return c.nextFromSource(ctx)
+	}
+	if c.tailable && c.batch.n == 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = c.tmo.getMoreContext(ctx)
+		defer cancel()
 	}
 	for {
 		if doc, ok := c.batch.next(); ok {

@@ -1,7 +1,6 @@
 package mongosim
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -742,12 +741,8 @@ var resumableCodes = map[int32]bool{
 func streamGetMore(r *request, c *cursor, ns string, batchSize int) (bson.D, error) {
 	st := c.stream
 	log := r.cluster.data.changes
-	ctx := r.ctx
-	if _, ok := r.get("maxTimeMS"); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, defaultAwait)
-		defer cancel()
-	}
+	ctx, cancel := awaitContext(r)
+	defer cancel()
 	var batch []bson.D
 	for {
 		_, wake := log.head()

@@ -46,6 +46,9 @@ type Cluster struct {
 	// routers are the mongos routers in front of the members (router.go);
 	// set by Launch, read-only afterwards.
 	routers []*Router
+	// sharding is the multi-shard metadata and the other shards
+	// (shardroute.go); nil unless Options.Shards > 1.
+	sharding *shardSet
 
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs
@@ -168,6 +171,10 @@ func Launch(o Options) (*Cluster, error) {
 	if c.setName != "" {
 		c.reaperStop, c.reaperDone = make(chan struct{}), make(chan struct{})
 		go c.reapTransactions(time.Second)
+	}
+	if err := c.startShards(); err != nil {
+		_ = c.Close()
+		return nil, err
 	}
 	if err := c.startRouters(); err != nil {
 		_ = c.Close()
@@ -336,6 +343,7 @@ func (c *Cluster) Close() error {
 		// Closing the listeners canceled every connection's context,
 		// which ends every awaitable hello still waiting.
 		c.async.Wait()
+		errs = append(errs, c.closeShards()...)
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr

@@ -96,7 +96,20 @@ func (r *request) stmt(i int, run func() (stmtResult, error)) (stmtResult, error
 	if r.txn == nil {
 		return run()
 	}
-	return r.txn.stmt(i, run)
+	return r.txn.stmt(r.stmtID(i), run)
+}
+
+// stmtID is statement i's id: its position, or the stmtIds entry a mongos
+// router sends (a shard's statements keep their place in the client's
+// batch, so a retry replays the same statements).
+func (r *request) stmtID(i int) int {
+	v, _ := r.get("stmtIds")
+	if a, ok := v.(bson.A); ok && i < len(a) {
+		if n, ok := asInt64(a[i]); ok {
+			return int(n)
+		}
+	}
+	return i
 }
 
 // get returns the top-level field of the command.

@@ -61,20 +61,14 @@ const (
 	routerShardTimeout = 10 * time.Minute
 )
 
-// errNoRouters is returned by router options the deployment cannot have.
-var errMultiShard = errors.New("multi-shard routing is not implemented: mongosim runs one shard (Shards must be 0 or 1)")
-
 // validateRouterOptions checks Shards and Routers before anything starts.
 func validateRouterOptions(o Options) error {
 	if o.Shards < 0 || o.Routers < 0 {
 		return fmt.Errorf("mongosim: Shards and Routers must not be negative, got Shards=%d Routers=%d", o.Shards, o.Routers)
 	}
-	if o.Shards > 1 {
-		return fmt.Errorf("mongosim: Shards=%d: %w", o.Shards, errMultiShard)
-	}
 	if o.Routers == 0 {
-		if o.Shards == 1 {
-			return errors.New("mongosim: Shards=1 needs Routers >= 1 (a shard is reached through mongos routers)")
+		if o.Shards >= 1 {
+			return fmt.Errorf("mongosim: Shards=%d needs Routers >= 1 (shards are reached through mongos routers)", o.Shards)
 		}
 		return nil
 	}
@@ -364,6 +358,10 @@ func (r *Router) forward(rq *request, cmd *command, out *outcome, wce bson.D) {
 			}
 		}
 	}()
+	if r.cluster.sharding != nil {
+		r.routeSharded(rq, cmd, out, wce) // shardroute.go
+		return
+	}
 	retryable := routerRetries(rq.name, cmd, out.hasTxnNumber)
 	var (
 		reply   bson.D

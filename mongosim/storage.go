@@ -68,6 +68,10 @@ type collection struct {
 	live    int
 	indexes []*index   // indexes[0] is _id_
 	changes *changeLog // nil for scratch collections, whose writes are not logged
+	// shardKey lists a sharded collection's shard key fields on a shard
+	// of a multi-shard deployment (shardroute.go): updates may not
+	// change them.
+	shardKey []string
 	// options are the create options listCollections reports;
 	// timeseries marks a time series collection (type "timeseries"):
 	// timeField must hold a date, and _id is not unique (there is no _id
@@ -577,6 +581,13 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 			}
 		}
 		doc = rest
+	}
+	for _, f := range c.shardKey {
+		was, _ := dottedValue(r.doc, f)
+		now, _ := dottedValue(doc, f)
+		if !sameValue(was, now) {
+			return cmderr.New(cmderr.ImmutableField, "After applying the update, the (immutable) field '%s' was found to have been altered to %s: %s", f, f, shellString(now))
+		}
 	}
 	if n := bsonSize(doc); n > maxBSONSize {
 		return cmderr.New(17419, "Resulting document after update is larger than %d", maxBSONSize)

@@ -172,6 +172,10 @@ func (tr *testRun) createEntity(ctx context.Context, desc bson.Raw) error {
 				case "causalConsistency":
 					cc := e.Value().Boolean()
 					sopts.CausalConsistency = &cc
+				case "defaultTimeoutMS":
+					n, _ := asInt(e.Value())
+					d := time.Duration(n) * time.Millisecond
+					sopts.DefaultTimeout = &d
 				case "defaultTransactionOptions":
 					d, err := docValue(e.Value(), "defaultTransactionOptions")
 					if err != nil {

@@ -117,6 +117,15 @@ func TestUnified(t *testing.T) {
 			}
 			simOpts.Members = m
 		}
+		// SPEC_SHARDS=n puts n shards behind the routers: the tests'
+		// (unsharded) collections live on their database's primary shard.
+		if n := os.Getenv("SPEC_SHARDS"); n != "" && simOpts.Routers > 0 {
+			m, err := strconv.Atoi(n)
+			if err != nil || m < 1 || m > 8 {
+				t.Fatalf("SPEC_SHARDS %q: want 1 to 8", n)
+			}
+			simOpts.Shards = m
+		}
 		cfg.URI = mongosim.StartWithOptions(t, simOpts).URI()
 	}
 	r := startRunner(t, cfg)
