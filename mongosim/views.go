@@ -136,6 +136,18 @@ func (c *collection) viewOf() *viewDef {
 	return c.view
 }
 
+// sharded reports whether db.coll is a sharded collection of a
+// multi-shard deployment (shardroute.go).
+func (s *storage) sharded(db, coll string) bool {
+	c := s.lookup(db, coll)
+	if c == nil {
+		return false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.shardKey) > 0
+}
+
 // resolveView follows db.coll through views to the collection it reads:
 // the base collection and the pipeline to run over it (the innermost
 // view's stages first). isView is false for a collection.
@@ -145,6 +157,10 @@ func (s *storage) resolveView(db, coll string) (base string, pipeline bson.A, is
 	for depth := 0; ; depth++ {
 		v := s.viewOf(db, name)
 		if v == nil {
+			if isView && s.sharded(db, name) {
+				// This shard holds only its part of the collection.
+				return "", nil, false, cmderr.Unsupported("views on a sharded collection of a multi-shard deployment")
+			}
 			return name, pipeline, isView, nil
 		}
 		for _, n := range seen {

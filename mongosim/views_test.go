@@ -394,3 +394,26 @@ func TestViewChangeStreamEvents(t *testing.T) {
 		t.Fatalf("plain stream saw %s first", plain.Current)
 	}
 }
+
+func TestViewsThroughRouters(t *testing.T) {
+	client, _ := shardedClient(t, 2, options.Client())
+	ctx := sdCtx(t)
+	db := client.Database("db")
+	// An unsharded base: the view and its base live on the primary shard.
+	seedPeople(t, db)
+	sdNoErr(t, db.CreateView(ctx, "adults", "people", mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "age", Value: bson.D{{Key: "$gte", Value: 18}}}}}}}))
+	n, err := db.Collection("adults").CountDocuments(ctx, bson.D{})
+	sdNoErr(t, err)
+	if n != 3 {
+		t.Fatalf("count through the router = %d", n)
+	}
+	if _, err := db.Collection("adults").InsertOne(ctx, bson.D{{Key: "x", Value: 1}}); cmdErrCode(err) != 166 {
+		t.Fatalf("insert into a view through the router: %v", err)
+	}
+	// A view on a sharded collection fails loudly instead of reading one shard.
+	shardCollection(t, ctx, client, "db.h", bson.D{{Key: "k", Value: "hashed"}})
+	sdNoErr(t, db.CreateView(ctx, "hv", "h", mongo.Pipeline{}))
+	if _, err := db.Collection("hv").Find(ctx, bson.D{}); cmdErrCode(err) != 238 {
+		t.Fatalf("find on a view of a sharded collection: %v", err)
+	}
+}
