@@ -15,6 +15,9 @@ func init() {
 }
 
 func cmdAggregate(r *request) (bson.D, error) {
+	if err := aggregateArgs(r); err != nil {
+		return nil, err
+	}
 	if err := checkFields(r, "pipeline", "cursor", "explain", "allowDiskUse", "bypassDocumentValidation",
 		"collation", "hint", "let", "fromMongos", "needsMerge", "isMapReduceCommand",
 		"includeQueryStatsMetrics", "rawData"); err != nil {
@@ -118,7 +121,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 			return nil, err
 		}
 	}
-	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime}, Now: r.now, Vars: env.vars, Collator: env.collator()})
+	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime, bypass: bypassing(r.ctx)}, Now: r.now, Vars: env.vars, Collator: env.collator()})
 	if err != nil {
 		return errorReply(err) // $merge/$out duplicates keep keyPattern/keyValue
 	}

@@ -33,6 +33,7 @@ func cmdBulkWrite(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	bypassArg(r)
 	if v, ok := r.get("rawData"); ok && truthy(v) {
 		return nil, cmderr.Unsupported("rawData")
 	}

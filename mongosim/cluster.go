@@ -35,6 +35,8 @@ type Cluster struct {
 	txnLifetimeSecs atomic.Int64
 	// The transaction reaper (reapTransactions) and its shutdown.
 	reaperStop, reaperDone chan struct{}
+	// ttlStop stops the TTL monitor (ttl.go); nil when it is off.
+	ttlStop func()
 
 	limiter *limiter
 	fails   *failPoints // fail points set with Cluster.SetFailPoint (all members)
@@ -143,6 +145,7 @@ func Launch(o Options) (*Cluster, error) {
 		setVersion: 1,
 	}
 	c.txnLifetimeSecs.Store(defaultTxnLifetimeSecs)
+	c.data.logger = o.Logger
 	if !o.Standalone {
 		c.setName = o.ReplicaSetName
 	}
@@ -164,6 +167,13 @@ func Launch(o Options) (*Cluster, error) {
 	c.members = members
 	c.primary = 0
 	c.mu.Unlock()
+	if o.TTLMonitorInterval >= 0 {
+		interval := o.TTLMonitorInterval
+		if interval == 0 {
+			interval = defaultTTLMonitorInterval
+		}
+		c.startTTLMonitor(interval)
+	}
 	if c.setName != "" {
 		c.reaperStop, c.reaperDone = make(chan struct{}), make(chan struct{})
 		go c.reapTransactions(time.Second)
@@ -332,6 +342,9 @@ func (c *Cluster) Close() error {
 		if c.reaperStop != nil {
 			close(c.reaperStop)
 			<-c.reaperDone
+		}
+		if c.ttlStop != nil {
+			c.ttlStop()
 		}
 		c.abortAllTransactions("the server is shutting down")
 		var errs []error

@@ -208,10 +208,15 @@ func writeErrorDoc(i int, err error) bson.D {
 // keyValue of duplicate-key errors, which a plain command error lacks.
 func errorReply(err error) (bson.D, error) {
 	var dk *dupKeyError
-	if !errors.As(err, &dk) {
+	var ve *validationError
+	switch {
+	case errors.As(err, &dk):
+		err = dk
+	case errors.As(err, &ve):
+		err = ve
+	default:
 		return nil, err
 	}
-	err = dk
 	code, fields := errorFields(err)
 	out := bson.D{{Key: "ok", Value: 0.0}}
 	for _, f := range fields {
@@ -221,7 +226,7 @@ func errorReply(err error) (bson.D, error) {
 	}
 	out = append(out, bson.E{Key: "code", Value: code}, bson.E{Key: "codeName", Value: cmderr.Name(code)})
 	for _, f := range fields {
-		if f.Key == "keyPattern" || f.Key == "keyValue" {
+		if f.Key == "keyPattern" || f.Key == "keyValue" || f.Key == "errInfo" {
 			out = append(out, f)
 		}
 	}
@@ -297,6 +302,7 @@ func cmdInsert(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	bypassArg(r)
 	ordered := orderedArg(r)
 	var n int32
 	var writeErrors bson.A
@@ -490,6 +496,7 @@ func cmdUpdate(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	bypassArg(r)
 	stmts := make([]*updateStmt, len(list))
 	for i, d := range list {
 		if stmts[i], err = parseUpdateStmt(d, "update.updates", "q", "u"); err != nil {
@@ -721,6 +728,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 	if filterDoc == nil {
 		filterDoc = bson.D{}
 	}
+	bypassArg(r)
 	sortDoc, _, err := docArg(r, "sort")
 	if err != nil {
 		return nil, err

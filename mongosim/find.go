@@ -48,6 +48,9 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 
 // readDocs is snapshot, or snapshotAt for a readConcern snapshot read.
 func (r *request) readDocs(coll string, f *query.Filter, filterDoc bson.D, limit int, hint any) ([]bson.D, error) {
+	if docs, isView, err := r.data().viewDocs(r.ctx, r.db, coll, r.now); err != nil || isView {
+		return filterDocs(docs, f, limit, err)
+	}
 	if r.tx != nil {
 		// A transaction reads its own snapshot and writes.
 		return r.data().snapshot(r.db, coll, f, filterDoc, limit, hint)
@@ -56,6 +59,27 @@ func (r *request) readDocs(coll string, f *query.Filter, filterDoc bson.D, limit
 		return r.cluster.data.snapshotAt(r.db, coll, f, hint, r.rc.atClusterTime)
 	}
 	return r.cluster.data.snapshot(r.db, coll, f, filterDoc, limit, hint)
+}
+
+// filterDocs keeps the documents matching f, at most limit when limit > 0.
+func filterDocs(docs []bson.D, f *query.Filter, limit int, err error) ([]bson.D, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := docs[:0]
+	for _, d := range docs {
+		ok, err := f.MatchErr(d)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, d)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 func cmdFind(r *request) (bson.D, error) {
@@ -226,8 +250,17 @@ func cmdCount(r *request) (bson.D, error) {
 		return nil, err
 	}
 	var n int64
+	if docs, isView, err := r.data().viewDocs(r.ctx, r.db, coll, r.now); err != nil {
+		return nil, err
+	} else if isView {
+		docs, err := filterDocs(docs, f, 0, nil)
+		if err != nil {
+			return nil, err
+		}
+		n = int64(len(docs))
+	}
 	err = r.data().read(r.db, coll, func(c *collection) error {
-		if c == nil {
+		if c == nil || c.view != nil {
 			return nil
 		}
 		if err := checkHint(c, hint); err != nil {

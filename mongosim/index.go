@@ -16,12 +16,16 @@ import (
 
 // index is one index of a collection. Only unique indexes keep entries:
 // queries scan documents, so a non-unique index is metadata that listIndexes
-// reports and hint accepts.
+// reports and hint accepts. A TTL index (ttl) has the TTL monitor (ttl.go)
+// delete documents whose date in fields[0] is more than ttlSecs seconds old.
 type index struct {
 	name    string
 	key     bson.D
 	fields  []string
 	unique  bool
+	hidden  bool
+	ttl     bool
+	ttlSecs int64
 	sparse  bool
 	partial *query.Filter
 	spec    bson.D             // as listIndexes reports it
@@ -371,10 +375,16 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			extra = append(extra, bson.E{Key: "partialFilterExpression", Value: value.CloneDoc(d)})
 		case "background", "hidden", "v", "ns":
 			if e.Key == "hidden" && truthy(e.Value) {
+				ix.hidden = true
 				extra = append(extra, bson.E{Key: "hidden", Value: true})
 			}
 		case "expireAfterSeconds":
-			return nil, cmderr.Unsupported("TTL indexes (expireAfterSeconds)")
+			n, err := ttlArg(e.Value)
+			if err != nil {
+				return nil, cmderr.New(cmderr.CannotCreateIndex, "Error in specification %s: %s", shellString(spec), errMessage(err))
+			}
+			ix.ttl, ix.ttlSecs = true, n
+			extra = append(extra, bson.E{Key: "expireAfterSeconds", Value: e.Value})
 		case "collation":
 			c, err := parseCollation(e.Value, "collation")
 			if err != nil {
@@ -391,6 +401,16 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 	for _, v := range ix.key {
 		if _, hashed := v.Value.(string); hashed && ix.unique {
 			return nil, cmderr.New(67, "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.")
+		}
+	}
+	if ix.ttl {
+		if len(ix.key) != 1 {
+			return nil, cmderr.New(cmderr.CannotCreateIndex, "TTL indexes are single-field indexes, compound indexes do not support TTL. Index spec: %s", shellString(spec))
+		}
+		if ix.fields[0] == "_id" && ix.key[0].Value != "hashed" {
+			if n, _ := value.ToFloat(ix.key[0].Value); n == 1 {
+				return nil, cmderr.New(cmderr.InvalidIndexSpecificationOption, "The field 'expireAfterSeconds' is not valid for an _id index specification. Specification: %s", shellString(spec))
+			}
 		}
 	}
 	if ix.name == "" {
@@ -507,6 +527,9 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 		}
 		specs = append(specs, ix)
 	}
+	if r.data().viewOf(r.db, coll) != nil {
+		return nil, cmderr.New(cmderr.CommandNotSupportedOnView, "Cannot create indexes on a view: %s.%s", r.db, coll)
+	}
 	var before, after int
 	var created bool
 	err = r.data().write(r.ctx, r.db, coll, true, func(c *collection) error {
@@ -519,6 +542,9 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 		created = c.live == 0 && len(c.indexes) == 1 && len(c.order) == 0
 		before = len(c.indexes)
 		n := len(c.indexes)
+		if err := c.checkTTLSpecs(specs); err != nil {
+			return err
+		}
 		for _, ix := range specs {
 			if err := ix.finish(c); err != nil {
 				return err
@@ -561,6 +587,9 @@ func cmdListIndexes(r *request) (bson.D, error) {
 	err = r.data().read(r.db, coll, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
+		}
+		if c.view != nil {
+			return errNotCollection(r.db, coll)
 		}
 		for i, ix := range c.indexes {
 			if i == 0 && c.timeseries {

@@ -41,8 +41,14 @@ type Options struct {
 	Auth AuthOptions
 	// Limiter configures the ingress request and connection limiters.
 	Limiter LimiterOptions
-	// Now is the clock used for dates, cursors and the limiter; default time.Now.
+	// Now is the clock used for dates, cursors, the limiter and TTL
+	// expiry; default time.Now. A test advancing its own clock can call
+	// Cluster.ExpireTTL to run a TTL pass at once.
 	Now func() time.Time
+	// TTLMonitorInterval is how often the TTL monitor deletes expired
+	// documents (mongod's ttlMonitorSleepSecs); 0 means 60s, negative
+	// turns the monitor off.
+	TTLMonitorInterval time.Duration
 	// Seed seeds fail point activationProbability; 0 means 1, so runs are
 	// reproducible unless a seed is chosen.
 	Seed int64

@@ -1044,9 +1044,9 @@ func (s *storage) setShardKey(db, coll string, fields []string) {
 	c.mu.Unlock()
 }
 
-// isSimpleCollation reports whether a shardCollection collation is
-// {locale: "simple"}, the only one a shard key may have.
+// isSimpleCollation reports whether a collation is {locale: "simple"}, the
+// only one a shard key (or, in mongosim, a view) may have.
 func isSimpleCollation(v any) bool {
-	c, err := parseCollation(v, "shardCollection.collation")
+	c, err := parseCollation(v, "collation")
 	return err == nil && c == nil
 }

@@ -1101,6 +1101,30 @@ func databaseOps(db *sturdy.Database) map[string]opFunc {
 			}
 			return checked(a, func() (opResult, error) { return opResult{}, db.CreateCollection(ctx, name, o) })
 		},
+		// modifyCollection is the collMod command: sturdy has no helper
+		// for it, so it runs as a command with the test's options.
+		"modifyCollection": func(ctx context.Context, a *args) (opResult, error) {
+			cmd := bson.D{{Key: "collMod", Value: a.str("collection")}}
+			elems, _ := a.d.Elements()
+			for _, e := range elems {
+				switch k := e.Key(); k {
+				case "collection", "session":
+				case "validator", "validationLevel", "validationAction", "index", "changeStreamPreAndPostImages",
+					"expireAfterSeconds", "viewOn", "pipeline":
+					v, _ := a.get(k)
+					cmd = append(cmd, bson.E{Key: k, Value: native(v)})
+				}
+			}
+			o := &sturdy.RunCommandOptions{}
+			var err error
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				_, err := db.RunCommand(ctx, cmd, o)
+				return opResult{}, err
+			})
+		},
 		"drop": func(ctx context.Context, a *args) (opResult, error) {
 			s, err := a.session()
 			if err != nil {

@@ -179,7 +179,7 @@ func (c constNode) matchDoc(bson.D, *int) bool { return bool(c) }
 // ---- compilation ----
 
 var topLevelUnsupported = map[string]bool{
-	"$where": true, "$text": true, "$jsonSchema": true, "$sampleRate": true,
+	"$where": true, "$text": true, "$sampleRate": true,
 }
 
 func compileDoc(filter bson.D, ctx compileCtx) (node, error) {
@@ -255,6 +255,12 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 			return nil, cmderr.New(cmderr.BadValue, "$expr can only be applied to the top-level document")
 		}
 		return compileExpr(arg, ctx)
+	case "$jsonSchema":
+		sch, err := CompileSchema(arg)
+		if err != nil {
+			return nil, err
+		}
+		return schemaNode{sch}, nil
 	}
 	if topLevelUnsupported[op] {
 		return nil, cmderr.Unsupported("query operator " + op)
