@@ -38,8 +38,9 @@ type Cluster struct {
 
 	limiter *limiter
 	fails   *failPoints // fail points set with Cluster.SetFailPoint (all members)
-	auth    *authenticator
+	auth    *authenticator // set when authentication is required
 	stats   counters
+	adm     adminState // monitoring and user commands (adminstate.go)
 
 	// routers are the mongos routers in front of the members (router.go);
 	// set by Launch, read-only afterwards.
@@ -137,8 +138,9 @@ func Launch(o Options) (*Cluster, error) {
 	if !o.Standalone {
 		c.setName = o.ReplicaSetName
 	}
+	c.adm.users = newAuthenticator(o.Auth)
 	if o.Auth.Username != "" {
-		c.auth = newAuthenticator(o.Auth)
+		c.auth = c.adm.users
 	}
 	members := make([]*Member, 0, o.Members)
 	for i := 0; i < o.Members; i++ {
@@ -353,6 +355,7 @@ func (c *Cluster) randFloat() float64 {
 
 // warn logs what the server refused and why.
 func (c *Cluster) warn(msg string, args ...any) {
+	c.adm.log.add(c.now(), "W", "NETWORK", msg, args...)
 	if c.opts.Logger != nil {
 		c.opts.Logger.Warn(msg, args...)
 	}
