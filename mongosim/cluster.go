@@ -37,7 +37,7 @@ type Cluster struct {
 	reaperStop, reaperDone chan struct{}
 
 	limiter *limiter
-	fails   *failPoints // fail points set with Cluster.SetFailPoint (all members)
+	fails   *failPoints    // fail points set with Cluster.SetFailPoint (all members)
 	auth    *authenticator // set when authentication is required
 	stats   counters
 	adm     adminState // monitoring and user commands (adminstate.go)
