@@ -266,7 +266,7 @@ func serverStatusCmd(r *request) (bson.D, error) {
 		}},
 		{Key: "mem", Value: bson.D{
 			{Key: "bits", Value: int32(strconv.IntSize)},
-			{Key: "resident", Value: int32(ms.HeapInuse / mb)},
+			{Key: "resident", Value: int32((ms.Sys - ms.HeapReleased) / mb)},
 			{Key: "virtual", Value: int32(ms.Sys / mb)},
 			{Key: "supported", Value: true},
 		}},

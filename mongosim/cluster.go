@@ -137,6 +137,9 @@ func Launch(o Options) (*Cluster, error) {
 	c.txnLifetimeSecs.Store(defaultTxnLifetimeSecs)
 	if !o.Standalone {
 		c.setName = o.ReplicaSetName
+		if err := c.initOplog(); err != nil {
+			return nil, err
+		}
 	}
 	c.adm.users = newAuthenticator(o.Auth)
 	if o.Auth.Username != "" {

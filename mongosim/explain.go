@@ -140,7 +140,7 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 		n = max(n-s.skip, 0)
 		p = p.wrap("SKIP", bson.D{{Key: "skipAmount", Value: int32(s.skip)}}, n)
 	}
-	if s.limit > 0 {
+	if s.limit > 0 && len(s.sort) == 0 { // a SORT applies the limit itself
 		n = min(n, s.limit)
 		p = p.wrap("LIMIT", bson.D{{Key: "limitAmount", Value: int32(s.limit)}}, n)
 	}

@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"context"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -62,7 +63,7 @@ func replSetGetConfigCmd(r *request) (bson.D, error) {
 	cfg := bson.D{
 		{Key: "_id", Value: c.setName},
 		{Key: "version", Value: st.setVersion},
-		{Key: "term", Value: st.term},
+		{Key: "term", Value: int32(st.term)},
 		{Key: "members", Value: members},
 		{Key: "protocolVersion", Value: int64(1)},
 		{Key: "writeConcernMajorityJournalDefault", Value: true},
@@ -236,4 +237,33 @@ func init() {
 		&command{name: "replSetGetStatus", run: replSetGetStatusCmd},
 		&command{name: "replSetGetConfig", run: replSetGetConfigCmd},
 	)
+}
+
+// oplogSize is local.oplog.rs's capped size, mongod's 990 MB floor.
+const oplogSize = 990 << 20
+
+// initOplog creates local.oplog.rs holding the set's first entry, as
+// mongod's replSetInitiate writes it, so tools that read the oplog's
+// window (rs.printReplicationInfo()) find a replica set. mongosim does
+// not log later writes there (COMPATIBILITY.md).
+func (c *Cluster) initOplog() error {
+	now := c.now()
+	entry := bson.D{
+		{Key: "op", Value: "n"},
+		{Key: "ns", Value: ""},
+		{Key: "o", Value: bson.D{{Key: "msg", Value: "initiating set"}}},
+		{Key: "ts", Value: bson.Timestamp{T: uint32(now.Unix()), I: 1}},
+		{Key: "t", Value: int64(-1)},
+		{Key: "v", Value: int64(2)},
+		{Key: "wall", Value: bson.NewDateTimeFromTime(now)},
+	}
+	if _, _, err := c.data.ensureWith("local", "oplog.rs", func(col *collection) {
+		col.capped, col.cappedSize = true, oplogSize
+		col.options = bson.D{{Key: "capped", Value: true}, {Key: "size", Value: int64(oplogSize)}}
+	}); err != nil {
+		return err
+	}
+	return c.data.write(context.Background(), "local", "oplog.rs", false, func(col *collection) error {
+		return col.insert(entry)
+	})
 }
