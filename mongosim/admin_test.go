@@ -530,3 +530,63 @@ func TestExplain(t *testing.T) {
 	_, err = runCmd(ctx, db, bson.D{{Key: "explain", Value: bson.D{{Key: "nosuch", Value: "c"}}}})
 	commandError(t, err, 59)
 }
+
+// Malformed admin commands answer a clear error, never an internal one
+// (a recovered panic answers code 1).
+func TestAdminCommandsRejectBadInput(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	admin, db := client.Database("admin"), client.Database("db")
+	_, err := db.Collection("c").InsertOne(ctx, bson.D{{Key: "a", Value: 1}})
+	sdNoErr(t, err)
+	bad := []struct {
+		db  *mongo.Database
+		cmd bson.D
+	}{
+		{db, bson.D{{Key: "explain", Value: 1}}},
+		{db, bson.D{{Key: "explain", Value: bson.D{}}}},
+		{db, bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: 1}}}}},
+		{db, bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: "x"}}}}},
+		{db, bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "$bad", Value: 1}}}}}}},
+		{db, bson.D{{Key: "explain", Value: bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{1}}}}}},
+		{db, bson.D{{Key: "explain", Value: bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{}}}}}},
+		{db, bson.D{{Key: "explain", Value: bson.D{{Key: "delete", Value: "c"}}}}},
+		{db, bson.D{{Key: "explain", Value: bson.D{{Key: "distinct", Value: "c"}}}}},
+		{db, bson.D{{Key: "explain", Value: bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: "x"}}}}},
+		{db, bson.D{{Key: "explain", Value: bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{1}}}}}},
+		{db, bson.D{{Key: "explain", Value: bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{}}}}}},
+		{db, bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "c"}, {Key: "$db", Value: "other"}}}}},
+		{db, bson.D{{Key: "createUser", Value: 1}, {Key: "pwd", Value: "x"}, {Key: "roles", Value: bson.A{}}}},
+		{db, bson.D{{Key: "createUser", Value: "u"}, {Key: "roles", Value: bson.A{}}}},
+		{db, bson.D{{Key: "createUser", Value: "u"}, {Key: "pwd", Value: "x"}}},
+		{db, bson.D{{Key: "createUser", Value: "u"}, {Key: "pwd", Value: "x"}, {Key: "roles", Value: "x"}}},
+		{db, bson.D{{Key: "createUser", Value: "u"}, {Key: "pwd", Value: "x"}, {Key: "roles", Value: bson.A{1}}}},
+		{db, bson.D{{Key: "createUser", Value: "u"}, {Key: "pwd", Value: "x"}, {Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: 1}}}}}},
+		{db, bson.D{{Key: "createUser", Value: "u"}, {Key: "pwd", Value: "x"}, {Key: "roles", Value: bson.A{}}, {Key: "mechanisms", Value: bson.A{"MD5"}}}},
+		{db, bson.D{{Key: "createUser", Value: "u"}, {Key: "pwd", Value: "x"}, {Key: "roles", Value: bson.A{}}, {Key: "customData", Value: 1}}},
+		{db, bson.D{{Key: "updateUser", Value: "nobody"}, {Key: "pwd", Value: "x"}}},
+		{db, bson.D{{Key: "usersInfo", Value: 2}}},
+		{db, bson.D{{Key: "usersInfo", Value: bson.A{1}}}},
+		{db, bson.D{{Key: "usersInfo", Value: bson.D{{Key: "user", Value: 1}}}}},
+		{db, bson.D{{Key: "usersInfo", Value: 1}, {Key: "filter", Value: bson.D{{Key: "$bad", Value: 1}}}}},
+		{admin, bson.D{{Key: "currentOp", Value: 1}, {Key: "$bad", Value: 1}}},
+		{admin, bson.D{{Key: "killOp", Value: 1}}},
+		{admin, bson.D{{Key: "killOp", Value: 1}, {Key: "op", Value: "x"}}},
+		{admin, bson.D{{Key: "getLog", Value: 1}}},
+		{db, bson.D{{Key: "collStats", Value: "c"}, {Key: "scale", Value: 0}}},
+		{db, bson.D{{Key: "collStats", Value: "c"}, {Key: "scale", Value: "x"}}},
+		{db, bson.D{{Key: "dbStats", Value: 1}, {Key: "scale", Value: -1}}},
+		{db, bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$collStats", Value: 1}}}}, {Key: "cursor", Value: bson.D{}}}},
+		{db, bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$collStats", Value: bson.D{{Key: "nope", Value: 1}}}}}}, {Key: "cursor", Value: bson.D{}}}},
+		{db, bson.D{{Key: "aggregate", Value: "missing"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$collStats", Value: bson.D{{Key: "count", Value: bson.D{}}}}}}}, {Key: "cursor", Value: bson.D{}}}},
+		{admin, bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$currentOp", Value: 1}}}}, {Key: "cursor", Value: bson.D{}}}},
+		{admin, bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$currentOp", Value: bson.D{{Key: "allUsers", Value: 1}}}}}}, {Key: "cursor", Value: bson.D{}}}},
+	}
+	for _, b := range bad {
+		_, err := runCmd(ctx, b.db, b.cmd)
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code == 1 || ce.Message == "" {
+			t.Errorf("%v: %v", b.cmd, err)
+		}
+	}
+}
