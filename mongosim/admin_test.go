@@ -590,3 +590,49 @@ func TestAdminCommandsRejectBadInput(t *testing.T) {
 		}
 	}
 }
+
+// Where mongod would scan an index, explain says so: FETCH over IXSCAN
+// with mongod's bounds and counts, the other usable indexes rejected.
+func TestExplainIndexPlans(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("exi")
+	coll := db.Collection("c")
+	for i := range 10 {
+		_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: int32(i)}, {Key: "a", Value: int32(i % 5)}, {Key: "b", Value: int32(i)}})
+		sdNoErr(t, err)
+	}
+	_, err := coll.Indexes().CreateMany(ctx, []mongo.IndexModel{{Keys: bson.D{{Key: "a", Value: 1}}}, {Keys: bson.D{{Key: "b", Value: -1}, {Key: "a", Value: 1}}}})
+	sdNoErr(t, err)
+
+	e := explainOf(t, ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "a", Value: 2}, {Key: "b", Value: bson.D{{Key: "$gte", Value: 5}}}}}}, "executionStats")
+	win := e.Lookup("queryPlanner", "winningPlan").Document()
+	if win.Lookup("stage").StringValue() != "FETCH" || win.Lookup("inputStage", "stage").StringValue() != "IXSCAN" ||
+		win.Lookup("inputStage", "indexName").StringValue() != "a_1" ||
+		fmt.Sprint(win.Lookup("inputStage", "indexBounds", "a")) != `["[2, 2]"]` ||
+		fmt.Sprint(win.Lookup("filter")) != `{"b": {"$gte": {"$numberInt":"5"}}}` {
+		t.Fatalf("winning plan %v", win)
+	}
+	rejected := mustValues(e.Lookup("queryPlanner", "rejectedPlans"))
+	if len(rejected) != 1 || rejected[0].Document().Lookup("inputStage", "indexName").StringValue() != "b_-1_a_1" ||
+		fmt.Sprint(rejected[0].Document().Lookup("inputStage", "indexBounds", "b")) != `["[5, inf.0]"]` {
+		t.Fatalf("rejected plans %v", rejected)
+	}
+	// a: 2 holds for 2 of 10 documents, and b >= 5 for one of them
+	if lookupInt(t, e, "executionStats", "totalKeysExamined") != 2 || lookupInt(t, e, "executionStats", "totalDocsExamined") != 2 ||
+		lookupInt(t, e, "executionStats", "nReturned") != 1 {
+		t.Fatalf("executionStats %v", e.Lookup("executionStats"))
+	}
+
+	h := explainOf(t, ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "a", Value: 2}}}, {Key: "hint", Value: "b_-1_a_1"}}, "executionStats")
+	if h.Lookup("queryPlanner", "winningPlan", "inputStage", "indexName").StringValue() != "b_-1_a_1" ||
+		fmt.Sprint(h.Lookup("queryPlanner", "winningPlan", "inputStage", "indexBounds", "b")) != `["[MinKey, MaxKey]"]` ||
+		lookupInt(t, h, "executionStats", "totalKeysExamined") != 10 || len(mustValues(h.Lookup("queryPlanner", "rejectedPlans"))) != 0 {
+		t.Fatalf("hinted plan %v", h)
+	}
+	// no usable index: a collection scan
+	c := explainOf(t, ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "c", Value: 1}}}}, "queryPlanner")
+	if c.Lookup("queryPlanner", "winningPlan", "stage").StringValue() != "COLLSCAN" {
+		t.Fatalf("plan without a usable index %v", c)
+	}
+}

@@ -15,11 +15,11 @@ import (
 )
 
 // explain answers in mongod 8.0's shape (explainVersion "1", the classic
-// engine's stage names) with the plan mongosim really runs: a collection
-// scan (EXPRESS_IDHACK for an _id equality), then SORT, SKIP, LIMIT and
-// projection stages. Secondary indexes are never used, so no plan shows
-// IXSCAN and rejectedPlans is always empty. executionStats comes from
-// really running the read (a write is only matched, never applied).
+// engine's stage names): a collection scan, EXPRESS_IDHACK for an _id
+// equality or FETCH over IXSCAN where mongod would use an index
+// (explainindex.go), then SORT, SKIP, LIMIT and projection stages.
+// executionStats counts what such a plan examines and returns, from really
+// running the read (a write is only matched, never applied).
 
 const (
 	verbosityQueryPlanner = "queryPlanner"
@@ -35,6 +35,9 @@ type plan struct {
 	n     int64  // nReturned
 	works int64
 	input *plan
+	// rejected are the other plans considered (queryPlanner.rejectedPlans),
+	// carried by the root.
+	rejected bson.A
 }
 
 func (p *plan) winning() bson.D {
@@ -70,7 +73,7 @@ func (p *plan) execution() bson.D {
 }
 
 func (p *plan) wrap(stage string, spec bson.D, n int64) *plan {
-	return &plan{stage: stage, spec: spec, n: n, works: p.n + 1, input: p}
+	return &plan{stage: stage, spec: spec, n: n, works: p.n + 1, input: p, rejected: p.rejected}
 }
 
 // readShape is what a read examines and returns.
@@ -92,6 +95,7 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 	}
 	var examined int64
 	var idHack bool
+	var ixPlans []*ixPlan
 	err = r.data().read(r.db, s.coll, func(c *collection) error {
 		if c == nil {
 			return nil
@@ -103,6 +107,14 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 			idHack = true
 		}
 		examined = int64(len(c.candidates(s.filter)))
+		if !idHack && !c.timeseries {
+			ixPlans = indexPlans(c, s.filter, s.hint)
+			for _, p := range ixPlans {
+				if err := p.examine(c); err != nil {
+					return err
+				}
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -118,6 +130,11 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 		p = &plan{stage: "EXPRESS_IDHACK", n: n, works: 1,
 			spec:  bson.D{{Key: "keyPattern", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "indexName", Value: "_id_"}, {Key: "indexVersion", Value: int32(2)}},
 			stats: bson.D{{Key: "keysExamined", Value: int32(examined)}, {Key: "docsExamined", Value: int32(examined)}}}
+	} else if len(ixPlans) > 0 {
+		p = ixPlans[0].stage(without(s.filter, ixPlans[0].ix.fields[0]), n)
+		for _, other := range ixPlans[1:] {
+			p.rejected = append(p.rejected, append(bson.D{{Key: "isCached", Value: false}}, other.stage(without(s.filter, other.ix.fields[0]), n).winning()...))
+		}
 	} else {
 		spec := bson.D{}
 		if len(s.filter) > 0 {
@@ -213,8 +230,12 @@ func shape(v any) any {
 	return bsonTypeName(v)
 }
 
-func (r *request) queryPlanner(ns string, filter bson.D, hashParts []any, winning bson.D) bson.D {
+func (r *request) queryPlanner(ns string, filter bson.D, hashParts []any, p *plan) bson.D {
 	h := shapeHash(hashParts...)
+	rejected := p.rejected
+	if rejected == nil {
+		rejected = bson.A{}
+	}
 	return bson.D{
 		{Key: "namespace", Value: ns},
 		{Key: "parsedQuery", Value: parsedQuery(filter)},
@@ -227,8 +248,8 @@ func (r *request) queryPlanner(ns string, filter bson.D, hashParts []any, winnin
 		{Key: "maxIndexedAndSolutionsReached", Value: false},
 		{Key: "maxScansToExplodeReached", Value: false},
 		{Key: "prunedSimilarIndexes", Value: false},
-		{Key: "winningPlan", Value: append(bson.D{{Key: "isCached", Value: false}}, winning...)},
-		{Key: "rejectedPlans", Value: bson.A{}},
+		{Key: "winningPlan", Value: append(bson.D{{Key: "isCached", Value: false}}, p.winning()...)},
+		{Key: "rejectedPlans", Value: rejected},
 	}
 }
 
@@ -301,7 +322,7 @@ func serverParameters() bson.D {
 func (r *request) explainReply(ns, verbosity string, filter bson.D, hashParts []any, p *plan, elapsed time.Duration, command bson.D) bson.D {
 	d := bson.D{
 		{Key: "explainVersion", Value: "1"},
-		{Key: "queryPlanner", Value: r.queryPlanner(ns, filter, hashParts, p.winning())},
+		{Key: "queryPlanner", Value: r.queryPlanner(ns, filter, hashParts, p)},
 	}
 	if verbosity != verbosityQueryPlanner {
 		d = append(d, bson.E{Key: "executionStats", Value: executionStats(p, verbosity, elapsed, keysExamined(p))})
@@ -627,7 +648,7 @@ func explainAggregate(r *request, verbosity string, command bson.D) (bson.D, err
 	if err != nil {
 		return nil, err
 	}
-	cursor := bson.D{{Key: "queryPlanner", Value: r.queryPlanner(r.db+"."+coll, s.filter, []any{"aggregate", s.filter}, p.winning())}}
+	cursor := bson.D{{Key: "queryPlanner", Value: r.queryPlanner(r.db+"."+coll, s.filter, []any{"aggregate", s.filter}, p)}}
 	if verbosity != verbosityQueryPlanner {
 		cursor = append(cursor, bson.E{Key: "executionStats", Value: executionStats(p, verbosity, time.Since(start), keysExamined(p))})
 	}

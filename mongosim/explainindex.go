@@ -1,0 +1,312 @@
+package mongosim
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+// explain's index plans. mongosim's reads scan the collection, but an
+// application asking explain whether its query can use its indexes should
+// get mongod's answer for the simple cases: a filter with an equality,
+// range or $in on the first field of a regular (not sparse, partial, text
+// or geo) index, or a hinted index, is planned as FETCH over IXSCAN, with
+// the keys and documents such a scan examines. The other usable indexes
+// are the rejected plans. Anything else stays a COLLSCAN.
+
+// ixPlan is an index scan considered for a query.
+type ixPlan struct {
+	ix       *index
+	cond     any // the filter's condition on the index's first field; nil: full scan
+	keys     int64
+	multikey bool
+}
+
+// indexPlans returns the index scans usable for filter in c, the hinted
+// one (or the best: an equality before a range) first.
+func indexPlans(c *collection, filter bson.D, hint any) []*ixPlan {
+	var hinted *index
+	if hint != nil {
+		hinted = c.findIndex(hint)
+	}
+	var out []*ixPlan
+	for _, ix := range c.indexes {
+		if ix != hinted && (ix.sparse || ix.partial != nil || !plainKey(ix.key)) {
+			continue
+		}
+		cond, ok := lookupD(filter, ix.fields[0])
+		if ok && !indexable(cond) {
+			ok = false
+		}
+		if !ok && ix != hinted {
+			continue
+		}
+		p := &ixPlan{ix: ix}
+		if ok {
+			p.cond = cond
+		}
+		out = append(out, p)
+	}
+	if hinted != nil {
+		// A hint is the only plan mongod considers.
+		for _, p := range out {
+			if p.ix == hinted {
+				return []*ixPlan{p}
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return isEquality(out[i].cond) && !isEquality(out[j].cond) })
+	return out
+}
+
+// plainKey reports an ascending/descending key pattern.
+func plainKey(key bson.D) bool {
+	for _, e := range key {
+		if _, ok := asFloat(e.Value); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// indexable reports conditions an index scan answers: a plain value, or
+// only $eq, $gt, $gte, $lt, $lte and $in.
+func indexable(cond any) bool {
+	switch v := cond.(type) {
+	case bson.Regex, bson.A, nil:
+		return false
+	case bson.D:
+		if len(v) == 0 || !strings.HasPrefix(v[0].Key, "$") {
+			return false
+		}
+		for _, e := range v {
+			switch e.Key {
+			case "$eq", "$gt", "$gte", "$lt", "$lte":
+				if _, isDoc := e.Value.(bson.D); isDoc {
+					return false
+				}
+			case "$in":
+				if _, ok := e.Value.(bson.A); !ok {
+					return false
+				}
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isEquality(cond any) bool {
+	if d, ok := cond.(bson.D); ok {
+		return len(d) == 1 && (d[0].Key == "$eq" || d[0].Key == "$in")
+	}
+	return cond != nil
+}
+
+// examine counts the keys p's scan examines in c (documents whose field
+// satisfies the condition) and whether the field holds an array anywhere.
+func (p *ixPlan) examine(c *collection) error {
+	f := p.ix.fields[0]
+	var m *query.Filter
+	if p.cond != nil {
+		var err error
+		if m, err = query.CompileFilter(bson.D{{Key: f, Value: p.cond}}); err != nil {
+			return err
+		}
+	}
+	var err error
+	c.each(func(rec *record) bool {
+		for _, field := range p.ix.fields {
+			if v, _ := value.Get(rec.doc, field); v != nil {
+				if _, isArr := v.(bson.A); isArr {
+					p.multikey = true
+				}
+			}
+		}
+		if m == nil {
+			p.keys++
+			return true
+		}
+		ok, e := m.MatchErr(rec.doc)
+		if e != nil {
+			err = e
+			return false
+		}
+		if ok {
+			p.keys++
+		}
+		return true
+	})
+	return err
+}
+
+// stage renders p as FETCH over IXSCAN; rest is the filter FETCH applies.
+func (p *ixPlan) stage(rest bson.D, matched int64) *plan {
+	paths := bson.D{}
+	for _, f := range p.ix.fields {
+		paths = append(paths, bson.E{Key: f, Value: bson.A{}})
+	}
+	bounds := bson.D{}
+	for i, e := range p.ix.key {
+		b := bson.A{"[MinKey, MaxKey]"}
+		if i == 0 && p.cond != nil {
+			b = boundsOf(p.cond)
+		}
+		bounds = append(bounds, bson.E{Key: e.Key, Value: b})
+	}
+	scan := &plan{stage: "IXSCAN", n: p.keys, works: p.keys + 1,
+		spec: bson.D{
+			{Key: "keyPattern", Value: p.ix.key},
+			{Key: "indexName", Value: p.ix.name},
+			{Key: "isMultiKey", Value: p.multikey},
+			{Key: "multiKeyPaths", Value: paths},
+			{Key: "isUnique", Value: p.ix.unique},
+			{Key: "isSparse", Value: p.ix.sparse},
+			{Key: "isPartial", Value: p.ix.partial != nil},
+			{Key: "indexVersion", Value: int32(2)},
+			{Key: "direction", Value: "forward"},
+			{Key: "indexBounds", Value: bounds},
+		},
+		stats: bson.D{
+			{Key: "keysExamined", Value: int32(p.keys)},
+			{Key: "seeks", Value: int32(1)},
+			{Key: "dupsTested", Value: int32(0)},
+			{Key: "dupsDropped", Value: int32(0)},
+		}}
+	spec := bson.D{}
+	if len(rest) > 0 {
+		spec = append(spec, bson.E{Key: "filter", Value: parsedQuery(rest)})
+	}
+	fetch := scan.wrap("FETCH", spec, matched)
+	fetch.stats = bson.D{{Key: "docsExamined", Value: int32(p.keys)}, {Key: "alreadyHasObj", Value: int32(0)}}
+	return fetch
+}
+
+// without returns filter less its top-level key.
+func without(filter bson.D, key string) bson.D {
+	out := bson.D{}
+	for _, e := range filter {
+		if e.Key != key {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// boundsOf renders a condition as mongod's indexBounds intervals.
+func boundsOf(cond any) bson.A {
+	d, ok := cond.(bson.D)
+	if !ok {
+		return bson.A{point(cond)}
+	}
+	lo, hi := "MinKey", "MaxKey"
+	loIncl, hiIncl := true, true
+	var ranged bool
+	for _, e := range d {
+		switch e.Key {
+		case "$eq":
+			return bson.A{point(e.Value)}
+		case "$in":
+			vals := append(bson.A(nil), e.Value.(bson.A)...)
+			sort.SliceStable(vals, func(i, j int) bool { return value.Compare(vals[i], vals[j]) < 0 })
+			out := bson.A{}
+			for _, v := range vals {
+				out = append(out, point(v))
+			}
+			return out
+		case "$gt", "$gte":
+			lo, loIncl, ranged = boundValue(e.Value), e.Key == "$gte", true
+			if hi == "MaxKey" {
+				hi = upperOfType(e.Value)
+			}
+		case "$lt", "$lte":
+			hi, hiIncl, ranged = boundValue(e.Value), e.Key == "$lte", true
+			if lo == "MinKey" {
+				lo = lowerOfType(e.Value)
+			}
+		}
+	}
+	if !ranged {
+		return bson.A{"[MinKey, MaxKey]"}
+	}
+	open, closeB := "[", "]"
+	if !loIncl {
+		open = "("
+	}
+	if !hiIncl {
+		closeB = ")"
+	}
+	return bson.A{open + lo + ", " + hi + closeB}
+}
+
+func point(v any) string {
+	s := boundValue(v)
+	return "[" + s + ", " + s + "]"
+}
+
+// boundValue formats a value as mongod prints it in index bounds.
+func boundValue(v any) string {
+	switch t := v.(type) {
+	case string:
+		return strconv.Quote(t)
+	case int32:
+		return strconv.FormatInt(int64(t), 10)
+	case int64:
+		return strconv.FormatInt(t, 10)
+	case float64:
+		switch {
+		case math.IsInf(t, 1):
+			return "inf.0"
+		case math.IsInf(t, -1):
+			return "-inf.0"
+		case t == math.Trunc(t) && math.Abs(t) < 1e15:
+			return strconv.FormatFloat(t, 'f', 1, 64)
+		}
+		return strconv.FormatFloat(t, 'g', -1, 64)
+	case bool:
+		return strconv.FormatBool(t)
+	case nil, bson.Null:
+		return "null"
+	case bson.DateTime:
+		return fmt.Sprintf("new Date(%d)", int64(t))
+	case bson.ObjectID:
+		return "ObjectId('" + t.Hex() + "')"
+	}
+	return fmt.Sprint(v)
+}
+
+// Type bracketing: a range on a number stays among numbers, on a string
+// among strings.
+func upperOfType(v any) string {
+	switch v.(type) {
+	case string:
+		return "{}"
+	case bson.DateTime:
+		return "new Date(9223372036854775807)"
+	}
+	if _, ok := asFloat(v); ok {
+		return "inf.0"
+	}
+	return "MaxKey"
+}
+
+func lowerOfType(v any) string {
+	switch v.(type) {
+	case string:
+		return `""`
+	case bson.DateTime:
+		return "new Date(-9223372036854775808)"
+	}
+	if _, ok := asFloat(v); ok {
+		return "-inf.0"
+	}
+	return "MinKey"
+}
