@@ -376,6 +376,19 @@ func TestCurrentOpAndKillOp(t *testing.T) {
 	}
 	_, err = runCmd(ctx, client.Database("db"), bson.D{{Key: "currentOp", Value: 1}})
 	commandError(t, err, 13)
+
+	// $all lists idle connections too: an application's pooled connection
+	// that is doing nothing.
+	idle := connect(t, client2URI(t, client), options.Client().SetAppName("idle-app"))
+	sdNoErr(t, idle.Ping(ctx, readpref.Primary()))
+	for _, cmd := range []bson.D{{{Key: "currentOp", Value: 1}, {Key: "$all", Value: true}, {Key: "appName", Value: "idle-app"}, {Key: "active", Value: false}}} {
+		if len(mustValues(mustRun(t, ctx, admin, cmd).Lookup("inprog"))) == 0 {
+			t.Fatalf("%v lists no idle connection", cmd)
+		}
+	}
+	if n := len(mustValues(mustRun(t, ctx, admin, bson.D{{Key: "currentOp", Value: 1}, {Key: "appName", Value: "idle-app"}}).Lookup("inprog"))); n != 0 {
+		t.Fatalf("currentOp without $all lists %d idle operations", n)
+	}
 }
 
 func TestCollStatsAndDBStats(t *testing.T) {

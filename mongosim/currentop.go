@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 )
@@ -97,13 +98,15 @@ func withDB(cmd bson.D, db string) bson.D {
 	return append(append(bson.D(nil), cmd...), bson.E{Key: "$db", Value: db})
 }
 
-// currentOps lists the operations in progress. mongosim keeps no idle
-// connections or cursors in the list: idleConnections and $all list the
-// same active operations.
-func currentOps(r *request) []bson.D {
+// currentOps lists the operations in progress and, with idle, the
+// connections doing nothing (mongod's $all / idleConnections). Idle
+// cursors and sessions are not listed.
+func currentOps(r *request, idle bool) []bson.D {
 	now := time.Now()
 	var out []bson.D
+	busy := map[*blackpipe.Conn]bool{}
 	for _, op := range r.cluster.adm.ops.snapshot() {
+		busy[op.r.raw.Conn] = true
 		if op.r.stream != nil || isHelloName(op.r.name) && op.r != r {
 			// Awaitable hellos are monitoring, not user operations;
 			// mongod lists them, but they churn every few seconds and
@@ -111,6 +114,30 @@ func currentOps(r *request) []bson.D {
 			continue
 		}
 		out = append(out, opDoc(op, now))
+	}
+	if !idle {
+		return out
+	}
+	for _, m := range r.cluster.Members() {
+		for _, conn := range m.srv.Connections() {
+			if busy[conn] {
+				continue
+			}
+			d := bson.D{
+				{Key: "type", Value: "op"},
+				{Key: "host", Value: m.addr},
+				{Key: "desc", Value: "conn" + strconv.FormatInt(conn.ID(), 10)},
+				{Key: "connectionId", Value: int32(conn.ID())},
+				{Key: "client", Value: conn.RemoteAddr().String()},
+			}
+			if app := conn.AppName(); app != "" {
+				d = append(d, bson.E{Key: "appName", Value: app})
+			}
+			out = append(out, append(d,
+				bson.E{Key: "active", Value: false},
+				bson.E{Key: "currentOpTime", Value: now.UTC().Format("2006-01-02T15:04:05.000+00:00")},
+			))
+		}
 	}
 	return out
 }
@@ -122,7 +149,11 @@ func currentOpCmd(r *request) (bson.D, error) {
 		return nil, err
 	}
 	var filter bson.D
+	all := false
 	for _, e := range r.cmd[1:] {
+		if e.Key == "$all" {
+			all = asBool(e.Value)
+		}
 		if isGenericArg(e.Key) || e.Key == "$all" || e.Key == "$ownOps" || e.Key == "$truncateOps" {
 			continue
 		}
@@ -133,7 +164,7 @@ func currentOpCmd(r *request) (bson.D, error) {
 		return nil, err
 	}
 	inprog := bson.A{}
-	for _, d := range currentOps(r) {
+	for _, d := range currentOps(r, all) {
 		if f.Match(d) {
 			inprog = append(inprog, d)
 		}
@@ -151,7 +182,11 @@ func currentOpStage(r *request, spec any) ([]bson.D, error) {
 	if !ok {
 		return nil, cmderr.New(cmderr.FailedToParse, "$currentOp options must be specified in an object, but found: %s", bsonTypeName(spec))
 	}
+	idle := false
 	for _, e := range d {
+		if e.Key == "idleConnections" {
+			idle, _ = e.Value.(bool)
+		}
 		switch e.Key {
 		case "allUsers", "idleConnections", "idleCursors", "idleSessions", "localOps", "truncateOps", "backtrace", "targetAllNodes":
 			if _, isBool := e.Value.(bool); !isBool {
@@ -161,7 +196,7 @@ func currentOpStage(r *request, spec any) ([]bson.D, error) {
 			return nil, cmderr.New(cmderr.FailedToParse, "Unrecognized option '%s' in $currentOp stage.", e.Key)
 		}
 	}
-	return currentOps(r), nil
+	return currentOps(r, idle), nil
 }
 
 // killOpCmd: {killOp: 1, op: <opid>}. The operation ends with 11601
