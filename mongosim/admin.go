@@ -236,9 +236,11 @@ func serverStatusCmd(r *request) (bson.D, error) {
 	st := c.Stats()
 	host, _ := os.Hostname()
 	up := r.now.Sub(c.started)
-	var current int64
+	var current, bytesIn, bytesOut int64
 	for _, m := range c.Members() {
 		current += m.conns.Load()
+		in, out := m.srv.NetworkBytes()
+		bytesIn, bytesOut = bytesIn+in, bytesOut+out
 	}
 	available := int64(math.MaxInt32)
 	if lim := c.limiter.maxConnections(); lim > 0 {
@@ -271,7 +273,8 @@ func serverStatusCmd(r *request) (bson.D, error) {
 			{Key: "supported", Value: true},
 		}},
 		{Key: "network", Value: bson.D{
-			{Key: "bytesIn", Value: c.adm.opc.bytesIn.Load()},
+			{Key: "bytesIn", Value: bytesIn},
+			{Key: "bytesOut", Value: bytesOut},
 			{Key: "numRequests", Value: st.Commands},
 		}},
 		{Key: "opcounters", Value: c.adm.opc.doc()},

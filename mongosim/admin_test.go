@@ -60,7 +60,7 @@ func TestServerStatusCounts(t *testing.T) {
 		{"mem", "bits"}, {"mem", "resident"}, {"mem", "virtual"},
 		{"repl", "setName"}, {"repl", "isWritablePrimary"}, {"repl", "secondary"}, {"repl", "hosts"}, {"repl", "primary"},
 		{"repl", "me"}, {"repl", "electionId"}, {"repl", "topologyVersion"},
-		{"network", "bytesIn"}, {"network", "numRequests"}, {"transactions", "totalStarted"}} {
+		{"network", "bytesIn"}, {"network", "bytesOut"}, {"network", "numRequests"}, {"transactions", "totalStarted"}} {
 		if _, err := after.LookupErr(f...); err != nil {
 			t.Errorf("serverStatus lacks %s", strings.Join(f, "."))
 		}
@@ -71,7 +71,8 @@ func TestServerStatusCounts(t *testing.T) {
 	if lookupInt(t, after, "connections", "current") < 1 || lookupInt(t, after, "connections", "active") < 1 || lookupInt(t, after, "mem", "bits") != 64 {
 		t.Fatalf("connections/mem %v %v", after.Lookup("connections"), after.Lookup("mem"))
 	}
-	if lookupInt(t, after, "network", "bytesIn") <= lookupInt(t, before, "network", "bytesIn") {
+	if lookupInt(t, after, "network", "bytesIn") <= lookupInt(t, before, "network", "bytesIn") ||
+		lookupInt(t, after, "network", "bytesOut") <= lookupInt(t, before, "network", "bytesOut") {
 		t.Fatalf("network.bytesIn did not grow: %v → %v", before.Lookup("network"), after.Lookup("network"))
 	}
 }

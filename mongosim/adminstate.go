@@ -16,7 +16,7 @@ import (
 )
 
 // adminState is what the monitoring commands report and act on:
-// serverStatus's opcounters and network counters, the operations in
+// serverStatus's opcounters, the operations in
 // progress (currentOp, killOp), the recent log lines (getLog) and the users
 // (usersInfo, createUser...).
 type adminState struct {
@@ -31,17 +31,10 @@ type adminState struct {
 // per getMore, command for everything else.
 type opCounters struct {
 	insert, query, update, delete, getmore, command atomic.Int64
-	bytesIn                                         atomic.Int64
 }
 
 // count records a request in the opcounters.
 func (o *opCounters) count(r *request) {
-	o.bytesIn.Add(int64(len(r.raw.Command)))
-	for _, s := range r.raw.Sequences {
-		for _, d := range s.Documents {
-			o.bytesIn.Add(int64(len(d)))
-		}
-	}
 	n := func(key string) int64 {
 		if v, ok := r.get(key); ok {
 			if a, ok := v.(bson.A); ok {
