@@ -110,6 +110,9 @@ func TestReplSetConfigAndStatus(t *testing.T) {
 	if _, err := cfg.LookupErr("settings", "replicaSetId"); err != nil {
 		t.Fatalf("settings %v", cfg.Lookup("settings"))
 	}
+	if cs := mustRun(t, ctx, admin, bson.D{{Key: "replSetGetConfig", Value: 1}, {Key: "commitmentStatus", Value: true}}); !cs.Lookup("commitmentStatus").Boolean() {
+		t.Fatalf("commitmentStatus %v", cs)
+	}
 
 	st := mustRun(t, ctx, admin, bson.D{{Key: "replSetGetStatus", Value: 1}})
 	committed := st.Lookup("optimes", "lastCommittedOpTime", "ts")

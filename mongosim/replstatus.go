@@ -79,7 +79,12 @@ func replSetGetConfigCmd(r *request) (bson.D, error) {
 			{Key: "replicaSetId", Value: c.replicaSetID()},
 		}},
 	}
-	return bson.D{{Key: "config", Value: cfg}, {Key: "ok", Value: 1.0}}, nil
+	reply := bson.D{{Key: "config", Value: cfg}}
+	if v, ok := r.get("commitmentStatus"); ok && asBool(v) {
+		// Every config is committed at once: the members share one store.
+		reply = append(reply, bson.E{Key: "commitmentStatus", Value: true})
+	}
+	return append(reply, bson.E{Key: "ok", Value: 1.0}), nil
 }
 
 func opTimeDoc(ts bson.Timestamp, term int64) bson.D {
