@@ -478,12 +478,25 @@ func TestExplain(t *testing.T) {
 
 	e := explainOf(t, ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "a", Value: 1}}},
 		{Key: "sort", Value: bson.D{{Key: "_id", Value: -1}}}, {Key: "limit", Value: 1}}, "executionStats")
+	// As on mongod, the _id index gives the sort: walked backwards, it
+	// stops at the first match (_id 4 has a: 0, _id 3 a: 1).
+	if lookupInt(t, e, "executionStats", "nReturned") != 1 || lookupInt(t, e, "executionStats", "totalDocsExamined") != 2 ||
+		lookupInt(t, e, "executionStats", "totalKeysExamined") != 2 ||
+		e.Lookup("queryPlanner", "winningPlan", "stage").StringValue() != "LIMIT" ||
+		e.Lookup("queryPlanner", "winningPlan", "inputStage", "inputStage", "direction").StringValue() != "backward" ||
+		fmt.Sprint(e.Lookup("queryPlanner", "winningPlan", "inputStage", "inputStage", "indexBounds", "_id")) != `["[MaxKey, MinKey]"]` {
+		t.Fatalf("executionStats explain %v", e)
+	}
+	// A sort no index gives is a SORT over the scan, holding the limit.
+	e = explainOf(t, ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "a", Value: 1}}},
+		{Key: "sort", Value: bson.D{{Key: "a", Value: -1}}}, {Key: "limit", Value: 1}}, "executionStats")
 	if lookupInt(t, e, "executionStats", "nReturned") != 1 || lookupInt(t, e, "executionStats", "totalDocsExamined") != 5 ||
 		lookupInt(t, e, "executionStats", "totalKeysExamined") != 0 ||
 		e.Lookup("queryPlanner", "winningPlan", "stage").StringValue() != "SORT" ||
+		lookupInt(t, e, "queryPlanner", "winningPlan", "limitAmount") != 1 ||
 		e.Lookup("queryPlanner", "winningPlan", "inputStage", "stage").StringValue() != "COLLSCAN" ||
 		lookupInt(t, e, "executionStats", "executionStages", "inputStage", "nReturned") != 2 {
-		t.Fatalf("executionStats explain %v", e)
+		t.Fatalf("executionStats explain with SORT %v", e)
 	}
 	if _, err := e.LookupErr("executionStats", "executionTimeMillis"); err != nil {
 		t.Fatal("no executionTimeMillis")
@@ -632,7 +645,7 @@ func TestExplainIndexPlans(t *testing.T) {
 	}
 	rejected := mustValues(e.Lookup("queryPlanner", "rejectedPlans"))
 	if len(rejected) != 1 || rejected[0].Document().Lookup("inputStage", "indexName").StringValue() != "b_-1_a_1" ||
-		fmt.Sprint(rejected[0].Document().Lookup("inputStage", "indexBounds", "b")) != `["[5, inf.0]"]` {
+		fmt.Sprint(rejected[0].Document().Lookup("inputStage", "indexBounds", "b")) != `["[inf.0, 5]"]` {
 		t.Fatalf("rejected plans %v", rejected)
 	}
 	// a: 2 holds for 2 of 10 documents, and b >= 5 for one of them
@@ -643,9 +656,17 @@ func TestExplainIndexPlans(t *testing.T) {
 
 	h := explainOf(t, ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "a", Value: 2}}}, {Key: "hint", Value: "b_-1_a_1"}}, "executionStats")
 	if h.Lookup("queryPlanner", "winningPlan", "inputStage", "indexName").StringValue() != "b_-1_a_1" ||
-		fmt.Sprint(h.Lookup("queryPlanner", "winningPlan", "inputStage", "indexBounds", "b")) != `["[MinKey, MaxKey]"]` ||
+		fmt.Sprint(h.Lookup("queryPlanner", "winningPlan", "inputStage", "indexBounds", "b")) != `["[MaxKey, MinKey]"]` ||
 		lookupInt(t, h, "executionStats", "totalKeysExamined") != 10 || len(mustValues(h.Lookup("queryPlanner", "rejectedPlans"))) != 0 {
 		t.Fatalf("hinted plan %v", h)
+	}
+	// a sort the b index gives: walked backwards for {b: 1}, no SORT stage
+	so := explainOf(t, ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "sort", Value: bson.D{{Key: "b", Value: 1}}}, {Key: "limit", Value: 3}}, "executionStats")
+	if so.Lookup("queryPlanner", "winningPlan", "stage").StringValue() != "LIMIT" ||
+		so.Lookup("queryPlanner", "winningPlan", "inputStage", "inputStage", "indexName").StringValue() != "b_-1_a_1" ||
+		so.Lookup("queryPlanner", "winningPlan", "inputStage", "inputStage", "direction").StringValue() != "backward" ||
+		lookupInt(t, so, "executionStats", "totalKeysExamined") != 3 || lookupInt(t, so, "executionStats", "nReturned") != 3 {
+		t.Fatalf("sort by index %v", so)
 	}
 	// no usable index: a collection scan
 	c := explainOf(t, ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "c", Value: 1}}}}, "queryPlanner")

@@ -96,6 +96,7 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 	var examined int64
 	var idHack bool
 	var ixPlans []*ixPlan
+	var sortByIndex bool // an index scan returns the documents in sort order
 	err = r.data().read(r.db, s.coll, func(c *collection) error {
 		if c == nil {
 			return nil
@@ -109,8 +110,13 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 		examined = int64(len(c.candidates(s.filter)))
 		if !idHack && !c.timeseries {
 			ixPlans = indexPlans(c, s.filter, s.hint)
-			for _, p := range ixPlans {
-				if err := p.examine(c); err != nil {
+			ixPlans, sortByIndex = sortPlan(c, ixPlans, s.sort, s.hint != nil && c.findIndex(s.hint) != nil)
+			for i, p := range ixPlans {
+				stopAfter := int64(0)
+				if i == 0 && sortByIndex && s.limit > 0 {
+					stopAfter = s.skip + s.limit
+				}
+				if err := p.examine(c, f, stopAfter); err != nil {
 					return err
 				}
 			}
@@ -131,7 +137,12 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 			spec:  bson.D{{Key: "keyPattern", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "indexName", Value: "_id_"}, {Key: "indexVersion", Value: int32(2)}},
 			stats: bson.D{{Key: "keysExamined", Value: int32(examined)}, {Key: "docsExamined", Value: int32(examined)}}}
 	} else if len(ixPlans) > 0 {
-		p = ixPlans[0].stage(without(s.filter, ixPlans[0].ix.fields[0]), n)
+		fetched := n
+		if sortByIndex && s.limit > 0 {
+			fetched = min(n, s.skip+s.limit) // the scan stopped there
+		}
+		p = ixPlans[0].stage(without(s.filter, ixPlans[0].ix.fields[0]), fetched)
+		n = fetched
 		for _, other := range ixPlans[1:] {
 			p.rejected = append(p.rejected, append(bson.D{{Key: "isCached", Value: false}}, other.stage(without(s.filter, other.ix.fields[0]), n).winning()...))
 		}
@@ -144,7 +155,7 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 		p = &plan{stage: "COLLSCAN", spec: spec, n: n, works: examined + 1,
 			stats: bson.D{{Key: "docsExamined", Value: int32(examined)}}}
 	}
-	if len(s.sort) > 0 {
+	if len(s.sort) > 0 && !sortByIndex {
 		spec := bson.D{{Key: "sortPattern", Value: s.sort}, {Key: "memLimit", Value: int32(104857600)}}
 		if s.limit > 0 {
 			spec = append(spec, bson.E{Key: "limitAmount", Value: int32(s.skip + s.limit)})
@@ -157,7 +168,7 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 		n = max(n-s.skip, 0)
 		p = p.wrap("SKIP", bson.D{{Key: "skipAmount", Value: int32(s.skip)}}, n)
 	}
-	if s.limit > 0 && len(s.sort) == 0 { // a SORT applies the limit itself
+	if s.limit > 0 && (len(s.sort) == 0 || sortByIndex) { // a SORT applies the limit itself
 		n = min(n, s.limit)
 		p = p.wrap("LIMIT", bson.D{{Key: "limitAmount", Value: int32(s.limit)}}, n)
 	}

@@ -27,11 +27,58 @@ type ixPlan struct {
 	cond     any // the filter's condition on the index's first field; nil: full scan
 	keys     int64
 	multikey bool
+	backward bool // the scan walks the index backwards (for a sort)
 }
 
 // indexPlans returns the index scans usable for filter in c, the hinted
 // one (or the best: an equality before a range) first.
 func indexPlans(c *collection, filter bson.D, hint any) []*ixPlan {
+	plans := filterPlans(c, filter, hint)
+	return plans
+}
+
+// sortPlan makes plans answer a one-field sort from an index, as mongod
+// does, when the winning index (or, with none, any regular index) leads
+// with the sort field: the scan walks it in the sort's direction and no
+// SORT stage is needed. It returns the plans and whether the sort is
+// provided.
+func sortPlan(c *collection, plans []*ixPlan, sortDoc bson.D, hinted bool) ([]*ixPlan, bool) {
+	if len(sortDoc) != 1 {
+		return plans, false
+	}
+	field := sortDoc[0].Key
+	dir, ok := asFloat(sortDoc[0].Value)
+	if !ok || dir == 0 {
+		return plans, false
+	}
+	walk := func(p *ixPlan) bool {
+		if p.ix.fields[0] != field {
+			return false
+		}
+		keyDir, _ := asFloat(p.ix.key[0].Value)
+		p.backward = (dir < 0) != (keyDir < 0)
+		return true
+	}
+	if len(plans) > 0 {
+		return plans, walk(plans[0])
+	}
+	if hinted {
+		return plans, false
+	}
+	for _, ix := range c.indexes {
+		if ix.sparse || ix.partial != nil || !plainKey(ix.key) {
+			continue
+		}
+		p := &ixPlan{ix: ix}
+		if walk(p) {
+			return []*ixPlan{p}, true
+		}
+	}
+	return plans, false
+}
+
+// filterPlans returns the index scans the filter (or hint) can use.
+func filterPlans(c *collection, filter bson.D, hint any) []*ixPlan {
 	var hinted *index
 	if hint != nil {
 		hinted = c.findIndex(hint)
@@ -113,7 +160,7 @@ func isEquality(cond any) bool {
 
 // examine counts the keys p's scan examines in c (documents whose field
 // satisfies the condition) and whether the field holds an array anywhere.
-func (p *ixPlan) examine(c *collection) error {
+func (p *ixPlan) examine(c *collection, full *query.Filter, stopAfter int64) error {
 	f := p.ix.fields[0]
 	var m *query.Filter
 	if p.cond != nil {
@@ -123,6 +170,7 @@ func (p *ixPlan) examine(c *collection) error {
 		}
 	}
 	var err error
+	var inBounds []*record
 	c.each(func(rec *record) bool {
 		for _, field := range p.ix.fields {
 			if v, _ := value.Get(rec.doc, field); v != nil {
@@ -131,21 +179,51 @@ func (p *ixPlan) examine(c *collection) error {
 				}
 			}
 		}
-		if m == nil {
-			p.keys++
-			return true
-		}
-		ok, e := m.MatchErr(rec.doc)
-		if e != nil {
-			err = e
-			return false
+		ok := true
+		if m != nil {
+			var e error
+			if ok, e = m.MatchErr(rec.doc); e != nil {
+				err = e
+				return false
+			}
 		}
 		if ok {
-			p.keys++
+			inBounds = append(inBounds, rec)
 		}
 		return true
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	p.keys = int64(len(inBounds))
+	if stopAfter <= 0 {
+		return nil
+	}
+	// The scan returns documents in index order and stops once the limit
+	// is met: count the keys it reads until then.
+	sort.SliceStable(inBounds, func(i, j int) bool {
+		a, _ := value.Get(inBounds[i].doc, f)
+		b, _ := value.Get(inBounds[j].doc, f)
+		if p.backward {
+			return value.Compare(b, a) < 0
+		}
+		return value.Compare(a, b) < 0
+	})
+	var keys, matched int64
+	for _, rec := range inBounds {
+		keys++
+		ok, err := full.MatchErr(rec.doc)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if matched++; matched == stopAfter {
+				break
+			}
+		}
+	}
+	p.keys = keys
+	return nil
 }
 
 // stage renders p as FETCH over IXSCAN; rest is the filter FETCH applies.
@@ -156,11 +234,27 @@ func (p *ixPlan) stage(rest bson.D, matched int64) *plan {
 	}
 	bounds := bson.D{}
 	for i, e := range p.ix.key {
-		b := bson.A{"[MinKey, MaxKey]"}
+		ivs := fullRange
 		if i == 0 && p.cond != nil {
-			b = boundsOf(p.cond)
+			ivs = boundsOf(p.cond)
+		}
+		// A backward scan walks the intervals, and each one, in reverse;
+		// a descending key field reverses them again.
+		desc, _ := asFloat(e.Value)
+		back := p.backward != (desc < 0)
+		b := bson.A{}
+		for k := range ivs {
+			iv := ivs[k]
+			if back {
+				iv = ivs[len(ivs)-1-k]
+			}
+			b = append(b, iv.render(back))
 		}
 		bounds = append(bounds, bson.E{Key: e.Key, Value: b})
+	}
+	direction := "forward"
+	if p.backward {
+		direction = "backward"
 	}
 	scan := &plan{stage: "IXSCAN", n: p.keys, works: p.keys + 1,
 		spec: bson.D{
@@ -168,11 +262,11 @@ func (p *ixPlan) stage(rest bson.D, matched int64) *plan {
 			{Key: "indexName", Value: p.ix.name},
 			{Key: "isMultiKey", Value: p.multikey},
 			{Key: "multiKeyPaths", Value: paths},
-			{Key: "isUnique", Value: p.ix.unique},
+			{Key: "isUnique", Value: p.ix.unique || p.ix.name == "_id_"},
 			{Key: "isSparse", Value: p.ix.sparse},
 			{Key: "isPartial", Value: p.ix.partial != nil},
 			{Key: "indexVersion", Value: int32(2)},
-			{Key: "direction", Value: "forward"},
+			{Key: "direction", Value: direction},
 			{Key: "indexBounds", Value: bounds},
 		},
 		stats: bson.D{
@@ -201,41 +295,17 @@ func without(filter bson.D, key string) bson.D {
 	return out
 }
 
-// boundsOf renders a condition as mongod's indexBounds intervals.
-func boundsOf(cond any) bson.A {
-	d, ok := cond.(bson.D)
-	if !ok {
-		return bson.A{point(cond)}
-	}
-	lo, hi := "MinKey", "MaxKey"
-	loIncl, hiIncl := true, true
-	var ranged bool
-	for _, e := range d {
-		switch e.Key {
-		case "$eq":
-			return bson.A{point(e.Value)}
-		case "$in":
-			vals := append(bson.A(nil), e.Value.(bson.A)...)
-			sort.SliceStable(vals, func(i, j int) bool { return value.Compare(vals[i], vals[j]) < 0 })
-			out := bson.A{}
-			for _, v := range vals {
-				out = append(out, point(v))
-			}
-			return out
-		case "$gt", "$gte":
-			lo, loIncl, ranged = boundValue(e.Value), e.Key == "$gte", true
-			if hi == "MaxKey" {
-				hi = upperOfType(e.Value)
-			}
-		case "$lt", "$lte":
-			hi, hiIncl, ranged = boundValue(e.Value), e.Key == "$lte", true
-			if lo == "MinKey" {
-				lo = lowerOfType(e.Value)
-			}
-		}
-	}
-	if !ranged {
-		return bson.A{"[MinKey, MaxKey]"}
+// interval is one index bound: lo to hi, each end open or closed.
+type interval struct {
+	lo, hi         string
+	loIncl, hiIncl bool
+}
+
+// render prints the interval as mongod does, reversed for a backward scan.
+func (iv interval) render(backward bool) string {
+	lo, hi, loIncl, hiIncl := iv.lo, iv.hi, iv.loIncl, iv.hiIncl
+	if backward {
+		lo, hi, loIncl, hiIncl = hi, lo, hiIncl, loIncl
 	}
 	open, closeB := "[", "]"
 	if !loIncl {
@@ -244,12 +314,52 @@ func boundsOf(cond any) bson.A {
 	if !hiIncl {
 		closeB = ")"
 	}
-	return bson.A{open + lo + ", " + hi + closeB}
+	return open + lo + ", " + hi + closeB
 }
 
-func point(v any) string {
+var fullRange = []interval{{lo: "MinKey", hi: "MaxKey", loIncl: true, hiIncl: true}}
+
+func point(v any) interval {
 	s := boundValue(v)
-	return "[" + s + ", " + s + "]"
+	return interval{lo: s, hi: s, loIncl: true, hiIncl: true}
+}
+
+// boundsOf turns a condition into index bound intervals, in key order.
+func boundsOf(cond any) []interval {
+	d, ok := cond.(bson.D)
+	if !ok {
+		return []interval{point(cond)}
+	}
+	iv := interval{lo: "MinKey", hi: "MaxKey", loIncl: true, hiIncl: true}
+	ranged := false
+	for _, e := range d {
+		switch e.Key {
+		case "$eq":
+			return []interval{point(e.Value)}
+		case "$in":
+			vals := append(bson.A(nil), e.Value.(bson.A)...)
+			sort.SliceStable(vals, func(i, j int) bool { return value.Compare(vals[i], vals[j]) < 0 })
+			var out []interval
+			for _, v := range vals {
+				out = append(out, point(v))
+			}
+			return out
+		case "$gt", "$gte":
+			iv.lo, iv.loIncl, ranged = boundValue(e.Value), e.Key == "$gte", true
+			if iv.hi == "MaxKey" {
+				iv.hi = upperOfType(e.Value)
+			}
+		case "$lt", "$lte":
+			iv.hi, iv.hiIncl, ranged = boundValue(e.Value), e.Key == "$lte", true
+			if iv.lo == "MinKey" {
+				iv.lo = lowerOfType(e.Value)
+			}
+		}
+	}
+	if !ranged {
+		return fullRange
+	}
+	return []interval{iv}
 }
 
 // boundValue formats a value as mongod prints it in index bounds.
