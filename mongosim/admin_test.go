@@ -502,6 +502,13 @@ func TestExplain(t *testing.T) {
 		t.Fatal("no executionTimeMillis")
 	}
 
+	// Without a sort the scan stops at the limit: _id 1 is the first a: 1.
+	lim := explainOf(t, ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "limit", Value: 1}}, "executionStats")
+	if lim.Lookup("queryPlanner", "winningPlan", "stage").StringValue() != "LIMIT" ||
+		lookupInt(t, lim, "executionStats", "totalDocsExamined") != 2 || lookupInt(t, lim, "executionStats", "nReturned") != 1 {
+		t.Fatalf("limited scan %v", lim.Lookup("executionStats"))
+	}
+
 	id := explainOf(t, ctx, db, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: 3}}}}, "allPlansExecution")
 	if id.Lookup("queryPlanner", "winningPlan", "indexName").StringValue() != "_id_" || lookupInt(t, id, "executionStats", "totalDocsExamined") != 1 {
 		t.Fatalf("_id explain %v", id)

@@ -86,6 +86,12 @@ type readShape struct {
 	hint       any
 }
 
+// streams reports a read that stops at its limit: no blocking sort
+// stands between the scan and the limit.
+func (s readShape) streams(sortByIndex bool) bool {
+	return s.limit > 0 && (len(s.sort) == 0 || sortByIndex)
+}
+
 // scanPlan runs the read of s and builds its plan: the documents examined
 // and matched, sorted, skipped and limited as find does.
 func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
@@ -113,11 +119,28 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 			ixPlans, sortByIndex = sortPlan(c, ixPlans, s.sort, s.hint != nil && c.findIndex(s.hint) != nil)
 			for i, p := range ixPlans {
 				stopAfter := int64(0)
-				if i == 0 && sortByIndex && s.limit > 0 {
+				if i == 0 && s.streams(sortByIndex) {
 					stopAfter = s.skip + s.limit
 				}
 				if err := p.examine(c, f, stopAfter); err != nil {
 					return err
+				}
+			}
+		}
+		if len(ixPlans) == 0 && !idHack && s.streams(false) {
+			// The scan stops once the limit is met.
+			examined = 0
+			var matched int64
+			for _, rec := range c.candidates(s.filter) {
+				examined++
+				ok, err := f.MatchErr(rec.doc)
+				if err != nil {
+					return err
+				}
+				if ok {
+					if matched++; matched == s.skip+s.limit {
+						break
+					}
 				}
 			}
 		}
@@ -131,18 +154,16 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 		return nil, nil, err
 	}
 	n := int64(len(docs))
+	if s.streams(sortByIndex) {
+		n = min(n, s.skip+s.limit) // the scan stopped there
+	}
 	var p *plan
 	if idHack {
 		p = &plan{stage: "EXPRESS_IDHACK", n: n, works: 1,
 			spec:  bson.D{{Key: "keyPattern", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "indexName", Value: "_id_"}, {Key: "indexVersion", Value: int32(2)}},
 			stats: bson.D{{Key: "keysExamined", Value: int32(examined)}, {Key: "docsExamined", Value: int32(examined)}}}
 	} else if len(ixPlans) > 0 {
-		fetched := n
-		if sortByIndex && s.limit > 0 {
-			fetched = min(n, s.skip+s.limit) // the scan stopped there
-		}
-		p = ixPlans[0].stage(without(s.filter, ixPlans[0].ix.fields[0]), fetched)
-		n = fetched
+		p = ixPlans[0].stage(without(s.filter, ixPlans[0].ix.fields[0]), n)
 		for _, other := range ixPlans[1:] {
 			p.rejected = append(p.rejected, append(bson.D{{Key: "isCached", Value: false}}, other.stage(without(s.filter, other.ix.fields[0]), n).winning()...))
 		}
