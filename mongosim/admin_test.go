@@ -443,6 +443,21 @@ func TestCollStatsAndDBStats(t *testing.T) {
 	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}, {{Key: "$collStats", Value: bson.D{}}}})
 	commandError(t, err, 40602)
 
+	// latencyStats counts the operations on the collection by kind: the
+	// insert (one command) and createIndexes so far, then two reads.
+	sdNoErr(t, coll.FindOne(ctx, bson.D{}).Err())
+	_, err = coll.CountDocuments(ctx, bson.D{})
+	sdNoErr(t, err)
+	cur, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$collStats", Value: bson.D{{Key: "latencyStats", Value: bson.D{{Key: "histograms", Value: true}}}}}}})
+	sdNoErr(t, err)
+	out = nil
+	sdNoErr(t, cur.All(ctx, &out))
+	lat := out[0].Lookup("latencyStats").Document()
+	if lookupInt(t, lat, "writes", "ops") != 1 || lookupInt(t, lat, "reads", "ops") < 4 || lookupInt(t, lat, "commands", "ops") < 1 ||
+		len(mustValues(lat.Lookup("reads", "histogram"))) == 0 {
+		t.Fatalf("latencyStats %v", lat)
+	}
+
 	dbs := mustRun(t, ctx, db, bson.D{{Key: "dbStats", Value: 1}})
 	if lookupInt(t, dbs, "objects") != 10 || lookupInt(t, dbs, "dataSize") != size || lookupInt(t, dbs, "indexSize") != total || lookupInt(t, dbs, "indexes") != 2 {
 		t.Fatalf("dbStats %v", dbs)

@@ -22,6 +22,7 @@ import (
 type adminState struct {
 	ops   opRegistry
 	opc   opCounters
+	lat   latencyRegistry
 	log   logRing
 	users *authenticator // always set: users authenticate even when auth is not required
 }
@@ -214,4 +215,100 @@ func getLogCmd(r *request) (bson.D, error) {
 		return bson.D{{Key: "totalLinesWritten", Value: int32(0)}, {Key: "log", Value: []string{}}, {Key: "ok", Value: 1.0}}, nil
 	}
 	return nil, cmderr.New(cmderr.OperationFailed, "No log named '%s'", strings.TrimSpace(name))
+}
+
+// latencyStats are a collection's operation latencies, as $collStats
+// latencyStats reports them: total microseconds and count per kind, and a
+// histogram of power-of-two microsecond buckets.
+type latencyStats struct {
+	kinds [4]latencyKind // reads, writes, commands, transactions
+}
+
+type latencyKind struct {
+	micros, ops int64
+	buckets     [40]int64 // bucket i counts latencies in [2^i, 2^(i+1)) µs (0: under 2 µs)
+}
+
+var latencyKindNames = [4]string{"reads", "writes", "commands", "transactions"}
+
+// latencyRegistry holds the latencies of every collection used.
+type latencyRegistry struct {
+	mu   sync.Mutex
+	byNS map[string]*latencyStats
+}
+
+// record adds r's latency to its collection's stats; commands without a
+// collection are not recorded.
+func (g *latencyRegistry) record(r *request, d time.Duration) {
+	ns := ""
+	if s, ok := r.cmd[0].Value.(string); ok && isCollectionCommand(r.name) {
+		ns = r.db + "." + s
+	} else if r.name == "getMore" {
+		if v, ok := r.get("collection"); ok {
+			if s, ok := v.(string); ok {
+				ns = r.db + "." + s
+			}
+		}
+	}
+	if ns == "" {
+		return
+	}
+	kind := 2
+	switch {
+	case r.tx != nil:
+		kind = 3
+	case r.name == "find" || r.name == "getMore" || r.name == "aggregate" || r.name == "count" || r.name == "distinct":
+		kind = 0
+	case r.name == "insert" || r.name == "update" || r.name == "delete" || r.name == "findAndModify":
+		kind = 1
+	}
+	us := d.Microseconds()
+	b := 0
+	for v := us; v >= 2 && b < 39; v >>= 1 {
+		b++
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byNS == nil {
+		g.byNS = make(map[string]*latencyStats)
+	}
+	st := g.byNS[ns]
+	if st == nil {
+		st = &latencyStats{}
+		g.byNS[ns] = st
+	}
+	k := &st.kinds[kind]
+	k.micros += us
+	k.ops++
+	k.buckets[b]++
+}
+
+// doc renders ns's latencies; histograms adds the non-empty buckets.
+func (g *latencyRegistry) doc(ns string, histograms bool) bson.D {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var st latencyStats
+	if p := g.byNS[ns]; p != nil {
+		st = *p
+	}
+	out := bson.D{}
+	for i, k := range st.kinds {
+		d := bson.D{}
+		if histograms {
+			h := bson.A{}
+			for b, n := range k.buckets {
+				if n > 0 {
+					lo := int64(0)
+					if b > 0 {
+						lo = 1 << b
+					}
+					h = append(h, bson.D{{Key: "micros", Value: lo}, {Key: "count", Value: n}})
+				}
+			}
+			d = append(d, bson.E{Key: "histogram", Value: h})
+		}
+		d = append(d, bson.E{Key: "latency", Value: k.micros}, bson.E{Key: "ops", Value: k.ops})
+		out = append(out, bson.E{Key: latencyKindNames[i], Value: d})
+	}
+	return out
 }

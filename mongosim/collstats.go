@@ -188,11 +188,9 @@ func collStatsStage(r *request, coll string, pipeline bson.A) ([]bson.D, bool, e
 				}
 				out = append(out, bson.E{Key: "count", Value: st.count})
 			case "latencyStats":
-				zero := bson.D{{Key: "latency", Value: int64(0)}, {Key: "ops", Value: int64(0)}}
-				out = append(out, bson.E{Key: "latencyStats", Value: bson.D{
-					{Key: "reads", Value: zero}, {Key: "writes", Value: zero},
-					{Key: "commands", Value: zero}, {Key: "transactions", Value: zero},
-				}})
+				o, _ := e.Value.(bson.D)
+				hv, _ := lookupD(o, "histograms")
+				out = append(out, bson.E{Key: "latencyStats", Value: r.cluster.adm.lat.doc(ns, asBool(hv))})
 			case "queryExecStats":
 				out = append(out, bson.E{Key: "queryExecStats", Value: bson.D{{Key: "collectionScans", Value: bson.D{
 					{Key: "total", Value: int64(0)}, {Key: "nonTailable", Value: int64(0)},

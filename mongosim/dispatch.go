@@ -111,7 +111,9 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 	defer cancel()
 	defer c.adm.ops.begin(r)()
 	c.adm.opc.count(r)
+	start := time.Now()
 	m.run(r, cmd)
+	c.adm.lat.record(r, time.Since(start))
 	return true
 }
 
