@@ -696,3 +696,46 @@ func TestExplainIndexPlans(t *testing.T) {
 		t.Fatalf("plan without a usable index %v", c)
 	}
 }
+
+// killOp interrupts a getMore waiting for data on a tailable cursor.
+func TestKillOpAwaitDataGetMore(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	admin, db := client.Database("admin"), client.Database("db")
+	sdNoErr(t, db.CreateCollection(ctx, "cap", options.CreateCollection().SetCapped(true).SetSizeInBytes(1<<20)))
+	coll := db.Collection("cap")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "x", Value: 1}})
+	sdNoErr(t, err)
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetCursorType(options.TailableAwait).SetMaxAwaitTime(50*time.Second))
+	sdNoErr(t, err)
+	defer cur.Close(context.Background())
+	if !cur.Next(ctx) {
+		t.Fatalf("first document: %v", cur.Err())
+	}
+	done := make(chan error, 1)
+	go func() {
+		cur.Next(ctx) // blocks in a getMore until killed
+		done <- cur.Err()
+	}()
+	var opid int64
+	for opid == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the waiting getMore never showed in currentOp")
+		}
+		ops := mustValues(mustRun(t, ctx, admin, bson.D{{Key: "currentOp", Value: 1}, {Key: "op", Value: "getmore"}, {Key: "ns", Value: "db.cap"}}).Lookup("inprog"))
+		if len(ops) == 1 {
+			opid = lookupInt(t, ops[0].Document(), "opid")
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
+	}
+	mustRun(t, ctx, admin, bson.D{{Key: "killOp", Value: 1}, {Key: "op", Value: opid}})
+	select {
+	case err := <-done:
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != 11601 {
+			t.Fatalf("killed getMore: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("killOp did not interrupt the getMore")
+	}
+}
