@@ -160,7 +160,7 @@ func compilePipeline(pipeline bson.A, where nesting) (*Pipeline, error) {
 }
 
 var unsupportedStages = map[string]bool{
-	"$redact": true, "$geoNear": true, "$setWindowFields": true, "$densify": true, "$fill": true,
+	"$redact": true, "$geoNear": true,
 	"$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true,
 	"$listLocalSessions": true, "$planCacheStats": true, "$changeStream": true,
 	"$search": true, "$searchMeta": true, "$vectorSearch": true, "$listSearchIndexes": true,
@@ -214,6 +214,12 @@ func compileStage(name string, arg any, where nesting) (stage, error) {
 		return compileMerge(arg)
 	case "$documents":
 		return compileDocuments(arg)
+	case "$setWindowFields":
+		return compileSetWindowFields(arg)
+	case "$densify":
+		return compileDensify(arg)
+	case "$fill":
+		return compileFill(arg)
 	}
 	if unsupportedStages[name] {
 		return nil, cmderr.Unsupported("aggregation stage " + name)
