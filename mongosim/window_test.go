@@ -1,0 +1,96 @@
+package mongosim
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// Window functions, $densify and $fill answer the official driver as
+// mongod 8.0 would, on sensor readings with a gap: a moving average over a
+// one-hour range window, $documentNumber and $shift per sensor; then the
+// gap densified hour by hour and carried forward with $fill.
+func TestWindowStagesThroughTheOfficialDriver(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	coll := connect(t, c.URI()).Database("plant").Collection("readings")
+	hour := func(h int) bson.DateTime {
+		return bson.NewDateTimeFromTime(time.Date(2024, 5, 1, h, 0, 0, 0, time.UTC))
+	}
+	if _, err := coll.InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "sensor", Value: "a"}, {Key: "t", Value: hour(0)}, {Key: "temp", Value: 10}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "sensor", Value: "b"}, {Key: "t", Value: hour(0)}, {Key: "temp", Value: 5}},
+		bson.D{{Key: "_id", Value: 3}, {Key: "sensor", Value: "a"}, {Key: "t", Value: hour(1)}, {Key: "temp", Value: 14}},
+		bson.D{{Key: "_id", Value: 4}, {Key: "sensor", Value: "b"}, {Key: "t", Value: hour(2)}},
+		bson.D{{Key: "_id", Value: 5}, {Key: "sensor", Value: "a"}, {Key: "t", Value: hour(3)}, {Key: "temp", Value: 20}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(pipeline mongo.Pipeline) []bson.D {
+		t.Helper()
+		cur, err := coll.Aggregate(ctx, pipeline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []bson.D
+		if err := cur.All(ctx, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	same := func(got, want []bson.D) {
+		t.Helper()
+		g, _ := bson.Marshal(bson.D{{Key: "v", Value: got}})
+		w, _ := bson.Marshal(bson.D{{Key: "v", Value: want}})
+		if !bytes.Equal(g, w) {
+			t.Fatalf("got  %v\nwant %v", got, want)
+		}
+	}
+
+	got := run(mongo.Pipeline{
+		{{Key: "$setWindowFields", Value: bson.D{{Key: "partitionBy", Value: "$sensor"}, {Key: "sortBy", Value: bson.D{{Key: "t", Value: 1}}},
+			{Key: "output", Value: bson.D{
+				{Key: "avg", Value: bson.D{{Key: "$avg", Value: "$temp"}, {Key: "window", Value: bson.D{{Key: "range", Value: bson.A{-1, 0}}, {Key: "unit", Value: "hour"}}}}},
+				{Key: "n", Value: bson.D{{Key: "$documentNumber", Value: bson.D{}}}},
+				{Key: "prev", Value: bson.D{{Key: "$shift", Value: bson.D{{Key: "output", Value: "$temp"}, {Key: "by", Value: -1}}}}},
+			}}}}},
+		{{Key: "$project", Value: bson.D{{Key: "avg", Value: 1}, {Key: "n", Value: 1}, {Key: "prev", Value: 1}}}},
+	})
+	row := func(id int32, avg any, n int32, prev any) bson.D {
+		return bson.D{{Key: "_id", Value: id}, {Key: "avg", Value: avg}, {Key: "n", Value: n}, {Key: "prev", Value: prev}}
+	}
+	// Hour 3's window [02:00, 03:00] holds only itself; sensor b's hour 2
+	// has no temperature, so its average is null.
+	same(got, []bson.D{row(1, 10.0, 1, nil), row(3, 12.0, 2, int32(10)), row(5, 20.0, 3, int32(14)), row(2, 5.0, 1, nil), row(4, nil, 2, int32(5))})
+
+	got = run(mongo.Pipeline{
+		{{Key: "$densify", Value: bson.D{{Key: "field", Value: "t"}, {Key: "partitionByFields", Value: bson.A{"sensor"}},
+			{Key: "range", Value: bson.D{{Key: "step", Value: 1}, {Key: "unit", Value: "hour"}, {Key: "bounds", Value: "full"}}}}}},
+		{{Key: "$fill", Value: bson.D{{Key: "partitionBy", Value: "$sensor"}, {Key: "sortBy", Value: bson.D{{Key: "t", Value: 1}}},
+			{Key: "output", Value: bson.D{{Key: "temp", Value: bson.D{{Key: "method", Value: "locf"}}}}}}}},
+		{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}, {Key: "sensor", Value: 1}, {Key: "t", Value: 1}, {Key: "temp", Value: 1}}}},
+	})
+	reading := func(s string, h int, temp int32) bson.D {
+		return bson.D{{Key: "sensor", Value: s}, {Key: "t", Value: hour(h)}, {Key: "temp", Value: temp}}
+	}
+	// "full" gives every sensor every hour from the first reading to the
+	// last; locf carries each sensor's last temperature into its gaps.
+	same(got, []bson.D{reading("a", 0, 10), reading("a", 1, 14), reading("a", 2, 14), reading("a", 3, 20),
+		reading("b", 0, 5), reading("b", 1, 5), reading("b", 2, 5), reading("b", 3, 5)})
+
+	_, err := coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$setWindowFields", Value: bson.D{
+		{Key: "output", Value: bson.D{{Key: "r", Value: bson.D{{Key: "$rank", Value: bson.D{}}}}}}}}}})
+	var se mongo.ServerError
+	if !errors.As(err, &se) || !se.HasErrorCode(5371602) {
+		t.Fatalf("$rank without sortBy: %v, want code 5371602", err)
+	}
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$densify", Value: bson.D{{Key: "field", Value: "sensor"},
+		{Key: "range", Value: bson.D{{Key: "step", Value: 1}, {Key: "bounds", Value: "full"}}}}}}})
+	if !errors.As(err, &se) || !se.HasErrorCode(5733201) {
+		t.Fatalf("$densify over strings: %v, want code 5733201", err)
+	}
+}
