@@ -2,7 +2,7 @@
 // bson.D documents: $match (through package query), $project, $addFields/$set,
 // $unset, $group, $sort, $limit, $skip, $count, $unwind, $replaceRoot,
 // $replaceWith, $sortByCount, $lookup, $facet, $unionWith, $documents,
-// $setWindowFields, $densify, $fill, and the
+// $setWindowFields, $densify, $fill, $redact, and the
 // write stages $out and $merge, which hand their output to a Catalog.
 //
 // A pipeline is compiled once and is immutable; Run never modifies its input

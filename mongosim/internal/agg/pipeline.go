@@ -160,7 +160,7 @@ func compilePipeline(pipeline bson.A, where nesting) (*Pipeline, error) {
 }
 
 var unsupportedStages = map[string]bool{
-	"$redact": true, "$geoNear": true,
+	"$geoNear": true,
 	"$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true,
 	"$listLocalSessions": true, "$planCacheStats": true, "$changeStream": true,
 	"$search": true, "$searchMeta": true, "$vectorSearch": true, "$listSearchIndexes": true,
@@ -220,6 +220,8 @@ func compileStage(name string, arg any, where nesting) (stage, error) {
 		return compileDensify(arg)
 	case "$fill":
 		return compileFill(arg)
+	case "$redact":
+		return compileRedact(arg)
 	}
 	if unsupportedStages[name] {
 		return nil, cmderr.Unsupported("aggregation stage " + name)
