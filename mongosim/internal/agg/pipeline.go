@@ -160,8 +160,7 @@ func compilePipeline(pipeline bson.A, where nesting) (*Pipeline, error) {
 }
 
 var unsupportedStages = map[string]bool{
-	"$geoNear":   true,
-	"$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true,
+	"$geoNear": true, "$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true,
 	"$listLocalSessions": true, "$planCacheStats": true, "$changeStream": true,
 	"$search": true, "$searchMeta": true, "$vectorSearch": true, "$listSearchIndexes": true,
 	"$changeStreamSplitLargeEvent": true, "$shardedDataDistribution": true,
