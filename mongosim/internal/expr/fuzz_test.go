@@ -30,6 +30,8 @@ var exprSeeds = []string{
 	`{"$dateTrunc": {"date": {"$dateAdd": {"startDate": "$date", "unit": "month", "amount": "$n"}}, "unit": "week", "binSize": 2, "startOfWeek": "tue"}}`,
 	`{"$dateDiff": {"startDate": "$date", "endDate": {"$dateSubtract": {"startDate": "$date", "unit": "quarter", "amount": 7}}, "unit": "week", "timezone": "+05:45"}}`,
 	`{"$divide": [{"$add": ["$n", {"$numberDecimal": "0.1"}, 0.2]}, {"$abs": {"$numberDecimal": "-3"}}]}`,
+	`{"$zip": {"inputs": ["$arr", {"$sortArray": {"input": "$objs", "sortBy": {"x": -1}}}], "useLongestLength": true, "defaults": [0, {"$replaceAll": {"input": "$s", "find": "l", "replacement": "LL"}}]}}`,
+	`{"$concatArrays": [{"$firstN": {"n": 2, "input": "$arr"}}, {"$maxN": {"n": "$b", "input": "$objs"}}, [{"$indexOfCP": ["$s", "l", 1, 9]}, {"$atan2": ["$d", {"$acos": 0.5}]}, {"$isoWeek": "$date"}]]}`,
 }
 
 func FuzzExpr(f *testing.F) {

@@ -1,0 +1,44 @@
+package expr
+
+import "testing"
+
+func TestExtraOperators(t *testing.T) {
+	runCases(t, []exprCase{
+		{name: "replaceOne", spec: `{"$replaceOne": {"input": "a.b.c", "find": ".", "replacement": "-"}}`, want: `"a-b.c"`},
+		{name: "replaceAll", spec: `{"$replaceAll": {"input": "a.b.c", "find": ".", "replacement": "-"}}`, want: `"a-b-c"`},
+		{name: "replace null", spec: `{"$replaceAll": {"input": "abc", "find": null, "replacement": "-"}}`, want: `null`},
+		{name: "replace non-string", spec: `{"$replaceOne": {"input": 5, "find": "5", "replacement": "-"}}`, code: 51746},
+		{name: "replace needs find", spec: `{"$replaceOne": {"input": "a", "replacement": "-"}}`, code: 51748},
+		{name: "indexOfBytes multibyte", spec: `{"$indexOfBytes": ["cafétéria", "t"]}`, want: `5`},
+		{name: "indexOfCP multibyte", spec: `{"$indexOfCP": ["cafétéria", "t"]}`, want: `4`},
+		{name: "indexOfBytes from start", spec: `{"$indexOfBytes": ["abcabc", "b", 2]}`, want: `4`},
+		{name: "indexOfBytes not in range", spec: `{"$indexOfBytes": ["abc", "c", 0, 2]}`, want: `-1`},
+		{name: "indexOfBytes empty at end", spec: `{"$indexOfBytes": ["abc", "", 3]}`, want: `3`},
+		{name: "indexOfCP null", spec: `{"$indexOfCP": [null, "a"]}`, want: `null`},
+		{name: "indexOfBytes non-string", spec: `{"$indexOfBytes": [1, "a"]}`, code: 40091},
+		{name: "sortArray descending", spec: `{"$sortArray": {"input": [3, 1, 2], "sortBy": -1}}`, want: `[3, 2, 1]`},
+		{name: "sortArray by field", spec: `{"$sortArray": {"input": [{"a": 2, "b": 1}, {"a": 1}], "sortBy": {"a": 1}}}`, want: `[{"a": 1}, {"a": 2, "b": 1}]`},
+		{name: "sortArray non-array", spec: `{"$sortArray": {"input": "x", "sortBy": 1}}`, code: 2942504},
+		{name: "zip shortest", spec: `{"$zip": {"inputs": [[1, 2, 3], ["a", "b"]]}}`, want: `[[1, "a"], [2, "b"]]`},
+		{name: "zip longest with defaults", spec: `{"$zip": {"inputs": [[1, 2, 3], ["a", "b"]], "useLongestLength": true, "defaults": [0, "z"]}}`, want: `[[1, "a"], [2, "b"], [3, "z"]]`},
+		{name: "zip longest", spec: `{"$zip": {"inputs": [[1, 2, 3], ["a", "b"]], "useLongestLength": true}}`, want: `[[1, "a"], [2, "b"], [3, null]]`},
+		{name: "zip null input", spec: `{"$zip": {"inputs": [[1], "$nope"]}}`, want: `null`},
+		{name: "zip defaults need longest", spec: `{"$zip": {"inputs": [[1]], "defaults": [0]}}`, code: 34466},
+		{name: "firstN", spec: `{"$firstN": {"n": 2, "input": [1, 2, 3]}}`, want: `[1, 2]`},
+		{name: "lastN", spec: `{"$lastN": {"n": 2, "input": [1, 2, 3]}}`, want: `[2, 3]`},
+		{name: "maxN skips null", spec: `{"$maxN": {"n": 2, "input": [1, null, 3, 2]}}`, want: `[3, 2]`},
+		{name: "minN", spec: `{"$minN": {"n": 5, "input": [3, 1, 2]}}`, want: `[1, 2, 3]`},
+		{name: "firstN n positive", spec: `{"$firstN": {"n": 0, "input": [1]}}`, code: 5787908},
+		{name: "isoWeek", spec: `{"$isoWeek": "$date"}`, want: `10`},
+		{name: "isoWeekYear", spec: `{"$isoWeekYear": "$date"}`, want: `2024`},
+		{name: "isoDayOfWeek", spec: `{"$isoDayOfWeek": "$date"}`, want: `2`},
+		{name: "week", spec: `{"$week": "$date"}`, want: `9`},
+		{name: "sin", spec: `{"$sin": 0}`, want: `0.0`},
+		{name: "cos", spec: `{"$cos": 0}`, want: `1.0`},
+		{name: "acos domain", spec: `{"$acos": 2}`, code: 50989},
+		{name: "degreesToRadians", spec: `{"$degreesToRadians": 180}`, want: `3.141592653589793`},
+		{name: "atan2", spec: `{"$atan2": [1, 1]}`, want: `0.7853981633974483`},
+		{name: "trig null", spec: `{"$tan": null}`, want: `null`},
+		{name: "trig non-number", spec: `{"$sin": "x"}`, code: 28765},
+	})
+}
