@@ -49,6 +49,7 @@ type partition struct {
 	docs     []bson.D
 	sort     windowSort
 	sortVals []any
+	typeRun  map[bool][2]int // the run of numbers (false) or dates (true) among sortVals
 }
 
 func compileSetWindowFields(arg any) (stage, error) {
@@ -465,35 +466,37 @@ func (p *partition) window(b windowBounds, i int) (lo, hi int, ok bool, err erro
 		y, _ := value.ToFloat(delta)
 		return x + y, nil
 	}
+	// The documents are in sortBy order, so the values of the expected type
+	// form one run (which holds document i) and thresholds are found by
+	// binary search.
+	dates := b.unit != ""
+	run, ok := p.typeRun[dates]
+	if !ok {
+		run = [2]int{i, i}
+		for run[0] > 0 && expected(vals[run[0]-1]) {
+			run[0]--
+		}
+		for run[1] < n-1 && expected(vals[run[1]+1]) {
+			run[1]++
+		}
+		if p.typeRun == nil {
+			p.typeRun = map[bool][2]int{}
+		}
+		p.typeRun[dates] = run
+	}
+	first, last := run[0], run[1]
 	switch b.lo.kind {
 	case boundCurrent:
 		lo = i
 	case boundUnbounded:
-		lo = -1
-		for j := 0; j < n; j++ {
-			if expected(vals[j]) {
-				lo = j
-				break
-			}
-		}
-		if lo < 0 {
-			return 0, 0, false, nil
-		}
+		lo = first
 	default:
 		t, err := add(b.lo.v)
 		if err != nil {
 			return 0, 0, false, err
 		}
-		lo = -1
-		for j := 0; j < n; j++ {
-			if expr.CompareValues(vals[j], t) >= 0 {
-				if expected(vals[j]) {
-					lo = j
-				}
-				break
-			}
-		}
-		if lo < 0 {
+		lo = sort.Search(n, func(j int) bool { return expr.CompareValues(vals[j], t) >= 0 })
+		if lo == n || !expected(vals[lo]) {
 			return 0, 0, false, nil
 		}
 	}
@@ -501,28 +504,13 @@ func (p *partition) window(b windowBounds, i int) (lo, hi int, ok bool, err erro
 	case boundCurrent:
 		hi = i
 	case boundUnbounded:
-		hi = n - 1
-		for j := max(lo, i); j < n; j++ {
-			if !expected(vals[j]) {
-				hi = j - 1
-				break
-			}
-		}
+		hi = last
 	default:
 		t, err := add(b.hi.v)
 		if err != nil {
 			return 0, 0, false, err
 		}
-		hi = n - 1
-		for j := lo; j < n; j++ {
-			if expr.CompareValues(t, vals[j]) < 0 {
-				if j == lo {
-					return 0, 0, false, nil
-				}
-				hi = j - 1
-				break
-			}
-		}
+		hi = sort.Search(n, func(j int) bool { return expr.CompareValues(vals[j], t) > 0 }) - 1
 	}
 	if hi < lo {
 		return 0, 0, false, nil
