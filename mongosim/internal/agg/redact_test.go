@@ -13,3 +13,20 @@ func TestRedact(t *testing.T) {
 		{name: "redact must answer a redact variable", input: `[{"_id": 1}]`, pipeline: `[{"$redact": 1}]`, code: 17053},
 	})
 }
+
+// The regex expression operators translate patterns as $regex queries do
+// (package query hands expr its compiler).
+func TestRegexExpressions(t *testing.T) {
+	runPipeCases(t, []pipeCase{
+		{name: "regexMatch, regexFind, regexFindAll", input: `[{"_id": 1, "s": "éa1b22", "t": "Hello World"}, {"_id": 2}]`,
+			pipeline: `[{"$project": {
+				"m": {"$regexMatch": {"input": "$t", "regex": "^hello", "options": "i"}},
+				"f": {"$regexFind": {"input": "$s", "regex": "(b)(x)?"}},
+				"all": {"$regexFindAll": {"input": "$s", "regex": {"$regularExpression": {"pattern": "[0-9]+", "options": ""}}}}}}]`,
+			want: `[{"_id": 1, "m": true, "f": {"match": "b", "idx": 3, "captures": ["b", null]}, "all": [{"match": "1", "idx": 2, "captures": []}, {"match": "22", "idx": 4, "captures": []}]},
+				{"_id": 2, "m": false, "f": null, "all": []}]`},
+		{name: "regex options twice", input: `[{"s": "a"}]`, pipeline: `[{"$project": {"m": {"$regexMatch": {"input": "$s", "regex": {"$regularExpression": {"pattern": "a", "options": "i"}}, "options": "m"}}}}]`, code: 51107},
+		{name: "regex input must be a string", input: `[{"s": 1}]`, pipeline: `[{"$project": {"m": {"$regexMatch": {"input": "$s", "regex": "a"}}}}]`, code: 51104},
+		{name: "regex unknown argument", pipeline: `[{"$project": {"m": {"$regexMatch": {"input": "$s", "regex": "a", "flags": "i"}}}}]`, code: 31024, compile: true},
+	})
+}
