@@ -42,3 +42,19 @@ func TestExtraOperators(t *testing.T) {
 		{name: "trig non-number", spec: `{"$sin": "x"}`, code: 28765},
 	})
 }
+
+func TestDateParts(t *testing.T) {
+	runCases(t, []exprCase{
+		{name: "dateToParts", spec: `{"$dateToParts": {"date": "$date"}}`, want: `{"year": 2024, "month": 3, "day": 5, "hour": 6, "minute": 7, "second": 8, "millisecond": 9}`},
+		{name: "dateToParts timezone", spec: `{"$dateToParts": {"date": "$date", "timezone": "+02:00"}}`, want: `{"year": 2024, "month": 3, "day": 5, "hour": 8, "minute": 7, "second": 8, "millisecond": 9}`},
+		{name: "dateToParts iso", spec: `{"$dateToParts": {"date": "$date", "iso8601": true}}`, want: `{"isoWeekYear": 2024, "isoWeek": 10, "isoDayOfWeek": 2, "hour": 6, "minute": 7, "second": 8, "millisecond": 9}`},
+		{name: "dateToParts null", spec: `{"$dateToParts": {"date": "$n"}}`, want: `null`},
+		{name: "dateFromParts carries", spec: `{"$dateFromParts": {"year": 2024, "month": 14, "day": 1}}`, want: `{"$date": "2025-02-01T00:00:00Z"}`},
+		{name: "dateFromParts iso", spec: `{"$dateFromParts": {"isoWeekYear": 2024, "isoWeek": 10, "isoDayOfWeek": 2, "hour": 6}}`, want: `{"$date": "2024-03-05T06:00:00Z"}`},
+		{name: "dateFromParts timezone", spec: `{"$dateFromParts": {"year": 2024, "timezone": "-05:00"}}`, want: `{"$date": "2024-01-01T05:00:00Z"}`},
+		{name: "dateFromParts null part", spec: `{"$dateFromParts": {"year": 2024, "day": "$n"}}`, want: `null`},
+		{name: "dateFromParts mixed", spec: `{"$dateFromParts": {"year": 2024, "isoWeek": 2}}`, code: 40489},
+		{name: "dateFromParts year range", spec: `{"$dateFromParts": {"year": 0}}`, code: 40523},
+		{name: "dateFromParts needs a year", spec: `{"$dateFromParts": {"month": 1}}`, code: 40516},
+	})
+}
