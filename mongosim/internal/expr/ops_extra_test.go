@@ -58,3 +58,16 @@ func TestDateParts(t *testing.T) {
 		{name: "dateFromParts needs a year", spec: `{"$dateFromParts": {"month": 1}}`, code: 40516},
 	})
 }
+
+func TestBitwise(t *testing.T) {
+	runCases(t, []exprCase{
+		{name: "bitAnd", spec: `{"$bitAnd": [12, 10]}`, want: `8`},
+		{name: "bitOr long", spec: `{"$bitOr": [12, {"$numberLong": "3"}]}`, want: `{"$numberLong": "15"}`},
+		{name: "bitXor", spec: `{"$bitXor": [12, 10]}`, want: `6`},
+		{name: "bitAnd empty", spec: `{"$bitAnd": []}`, want: `-1`},
+		{name: "bitNot", spec: `{"$bitNot": 5}`, want: `-6`},
+		{name: "bit null", spec: `{"$bitAnd": [1, null]}`, want: `null`},
+		{name: "bit double", spec: `{"$bitOr": [1, 1.5]}`, code: 14},
+		{name: "bitNot string", spec: `{"$bitNot": "a"}`, code: 28765},
+	})
+}
