@@ -94,3 +94,63 @@ func TestWindowStagesThroughTheOfficialDriver(t *testing.T) {
 		t.Fatalf("$densify over strings: %v, want code 5733201", err)
 	}
 }
+
+// $redact and the newer expression operators through the official driver:
+// the embedded document above the reader's level and the whole second
+// document are pruned; $regexFind, $sortArray, $dateToParts and $replaceAll
+// answer mongod's shapes.
+func TestRedactAndNewerOperatorsThroughTheOfficialDriver(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	coll := connect(t, c.URI()).Database("docs").Collection("reports")
+	at := time.Date(2024, 3, 5, 6, 7, 8, 0, time.UTC)
+	if _, err := coll.InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "level", Value: 1}, {Key: "title", Value: "Report Q1 2024"},
+			{Key: "secret", Value: bson.D{{Key: "level", Value: 3}, {Key: "note", Value: "x"}}},
+			{Key: "tags", Value: bson.A{"b", "a", "c"}}, {Key: "at", Value: at}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "level", Value: 5}, {Key: "title", Value: "Board minutes"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := coll.Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$redact", Value: bson.D{{Key: "$cond", Value: bson.A{bson.D{{Key: "$lte", Value: bson.A{"$level", 2}}}, "$$DESCEND", "$$PRUNE"}}}}},
+		{{Key: "$project", Value: bson.D{{Key: "secret", Value: 1},
+			{Key: "q", Value: bson.D{{Key: "$regexFind", Value: bson.D{{Key: "input", Value: "$title"}, {Key: "regex", Value: "Q([1-4])"}}}}},
+			{Key: "tags", Value: bson.D{{Key: "$sortArray", Value: bson.D{{Key: "input", Value: "$tags"}, {Key: "sortBy", Value: 1}}}}},
+			{Key: "parts", Value: bson.D{{Key: "$dateToParts", Value: bson.D{{Key: "date", Value: "$at"}}}}},
+			{Key: "title", Value: bson.D{{Key: "$replaceAll", Value: bson.D{{Key: "input", Value: "$title"}, {Key: "find", Value: " "}, {Key: "replacement", Value: "_"}}}}},
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type match struct {
+		Match    string   `bson:"match"`
+		Idx      int32    `bson:"idx"`
+		Captures []string `bson:"captures"`
+	}
+	var got []struct {
+		ID     int32          `bson:"_id"`
+		Secret *bson.D        `bson:"secret"`
+		Q      match          `bson:"q"`
+		Tags   []string       `bson:"tags"`
+		Parts  map[string]any `bson:"parts"`
+		Title  string         `bson:"title"`
+	}
+	if err := cur.All(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("got %d documents, want 1 (the level-5 report pruned): %+v", len(got), got)
+	}
+	r := got[0]
+	if r.ID != 1 || r.Secret != nil || r.Q.Match != "Q1" || r.Q.Idx != 7 || len(r.Q.Captures) != 1 || r.Q.Captures[0] != "1" ||
+		len(r.Tags) != 3 || r.Tags[0] != "a" || r.Tags[2] != "c" || r.Title != "Report_Q1_2024" {
+		t.Errorf("got %+v", r)
+	}
+	for k, want := range map[string]int32{"year": 2024, "month": 3, "day": 5, "hour": 6, "minute": 7, "second": 8, "millisecond": 0} {
+		if r.Parts[k] != want {
+			t.Errorf("parts.%s = %v (%T), want %d", k, r.Parts[k], r.Parts[k], want)
+		}
+	}
+}
