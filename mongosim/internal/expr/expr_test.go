@@ -366,7 +366,11 @@ func TestConversions(t *testing.T) {
 		{name: "convert bad to", spec: `{"$convert": {"input": 5, "to": "nope"}}`, code: 2},
 		{name: "convert error", spec: `{"$convert": {"input": "x", "to": "int"}}`, code: 241},
 		{name: "convert missing to", spec: `{"$convert": {"input": "x"}}`, code: 9},
-		{name: "toDecimal unsupported", spec: `{"$toDecimal": 1}`, code: 238},
+		{name: "toDecimal int", spec: `{"$toDecimal": 1}`, want: `{"$numberDecimal": "1"}`},
+		{name: "toDecimal double", spec: `{"$toDecimal": 2.5}`, want: `{"$numberDecimal": "2.50000000000000"}`},
+		{name: "toDecimal string", spec: `{"$toDecimal": "1.10"}`, want: `{"$numberDecimal": "1.10"}`},
+		{name: "toDecimal bad string", spec: `{"$toDecimal": "x1"}`, code: 241},
+		{name: "convert to decimal", spec: `{"$convert": {"input": true, "to": "decimal"}}`, want: `{"$numberDecimal": "1"}`},
 	})
 }
 
