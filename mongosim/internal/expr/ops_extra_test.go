@@ -71,3 +71,19 @@ func TestBitwise(t *testing.T) {
 		{name: "bitNot string", spec: `{"$bitNot": "a"}`, code: 28765},
 	})
 }
+
+func TestDateFromString(t *testing.T) {
+	runCases(t, []exprCase{
+		{name: "iso local", spec: `{"$dateFromString": {"dateString": "2017-02-08T12:10:40.787"}}`, want: `{"$date": "2017-02-08T12:10:40.787Z"}`},
+		{name: "iso in a timezone", spec: `{"$dateFromString": {"dateString": "2017-02-08T12:10:40.787", "timezone": "+05:00"}}`, want: `{"$date": "2017-02-08T07:10:40.787Z"}`},
+		{name: "iso with offset", spec: `{"$dateFromString": {"dateString": "2017-02-08T12:10:40+02:00"}}`, want: `{"$date": "2017-02-08T10:10:40Z"}`},
+		{name: "offset and timezone", spec: `{"$dateFromString": {"dateString": "2017-02-08T12:10:40Z", "timezone": "+01:00"}}`, code: 40554},
+		{name: "format", spec: `{"$dateFromString": {"dateString": "15/06/2018", "format": "%d/%m/%Y"}}`, want: `{"$date": "2018-06-15T00:00:00Z"}`},
+		{name: "format with zone", spec: `{"$dateFromString": {"dateString": "2018-06-15 10:00:00.5 +0200", "format": "%Y-%m-%d %H:%M:%S.%L %z"}}`, want: `{"$date": "2018-06-15T08:00:00.500Z"}`},
+		{name: "format month name", spec: `{"$dateFromString": {"dateString": "Feb 8, 2017", "format": "%b %d, %Y"}}`, want: `{"$date": "2017-02-08T00:00:00Z"}`},
+		{name: "unparseable", spec: `{"$dateFromString": {"dateString": "oops"}}`, code: 241},
+		{name: "onError", spec: `{"$dateFromString": {"dateString": "oops", "onError": "bad"}}`, want: `"bad"`},
+		{name: "onNull", spec: `{"$dateFromString": {"dateString": "$n", "onNull": 0}}`, want: `0`},
+		{name: "bad format character", spec: `{"$dateFromString": {"dateString": "x", "format": "%Q"}}`, code: 18536},
+	})
+}
