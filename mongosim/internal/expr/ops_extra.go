@@ -50,6 +50,12 @@ var extraOps = map[string]opCompiler{
 	"$degreesToRadians": trig(func(x float64) float64 { return x * math.Pi / 180 }, nil),
 	"$radiansToDegrees": trig(func(x float64) float64 { return x * 180 / math.Pi }, nil),
 	"$atan2":            nary(2, 2, opAtan2),
+	"$stdDevPop":        nary(0, -1, opStdDev),
+	"$stdDevSamp":       nary(0, -1, opStdDev),
+	"$bsonSize":         nary(1, 1, opBsonSize),
+	"$binarySize":       nary(1, 1, opBinarySize),
+	"$tsSecond":         nary(1, 1, opTimestampPart),
+	"$tsIncrement":      nary(1, 1, opTimestampPart),
 }
 
 func init() {
@@ -510,4 +516,81 @@ func opAtan2(name string, vals []any) (any, error) {
 		return floatLike(vals[0], r), nil
 	}
 	return floatLike(vals[1], r), nil
+}
+
+// $stdDevPop / $stdDevSamp as expressions: over one array argument's
+// elements, or over the arguments; non-numbers are ignored.
+func opStdDev(name string, vals []any) (any, error) {
+	if len(vals) == 1 {
+		if a, ok := value.ToArray(vals[0]); ok {
+			vals = a
+		}
+	}
+	var n, mean, m2 float64
+	for _, v := range vals {
+		if !value.IsNumber(v) {
+			continue
+		}
+		x, _ := value.ToFloat(v)
+		n++
+		d := x - mean
+		mean += d / n
+		m2 += d * (x - mean)
+	}
+	if name == "$stdDevSamp" {
+		if n < 2 {
+			return nil, nil
+		}
+		return math.Sqrt(m2 / (n - 1)), nil
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return math.Sqrt(m2 / n), nil
+}
+
+func opBsonSize(name string, vals []any) (any, error) {
+	if IsNullish(vals[0]) {
+		return nil, nil
+	}
+	d, ok := asDoc(vals[0])
+	if !ok {
+		return nil, cmderr.New(31393, "$bsonSize requires a document input, found: %s", typeName(vals[0]))
+	}
+	b, err := bson.Marshal(d)
+	if err != nil {
+		return nil, cmderr.New(cmderr.BadValue, "$bsonSize: %v", err)
+	}
+	return int32(len(b)), nil
+}
+
+func opBinarySize(name string, vals []any) (any, error) {
+	switch x := vals[0].(type) {
+	case string:
+		return int32(len(x)), nil
+	case bson.Binary:
+		return int32(len(x.Data)), nil
+	}
+	if IsNullish(vals[0]) {
+		return nil, nil
+	}
+	return nil, cmderr.New(51276, "$binarySize requires a string or BinData argument, found: %s", typeName(vals[0]))
+}
+
+func opTimestampPart(name string, vals []any) (any, error) {
+	if IsNullish(vals[0]) {
+		return nil, nil
+	}
+	ts, ok := vals[0].(bson.Timestamp)
+	if !ok {
+		code := int32(5687301)
+		if name == "$tsIncrement" {
+			code = 5687302
+		}
+		return nil, cmderr.New(code, "%s expects argument of type timestamp but received %s", name, typeName(vals[0]))
+	}
+	if name == "$tsSecond" {
+		return int64(ts.T), nil
+	}
+	return int64(ts.I), nil
 }

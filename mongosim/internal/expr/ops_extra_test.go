@@ -87,3 +87,17 @@ func TestDateFromString(t *testing.T) {
 		{name: "bad format character", spec: `{"$dateFromString": {"dateString": "x", "format": "%Q"}}`, code: 18536},
 	})
 }
+
+func TestSmallOperators(t *testing.T) {
+	runCases(t, []exprCase{
+		{name: "stdDevPop of an array", spec: `{"$stdDevPop": [[2, 4, 4, 4, 5, 5, 7, 9]]}`, want: `2.0`},
+		{name: "stdDevSamp of arguments", spec: `{"$stdDevSamp": [1, 3, "x"]}`, want: `1.4142135623730951`},
+		{name: "stdDevSamp of one", spec: `{"$stdDevSamp": [[1]]}`, want: `null`},
+		{name: "bsonSize", spec: `{"$bsonSize": {"$literal": {"a": 1}}}`, want: `12`},
+		{name: "bsonSize of a string", spec: `{"$bsonSize": "x"}`, code: 31393},
+		{name: "binarySize", spec: `{"$binarySize": "héllo"}`, want: `6`},
+		{name: "tsSecond", spec: `{"$tsSecond": {"$literal": {"$timestamp": {"t": 1700000000, "i": 3}}}}`, want: `{"$numberLong": "1700000000"}`},
+		{name: "tsIncrement", spec: `{"$tsIncrement": {"$literal": {"$timestamp": {"t": 1700000000, "i": 3}}}}`, want: `{"$numberLong": "3"}`},
+		{name: "tsSecond of a date", spec: `{"$tsSecond": "$date"}`, code: 5687301},
+	})
+}
