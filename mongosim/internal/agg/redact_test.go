@@ -30,3 +30,18 @@ func TestRegexExpressions(t *testing.T) {
 		{name: "regex unknown argument", pipeline: `[{"$project": {"m": {"$regexMatch": {"input": "$s", "regex": "a", "flags": "i"}}}}]`, code: 31024, compile: true},
 	})
 }
+
+// $percentile and $median answer the discrete percentile: the sample at
+// rank ceil(n·p) − 1 of the sorted numbers, as doubles.
+func TestPercentileAccumulators(t *testing.T) {
+	runPipeCases(t, []pipeCase{
+		{name: "group percentile and median", input: `[{"v": 40}, {"v": 10}, {"v": "x"}, {"v": 30}, {"v": 20}, {}]`,
+			pipeline: `[{"$group": {"_id": null, "m": {"$median": {"input": "$v", "method": "approximate"}}, "p": {"$percentile": {"input": "$v", "p": [0.25, 0.9, 1], "method": "approximate"}}, "none": {"$median": {"input": "$nope", "method": "approximate"}}}}]`,
+			want:     `[{"_id": null, "m": 20.0, "p": [10.0, 40.0, 40.0], "none": null}]`},
+		{name: "percentile expression", input: `[{"a": [3, 1, 2, "x"], "s": 7}]`,
+			pipeline: `[{"$project": {"_id": 0, "m": {"$median": {"input": "$a", "method": "approximate"}}, "p": {"$percentile": {"input": "$s", "p": [0.1, 0.5], "method": "approximate"}}, "e": {"$percentile": {"input": "$nope", "p": [0.5], "method": "approximate"}}}}]`,
+			want:     `[{"m": 2.0, "p": [7.0, 7.0], "e": [null]}]`},
+		{name: "percentile p in range", pipeline: `[{"$group": {"_id": null, "p": {"$percentile": {"input": "$v", "p": [1.5], "method": "approximate"}}}}]`, code: 7750303, compile: true},
+		{name: "percentile needs a method", pipeline: `[{"$group": {"_id": null, "p": {"$percentile": {"input": "$v", "p": [0.5]}}}}]`, code: 40414, compile: true},
+	})
+}

@@ -24,10 +24,11 @@ var windowFnNames = map[string]bool{
 	"$expMovingAvg": true, "$locf": true, "$linearFill": true,
 	"$firstN": true, "$lastN": true, "$maxN": true, "$minN": true,
 	"$top": true, "$bottom": true, "$topN": true, "$bottomN": true,
+	"$median": true, "$percentile": true,
 }
 
 var unsupportedWindowFns = map[string]bool{
-	"$median": true, "$percentile": true, "$minMaxScalar": true, "$concatArrays": true, "$setUnion": true,
+	"$minMaxScalar": true, "$concatArrays": true, "$setUnion": true,
 }
 
 func compileWindowFn(spec bson.D, srt windowSort) (windowFn, error) {
@@ -100,6 +101,14 @@ func compileWindowFn(spec bson.D, srt windowSort) (windowFn, error) {
 		sample := name == "$covarianceSamp"
 		f.newAcc = func() accumulator { return &covarianceAcc{sample: sample} }
 	default:
+		if quantileOps[name] {
+			x, mk, qerr := compileQuantileAcc(name, arg)
+			if qerr != nil {
+				return nil, qerr
+			}
+			f.input, f.newAcc = x, mk
+			break
+		}
 		if nAccumulators[name] {
 			x, mk, nerr := compileNAcc(name, arg)
 			if nerr != nil {
