@@ -76,7 +76,7 @@ func TestSetWindowFields(t *testing.T) {
 		{name: "unknown window function", pipeline: `[{"$setWindowFields": {"output": {"s": {"$sump": "$a"}}}}]`, code: 9, compile: true},
 		{name: "percentile over a window", input: `[{"_id": 1, "v": 30}, {"_id": 2, "v": 10}, {"_id": 3, "v": 20}]`,
 			pipeline: `[{"$setWindowFields": {"sortBy": {"_id": 1}, "output": {"m": {"$median": {"input": "$v", "method": "approximate"}, "window": {"documents": ["unbounded", "current"]}}, "p": {"$percentile": {"input": "$v", "p": [0.9], "method": "approximate"}}}}}]`,
-			want: `[{"_id": 1, "v": 30, "m": 30.0, "p": [30.0]}, {"_id": 2, "v": 10, "m": 10.0, "p": [30.0]}, {"_id": 3, "v": 20, "m": 20.0, "p": [30.0]}]`},
+			want:     `[{"_id": 1, "v": 30, "m": 30.0, "p": [30.0]}, {"_id": 2, "v": 10, "m": 10.0, "p": [30.0]}, {"_id": 3, "v": 20, "m": 20.0, "p": [30.0]}]`},
 		{name: "percentile method", pipeline: `[{"$setWindowFields": {"output": {"s": {"$median": {"input": "$a", "method": "discrete"}}}}}]`, code: 2, compile: true},
 		{name: "output is required", pipeline: `[{"$setWindowFields": {"sortBy": {"a": 1}}}]`, code: 40414, compile: true},
 		{name: "conflicting output paths", pipeline: `[{"$setWindowFields": {"output": {"a": {"$sum": 1}, "a.b": {"$sum": 1}}}}]`, code: 6307900, compile: true},
