@@ -45,3 +45,25 @@ func TestPercentileAccumulators(t *testing.T) {
 		{name: "percentile needs a method", pipeline: `[{"$group": {"_id": null, "p": {"$percentile": {"input": "$v", "p": [0.5]}}}}]`, code: 40414, compile: true},
 	})
 }
+
+// $bucketAuto fills buckets of round(n/buckets) documents (the last takes
+// the rest) and, with a granularity, rounds the boundaries to the series.
+func TestBucketAutoSizesAndGranularity(t *testing.T) {
+	runPipeCases(t, []pipeCase{
+		{name: "bucket size is rounded, the last bucket takes the rest", input: `[{"x": 4}, {"x": 1}, {"x": 7}, {"x": 2}, {"x": 6}, {"x": 3}, {"x": 5}]`,
+			pipeline: `[{"$bucketAuto": {"groupBy": "$x", "buckets": 3}}]`,
+			want:     `[{"_id": {"min": 1, "max": 3}, "count": 2}, {"_id": {"min": 3, "max": 5}, "count": 2}, {"_id": {"min": 5, "max": 7}, "count": 3}]`},
+		{name: "1-2-5 series", input: `[{"x": 1}, {"x": 2}, {"x": 3}, {"x": 8}, {"x": 12}]`,
+			pipeline: `[{"$bucketAuto": {"groupBy": "$x", "buckets": 2, "granularity": "1-2-5"}}]`,
+			want:     `[{"_id": {"min": 0.5, "max": 5.0}, "count": 3}, {"_id": {"min": 5.0, "max": 20.0}, "count": 2}]`},
+		{name: "powers of two", input: `[{"x": 1}, {"x": 3}, {"x": 5}, {"x": 9}]`,
+			pipeline: `[{"$bucketAuto": {"groupBy": "$x", "buckets": 2, "granularity": "POWERSOF2"}}]`,
+			want:     `[{"_id": {"min": 0.5, "max": 4}, "count": 2}, {"_id": {"min": 4, "max": 16}, "count": 2}]`},
+		// 68 × 0.1 in doubles, as mongod scales the series, is 6.800000000000001.
+		{name: "granularity absorbs values below the rounded boundary", input: `[{"x": 10}, {"x": 11}, {"x": 13}, {"x": 14}]`,
+			pipeline: `[{"$bucketAuto": {"groupBy": "$x", "buckets": 2, "granularity": "E6"}}]`,
+			want:     `[{"_id": {"min": 6.800000000000001, "max": 15.0}, "count": 4}]`},
+		{name: "unknown granularity", pipeline: `[{"$bucketAuto": {"groupBy": "$x", "buckets": 2, "granularity": "R7"}}]`, code: 40257, compile: true},
+		{name: "granularity needs non-negative numbers", input: `[{"x": -1}]`, pipeline: `[{"$bucketAuto": {"groupBy": "$x", "buckets": 2, "granularity": "R5"}}]`, code: 40260},
+	})
+}
