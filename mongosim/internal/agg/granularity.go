@@ -81,8 +81,8 @@ type preferred []float64
 
 func (s preferred) up(v any) (any, error) {
 	x, err := roundable(v)
-	if err != nil || x == 0 {
-		return v, err
+	if err != nil || x == 0 || math.IsInf(x, 1) {
+		return v, err // (mongod's scaling loop never ends on infinity)
 	}
 	m := 1.0
 	for x >= s[len(s)-1]*m {
@@ -101,7 +101,7 @@ func (s preferred) up(v any) (any, error) {
 
 func (s preferred) down(v any) (any, error) {
 	x, err := roundable(v)
-	if err != nil || x == 0 {
+	if err != nil || x == 0 || math.IsInf(x, 1) {
 		return v, err
 	}
 	m := 1.0
