@@ -136,7 +136,7 @@ func pow2(e int) any {
 
 func (powersOf2) up(v any) (any, error) {
 	x, err := roundable(v)
-	if err != nil || x == 0 {
+	if err != nil || x == 0 || math.IsInf(x, 1) {
 		return v, err
 	}
 	switch n := v.(type) {
@@ -150,7 +150,7 @@ func (powersOf2) up(v any) (any, error) {
 
 func (powersOf2) down(v any) (any, error) {
 	x, err := roundable(v)
-	if err != nil || x == 0 {
+	if err != nil || x == 0 || math.IsInf(x, 1) {
 		return v, err
 	}
 	switch n := v.(type) {
