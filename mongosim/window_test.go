@@ -154,3 +154,56 @@ func TestRedactAndNewerOperatorsThroughTheOfficialDriver(t *testing.T) {
 		}
 	}
 }
+
+// $median/$percentile and $bucketAuto with a granularity through the
+// official driver: discrete percentiles (rank ceil(n·p) − 1 of the sorted
+// values) and boundaries on the 1-2-5 series.
+func TestPercentilesAndGranularityThroughTheOfficialDriver(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	coll := connect(t, c.URI()).Database("shop").Collection("prices")
+	var docs []any
+	for _, p := range []int32{1, 2, 3, 8, 12} {
+		docs = append(docs, bson.D{{Key: "price", Value: p}})
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil},
+		{Key: "median", Value: bson.D{{Key: "$median", Value: bson.D{{Key: "input", Value: "$price"}, {Key: "method", Value: "approximate"}}}}},
+		{Key: "p", Value: bson.D{{Key: "$percentile", Value: bson.D{{Key: "input", Value: "$price"}, {Key: "p", Value: bson.A{0.2, 0.95}}, {Key: "method", Value: "approximate"}}}}},
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats []struct {
+		Median float64   `bson:"median"`
+		P      []float64 `bson:"p"`
+	}
+	if err := cur.All(ctx, &stats); err != nil {
+		t.Fatal(err)
+	}
+	if len(stats) != 1 || stats[0].Median != 3 || len(stats[0].P) != 2 || stats[0].P[0] != 1 || stats[0].P[1] != 12 {
+		t.Fatalf("percentiles %+v", stats)
+	}
+	cur, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$bucketAuto", Value: bson.D{{Key: "groupBy", Value: "$price"},
+		{Key: "buckets", Value: 2}, {Key: "granularity", Value: "1-2-5"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buckets []struct {
+		ID struct {
+			Min float64 `bson:"min"`
+			Max float64 `bson:"max"`
+		} `bson:"_id"`
+		Count int32 `bson:"count"`
+	}
+	if err := cur.All(ctx, &buckets); err != nil {
+		t.Fatal(err)
+	}
+	// Three prices a bucket: [0.5, 5) holds 1, 2, 3 and [5, 20) holds 8, 12.
+	if len(buckets) != 2 || buckets[0].ID.Min != 0.5 || buckets[0].ID.Max != 5 || buckets[0].Count != 3 ||
+		buckets[1].ID.Min != 5 || buckets[1].ID.Max != 20 || buckets[1].Count != 2 {
+		t.Fatalf("buckets %+v", buckets)
+	}
+}
