@@ -14,7 +14,8 @@ import (
 )
 
 // The window functions of $setWindowFields, parsed with mongod's rules
-// and error codes.
+// and error codes. Those of later versions ($concatArrays, $setUnion,
+// $minMaxScalar) are unrecognized, as on mongod 8.0.
 
 var windowFnNames = map[string]bool{
 	"$sum": true, "$avg": true, "$min": true, "$max": true, "$count": true, "$first": true, "$last": true,
@@ -27,18 +28,11 @@ var windowFnNames = map[string]bool{
 	"$median": true, "$percentile": true,
 }
 
-var unsupportedWindowFns = map[string]bool{
-	"$minMaxScalar": true, "$concatArrays": true, "$setUnion": true,
-}
-
 func compileWindowFn(spec bson.D, srt windowSort) (windowFn, error) {
 	name := ""
 	for _, e := range spec {
 		if !strings.HasPrefix(e.Key, "$") {
 			continue
-		}
-		if unsupportedWindowFns[e.Key] {
-			return nil, cmderr.Unsupported("window function " + e.Key)
 		}
 		if !windowFnNames[e.Key] {
 			return nil, cmderr.New(cmderr.FailedToParse, "Unrecognized window function, %s", e.Key)
