@@ -17,7 +17,7 @@ import (
 var shardedDirs = []string{"retryable-writes", "retryable-reads", "crud", "sessions", "command-logging-and-monitoring", "run-command", "transactions", "transactions-convenient-api", "change-streams"}
 
 // TestUnifiedSharded runs shardedDirs against an embedded mongosim with two
-// mongos routers in front of a three-member shard (about 20 s). It is
+// mongos routers in front of a three-member shard (about 10 s). It is
 // skipped when TestUnified itself runs sharded (SPEC_TOPOLOGY=sharded) or
 // against MONGODB_URI.
 func TestUnifiedSharded(t *testing.T) {
