@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"context"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -218,6 +219,31 @@ func TestCollationUniqueIndexAndDefault(t *testing.T) {
 	if err == nil {
 		t.Fatal("unique index inheriting strength 2 built over Go/go without a duplicate-key error")
 	}
+	// The _id index has the default collation too: "k1" and "K1" collide.
+	_, err = tags.InsertOne(ctx, bson.D{{Key: "_id", Value: "k1"}})
+	sdNoErr(t, err)
+	_, err = tags.InsertOne(ctx, bson.D{{Key: "_id", Value: "K1"}})
+	if codes := sdWriteCodes(err); len(codes) != 1 || codes[0] != 11000 {
+		t.Fatalf("case-variant _id in a strength-2 collection: %v", err)
+	}
+	icur, err := tags.Indexes().List(ctx)
+	sdNoErr(t, err)
+	var idx []struct {
+		Name      string `bson:"name"`
+		Collation struct {
+			Locale string `bson:"locale"`
+		} `bson:"collation"`
+	}
+	sdNoErr(t, icur.All(ctx, &idx))
+	if len(idx) == 0 || idx[0].Name != "_id_" || idx[0].Collation.Locale != "en" {
+		t.Fatalf("listIndexes of a collated collection: %+v", idx)
+	}
+	if got := sdFindAll(t, ctx, tags, bson.D{{Key: "_id", Value: "K1"}}); len(got) != 1 {
+		t.Fatalf("find by case-variant _id: %v", got)
+	}
+	if got := sdFindAll(t, ctx, tags, bson.D{{Key: "_id", Value: "K1"}}, options.Find().SetCollation(&options.Collation{Locale: "simple"})); len(got) != 0 {
+		t.Fatalf("simple-collation find by case-variant _id: %v", got)
+	}
 	colls, err := db.ListCollectionSpecifications(ctx, bson.D{{Key: "name", Value: "tags"}})
 	sdNoErr(t, err)
 	if len(colls) != 1 {
@@ -231,6 +257,9 @@ func TestCollationUniqueIndexAndDefault(t *testing.T) {
 		} `bson:"collation"`
 	}
 	sdNoErr(t, bson.Unmarshal(colls[0].Options, &opts))
+	if colls[0].IDIndex.Name != "_id_" {
+		t.Fatalf("listCollections idIndex = %+v", colls[0].IDIndex)
+	}
 	if opts.Collation.Locale != "en" || opts.Collation.Strength != 2 || opts.Collation.Version != "57.1" {
 		t.Fatalf("listCollections options = %v", colls[0].Options)
 	}
@@ -517,5 +546,36 @@ func TestCollationLookup(t *testing.T) {
 	}
 	if n := count(options.Aggregate().SetCollation(&options.Collation{Locale: "en", Strength: 2})); n != 2 {
 		t.Fatalf("strength-2 $lookup joined %d items, want 2", n)
+	}
+}
+
+func TestCollationIDInTransaction(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("db")
+	sdNoErr(t, db.CreateCollection(ctx, "txc", options.CreateCollection().SetCollation(&options.Collation{Locale: "en", Strength: 2})))
+	coll := db.Collection("txc")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "x"}})
+	sdNoErr(t, err)
+	sess, err := client.StartSession()
+	sdNoErr(t, err)
+	defer sess.EndSession(ctx)
+	_, err = sess.WithTransaction(ctx, func(sc context.Context) (any, error) {
+		return coll.InsertOne(sc, bson.D{{Key: "_id", Value: "X"}})
+	})
+	if codes := sdWriteCodes(err); len(codes) != 1 || codes[0] != 11000 {
+		t.Fatalf("case-variant _id inside a transaction: %v", err)
+	}
+	_, err = sess.WithTransaction(ctx, func(sc context.Context) (any, error) {
+		if _, err := coll.InsertOne(sc, bson.D{{Key: "_id", Value: "y"}}); err != nil {
+			return nil, err
+		}
+		return coll.UpdateOne(sc, bson.D{{Key: "_id", Value: "Y"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}})
+	})
+	sdNoErr(t, err)
+	var doc bson.M
+	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: "Y"}}).Decode(&doc))
+	if doc["_id"] != "y" || doc["v"] != int32(1) {
+		t.Fatalf("after the transaction: %v", doc)
 	}
 }

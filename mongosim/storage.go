@@ -357,7 +357,7 @@ func (c *collection) each(fn func(r *record) bool) {
 // else all of them. The caller still runs the filter.
 func (c *collection) candidates(filterDoc bson.D) []*record {
 	if id, ok := idEquality(filterDoc); ok && !c.timeseries {
-		k := keyOf(id)
+		k := c.idKeyOf(id)
 		c.fetch(k)
 		if r := c.byID[k]; r != nil {
 			return []*record{r}
@@ -391,6 +391,13 @@ func idEquality(filterDoc bson.D) (any, bool) {
 		}
 	}
 	return v, true
+}
+
+// idKeyOf is the byID key of an _id value: under the _id index's
+// collation (a collection default collation), so that _id values it deems
+// equal are duplicates, as on mongod.
+func (c *collection) idKeyOf(id any) string {
+	return keyOfWith(id, c.indexes[0].collator())
 }
 
 // match returns the records matching f (in natural order), at most limit
@@ -474,7 +481,7 @@ func checkID(id any) error {
 // insert stores doc (already prepared) after checking every unique index.
 func (c *collection) insert(doc bson.D) error {
 	id, _ := value.Get(doc, "_id")
-	idKey := keyOf(id)
+	idKey := c.idKeyOf(id)
 	if c.timeseries {
 		if t, _ := value.Get(doc, c.timeField); bsonTypeName(t) != "date" {
 			return cmderr.New(cmderr.BadValue, "'%s' must be present and contain a valid BSON UTC datetime value", c.timeField)
