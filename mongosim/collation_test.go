@@ -388,6 +388,11 @@ func TestLetErrors(t *testing.T) {
 	_, err = db.Collection("empty").Find(ctx, bson.D{{Key: "$expr", Value: bson.D{{Key: "$let", Value: bson.D{
 		{Key: "vars", Value: bson.D{{Key: "x", Value: 1}}}, {Key: "in", Value: bson.D{{Key: "$eq", Value: bson.A{"$n", "$$x"}}}}}}}}})
 	sdNoErr(t, err)
+	// So is one in a pipeline update, even when nothing matches.
+	_, err = db.Collection("empty").UpdateOne(ctx, bson.D{}, bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: "$$nope"}}}}})
+	if codes := sdWriteCodes(err); len(codes) != 1 || codes[0] != 17276 {
+		t.Fatalf("undefined variable in a pipeline update: %v", err)
+	}
 	// A let expression may not read the document.
 	_, err = coll.Find(ctx, bson.D{}, options.Find().SetLet(bson.D{{Key: "v", Value: "$n"}}))
 	if sdCode(err) != 4890500 {

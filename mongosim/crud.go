@@ -409,6 +409,12 @@ func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
 			cu.updVars[e.Key] = e.Value
 		}
 	}
+	if u.IsPipeline() && cu.updVars != nil {
+		// As the filter's $expr: an undefined variable fails at parse time.
+		if err := expr.CheckVariables(st.updateSpec, cu.updVars); err != nil {
+			return nil, err
+		}
+	}
 	if len(st.sort) > 0 {
 		if st.multi {
 			return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify sort with multi=true")
