@@ -584,3 +584,36 @@ func TestCollationIDInTransaction(t *testing.T) {
 		t.Fatalf("after the transaction: %v", doc)
 	}
 }
+
+// An _id equality uses the _id index only where that is exact: a query
+// collation other than the index's scans instead.
+func TestCollationIDLookup(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("db")
+	plain := db.Collection("idplain")
+	_, err := plain.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: "e"}}, bson.D{{Key: "_id", Value: "é"}}, bson.D{{Key: "_id", Value: "E"}}})
+	sdNoErr(t, err)
+	s1 := options.Find().SetCollation(&options.Collation{Locale: "fr", Strength: 1})
+	if got := sdFindAll(t, ctx, plain, bson.D{{Key: "_id", Value: "E"}}, s1); len(got) != 3 {
+		t.Fatalf("strength-1 _id find on a binary collection: %v", got)
+	}
+	if got := sdFindAll(t, ctx, plain, bson.D{{Key: "_id", Value: "E"}}); len(got) != 1 {
+		t.Fatalf("binary _id find: %v", got)
+	}
+	sdNoErr(t, db.CreateCollection(ctx, "ids2", options.CreateCollection().SetCollation(&options.Collation{Locale: "fr", Strength: 2})))
+	s2 := db.Collection("ids2")
+	_, err = s2.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: "e"}}, bson.D{{Key: "_id", Value: "é"}}})
+	sdNoErr(t, err)
+	if got := sdFindAll(t, ctx, s2, bson.D{{Key: "_id", Value: "E"}}); len(got) != 1 {
+		t.Fatalf("default-collation _id find: %v", got)
+	}
+	if got := sdFindAll(t, ctx, s2, bson.D{{Key: "_id", Value: "E"}}, s1); len(got) != 2 {
+		t.Fatalf("strength-1 _id find on a strength-2 collection: %v", got)
+	}
+	n, err := s2.CountDocuments(ctx, bson.D{{Key: "_id", Value: "É"}})
+	sdNoErr(t, err)
+	if n != 1 {
+		t.Fatalf("count by _id under the default collation = %d", n)
+	}
+}

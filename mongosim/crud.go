@@ -542,7 +542,7 @@ func (s *storage) execUpdate(ctx context.Context, db, coll string, st *updateStm
 		if st.multi || cu.sorter != nil {
 			limit = 0
 		}
-		matched, err := c.match(cu.filter, env.lookupDoc(st.filterDoc), limit)
+		matched, err := c.match(cu.filter, st.filterDoc, limit)
 		if err != nil {
 			return err
 		}
@@ -697,7 +697,7 @@ func (s *storage) execDelete(ctx context.Context, db, coll string, st *deleteStm
 		if st.multi {
 			limit = 0
 		}
-		matched, err := c.match(f, env.lookupDoc(st.filterDoc), limit)
+		matched, err := c.match(f, st.filterDoc, limit)
 		if err != nil {
 			return err
 		}
@@ -816,7 +816,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 				if sorter != nil {
 					limit = 0
 				}
-				m, err := c.match(f, env.lookupDoc(filterDoc), limit)
+				m, err := c.match(f, filterDoc, limit)
 				if err != nil {
 					return err
 				}
