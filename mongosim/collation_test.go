@@ -149,6 +149,19 @@ func TestCollationNumericOrderingSort(t *testing.T) {
 	if got := names(docs); !sameStrings(got, []string{"file20", "file10", "file2", "file1"}) {
 		t.Fatalf("numericOrdering $sort: %v", got)
 	}
+	cur, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil},
+		{Key: "top", Value: bson.D{{Key: "$topN", Value: bson.D{{Key: "n", Value: 2}, {Key: "sortBy", Value: bson.D{{Key: "name", Value: -1}}}, {Key: "output", Value: "$name"}}}}},
+		{Key: "max", Value: bson.D{{Key: "$max", Value: "$name"}}}}}}},
+		options.Aggregate().SetCollation(&options.Collation{Locale: "en", NumericOrdering: true}))
+	sdNoErr(t, err)
+	var grp []struct {
+		Top []string `bson:"top"`
+		Max string   `bson:"max"`
+	}
+	sdNoErr(t, cur.All(ctx, &grp))
+	if len(grp) != 1 || !sameStrings(grp[0].Top, []string{"file20", "file10"}) || grp[0].Max != "file20" {
+		t.Fatalf("numericOrdering $topN/$max: %+v", grp)
+	}
 }
 
 func TestCollationUniqueIndexAndDefault(t *testing.T) {

@@ -48,10 +48,13 @@ func groupExpr(stageName string, v any) (*expr.Expr, error) {
 	return nil, cmderr.New(40202, "The %s 'groupBy' field must be defined as a $-prefixed path or an expression, but found: %s", stageName, expr.Render(v))
 }
 
-func newAccs(specs []accSpec) []accumulator {
+func newAccs(specs []accSpec, coll value.Collator) []accumulator {
 	accs := make([]accumulator, len(specs))
 	for k, a := range specs {
 		accs[k] = a.newAcc()
+		if ca, ok := accs[k].(collatedAcc); ok && coll != nil {
+			ca.setCollator(coll)
+		}
 	}
 	return accs
 }
@@ -159,7 +162,7 @@ func (b *bucketStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		slot := n
 		if value.TypeOrder(v) == value.TypeOrder(b.boundaries[0]) {
 			// The bucket whose [lower, upper) holds v.
-			j, found := slices.BinarySearchFunc(b.boundaries, v, func(bound, target any) int { return value.Compare(bound, target) })
+			j, found := slices.BinarySearchFunc(b.boundaries, v, func(bound, target any) int { return value.CompareWith(bound, target, rt.env.Collator) })
 			switch {
 			case found && j < n:
 				slot = j // v is the lower bound of bucket j
@@ -171,7 +174,7 @@ func (b *bucketStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 			return nil, cmderr.New(40066, "$switch could not find a matching branch for an input, and no default was specified.")
 		}
 		if groups[slot] == nil {
-			groups[slot] = newAccs(b.output)
+			groups[slot] = newAccs(b.output, rt.env.Collator)
 		}
 		if err := accumulate(rt, b.output, groups[slot], doc); err != nil {
 			return nil, err
@@ -263,7 +266,8 @@ func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
-	slices.SortStableFunc(items, func(x, y item) int { return value.Compare(x.key, y.key) })
+	coll := rt.env.Collator
+	slices.SortStableFunc(items, func(x, y item) int { return value.CompareWith(x.key, y.key, coll) })
 	size := (len(items) + b.buckets - 1) / b.buckets
 	type bucket struct {
 		min, max any
@@ -272,10 +276,10 @@ func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 	var buckets []*bucket
 	for i := 0; i < len(items); {
 		end := min(i+size, len(items))
-		for end < len(items) && value.Compare(items[end].key, items[end-1].key) == 0 {
+		for end < len(items) && value.CompareWith(items[end].key, items[end-1].key, coll) == 0 {
 			end++
 		}
-		bk := &bucket{min: items[i].key, max: items[end-1].key, accs: newAccs(b.output)}
+		bk := &bucket{min: items[i].key, max: items[end-1].key, accs: newAccs(b.output, coll)}
 		for _, it := range items[i:end] {
 			if err := accumulate(rt, b.output, bk.accs, it.doc); err != nil {
 				return nil, err
