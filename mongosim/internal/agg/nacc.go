@@ -109,7 +109,7 @@ type nEntry struct {
 }
 
 type nAcc struct {
-	coll value.Collator // the collation of $minN/$maxN/$top/$bottom orderings
+	coll   value.Collator // the collation of $minN/$maxN/$top/$bottom orderings
 	op     string
 	n      int
 	single bool
