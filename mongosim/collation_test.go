@@ -630,3 +630,27 @@ func TestCollationIDLookup(t *testing.T) {
 		t.Fatalf("count by _id under the default collation = %d", n)
 	}
 }
+
+func TestCollationProjectionElemMatch(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("db").Collection("pem")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "tags", Value: bson.A{
+		bson.D{{Key: "t", Value: "x"}}, bson.D{{Key: "t", Value: "GO"}}}}})
+	sdNoErr(t, err)
+	proj := bson.D{{Key: "tags", Value: bson.D{{Key: "$elemMatch", Value: bson.D{{Key: "t", Value: "go"}}}}}}
+	var doc struct {
+		Tags []struct {
+			T string `bson:"t"`
+		} `bson:"tags"`
+	}
+	sdNoErr(t, coll.FindOne(ctx, bson.D{}, options.FindOne().SetProjection(proj).SetCollation(&options.Collation{Locale: "en", Strength: 2})).Decode(&doc))
+	if len(doc.Tags) != 1 || doc.Tags[0].T != "GO" {
+		t.Fatalf("collated $elemMatch projection: %+v", doc)
+	}
+	doc.Tags = nil
+	sdNoErr(t, coll.FindOne(ctx, bson.D{}, options.FindOne().SetProjection(proj)).Decode(&doc))
+	if len(doc.Tags) != 0 {
+		t.Fatalf("binary $elemMatch projection: %+v", doc)
+	}
+}

@@ -345,6 +345,7 @@ type graphLookupStage struct {
 	maxDepth             int64 // -1: unlimited
 	depthField           string
 	restrict             *query.Filter
+	restrictSpec         bson.D // to compile under a collation
 	fromPath, toPathExpr *expr.Expr
 }
 
@@ -399,6 +400,7 @@ func compileGraphLookup(arg any) (stage, error) {
 			if !ok {
 				return nil, cmderr.New(40185, "restrictSearchWithMatch must be an object, found %s", value.TypeName(e.Value))
 			}
+			g.restrictSpec = d
 			if g.restrict, err = query.CompileFilter(d); err != nil {
 				return nil, err
 			}
@@ -433,9 +435,15 @@ func (g *graphLookupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		return nil, err
 	}
 	if g.restrict != nil {
+		restrict := g.restrict
+		if rt.env.Collator != nil {
+			if restrict, err = query.CompileFilterWith(g.restrictSpec, query.Options{Collator: rt.env.Collator}); err != nil {
+				return nil, err
+			}
+		}
 		var kept []bson.D
 		for _, d := range foreign {
-			if g.restrict.Match(d) {
+			if restrict.Match(d) {
 				kept = append(kept, d)
 			}
 		}
