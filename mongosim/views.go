@@ -152,6 +152,13 @@ func (s *storage) sharded(db, coll string) bool {
 // the base collection and the pipeline to run over it (the innermost
 // view's stages first). isView is false for a collection.
 func (s *storage) resolveView(db, coll string) (base string, pipeline bson.A, isView bool, err error) {
+	root := s
+	if s.txn != nil {
+		root = s.txn.parent
+	}
+	if root.views.Load() == 0 {
+		return coll, nil, false, nil // no views: reads pay nothing for them
+	}
 	name := coll
 	var seen []string
 	for depth := 0; ; depth++ {
@@ -286,7 +293,9 @@ func createView(r *request, coll string) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !created {
+	if created {
+		r.cluster.data.views.Add(1)
+	} else {
 		c.mu.RLock()
 		cur, opts := c.view, value.CloneDoc(c.options)
 		c.mu.RUnlock()
