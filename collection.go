@@ -289,7 +289,8 @@ func (c *Client) requireWireVersion(ctx context.Context, min int32, feature stri
 		return err
 	}
 	srv.Dec() // selected only to read its description
-	if v := srv.Description().MaxWireVersion; v < min {
+	// A load balancer before its first connection: the service decides.
+	if v := srv.Description().MaxWireVersion; v < min && srv.WireVersionKnown() {
 		return argError("%s needs a server with wire version %d or later, the server has %d", feature, min, v)
 	}
 	return nil

@@ -39,6 +39,9 @@ type Cursor struct {
 	tmo       cursorTimeout
 	maxAwait  time.Duration // getMore's maxTimeMS (awaitData cursors, RunCursorCommand)
 	tailable  bool          // Next waits through empty batches for new documents
+	// pin is the connection the cursor is pinned to in load-balanced
+	// mode: its getMores and killCursors must reach the same service.
+	pin *exec.Pin
 }
 
 // CursorType says whether a Find cursor is tailable: on a capped
@@ -189,6 +192,7 @@ func openTypedCursor(ctx context.Context, client *Client, op *exec.Operation, s 
 	if s == nil {
 		op.KeepSession = true
 	}
+	op.PinCursor = true
 	res, err := client.execute(ctx, op, s)
 	if err != nil {
 		if s == nil && res.Session != nil {
@@ -197,7 +201,7 @@ func openTypedCursor(ctx context.Context, client *Client, op *exec.Operation, s 
 		return nil, err
 	}
 	c := &Cursor{client: client, server: res.Server, sess: res.Session, ownsSess: s == nil, batchSize: batchSize, comment: comment,
-		tailable: ct != NonTailable, maxAwait: maxAwait}
+		tailable: ct != NonTailable, maxAwait: maxAwait, pin: res.Pin}
 	if d, ok := csot.Timeout(ctx); ok {
 		c.tmo = cursorTimeout{set: true, timeout: d, iteration: mode == TimeoutIteration}
 		if dl, ok := csot.Deadline(ctx); ok && !c.tmo.iteration {
@@ -205,6 +209,7 @@ func openTypedCursor(ctx context.Context, client *Client, op *exec.Operation, s 
 		}
 	}
 	if err := c.load(res.Reply); err != nil {
+		c.unpin()
 		c.releaseSession()
 		return nil, err
 	}
@@ -300,8 +305,10 @@ func (c *Cursor) getMore(ctx context.Context) {
 	}
 	cmd.addMaxTime(c.maxAwait)
 	cmd.addIf("comment", c.comment)
-	res, err := c.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess}, nil)
+	res, err := c.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess, Pin: c.pin}, nil)
 	if err != nil {
+		// A pinned connection stays pinned after a getMore error, until
+		// Close (load balancer specification).
 		c.err = err
 		var ce *CommandError
 		if errors.As(err, &ce) {
@@ -313,6 +320,11 @@ func (c *Cursor) getMore(ctx context.Context) {
 				kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killCursorTimeout)
 				_ = c.killCursor(kctx)
 				cancel()
+			}
+			if c.pin != nil && ce.Code != 43 && !ce.HasErrorLabel(LabelRetryable) {
+				// Load-balanced: the cursor may live on; Close kills it on
+				// the pinned connection (load balancer specification).
+				return
 			}
 			// The server rejected the getMore (e.g. CursorNotFound); the
 			// cursor is gone.
@@ -326,7 +338,16 @@ func (c *Cursor) getMore(ctx context.Context) {
 		return
 	}
 	if c.id == 0 {
+		c.unpin() // drained
 		c.releaseSession()
+	}
+}
+
+// unpin returns the cursor's pinned connection, if any.
+func (c *Cursor) unpin() {
+	if c.pin != nil {
+		c.pin.UnpinCursor()
+		c.pin = nil
 	}
 }
 
@@ -384,12 +405,14 @@ func (c *Cursor) Close(ctx context.Context) error {
 		return c.src.Close(ctx)
 	}
 	var err error
-	if c.id != 0 {
+	// A pinned connection a network error closed cannot carry killCursors.
+	if c.id != 0 && (c.pin == nil || !c.pin.Conn().Closed()) {
 		kctx, cancel := c.tmo.closeContext(ctx)
 		err = c.killCursor(kctx)
 		cancel()
-		c.id = 0
 	}
+	c.id = 0
+	c.unpin()
 	c.releaseSession()
 	return err
 }
@@ -401,7 +424,7 @@ const killCursorTimeout = 10 * time.Second
 // killCursor asks the cursor's server to close the cursor.
 func (c *Cursor) killCursor(ctx context.Context) error {
 	cmd := bson.D{{Key: "killCursors", Value: c.coll}, {Key: "cursors", Value: bson.A{c.id}}}
-	_, err := c.client.execute(ctx, &exec.Operation{Name: "killCursors", DB: c.db, Command: cmd, Server: c.server, Session: c.sess}, nil)
+	_, err := c.client.execute(ctx, &exec.Operation{Name: "killCursors", DB: c.db, Command: cmd, Server: c.server, Session: c.sess, Pin: c.pin}, nil)
 	return err
 }
 

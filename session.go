@@ -355,7 +355,9 @@ func (s *Session) AbortTransaction(ctx context.Context) error {
 		s.mu.Unlock()
 		return ErrAbortTwice
 	case session.TxnStarting:
-		t.State = session.TxnAborted
+		// Nothing reached a server; a mongos picked for a command that
+		// was never sent is let go all the same.
+		t.State, t.Pinned = session.TxnAborted, ""
 		s.mu.Unlock()
 		return nil
 	}

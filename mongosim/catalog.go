@@ -433,8 +433,14 @@ func cmdCreate(r *request) (bson.D, error) {
 				return nil, cmderr.Unsupported("create option " + e.Key)
 			}
 		case "collation":
-			if !simpleCollation(e.Value) {
-				return nil, cmderr.Unsupported("collation (only {locale: \"simple\"})")
+			// The collection's default collation: listCollections shows
+			// it in full; the simple one is not recorded.
+			c, err := parseCollation(e.Value, "create.collation")
+			if err != nil {
+				return nil, err
+			}
+			if c != nil {
+				options = append(options, bson.E{Key: "collation", Value: c.Spec()})
 			}
 		case "changeStreamPreAndPostImages":
 			on, err := preAndPostImagesArg("create", e.Value)

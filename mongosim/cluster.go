@@ -49,6 +49,9 @@ type Cluster struct {
 	// sharding is the multi-shard metadata and the other shards
 	// (shardroute.go); nil unless Options.Shards > 1.
 	sharding *shardSet
+	// balancer fronts the routers in load-balanced mode (Options.LoadBalanced).
+	balancer       *Balancer
+	singleBalancer *Balancer // in front of routers[0] only
 
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs
@@ -106,6 +109,9 @@ func Launch(o Options) (*Cluster, error) {
 		o.Members = 1
 	}
 	if err := validateRouterOptions(o); err != nil {
+		return nil, err
+	}
+	if err := validateBalancerOptions(o); err != nil {
 		return nil, err
 	}
 	if o.Standalone && o.Members != 1 {
@@ -180,6 +186,10 @@ func Launch(o Options) (*Cluster, error) {
 		_ = c.Close()
 		return nil, err
 	}
+	if err := c.startBalancer(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -244,6 +254,9 @@ func StartWithOptions(t testing.TB, o Options) *Cluster {
 // URI returns a connection string for the whole deployment: every member and
 // the replicaSet option, or the single host of a standalone server.
 func (c *Cluster) URI() string {
+	if c.balancer != nil {
+		return c.balancer.URI()
+	}
 	if len(c.routers) > 0 {
 		return c.routersURI()
 	}
@@ -334,7 +347,16 @@ func (c *Cluster) Close() error {
 			c.ttlStop()
 		}
 		c.abortAllTransactions("the server is shutting down")
-		errs := c.closeRouters()
+		var errs []error
+		for _, b := range []*Balancer{c.balancer, c.singleBalancer} {
+			if b == nil {
+				continue
+			}
+			if err := b.close(); err != nil {
+				errs = append(errs, fmt.Errorf("load balancer: %w", err))
+			}
+		}
+		errs = append(errs, c.closeRouters()...)
 		for _, m := range members {
 			if err := m.srv.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("member %s: %w", m.addr, err))

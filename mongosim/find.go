@@ -107,7 +107,8 @@ func cmdFind(r *request) (bson.D, error) {
 			return nil, cmderr.Unsupported("find option " + k)
 		}
 	}
-	if err := collationArg(r); err != nil {
+	env, err := r.opEnvFor(coll)
+	if err != nil {
 		return nil, err
 	}
 	filterDoc, _, err := docArg(r, "filter")
@@ -140,17 +141,17 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	hint, _ := r.get("hint")
 
-	f, err := query.CompileFilter(filterDoc)
+	f, err := env.compileFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
 	var sorter *query.Sort
 	if len(sortDoc) > 0 {
-		if sorter, err = compileSort(sortDoc); err != nil {
+		if sorter, err = compileSort(sortDoc, env); err != nil {
 			return nil, err
 		}
 	}
-	proj, err := optionalProjection(projDoc)
+	proj, err := optionalProjection(projDoc, env)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +167,7 @@ func cmdFind(r *request) (bson.D, error) {
 	if sorter == nil && limit > 0 {
 		early = int(skip + limit)
 	}
-	docs, err := r.readDocs(coll, f, filterDoc, early, hint)
+	docs, err := r.readDocs(coll, f, env.lookupDoc(filterDoc), early, hint)
 	if err != nil {
 		return nil, err
 	}
@@ -183,14 +184,14 @@ func cmdFind(r *request) (bson.D, error) {
 }
 
 // compileSort accepts {$natural: 1}, which is natural order anyway.
-func compileSort(spec bson.D) (*query.Sort, error) {
+func compileSort(spec bson.D, env opEnv) (*query.Sort, error) {
 	if len(spec) == 1 && spec[0].Key == "$natural" {
 		if n, ok := int64Arg(spec[0].Value); ok && n == 1 {
 			return nil, nil
 		}
 		return nil, cmderr.Unsupported("sort {$natural: -1}")
 	}
-	return query.CompileSort(spec)
+	return env.compileSort(spec)
 }
 
 // skipLimitArgs reads the skip and limit fields; a negative limit is the
@@ -231,7 +232,8 @@ func cmdCount(r *request) (bson.D, error) {
 	if err := checkFields(r, "query", "limit", "skip", "hint", "collation", "fields"); err != nil {
 		return nil, err
 	}
-	if err := collationArg(r); err != nil {
+	env, err := r.opEnvFor(coll)
+	if err != nil {
 		return nil, err
 	}
 	filterDoc, _, err := docArg(r, "query")
@@ -243,7 +245,7 @@ func cmdCount(r *request) (bson.D, error) {
 		return nil, err
 	}
 	hint, _ := r.get("hint")
-	f, err := query.CompileFilter(filterDoc)
+	f, err := env.compileFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +266,7 @@ func cmdCount(r *request) (bson.D, error) {
 		if err := checkHint(c, hint); err != nil {
 			return err
 		}
-		for _, rec := range c.candidates(filterDoc) {
+		for _, rec := range c.candidates(env.lookupDoc(filterDoc)) {
 			ok, err := f.MatchErr(rec.doc)
 			if err != nil {
 				return err
@@ -293,7 +295,8 @@ func cmdDistinct(r *request) (bson.D, error) {
 	if err := checkFields(r, "key", "query", "collation", "hint", "rawData"); err != nil {
 		return nil, err
 	}
-	if err := collationArg(r); err != nil {
+	env, err := r.opEnvFor(coll)
+	if err != nil {
 		return nil, err
 	}
 	kv, _ := r.get("key")
@@ -306,11 +309,11 @@ func cmdDistinct(r *request) (bson.D, error) {
 		return nil, err
 	}
 	hint, _ := r.get("hint")
-	f, err := query.CompileFilter(filterDoc)
+	f, err := env.compileFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
-	docs, err := r.readDocs(coll, f, filterDoc, 0, hint)
+	docs, err := r.readDocs(coll, f, env.lookupDoc(filterDoc), 0, hint)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +325,7 @@ func cmdDistinct(r *request) (bson.D, error) {
 			if _, undef := v.(bson.Undefined); undef {
 				continue // an empty array has no values
 			}
-			k := keyOf(v)
+			k := keyOfWith(v, env.collator())
 			if !seen[k] {
 				seen[k] = true
 				values = append(values, v)
@@ -330,7 +333,8 @@ func cmdDistinct(r *request) (bson.D, error) {
 		}
 	}
 	// mongod collects the values in a set ordered by BSON comparison.
-	slices.SortStableFunc(values, value.Compare)
+	collator := env.collator()
+	slices.SortStableFunc(values, func(a, b any) int { return value.CompareWith(a, b, collator) })
 	return bson.D{{Key: "values", Value: values}}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/collation"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
@@ -29,6 +30,50 @@ type index struct {
 	partial *query.Filter
 	spec    bson.D             // as listIndexes reports it
 	entries map[string]*record // unique indexes: key → the record holding it
+	// coll is the index's collation (nil: simple): a unique index treats
+	// strings it deems equal as duplicates. collSet records that the spec
+	// named one (even simple), which overrides the collection default.
+	coll     *collation.Collation
+	collSet  bool
+	finished bool
+}
+
+// finish gives an index without its own collation the collection's
+// default one and adds the collation to the spec listIndexes reports.
+func (ix *index) finish(c *collection) error {
+	if ix.finished {
+		return nil
+	}
+	if !ix.collSet {
+		if spec := collationOption(c.options); spec != nil {
+			def, err := parseCollation(spec, "collation")
+			if err != nil {
+				return err
+			}
+			ix.coll = def
+		}
+	}
+	if ix.coll != nil {
+		ix.spec = append(ix.spec, bson.E{Key: "collation", Value: ix.coll.Spec()})
+		// The partial filter compares under the index's collation.
+		if pfe, ok := value.Get(ix.spec, "partialFilterExpression"); ok {
+			f, err := query.CompileFilterWith(pfe.(bson.D), query.Options{Collator: ix.coll})
+			if err != nil {
+				return err
+			}
+			ix.partial = f
+		}
+	}
+	ix.finished = true
+	return nil
+}
+
+// collator is the index's collation as a value.Collator (nil: simple).
+func (ix *index) collator() value.Collator {
+	if ix.coll == nil {
+		return nil
+	}
+	return ix.coll
 }
 
 func idIndex() *index {
@@ -105,7 +150,7 @@ func (ix *index) keysOf(doc bson.D) ([]indexKey, error) {
 			if i == multi {
 				v = perField[i][j]
 			}
-			b = appendKey(b, v)
+			b = appendKeyWith(b, v, ix.collator())
 			kv[i] = bson.E{Key: f, Value: v}
 		}
 		out = append(out, indexKey{ix: ix, key: string(b), value: kv})
@@ -341,9 +386,11 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			ix.ttl, ix.ttlSecs = true, n
 			extra = append(extra, bson.E{Key: "expireAfterSeconds", Value: e.Value})
 		case "collation":
-			if !simpleCollation(e.Value) {
-				return nil, cmderr.Unsupported("collation")
+			c, err := parseCollation(e.Value, "collation")
+			if err != nil {
+				return nil, err
 			}
+			ix.coll, ix.collSet = c, true
 		default:
 			return nil, cmderr.Unsupported("index option '" + e.Key + "'")
 		}
@@ -381,7 +428,7 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 func sameOptions(a, b *index) bool {
 	pa, _ := value.Get(a.spec, "partialFilterExpression")
 	pb, _ := value.Get(b.spec, "partialFilterExpression")
-	return a.unique == b.unique && a.sparse == b.sparse && keyOf(pa) == keyOf(pb)
+	return a.unique == b.unique && a.sparse == b.sparse && keyOf(pa) == keyOf(pb) && collation.Equal(a.coll, b.coll)
 }
 
 // addIndex adds ix to c, building its entries; it reports whether the
@@ -406,7 +453,9 @@ func (c *collection) addIndex(ix *index) (bool, error) {
 		if sameKeyPattern(old.key, ix.key) {
 			pa, _ := value.Get(old.spec, "partialFilterExpression")
 			pb, _ := value.Get(ix.spec, "partialFilterExpression")
-			if keyOf(pa) == keyOf(pb) {
+			// Indexes on the same keys may coexist with different
+			// partial filters or collations.
+			if keyOf(pa) == keyOf(pb) && collation.Equal(old.coll, ix.coll) {
 				return false, cmderr.New(cmderr.IndexOptionsConflict, "Index already exists with a different name: %s", old.name)
 			}
 		}
@@ -497,6 +546,9 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 			return err
 		}
 		for _, ix := range specs {
+			if err := ix.finish(c); err != nil {
+				return err
+			}
 			if _, err := c.addIndex(ix); err != nil {
 				c.indexes = c.indexes[:n] // all or nothing
 				return indexBuildFailed(c, err)

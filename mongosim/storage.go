@@ -814,7 +814,16 @@ func keyOf(v any) string {
 	return string(b)
 }
 
-func appendKey(b []byte, v any) []byte {
+// keyOfWith is keyOf where strings equal under coll share a key.
+func keyOfWith(v any, coll value.Collator) string {
+	return string(appendKeyWith(nil, v, coll))
+}
+
+func appendKey(b []byte, v any) []byte { return appendKeyWith(b, v, nil) }
+
+// appendKeyWith is appendKey with strings keyed by their collation key
+// (nil: simple); field names are never collated.
+func appendKeyWith(b []byte, v any, coll value.Collator) []byte {
 	switch x := v.(type) {
 	case nil, bson.Null, bson.Undefined:
 		return append(b, 'z')
@@ -830,22 +839,25 @@ func appendKey(b []byte, v any) []byte {
 		f, _ := value.ToFloat(x)
 		return appendFloatKey(b, f)
 	case string:
+		if coll != nil {
+			x = coll.Key(x)
+		}
 		return appendStr(append(b, 's'), x)
 	case bson.Symbol:
-		return appendStr(append(b, 's'), string(x))
+		return appendKeyWith(b, string(x), coll)
 	case bson.D:
 		b = append(b, '{')
 		for _, e := range x {
 			b = appendStr(b, e.Key)
-			b = appendKey(b, e.Value)
+			b = appendKeyWith(b, e.Value, coll)
 		}
 		return append(b, '}')
 	case bson.M, bson.Raw:
-		return appendKey(b, value.AsDoc(x))
+		return appendKeyWith(b, value.AsDoc(x), coll)
 	case bson.A:
 		b = append(b, '[')
 		for _, e := range x {
-			b = appendKey(b, e)
+			b = appendKeyWith(b, e, coll)
 		}
 		return append(b, ']')
 	case bson.ObjectID:

@@ -265,7 +265,7 @@ func createView(r *request, coll string) (bson.D, error) {
 		switch e.Key {
 		case "viewOn", "pipeline":
 		case "collation":
-			if !simpleCollation(e.Value) {
+			if !isSimpleCollation(e.Value) {
 				return nil, cmderr.Unsupported("collation on a view")
 			}
 		case "idIndex":

@@ -273,6 +273,9 @@ func (tr *testRun) createClient(ctx context.Context, spec bson.Raw) (*clientEnti
 		}
 	}
 	base := tr.r.cfg.URI
+	if tr.r.topology == "load-balanced" && multiMongos && tr.r.cfg.MultiURI != "" {
+		base = tr.r.cfg.MultiURI
+	}
 	if tr.r.topology == "sharded" && !multiMongos {
 		// useMultipleMongoses absent or false: the client must reach one
 		// mongos only, so that fail points set through it apply to every

@@ -445,7 +445,7 @@ func (g *graphLookupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 			return nil, err
 		}
 		for _, k := range flatten(v) {
-			key := groupKey(k)
+			key := groupKeyWith(k, rt.env.Collator)
 			byKey[key] = append(byKey[key], i)
 		}
 	}
@@ -465,7 +465,7 @@ func (g *graphLookupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		for depth := int64(0); len(frontier) > 0 && (g.maxDepth < 0 || depth <= g.maxDepth); depth++ {
 			var next []any
 			for _, v := range frontier {
-				key := groupKey(v)
+				key := groupKeyWith(v, rt.env.Collator)
 				if seenKey[key] {
 					continue
 				}

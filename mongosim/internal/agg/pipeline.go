@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
@@ -34,6 +35,9 @@ type Env struct {
 	Now     time.Time
 	// Vars are the aggregate command's "let" variables, by name without "$$".
 	Vars map[string]any
+	// Collator is the command's collation ($match, $sort, $group keys,
+	// comparison expressions); nil is the simple collation.
+	Collator value.Collator
 }
 
 // Pipeline is a compiled aggregation pipeline; it is immutable and may be
@@ -234,8 +238,10 @@ func (p *Pipeline) Run(ctx context.Context, in []bson.D, env Env) ([]bson.D, err
 	for k, v := range env.Vars {
 		vars[k] = v
 	}
-	vars["NOW"] = bson.NewDateTimeFromTime(now)
-	rt := &runtime{ctx: ctx, env: env, vars: vars}
+	if _, ok := vars["NOW"]; !ok {
+		vars["NOW"] = bson.NewDateTimeFromTime(now)
+	}
+	rt := &runtime{ctx: ctx, env: env, vars: expr.WithCollator(vars, env.Collator)}
 	return p.run(rt, in)
 }
 

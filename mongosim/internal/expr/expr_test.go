@@ -3,6 +3,7 @@ package expr
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -469,5 +470,58 @@ func TestNowWithoutVarsIsStable(t *testing.T) {
 	}
 	if _, ok := a[0].(bson.DateTime); !ok {
 		t.Fatalf("$$NOW is %T", a[0])
+	}
+}
+
+func TestCheckVariables(t *testing.T) {
+	defined := map[string]any{"x": 1}
+	ok := []bson.D{
+		{{Key: "$eq", Value: bson.A{"$a", "$$x"}}},
+		{{Key: "$eq", Value: bson.A{"$a", "$$NOW"}}},
+		{{Key: "$map", Value: bson.D{{Key: "input", Value: "$arr"}, {Key: "as", Value: "el"}, {Key: "in", Value: "$$el.v"}}}},
+		{{Key: "$literal", Value: "$$undefinedButLiteral"}},
+		{{Key: "$reduce", Value: bson.D{{Key: "input", Value: "$arr"}, {Key: "initialValue", Value: 0}, {Key: "in", Value: bson.D{{Key: "$add", Value: bson.A{"$$value", "$$this"}}}}}}},
+	}
+	for _, spec := range ok {
+		if err := CheckVariables(spec, defined); err != nil {
+			t.Errorf("%v: %v", spec, err)
+		}
+	}
+	err := CheckVariables(bson.D{{Key: "$eq", Value: bson.A{"$a", "$$y.z"}}}, defined)
+	var ce *cmderr.Error
+	if !errors.As(err, &ce) || ce.Code != 17276 || ce.Message != "Use of undefined variable: y" {
+		t.Fatalf("undefined: %v", err)
+	}
+}
+
+// strength2 is a test collator that ignores ASCII case.
+type strength2 struct{}
+
+func (strength2) CompareStrings(a, b string) int {
+	return strings.Compare(strings.ToLower(a), strings.ToLower(b))
+}
+func (strength2) Key(s string) string { return strings.ToLower(s) }
+
+func TestCollatedOperators(t *testing.T) {
+	vars := WithCollator(nil, strength2{})
+	cases := []struct {
+		spec bson.D
+		want any
+	}{
+		{bson.D{{Key: "$eq", Value: bson.A{"ABC", "abc"}}}, true},
+		{bson.D{{Key: "$in", Value: bson.A{"X", bson.A{"x", "y"}}}}, true},
+		{bson.D{{Key: "$setIsSubset", Value: bson.A{bson.A{"A"}, bson.A{"a", "b"}}}}, true},
+		{bson.D{{Key: "$max", Value: bson.A{"b", "A", "C"}}}, "C"},
+		{bson.D{{Key: "$indexOfArray", Value: bson.A{bson.A{"a", "B"}, "b"}}}, int32(1)},
+	}
+	for _, tc := range cases {
+		got, err := MustCompile(tc.spec).Eval(bson.D{}, vars)
+		if err != nil || got != tc.want {
+			t.Errorf("%v = %v, %v; want %v", tc.spec, got, err, tc.want)
+		}
+		// Without the collation the answer is the binary one.
+		if plain, _ := MustCompile(tc.spec).Eval(bson.D{}, nil); plain == tc.want {
+			t.Errorf("%v: simple collation also gave %v", tc.spec, plain)
+		}
 	}
 }
