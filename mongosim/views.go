@@ -83,7 +83,7 @@ func aggregateArgs(r *request) error {
 	if isChangeStream(user) {
 		return errNotCollection(r.db, name)
 	}
-	cmd := make(bson.D, 0, len(r.cmd))
+	cmd := make(bson.D, 0, len(r.cmd)+1)
 	cmd = append(cmd, bson.E{Key: r.cmd[0].Key, Value: base})
 	for _, e := range r.cmd[1:] {
 		switch e.Key {
@@ -93,6 +93,11 @@ func aggregateArgs(r *request) error {
 			e.Value = append(viewPipeline, user...)
 		}
 		cmd = append(cmd, e)
+	}
+	if _, ok := r.get("collation"); !ok {
+		// A view has its own default collation (the simple one here),
+		// not its base collection's.
+		cmd = append(cmd, bson.E{Key: "collation", Value: bson.D{{Key: "locale", Value: "simple"}}})
 	}
 	r.cmd, r.cursorNS = cmd, r.db+"."+name
 	return nil
