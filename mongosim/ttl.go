@@ -36,10 +36,15 @@ func (c *Cluster) startTTLMonitor(interval time.Duration) {
 }
 
 // ExpireTTL runs one pass of the TTL monitor now, on the deployment's
-// clock (Options.Now), and returns how many documents it deleted. Tests
-// that advance the clock call it instead of waiting for the monitor.
+// clock (Options.Now), on every shard, and returns how many documents it
+// deleted. Tests that advance the clock call it instead of waiting for the
+// monitor.
 func (c *Cluster) ExpireTTL(ctx context.Context) int {
-	return c.data.expireTTL(ctx)
+	n := 0
+	for _, shard := range c.Shards() {
+		n += shard.data.expireTTL(ctx)
+	}
+	return n
 }
 
 // expireTTL deletes, in every collection with TTL indexes, the documents
