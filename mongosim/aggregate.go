@@ -10,7 +10,6 @@ import (
 func init() {
 	register(
 		&command{name: "aggregate", run: cmdAggregate},
-		&command{name: "explain", run: func(*request) (bson.D, error) { return nil, cmderr.Unsupported("explain") }},
 	)
 }
 
@@ -24,7 +23,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 		return nil, err
 	}
 	if v, ok := r.get("explain"); ok && truthy(v) {
-		return nil, cmderr.Unsupported("aggregate explain")
+		return aggregateExplain(r)
 	}
 	if _, ok := r.get("cursor"); !ok {
 		return nil, cmderr.New(cmderr.FailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
@@ -68,6 +67,12 @@ func cmdAggregate(r *request) (bson.D, error) {
 				return nil, err
 			}
 			localIn, pipeline = local, pipeline[1:]
+		case "$currentOp":
+			ops, err := currentOpStage(r, pipeline[0].(bson.D)[0].Value)
+			if err != nil {
+				return nil, err
+			}
+			localIn, pipeline = ops, pipeline[1:]
 		default:
 			return nil, cmderr.Unsupported("database-level aggregate (aggregate: 1) with " + stageOrEmpty(stage))
 		}
@@ -83,6 +88,13 @@ func cmdAggregate(r *request) (bson.D, error) {
 			return nil, cmderr.Unsupported("collation on a change stream")
 		}
 		return cmdChangeStream(r, coll, pipeline, batchSize)
+	}
+	// $collStats reads the collection's statistics, not its documents.
+	statsOf := ""
+	if stats, ok, err := collStatsStage(r, coll, pipeline); err != nil {
+		return nil, err
+	} else if ok {
+		localIn, pipeline, statsOf, coll = stats, pipeline[1:], coll, ""
 	}
 	p, err := agg.Compile(pipeline)
 	if err != nil {
@@ -103,6 +115,9 @@ func cmdAggregate(r *request) (bson.D, error) {
 	s := r.data()
 	in := localIn
 	ns := r.db + ".$cmd.aggregate"
+	if statsOf != "" {
+		ns = r.db + "." + statsOf
+	}
 	if coll != "" {
 		ns = r.db + "." + coll
 		hint, _ := r.get("hint")

@@ -39,9 +39,10 @@ type Cluster struct {
 	ttlStop func()
 
 	limiter *limiter
-	fails   *failPoints // fail points set with Cluster.SetFailPoint (all members)
-	auth    *authenticator
+	fails   *failPoints    // fail points set with Cluster.SetFailPoint (all members)
+	auth    *authenticator // set when authentication is required
 	stats   counters
+	adm     adminState // monitoring and user commands (adminstate.go)
 
 	// routers are the mongos routers in front of the members (router.go);
 	// set by Launch, read-only afterwards.
@@ -148,9 +149,13 @@ func Launch(o Options) (*Cluster, error) {
 	c.data.logger = o.Logger
 	if !o.Standalone {
 		c.setName = o.ReplicaSetName
+		if err := c.initOplog(); err != nil {
+			return nil, err
+		}
 	}
+	c.adm.users = newAuthenticator(o.Auth)
 	if o.Auth.Username != "" {
-		c.auth = newAuthenticator(o.Auth)
+		c.auth = c.adm.users
 	}
 	members := make([]*Member, 0, o.Members)
 	for i := 0; i < o.Members; i++ {
@@ -396,6 +401,7 @@ func (c *Cluster) randFloat() float64 {
 
 // warn logs what the server refused and why.
 func (c *Cluster) warn(msg string, args ...any) {
+	c.adm.log.add(c.now(), "W", "NETWORK", msg, args...)
 	if c.opts.Logger != nil {
 		c.opts.Logger.Warn(msg, args...)
 	}

@@ -146,7 +146,8 @@ func cmdFind(r *request) (bson.D, error) {
 		return nil, err
 	}
 	var sorter *query.Sort
-	if len(sortDoc) > 0 {
+	reverse := isNaturalReverse(sortDoc) && !tailable
+	if len(sortDoc) > 0 && !reverse {
 		if sorter, err = compileSort(sortDoc, env); err != nil {
 			return nil, err
 		}
@@ -164,7 +165,7 @@ func cmdFind(r *request) (bson.D, error) {
 		return tailableFind(r, coll, f, proj, len(sortDoc) > 0 && !natural, batchSize, singleBatch)
 	}
 	early := 0
-	if sorter == nil && limit > 0 {
+	if sorter == nil && !reverse && limit > 0 {
 		early = int(skip + limit)
 	}
 	docs, err := r.readDocs(coll, f, env.lookupDoc(filterDoc), early, hint)
@@ -174,6 +175,9 @@ func cmdFind(r *request) (bson.D, error) {
 	if sorter != nil {
 		sorter.SortDocs(docs)
 	}
+	if reverse {
+		slices.Reverse(docs)
+	}
 	docs = skipLimit(docs, skip, limit)
 	if proj != nil {
 		for i, d := range docs {
@@ -181,6 +185,15 @@ func cmdFind(r *request) (bson.D, error) {
 		}
 	}
 	return r.cluster.data.cursors.reply(r, r.db+"."+coll, docs, batchSize, singleBatch), nil
+}
+
+// isNaturalReverse reports sort {$natural: -1}: natural order backwards.
+func isNaturalReverse(spec bson.D) bool {
+	if len(spec) != 1 || spec[0].Key != "$natural" {
+		return false
+	}
+	n, ok := int64Arg(spec[0].Value)
+	return ok && n == -1
 }
 
 // compileSort accepts {$natural: 1}, which is natural order anyway.

@@ -50,7 +50,7 @@ var accumulators = map[string]func() accumulator{
 }
 
 var unsupportedAccumulators = map[string]bool{
-	"$accumulator": true, "$median": true, "$percentile": true,
+	"$accumulator": true,
 }
 
 type sumAcc struct{ sum any }
@@ -265,6 +265,13 @@ func compileAcc(field string, spec any) (accSpec, error) {
 		return accSpec{}, cmderr.New(40238, "The field '%s' must specify one accumulator", field)
 	}
 	op, argSpec := acc[0].Key, acc[0].Value
+	if quantileOps[op] {
+		x, mk, err := compileQuantileAcc(op, argSpec)
+		if err != nil {
+			return accSpec{}, err
+		}
+		return accSpec{field: field, op: op, arg: x, make: mk}, nil
+	}
 	if nAccumulators[op] {
 		x, mk, err := compileNAcc(op, argSpec)
 		if err != nil {

@@ -164,8 +164,7 @@ func compilePipeline(pipeline bson.A, where nesting) (*Pipeline, error) {
 }
 
 var unsupportedStages = map[string]bool{
-	"$redact": true, "$geoNear": true, "$setWindowFields": true, "$densify": true, "$fill": true,
-	"$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true,
+	"$geoNear": true, "$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true,
 	"$listLocalSessions": true, "$planCacheStats": true, "$changeStream": true,
 	"$search": true, "$searchMeta": true, "$vectorSearch": true, "$listSearchIndexes": true,
 	"$changeStreamSplitLargeEvent": true, "$shardedDataDistribution": true,
@@ -218,6 +217,14 @@ func compileStage(name string, arg any, where nesting) (stage, error) {
 		return compileMerge(arg)
 	case "$documents":
 		return compileDocuments(arg)
+	case "$setWindowFields":
+		return compileSetWindowFields(arg)
+	case "$densify":
+		return compileDensify(arg)
+	case "$fill":
+		return compileFill(arg)
+	case "$redact":
+		return compileRedact(arg)
 	}
 	if unsupportedStages[name] {
 		return nil, cmderr.Unsupported("aggregation stage " + name)

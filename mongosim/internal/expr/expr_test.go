@@ -123,7 +123,7 @@ func TestPathsAndVariables(t *testing.T) {
 		{name: "two operators", spec: `{"$add": [1], "$abs": 1}`, code: 15983},
 		{name: "operator then field", spec: `{"a": 1, "$add": [1]}`, code: 16404},
 		{name: "unknown operator", spec: `{"$foo": 1}`, code: 168},
-		{name: "unsupported operator", spec: `{"$regexMatch": {"input": "a", "regex": "a"}}`, code: 238},
+		{name: "unsupported operator", spec: `{"$function": {"body": "f", "args": [], "lang": "js"}}`, code: 238},
 		{name: "let", spec: `{"$let": {"vars": {"x": "$a", "y": 3}, "in": {"$add": ["$$x", "$$y"]}}}`, want: `8`},
 		{name: "let shadows", spec: `{"$let": {"vars": {"uv": 1}, "in": "$$uv"}}`, want: `1`},
 		{name: "let var path", spec: `{"$let": {"vars": {"o": "$sub"}, "in": "$$o.deep.z"}}`, want: `9`},
@@ -367,7 +367,11 @@ func TestConversions(t *testing.T) {
 		{name: "convert bad to", spec: `{"$convert": {"input": 5, "to": "nope"}}`, code: 2},
 		{name: "convert error", spec: `{"$convert": {"input": "x", "to": "int"}}`, code: 241},
 		{name: "convert missing to", spec: `{"$convert": {"input": "x"}}`, code: 9},
-		{name: "toDecimal unsupported", spec: `{"$toDecimal": 1}`, code: 238},
+		{name: "toDecimal int", spec: `{"$toDecimal": 1}`, want: `{"$numberDecimal": "1"}`},
+		{name: "toDecimal double", spec: `{"$toDecimal": 2.5}`, want: `{"$numberDecimal": "2.50000000000000"}`},
+		{name: "toDecimal string", spec: `{"$toDecimal": "1.10"}`, want: `{"$numberDecimal": "1.10"}`},
+		{name: "toDecimal bad string", spec: `{"$toDecimal": "x1"}`, code: 241},
+		{name: "convert to decimal", spec: `{"$convert": {"input": true, "to": "decimal"}}`, want: `{"$numberDecimal": "1"}`},
 	})
 }
 
