@@ -52,6 +52,8 @@ type storage struct {
 	// views counts the views in the store, so reads skip view resolution
 	// while there are none (views.go).
 	views atomic.Int64
+	// ttlPasses and ttlDeleted are serverStatus metrics.ttl (ttl.go).
+	ttlPasses, ttlDeleted atomic.Int64
 }
 
 type database struct {

@@ -81,6 +81,11 @@ func TestTTLExpiresOnTheDeploymentClock(t *testing.T) {
 	if got := ids(); len(got) != 2 || got[0] != "missing" || got[1] != "notADate" {
 		t.Fatalf("documents without a date must stay: %v", got)
 	}
+	var status bson.M
+	sdNoErr(t, client.Database("admin").RunCommand(ctx, bson.D{{Key: "serverStatus", Value: 1}}).Decode(&status))
+	if ttl := dm(dm(status["metrics"])["ttl"]); ttl["passes"] != int64(3) || ttl["deletedDocuments"] != int64(3) {
+		t.Fatalf("serverStatus metrics.ttl = %v", ttl)
+	}
 	var deleted []any
 	for len(deleted) < 3 && cs.Next(ctx) {
 		deleted = append(deleted, cs.Current.Lookup("documentKey", "_id").StringValue())
