@@ -301,3 +301,37 @@ func TestSimLoadBalanced(t *testing.T) {
 		t.Fatalf("sim exited %d", code)
 	}
 }
+
+// -ttl-interval sets how often the TTL monitor runs: a document already
+// past its TTL disappears within a few passes.
+func TestSimTTLInterval(t *testing.T) {
+	sim := startSim(t, io.Discard, "-port", "0", "-ttl-interval", "20ms")
+	defer sim.stop(t)
+	client, err := mongo.Connect(options.Client().ApplyURI(sim.uri).SetHeartbeatInterval(500 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	defer client.Disconnect(ctx)
+	coll := client.Database("db").Collection("sessions")
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "at", Value: time.Now().Add(-time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := coll.CountDocuments(ctx, bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the expired document was not deleted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
