@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -339,8 +340,21 @@ func TestShardedWritesAndShardKeyErrors(t *testing.T) {
 	ctx := testCtx(t)
 	shardCollection(t, ctx, client, "db.w", bson.D{{Key: "k", Value: "hashed"}})
 	coll := client.Database("db").Collection("w")
-	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "u", Value: 1}}, Options: options.Index().SetUnique(true)}); err != nil {
-		t.Fatal(err)
+	// A unique index must start with the shard key (a shard enforces it
+	// alone); u is unique per shard only here, through a plain index
+	// created on the shards directly.
+	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "u", Value: 1}}, Options: options.Index().SetUnique(true)})
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 67 {
+		t.Fatalf("unique index without the shard key prefix = %v, want CannotCreateIndex (67)", err)
+	}
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "k", Value: 1}, {Key: "u", Value: 1}}, Options: options.Index().SetUnique(true)}); err != nil {
+		t.Fatalf("unique index prefixed by the shard key: %v", err)
+	}
+	for i := range c.Shards() {
+		if _, err := shardDirect(t, c, i).Database("db").Collection("w").Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "u", Value: 1}}, Options: options.Index().SetUnique(true)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var docs []any
 	for i := 0; i < 30; i++ {
@@ -358,7 +372,7 @@ func TestShardedWritesAndShardKeyErrors(t *testing.T) {
 		bson.D{{Key: "k", Value: 102}, {Key: "u", Value: 102}},
 		bson.D{{Key: "k", Value: 9}, {Key: "u", Value: 9}}, // duplicate
 	}
-	_, err := coll.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
+	_, err = coll.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
 	var bwe mongo.BulkWriteException
 	if !errors.As(err, &bwe) {
 		t.Fatalf("InsertMany with duplicates = %v", err)
@@ -415,7 +429,6 @@ func TestShardedWritesAndShardKeyErrors(t *testing.T) {
 	}
 	// Upsert without the full shard key.
 	_, err = coll.UpdateOne(ctx, bson.D{{Key: "u", Value: 999}}, bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: 1}}}}, options.UpdateOne().SetUpsert(true))
-	var ce mongo.CommandError
 	if !(errors.As(err, &we) && len(we.WriteErrors) == 1 && we.WriteErrors[0].Code == 61) && !(errors.As(err, &ce) && ce.Code == 61) {
 		t.Fatalf("upsert without shard key = %v, want ShardKeyNotFound (61)", err)
 	}
@@ -439,7 +452,14 @@ func TestShardedWritesAndShardKeyErrors(t *testing.T) {
 	if err != nil || dr.DeletedCount < 29 {
 		t.Fatalf("DeleteMany = %+v, %v", dr, err)
 	}
-	_ = c
+	// A replacement upsert without the key in its filter is targeted by
+	// the replacement's own full shard key.
+	if ur, err := coll.ReplaceOne(ctx, bson.D{{Key: "u", Value: 5000}}, bson.D{{Key: "k", Value: 5000}, {Key: "u", Value: 5000}}, options.Replace().SetUpsert(true)); err != nil || ur.UpsertedCount != 1 {
+		t.Fatalf("replacement upsert = %+v, %v", ur, err)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{{Key: "k", Value: 5000}}); err != nil || n != 1 {
+		t.Fatalf("replacement upsert landed where a targeted read cannot find it: %d, %v", n, err)
+	}
 }
 
 // Retryable writes through the routers: a shard's step-down error is
@@ -447,7 +467,13 @@ func TestShardedWritesAndShardKeyErrors(t *testing.T) {
 // the driver, whose retry replays on every shard instead of inserting
 // twice.
 func TestShardedRetryableWrite(t *testing.T) {
-	client, c := shardedClient(t, 2, nil)
+	var fams atomic.Int32
+	mon := &mevent.CommandMonitor{Started: func(_ context.Context, e *mevent.CommandStartedEvent) {
+		if e.CommandName == "findAndModify" {
+			fams.Add(1)
+		}
+	}}
+	client, c := shardedClient(t, 2, options.Client().SetMonitor(mon))
 	ctx := testCtx(t)
 	shardCollection(t, ctx, client, "db.rw", bson.D{{Key: "k", Value: "hashed"}})
 	coll := client.Database("db").Collection("rw")
@@ -489,6 +515,47 @@ func TestShardedRetryableWrite(t *testing.T) {
 		if sh.Stats().Replayed == 0 {
 			t.Errorf("shard %d replayed nothing: the driver's retry ran the insert again", i)
 		}
+	}
+	// A sorted findOneAndDelete without the shard key, retried by the
+	// driver after the shard's writeConcernError: the retry goes to the
+	// same shard and document, which replays; one document is deleted.
+	// The next document in sort order is on the other shard, where a
+	// retry choosing afresh would delete it.
+	shard0 := shardDirect(t, c, 0).Database("db").Collection("rw")
+	on0 := func(k int) bool {
+		n, err := shard0.CountDocuments(ctx, bson.D{{Key: "k", Value: k}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	next := 101
+	for on0(next) == on0(100) {
+		next++
+	}
+	if _, err := coll.DeleteMany(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$gt", Value: 100}, {Key: "$lt", Value: next}}}}); err != nil {
+		t.Fatal(err)
+	}
+	left, err := coll.CountDocuments(ctx, bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range c.Shards() {
+		if err := sh.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+			{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"findAndModify"}},
+				{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 91}, {Key: "errmsg", Value: "Replication is being shut down"}}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var deleted bson.M
+	if err := coll.FindOneAndDelete(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$gte", Value: 100}}}}, options.FindOneAndDelete().SetSort(bson.D{{Key: "k", Value: 1}})).Decode(&deleted); err != nil || deleted["k"] != int32(100) {
+		t.Fatalf("FindOneAndDelete = %v, %v; want k 100", deleted, err)
+	}
+	if got := fams.Load(); got != 2 {
+		t.Fatalf("findAndModify sent %d times, want 2 (the driver's retry)", got)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != left-1 {
+		t.Fatalf("after the retried findOneAndDelete: %d documents, %v; want %d", n, err, left-1)
 	}
 }
 

@@ -46,6 +46,11 @@ func (r *Router) routeShardedColl(rq *request, cmd *command, out *outcome, sc *s
 		ss.mu.Unlock()
 		return replies[0], nil
 	case "createIndexes", "dropIndexes", "collMod":
+		if rq.name == "createIndexes" {
+			if err := sc.checkUniqueIndexes(rq); err != nil {
+				return nil, err
+			}
+		}
 		primary := ss.primaryOf(rq.db, false)
 		order := append([]int{primary}, slices.DeleteFunc(allShards(len(ss.shards)), func(i int) bool { return i == primary })...)
 		replies, err := r.forEachShard(rq, order, rq.cmd, true, true)
@@ -581,3 +586,33 @@ func (r *Router) configFind(rq *request) (bson.D, bool, error) {
 	}
 	return r.cursorReply("config."+coll, docs, -1, single), true, nil
 }
+
+// checkUniqueIndexes refuses, as mongos does, a unique index a shard
+// cannot enforce alone: its key must start with the shard key's fields.
+func (sc *shardedColl) checkUniqueIndexes(rq *request) error {
+	v, _ := rq.get("indexes")
+	specs, _ := v.(bson.A)
+	for _, x := range specs {
+		spec, _ := x.(bson.D)
+		u, _ := lookupD(spec, "unique")
+		if !asBool(u) {
+			continue
+		}
+		kv, _ := lookupD(spec, "key")
+		key, _ := kv.(bson.D)
+		if len(key) == 1 && key[0].Key == "_id" {
+			continue
+		}
+		ok := len(key) >= len(sc.fields)
+		for i := 0; ok && i < len(sc.fields); i++ {
+			ok = key[i].Key == sc.fields[i]
+		}
+		if !ok {
+			return cmderr.New(codeCannotCreateIndex, "cannot create unique index over %s with shard key pattern %s", shellString(key), shellString(sc.key))
+		}
+	}
+	return nil
+}
+
+// codeCannotCreateIndex is mongod's CannotCreateIndex.
+const codeCannotCreateIndex = 67

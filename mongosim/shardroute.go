@@ -44,6 +44,7 @@ type shardSet struct {
 	cursors   map[int64]*routerCursor
 	lastSweep time.Time
 	txnPins   map[string]txnPin // by lsid: the shard a transaction runs on (shardtxn.go)
+	famPins   map[string]famPin // by lsid: a retryable findAndModify's target (shardwrite.go)
 }
 
 type shardedDB struct {
@@ -995,6 +996,7 @@ func (r *Router) broadcastAdmin(rq *request) (bson.D, error) {
 		ss.mu.Lock()
 		for _, id := range ids {
 			delete(ss.txnPins, keyOf(id))
+			delete(ss.famPins, keyOf(id))
 		}
 		ss.mu.Unlock()
 	}
