@@ -598,9 +598,43 @@ func TestShardedTransactionsAndUnsupported(t *testing.T) {
 	if n, _ := coll.CountDocuments(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$gte", Value: 10}}}}); n != 0 {
 		t.Fatalf("the refused transaction left %d documents", n)
 	}
-	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "x"}}})
+	// $out from a sharded collection writes the merged result to an
+	// unsharded one; $merge into a sharded collection is refused.
+	if _, err := coll.InsertMany(ctx, []any{bson.D{{Key: "k", Value: 2}, {Key: "g", Value: "a"}}, bson.D{{Key: "k", Value: 3}, {Key: "g", Value: "a"}}, bson.D{{Key: "k", Value: 4}, {Key: "g", Value: "b"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "g", Value: bson.D{{Key: "$exists", Value: true}}}}}},
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$g"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}}, {{Key: "$out", Value: "summary"}}}); err != nil {
+		t.Fatalf("$out: %v", err)
+	}
+	var summary []bson.M
+	cur, err := client.Database("db").Collection("summary").Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.All(ctx, &summary); err != nil || len(summary) != 2 || summary[0]["n"] != int32(2) || summary[1]["n"] != int32(1) {
+		t.Fatalf("$out result = %v, %v", summary, err)
+	}
+	// An unsharded collection's pipeline reading a sharded one runs on
+	// the router: $lookup sees every shard's documents.
+	cur, err = client.Database("db").Collection("summary").Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "u"}, {Key: "localField", Value: "_id"}, {Key: "foreignField", Value: "g"}, {Key: "as", Value: "docs"}}}},
+		{{Key: "$project", Value: bson.D{{Key: "n", Value: bson.D{{Key: "$size", Value: "$docs"}}}}}},
+		{{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary = nil
+	if err := cur.All(ctx, &summary); err != nil || len(summary) != 2 || summary[0]["n"] != int32(2) || summary[1]["n"] != int32(1) {
+		t.Fatalf("$lookup into a sharded collection = %v, %v", summary, err)
+	}
+	_, err = client.Database("db").Collection("summary").Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: bson.D{{Key: "into", Value: "u"}}}}})
 	if !errors.As(err, &ce) || ce.Code != 238 {
-		t.Fatalf("$out = %v, want NotImplemented (238)", err)
+		t.Fatalf("$merge from an unsharded into a sharded collection = %v, want NotImplemented (238)", err)
+	}
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: bson.D{{Key: "into", Value: "u"}}}}})
+	if !errors.As(err, &ce) || ce.Code != 238 {
+		t.Fatalf("$merge into a sharded collection = %v, want NotImplemented (238)", err)
 	}
 	_, err = client.Database("db").Watch(ctx, mongo.Pipeline{})
 	if !errors.As(err, &ce) || ce.Code != 238 {

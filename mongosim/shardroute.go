@@ -637,6 +637,9 @@ func (r *Router) route(rq *request, cmd *command, out *outcome) (bson.D, error) 
 			return r.routeShardedColl(rq, cmd, out, sc)
 		}
 	}
+	if rq.name == "aggregate" && coll != "" && !isChangeStream(pipelineOf(rq)) && ss.needsRouter(pipelineOf(rq)) {
+		return r.routerAggregate(rq, cmd, out, ss.unshardedColl(rq.db, coll), true)
+	}
 	if rq.name == "aggregate" && isChangeStream(pipelineOf(rq)) && coll == "" {
 		return nil, cmderr.Unsupported("database- or cluster-wide change streams on a multi-shard deployment")
 	}
