@@ -767,3 +767,44 @@ func TestShardedCursorsGetMoreAndKill(t *testing.T) {
 		}
 	}
 }
+
+// The client-level bulkWrite across a sharded and an unsharded namespace:
+// each op goes to its shard, and the counts cover all of them.
+func TestShardedClientBulkWrite(t *testing.T) {
+	client, c := shardedClient(t, 2, nil)
+	ctx := testCtx(t)
+	shardCollection(t, ctx, client, "db.cb", bson.D{{Key: "k", Value: "hashed"}})
+	var writes []mongo.ClientBulkWrite
+	for i := 0; i < 20; i++ {
+		writes = append(writes, mongo.ClientBulkWrite{Database: "db", Collection: "cb", Model: &mongo.ClientInsertOneModel{Document: bson.D{{Key: "k", Value: i}}}})
+	}
+	writes = append(writes,
+		mongo.ClientBulkWrite{Database: "other", Collection: "plain", Model: &mongo.ClientInsertOneModel{Document: bson.D{{Key: "x", Value: 1}}}},
+		mongo.ClientBulkWrite{Database: "db", Collection: "cb", Model: &mongo.ClientUpdateManyModel{Filter: bson.D{}, Update: bson.D{{Key: "$set", Value: bson.D{{Key: "seen", Value: true}}}}}},
+		mongo.ClientBulkWrite{Database: "db", Collection: "cb", Model: &mongo.ClientDeleteOneModel{Filter: bson.D{{Key: "k", Value: bson.D{{Key: "$gte", Value: 15}}}}}},
+	)
+	res, err := client.BulkWrite(ctx, writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.InsertedCount != 21 || res.MatchedCount != 20 || res.ModifiedCount != 20 || res.DeletedCount != 1 {
+		t.Fatalf("BulkWrite = %+v", res)
+	}
+	if counts := directCounts(t, ctx, c, "db", "cb"); counts[0] == 0 || counts[1] == 0 || counts[0]+counts[1] != 19 {
+		t.Fatalf("documents per shard: %v, want 19 over both", counts)
+	}
+	// An array shard key value fails that op only (unordered), with its
+	// index in the client's batch.
+	_, err = client.BulkWrite(ctx, []mongo.ClientBulkWrite{
+		{Database: "db", Collection: "cb", Model: &mongo.ClientInsertOneModel{Document: bson.D{{Key: "k", Value: 100}}}},
+		{Database: "db", Collection: "cb", Model: &mongo.ClientInsertOneModel{Document: bson.D{{Key: "k", Value: bson.A{1}}}}},
+		{Database: "db", Collection: "cb", Model: &mongo.ClientInsertOneModel{Document: bson.D{{Key: "k", Value: 101}}}},
+	}, options.ClientBulkWrite().SetOrdered(false))
+	var cbe mongo.ClientBulkWriteException
+	if !errors.As(err, &cbe) || len(cbe.WriteErrors) != 1 || cbe.WriteErrors[1].Code != 61 {
+		t.Fatalf("BulkWrite with an array key = %v", err)
+	}
+	if n, _ := client.Database("db").Collection("cb").CountDocuments(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$in", Value: bson.A{100, 101}}}}}); n != 2 {
+		t.Fatalf("the other inserts: %d, want 2", n)
+	}
+}
