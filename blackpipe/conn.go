@@ -129,6 +129,9 @@ func (c *Conn) write(b []byte) error {
 	if c.ctx.Err() != nil {
 		return ErrConnClosed
 	}
+	// Counted before the write, so a client that has read the reply sees
+	// it counted.
+	c.s.bytesOut.Add(int64(len(b)))
 	if _, err := c.nc.Write(b); err != nil {
 		return fmt.Errorf("blackpipe: write to conn %d: %w", c.id, err)
 	}
@@ -162,6 +165,7 @@ func (c *Conn) serve() {
 				return
 			}
 		}
+		s.bytesIn.Add(int64(len(b)))
 		r, err := c.decodeRequest(b)
 		if err != nil {
 			if r := c.badRequest(b, err); r != nil {

@@ -123,6 +123,8 @@ type Server struct {
 	nextReplyID atomic.Int32
 	requests    atomic.Int64
 	shed        atomic.Bool
+	// bytesIn and bytesOut count the wire messages read and written.
+	bytesIn, bytesOut atomic.Int64
 
 	mu        sync.Mutex
 	closed    bool
@@ -308,6 +310,10 @@ func (s *Server) Connections() []*Conn {
 	}
 	return out
 }
+
+// NetworkBytes returns the bytes of the wire messages read, and written or
+// being written, so far (compressed as sent), for serverStatus.network.
+func (s *Server) NetworkBytes() (in, out int64) { return s.bytesIn.Load(), s.bytesOut.Load() }
 
 // Requests returns the total number of requests the server has read.
 func (s *Server) Requests() int64 { return s.requests.Load() }

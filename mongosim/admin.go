@@ -1,9 +1,11 @@
 package mongosim
 
 import (
+	"math"
 	"os"
 	"runtime"
 	"sort"
+	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -41,12 +43,21 @@ func buildInfoCmd(*request) (bson.D, error) {
 		{Key: "version", Value: Version},
 		{Key: "gitVersion", Value: "mongosim"},
 		{Key: "modules", Value: bson.A{}},
+		{Key: "allocator", Value: "system"},
+		{Key: "javascriptEngine", Value: "none"},
 		{Key: "sysInfo", Value: "deprecated"},
 		{Key: "versionArray", Value: bson.A{int32(8), int32(0), int32(0), int32(0)}},
 		{Key: "bits", Value: int32(64)},
 		{Key: "debug", Value: false},
 		{Key: "maxBsonObjectSize", Value: int32(maxBSONObjectSize)},
 		{Key: "storageEngines", Value: bson.A{"inMemory"}},
+		{Key: "openssl", Value: bson.D{{Key: "running", Value: "disabled"}, {Key: "compiled", Value: "disabled"}}},
+		{Key: "buildEnvironment", Value: bson.D{
+			{Key: "distmod", Value: ""},
+			{Key: "distarch", Value: runtime.GOARCH},
+			{Key: "target_arch", Value: runtime.GOARCH},
+			{Key: "target_os", Value: runtime.GOOS},
+		}},
 		{Key: "ok", Value: 1.0},
 	}, nil
 }
@@ -177,6 +188,7 @@ func getParameterCmd(r *request) (bson.D, error) {
 		burstSecs = float64(o.Burst) / o.RequestsPerSecond
 	}
 	all := bson.D{
+		{Key: "featureCompatibilityVersion", Value: bson.D{{Key: "version", Value: "8.0"}}},
 		{Key: paramRateLimiterEnabled, Value: enabled && o.RequestsPerSecond > 0},
 		{Key: paramRatePerSec, Value: o.RequestsPerSecond},
 		{Key: paramBurstSecs, Value: burstSecs},
@@ -224,30 +236,60 @@ func serverStatusCmd(r *request) (bson.D, error) {
 	st := c.Stats()
 	host, _ := os.Hostname()
 	up := r.now.Sub(c.started)
-	var current int64
+	var current, bytesIn, bytesOut int64
 	for _, m := range c.Members() {
 		current += m.conns.Load()
+		in, out := m.srv.NetworkBytes()
+		bytesIn, bytesOut = bytesIn+in, bytesOut+out
 	}
-	return bson.D{
+	available := int64(math.MaxInt32)
+	if lim := c.limiter.maxConnections(); lim > 0 {
+		available = max(int64(lim)*int64(len(c.Members()))-current, 0)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	const mb = 1 << 20
+	d := bson.D{
 		{Key: "host", Value: host},
 		{Key: "version", Value: Version},
 		{Key: "process", Value: "mongod"},
+		{Key: "service", Value: bson.A{"shard"}},
 		{Key: "pid", Value: int64(os.Getpid())},
-		{Key: "uptime", Value: up.Seconds()},
+		{Key: "uptime", Value: math.Floor(up.Seconds())},
 		{Key: "uptimeMillis", Value: up.Milliseconds()},
+		{Key: "uptimeEstimate", Value: int64(up.Seconds())},
 		{Key: "localTime", Value: bson.NewDateTimeFromTime(r.now)},
 		{Key: "connections", Value: bson.D{
 			{Key: "current", Value: int32(current)},
+			{Key: "available", Value: int32(available)},
 			{Key: "totalCreated", Value: st.ConnsAccepted},
 			{Key: "rejected", Value: st.ConnsRejected},
+			{Key: "active", Value: int32(c.adm.ops.active())},
 		}},
-		{Key: "transactions", Value: bson.D{
+		{Key: "mem", Value: bson.D{
+			{Key: "bits", Value: int32(strconv.IntSize)},
+			{Key: "resident", Value: int32((ms.Sys - ms.HeapReleased) / mb)},
+			{Key: "virtual", Value: int32(ms.Sys / mb)},
+			{Key: "supported", Value: true},
+		}},
+		{Key: "network", Value: bson.D{
+			{Key: "bytesIn", Value: bytesIn},
+			{Key: "bytesOut", Value: bytesOut},
+			{Key: "numRequests", Value: st.Commands},
+		}},
+		{Key: "opcounters", Value: c.adm.opc.doc()},
+	}
+	if c.setName != "" {
+		d = append(d, bson.E{Key: "repl", Value: replSetInfo(r)})
+	}
+	return append(d,
+		bson.E{Key: "transactions", Value: bson.D{
 			{Key: "currentOpen", Value: r.cluster.data.clock.active.Load()},
 			{Key: "totalStarted", Value: st.TxnStarted},
 			{Key: "totalCommitted", Value: st.TxnCommitted},
 			{Key: "totalAborted", Value: st.TxnAborted},
 		}},
-		{Key: "mongosim", Value: bson.D{
+		bson.E{Key: "mongosim", Value: bson.D{
 			{Key: "commands", Value: st.Commands},
 			{Key: "admitted", Value: st.Admitted},
 			{Key: "rejected", Value: st.Rejected},
@@ -256,8 +298,8 @@ func serverStatusCmd(r *request) (bson.D, error) {
 			{Key: "hangups", Value: st.Hangups},
 			{Key: "stepDowns", Value: st.StepDowns},
 		}},
-		{Key: "ok", Value: 1.0},
-	}, nil
+		bson.E{Key: "ok", Value: 1.0},
+	), nil
 }
 
 func whatsmyuriCmd(r *request) (bson.D, error) {
@@ -278,10 +320,12 @@ func hostInfoCmd(r *request) (bson.D, error) {
 		{Key: "system", Value: bson.D{
 			{Key: "currentTime", Value: bson.NewDateTimeFromTime(r.now)},
 			{Key: "hostname", Value: host},
+			{Key: "cpuAddrSize", Value: int32(strconv.IntSize)},
 			{Key: "numCores", Value: int32(runtime.NumCPU())},
 			{Key: "cpuArch", Value: runtime.GOARCH},
+			{Key: "numaEnabled", Value: false},
 		}},
-		{Key: "os", Value: bson.D{{Key: "type", Value: runtime.GOOS}}},
+		{Key: "os", Value: bson.D{{Key: "type", Value: map[string]string{"linux": "Linux", "darwin": "Darwin", "windows": "Windows"}[runtime.GOOS]}, {Key: "name", Value: runtime.GOOS}}},
 		{Key: "extra", Value: bson.D{}},
 		{Key: "ok", Value: 1.0},
 	}, nil
@@ -330,7 +374,6 @@ func init() {
 		&command{name: "getCmdLineOpts", run: getCmdLineOptsCmd},
 		&command{name: "hostInfo", run: hostInfoCmd},
 		&command{name: "listCommands", run: listCommandsCmd},
-		&command{name: "killOp", run: unsupportedCmd("killOp")},
-		&command{name: "currentOp", run: unsupportedCmd("currentOp")},
+		&command{name: "getLog", run: getLogCmd},
 	)
 }

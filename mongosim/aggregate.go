@@ -5,25 +5,25 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
-	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
-	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
 func init() {
 	register(
 		&command{name: "aggregate", run: cmdAggregate},
-		&command{name: "explain", run: func(*request) (bson.D, error) { return nil, cmderr.Unsupported("explain") }},
 	)
 }
 
 func cmdAggregate(r *request) (bson.D, error) {
+	if err := aggregateArgs(r); err != nil {
+		return nil, err
+	}
 	if err := checkFields(r, "pipeline", "cursor", "explain", "allowDiskUse", "bypassDocumentValidation",
 		"collation", "hint", "let", "fromMongos", "needsMerge", "isMapReduceCommand",
 		"includeQueryStatsMetrics", "rawData"); err != nil {
 		return nil, err
 	}
 	if v, ok := r.get("explain"); ok && truthy(v) {
-		return nil, cmderr.Unsupported("aggregate explain")
+		return aggregateExplain(r)
 	}
 	if _, ok := r.get("cursor"); !ok {
 		return nil, cmderr.New(cmderr.FailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
@@ -32,35 +32,11 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	collation, hasCollation := r.get("collation")
-	if err := checkCollation(collation, hasCollation); err != nil {
-		return nil, err
-	}
 	pv, _ := r.get("pipeline")
 	pipeline, ok := pv.(bson.A)
 	if !ok {
 		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'aggregate.pipeline' is the wrong type '%s', expected type 'array'", typeNameOf(pv))
 	}
-	var vars map[string]any
-	if let, ok, err := docArg(r, "let"); err != nil {
-		return nil, err
-	} else if ok {
-		vars = make(map[string]any, len(let))
-		for _, e := range let {
-			// let values are expressions, evaluated once before the
-			// pipeline runs ({$literal: "$x"} is the string "$x").
-			ex, err := expr.Compile(e.Value)
-			if err != nil {
-				return nil, err
-			}
-			v, err := ex.Eval(bson.D{}, nil)
-			if err != nil {
-				return nil, err
-			}
-			vars[e.Key] = value.Clone(v)
-		}
-	}
-
 	// aggregate: "coll" reads a collection; aggregate: 1 is database-level
 	// and only makes sense here with a leading $documents or $changeStream.
 	var coll string
@@ -91,13 +67,34 @@ func cmdAggregate(r *request) (bson.D, error) {
 				return nil, err
 			}
 			localIn, pipeline = local, pipeline[1:]
+		case "$currentOp":
+			ops, err := currentOpStage(r, pipeline[0].(bson.D)[0].Value)
+			if err != nil {
+				return nil, err
+			}
+			localIn, pipeline = ops, pipeline[1:]
 		default:
 			return nil, cmderr.Unsupported("database-level aggregate (aggregate: 1) with " + stageOrEmpty(stage))
 		}
 	}
 
+	env, err := r.opEnvFor(coll)
+	if err != nil {
+		return nil, err
+	}
 	if isChangeStream(pipeline) {
+		if _, explicit := r.get("collation"); explicit && env.coll != nil {
+			// Change stream events are matched without a collation here.
+			return nil, cmderr.Unsupported("collation on a change stream")
+		}
 		return cmdChangeStream(r, coll, pipeline, batchSize)
+	}
+	// $collStats reads the collection's statistics, not its documents.
+	statsOf := ""
+	if stats, ok, err := collStatsStage(r, coll, pipeline); err != nil {
+		return nil, err
+	} else if ok {
+		localIn, pipeline, statsOf, coll = stats, pipeline[1:], coll, ""
 	}
 	p, err := agg.Compile(pipeline)
 	if err != nil {
@@ -118,19 +115,28 @@ func cmdAggregate(r *request) (bson.D, error) {
 	s := r.data()
 	in := localIn
 	ns := r.db + ".$cmd.aggregate"
+	if statsOf != "" {
+		ns = r.db + "." + statsOf
+	}
 	if coll != "" {
 		ns = r.db + "." + coll
 		hint, _ := r.get("hint")
+		// The leading $match pre-filters the snapshot; under a collation
+		// the $match stage alone decides.
+		pre := p.LeadingMatch()
+		if env.coll != nil {
+			pre = nil
+		}
 		if r.rc.level == "snapshot" {
-			in, err = s.snapshotAt(r.db, coll, p.LeadingMatch(), hint, r.rc.atClusterTime)
+			in, err = s.snapshotAt(r.db, coll, pre, hint, r.rc.atClusterTime)
 		} else {
-			in, err = s.snapshot(r.db, coll, p.LeadingMatch(), nil, 0, hint)
+			in, err = s.snapshot(r.db, coll, pre, nil, 0, hint)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime}, Now: r.now, Vars: vars})
+	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime, bypass: bypassing(r.ctx)}, Now: r.now, Vars: env.vars, Collator: env.collator()})
 	if err != nil {
 		return errorReply(err) // $merge/$out duplicates keep keyPattern/keyValue
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"slices"
 	"sync"
 
 	"github.com/xdg-go/scram"
@@ -19,22 +20,75 @@ const (
 	mechSHA256 = "SCRAM-SHA-256"
 	mechSHA1   = "SCRAM-SHA-1"
 	mechPlain  = "PLAIN"
-	authDB     = "admin" // the one user lives in admin
+	authDB     = "admin" // the Options user lives in admin
 	// MongoDB's default iteration counts.
 	itersSHA256 = 15000
 	itersSHA1   = 10000
 )
 
-// authenticator holds the one user and its SCRAM servers. The stored keys
-// are derived lazily (PBKDF2 is slow) on the first authentication.
+// authenticator holds the users and checks their SCRAM conversations. The
+// Options user's keys are derived lazily (PBKDF2 is slow) on its first
+// authentication; createUser derives a new user's at once.
 type authenticator struct {
-	user, password string
-	once           sync.Once
-	servers        map[string]*scram.Server
-	initErr        error
+	mu    sync.Mutex
+	users map[string]*simUser // by "db.name"
 	// trusted, when set, reports connections that need no authentication:
 	// a mongos router's own connections to the shard (router.go).
 	trusted func(*blackpipe.Conn) bool
+}
+
+// simUser is one user and its stored SCRAM credentials.
+type simUser struct {
+	name, db   string
+	id         bson.Binary // userId, a UUID
+	roles      bson.A      // [{role, db}]
+	customData bson.D      // nil when none
+	mechs      []string
+
+	once     sync.Once
+	password string // until the credentials are derived
+	creds    map[string]scram.StoredCredentials
+	err      error
+}
+
+// credentials returns the user's stored keys, deriving them on first use.
+func (u *simUser) credentials() (map[string]scram.StoredCredentials, error) {
+	u.once.Do(func() {
+		u.creds, u.err = deriveCredentials(u.name, u.password, u.mechs)
+		u.password = ""
+	})
+	return u.creds, u.err
+}
+
+// deriveCredentials computes the SCRAM stored keys of name/password, as
+// mongod does: SCRAM-SHA-256 over the SASLprep'd password, SCRAM-SHA-1 over
+// the hex MD5 "user:mongo:password" digest.
+func deriveCredentials(name, password string, mechs []string) (map[string]scram.StoredCredentials, error) {
+	out := make(map[string]scram.StoredCredentials, len(mechs))
+	for _, mech := range mechs {
+		salt := make([]byte, 16)
+		if _, err := rand.Read(salt); err != nil {
+			return nil, err
+		}
+		var client *scram.Client
+		var err error
+		iters := itersSHA256
+		switch mech {
+		case mechSHA256:
+			client, err = scram.SHA256.NewClient(name, password, "")
+		case mechSHA1:
+			h := md5.Sum([]byte(name + ":mongo:" + password))
+			client, err = scram.SHA1.NewClientUnprepped(name, hex.EncodeToString(h[:]), "")
+			iters = itersSHA1
+		default:
+			return nil, cmderr.New(cmderr.BadValue, "Unknown auth mechanism '%s'", mech)
+		}
+		if err != nil {
+			return nil, cmderr.New(cmderr.BadValue, "%v", err)
+		}
+		out[mech] = client.GetStoredCredentials(scram.KeyFactors{Salt: string(salt), Iters: iters})
+	}
+	return out, nil
 }
 
 // authKey is the blackpipe.Conn value holding a connection's *authState.
@@ -43,8 +97,9 @@ type authKey struct{}
 // authState is one connection's authentication progress.
 type authState struct {
 	mu             sync.Mutex
-	user           string // set once authenticated
+	user           *simUser // set once authenticated
 	conv           *scram.ServerConversation
+	convUser       *simUser // the user of conv, once looked up
 	convID         int32
 	skipEmpty      bool
 	awaitingEmpty  bool // server-final sent without skipEmptyExchange
@@ -52,50 +107,21 @@ type authState struct {
 }
 
 func newAuthenticator(o AuthOptions) *authenticator {
-	return &authenticator{user: o.Username, password: o.Password}
+	a := &authenticator{users: map[string]*simUser{}}
+	if o.Username != "" {
+		a.users[authDB+"."+o.Username] = &simUser{
+			name: o.Username, db: authDB, id: bson.Binary{Subtype: 4, Data: randomUUID()}, password: o.Password,
+			roles: bson.A{bson.D{{Key: "role", Value: "root"}, {Key: "db", Value: authDB}}},
+			mechs: []string{mechSHA1, mechSHA256},
+		}
+	}
+	return a
 }
 
-func (a *authenticator) init() error {
-	a.once.Do(func() {
-		a.servers = make(map[string]*scram.Server)
-		salt := make([]byte, 16)
-		if _, err := rand.Read(salt); err != nil {
-			a.initErr = err
-			return
-		}
-		c256, err := scram.SHA256.NewClient(a.user, a.password, "")
-		if err != nil {
-			a.initErr = err
-			return
-		}
-		h := md5.Sum([]byte(a.user + ":mongo:" + a.password))
-		c1, err := scram.SHA1.NewClientUnprepped(a.user, hex.EncodeToString(h[:]), "")
-		if err != nil {
-			a.initErr = err
-			return
-		}
-		for _, x := range []struct {
-			mech   string
-			hash   scram.HashGeneratorFcn
-			client *scram.Client
-			iters  int
-		}{{mechSHA256, scram.SHA256, c256, itersSHA256}, {mechSHA1, scram.SHA1, c1, itersSHA1}} {
-			creds := x.client.GetStoredCredentials(scram.KeyFactors{Salt: string(salt), Iters: x.iters})
-			user := a.user
-			srv, err := x.hash.NewServer(func(name string) (scram.StoredCredentials, error) {
-				if name != user {
-					return scram.StoredCredentials{}, cmderr.New(cmderr.AuthenticationFailed, "Authentication failed.")
-				}
-				return creds, nil
-			})
-			if err != nil {
-				a.initErr = err
-				return
-			}
-			a.servers[x.mech] = srv
-		}
-	})
-	return a.initErr
+func (a *authenticator) lookup(db, name string) *simUser {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.users[db+"."+name]
 }
 
 func (a *authenticator) state(conn *blackpipe.Conn) *authState {
@@ -117,15 +143,22 @@ func (a *authenticator) authenticated(conn *blackpipe.Conn) bool {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.user != ""
+	return st.user != nil
 }
 
 // supportedMechs answers hello's saslSupportedMechs "db.user".
 func (a *authenticator) supportedMechs(dbUser string) bson.A {
-	if dbUser != authDB+"."+a.user {
+	a.mu.Lock()
+	u := a.users[dbUser]
+	a.mu.Unlock()
+	if u == nil {
 		return nil
 	}
-	return bson.A{mechSHA1, mechSHA256}
+	out := bson.A{}
+	for _, m := range u.mechs {
+		out = append(out, m)
+	}
+	return out
 }
 
 // start begins a SCRAM conversation (saslStart or speculativeAuthenticate).
@@ -138,13 +171,6 @@ func (a *authenticator) start(r *request, db string, doc bson.D) (bson.D, error)
 	if ms != mechSHA256 && ms != mechSHA1 {
 		return nil, cmderr.Unsupported("authentication mechanism " + ms)
 	}
-	if err := a.init(); err != nil {
-		return nil, cmderr.New(codeInternalError, "SCRAM setup: %v", err)
-	}
-	if db != authDB {
-		r.cluster.stats.authFailures.Add(1)
-		return nil, cmderr.New(cmderr.AuthenticationFailed, "Authentication failed.")
-	}
 	payload, err := payloadOf(doc)
 	if err != nil {
 		return nil, err
@@ -152,7 +178,29 @@ func (a *authenticator) start(r *request, db string, doc bson.D) (bson.D, error)
 	st := a.state(r.raw.Conn)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.conv = a.servers[ms].NewConversation()
+	hash := scram.SHA256
+	if ms == mechSHA1 {
+		hash = scram.SHA1
+	}
+	// The server looks the user up by the name in the client-first
+	// message; a missing user fails as a wrong password does.
+	st.convUser = nil
+	srv, err := hash.NewServer(func(name string) (scram.StoredCredentials, error) {
+		u := a.lookup(db, name)
+		if u == nil || !slices.Contains(u.mechs, ms) {
+			return scram.StoredCredentials{}, cmderr.New(cmderr.AuthenticationFailed, "Authentication failed.")
+		}
+		creds, err := u.credentials()
+		if err != nil {
+			return scram.StoredCredentials{}, err
+		}
+		st.convUser = u
+		return creds[ms], nil
+	})
+	if err != nil {
+		return nil, cmderr.New(codeInternalError, "SCRAM setup: %v", err)
+	}
+	st.conv = srv.NewConversation()
 	st.conversationNo++
 	st.convID = st.conversationNo
 	st.awaitingEmpty = false
@@ -181,7 +229,7 @@ func (a *authenticator) start(r *request, db string, doc bson.D) (bson.D, error)
 // speculative handles hello's speculativeAuthenticate; failures are
 // silent (the client then authenticates normally and gets the error).
 func (a *authenticator) speculative(r *request, doc bson.D) bson.D {
-	db := authDB
+	db := r.db
 	if v, ok := lookupD(doc, "db"); ok {
 		if s, ok := v.(string); ok {
 			db = s
@@ -195,18 +243,11 @@ func (a *authenticator) speculative(r *request, doc bson.D) bson.D {
 }
 
 func saslStartCmd(r *request) (bson.D, error) {
-	a := r.cluster.auth
-	if a == nil {
-		return nil, cmderr.New(cmderr.AuthenticationFailed, "Authentication failed.")
-	}
-	return a.start(r, r.db, r.cmd)
+	return r.cluster.adm.users.start(r, r.db, r.cmd)
 }
 
 func saslContinueCmd(r *request) (bson.D, error) {
-	a := r.cluster.auth
-	if a == nil {
-		return nil, cmderr.New(cmderr.AuthenticationFailed, "Authentication failed.")
-	}
+	a := r.cluster.adm.users
 	st := a.state(r.raw.Conn)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -232,7 +273,7 @@ func saslContinueCmd(r *request) (bson.D, error) {
 	if !st.conv.Done() {
 		return saslReply(st.convID, false, []byte(resp)), nil
 	}
-	st.user = st.conv.Username()
+	st.user = st.convUser
 	r.cluster.stats.authSuccesses.Add(1)
 	if st.skipEmpty {
 		st.conv = nil
@@ -270,9 +311,14 @@ func payloadOf(doc bson.D) ([]byte, error) {
 
 func connectionStatusCmd(r *request) (bson.D, error) {
 	users, roles := bson.A{}, bson.A{}
-	if a := r.cluster.auth; a != nil && a.authenticated(r.raw.Conn) {
-		users = append(users, bson.D{{Key: "user", Value: a.user}, {Key: "db", Value: authDB}})
-		roles = append(roles, bson.D{{Key: "role", Value: "root"}, {Key: "db", Value: authDB}})
+	if st, ok := r.raw.Conn.Value(authKey{}).(*authState); ok {
+		st.mu.Lock()
+		u := st.user
+		st.mu.Unlock()
+		if u != nil {
+			users = append(users, bson.D{{Key: "user", Value: u.name}, {Key: "db", Value: u.db}})
+			roles = append(roles, u.roles...)
+		}
 	}
 	return bson.D{
 		{Key: "authInfo", Value: bson.D{
@@ -300,9 +346,11 @@ func (a *authenticator) plain(r *request, db string, doc bson.D) (bson.D, error)
 		return nil, err
 	}
 	parts := bytes.Split(payload, []byte{0})
-	if db != authDB || len(parts) != 3 || (len(parts[0]) > 0 && string(parts[0]) != string(parts[1])) ||
-		subtle.ConstantTimeCompare(parts[1], []byte(a.user)) != 1 ||
-		subtle.ConstantTimeCompare(parts[2], []byte(a.password)) != 1 {
+	var u *simUser
+	if len(parts) == 3 && (len(parts[0]) == 0 || string(parts[0]) == string(parts[1])) {
+		u = a.lookup(db, string(parts[1]))
+	}
+	if u == nil || !u.checkPassword(string(parts[2])) {
 		r.cluster.stats.authFailures.Add(1)
 		return nil, cmderr.New(cmderr.AuthenticationFailed, "Authentication failed.")
 	}
@@ -312,7 +360,37 @@ func (a *authenticator) plain(r *request, db string, doc bson.D) (bson.D, error)
 	st.conv, st.awaitingEmpty = nil, false
 	st.conversationNo++
 	st.convID = st.conversationNo
-	st.user = a.user
+	st.user = u
 	r.cluster.stats.authSuccesses.Add(1)
 	return saslReply(st.convID, true, nil), nil
+}
+
+// checkPassword reports whether password is u's, by deriving its
+// SCRAM-SHA-256 stored key with u's salt (or SCRAM-SHA-1's when that is
+// all u has).
+func (u *simUser) checkPassword(password string) bool {
+	creds, err := u.credentials()
+	if err != nil {
+		return false
+	}
+	mech := mechSHA256
+	if _, ok := creds[mech]; !ok {
+		mech = mechSHA1
+	}
+	stored, ok := creds[mech]
+	if !ok {
+		return false
+	}
+	var client *scram.Client
+	if mech == mechSHA256 {
+		client, err = scram.SHA256.NewClient(u.name, password, "")
+	} else {
+		h := md5.Sum([]byte(u.name + ":mongo:" + password))
+		client, err = scram.SHA1.NewClientUnprepped(u.name, hex.EncodeToString(h[:]), "")
+	}
+	if err != nil {
+		return false
+	}
+	got := client.GetStoredCredentials(stored.KeyFactors)
+	return subtle.ConstantTimeCompare(got.StoredKey, stored.StoredKey) == 1
 }

@@ -25,6 +25,9 @@ type request struct {
 	// stream is set while an exhaust hello streams its replies.
 	stream *blackpipe.Stream
 	rc     readConcern // validated readConcern; rc.atClusterTime set for snapshot reads
+	// cursorNS, when set, is the namespace a cursor reply names instead
+	// of the one read (an aggregate on a view reads its base collection).
+	cursorNS string
 }
 
 // send answers the request. In an exhaust stream a successful reply

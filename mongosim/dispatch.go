@@ -109,7 +109,11 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 		r.ctx, cancel = context.WithTimeout(r.ctx, limit)
 	}
 	defer cancel()
+	defer c.adm.ops.begin(r)()
+	c.adm.opc.count(r)
+	start := time.Now()
 	m.run(r, cmd)
+	c.adm.lat.record(r, time.Since(start))
 	return true
 }
 
@@ -306,6 +310,8 @@ func (m *Member) run(r *request, cmd *command) {
 		// The work outlived maxTimeMS (getMore's maxTimeMS is its await
 		// time, not a limit): mongod would have interrupted it.
 		err = errMaxTime()
+	} else if r.killed() {
+		err = errInterrupted()
 	}
 	if err != nil {
 		m.replyErr(r, &out, err)
@@ -386,6 +392,8 @@ func (m *Member) applyFailCommand(r *request, out *outcome) (wce bson.D, answere
 		if !sleepCtx(bctx, act.blockTime) {
 			if r.expired() && r.raw.Context().Err() == nil {
 				m.replyErr(r, out, errMaxTime())
+			} else if r.killed() {
+				m.replyErr(r, out, errInterrupted())
 			}
 			return nil, true // else the connection or server closed while blocked
 		}

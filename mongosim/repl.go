@@ -161,44 +161,6 @@ func replSetStepDownCmd(r *request) (bson.D, error) {
 	return bson.D{{Key: "ok", Value: 1.0}}, nil
 }
 
-func replSetGetStatusCmd(r *request) (bson.D, error) {
-	c := r.cluster
-	if c.setName == "" {
-		return nil, cmderr.New(codeNoReplicationEnabled, "not running with --replSet")
-	}
-	c.mu.Lock()
-	primary, term := c.primary, c.term
-	members := append([]*Member(nil), c.members...)
-	c.mu.Unlock()
-	var list bson.A
-	myState := int32(2)
-	for i, m := range members {
-		state, str := int32(2), "SECONDARY"
-		if i == primary {
-			state, str = 1, "PRIMARY"
-		}
-		if m == r.member {
-			myState = state
-		}
-		list = append(list, bson.D{
-			{Key: "_id", Value: int32(i)},
-			{Key: "name", Value: m.addr},
-			{Key: "health", Value: 1.0},
-			{Key: "state", Value: state},
-			{Key: "stateStr", Value: str},
-			{Key: "self", Value: m == r.member},
-		})
-	}
-	return bson.D{
-		{Key: "set", Value: c.setName},
-		{Key: "date", Value: bson.NewDateTimeFromTime(r.now)},
-		{Key: "myState", Value: myState},
-		{Key: "term", Value: term},
-		{Key: "members", Value: list},
-		{Key: "ok", Value: 1.0},
-	}, nil
-}
-
 // replSetFreezeCmd: {replSetFreeze: secs} keeps a secondary from being
 // elected for secs seconds; 0 unfreezes it (and, with no primary, lets it
 // win at once). A primary answers 95 NotSecondary, as in mongod.
@@ -232,7 +194,6 @@ func replSetFreezeCmd(r *request) (bson.D, error) {
 func init() {
 	register(
 		&command{name: "replSetStepDown", run: replSetStepDownCmd},
-		&command{name: "replSetGetStatus", run: replSetGetStatusCmd},
 		&command{name: "replSetFreeze", run: replSetFreezeCmd},
 	)
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
-	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
@@ -327,13 +326,17 @@ func (r *Router) shardedFind(rq *request, cmd *command, out *outcome, sc *sharde
 	if singleBatch && limit > 0 && (batchSize < 0 || int64(batchSize) > limit) {
 		batchSize = int(limit)
 	}
+	env, err := routerEnv(rq)
+	if err != nil {
+		return nil, err
+	}
 	var sorter *query.Sort
 	if len(sortDoc) > 0 {
-		if sorter, err = compileSort(sortDoc); err != nil {
+		if sorter, err = compileSort(sortDoc, env); err != nil {
 			return nil, err
 		}
 	}
-	proj, err := optionalProjection(projDoc)
+	proj, err := optionalProjection(projDoc, env)
 	if err != nil {
 		return nil, err
 	}
@@ -470,22 +473,9 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 	if err != nil {
 		return nil, err
 	}
-	var vars map[string]any
-	if let, ok, err := docArg(rq, "let"); err != nil {
+	env, err := routerEnv(rq)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		vars = make(map[string]any, len(let))
-		for _, e := range let {
-			ex, err := expr.Compile(e.Value)
-			if err != nil {
-				return nil, err
-			}
-			v, err := ex.Eval(bson.D{}, nil)
-			if err != nil {
-				return nil, err
-			}
-			vars[e.Key] = value.Clone(v)
-		}
 	}
 	// The shards only read: a $out/$merge's writeConcern is for the write.
 	shardCmd := withField(without(rq.cmd, "writeConcern"), "pipeline", pipeline[:lead])
@@ -494,7 +484,7 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 	if err != nil {
 		return nil, err
 	}
-	res, err := rest.Run(rq.ctx, docs, agg.Env{DB: rq.db, Catalog: routerCatalog{r: r, rq: rq}, Now: rq.now, Vars: vars})
+	res, err := rest.Run(rq.ctx, docs, agg.Env{DB: rq.db, Catalog: routerCatalog{r: r, rq: rq}, Now: rq.now, Vars: env.vars, Collator: env.collator()})
 	if err != nil {
 		return errorReply(err)
 	}
@@ -621,13 +611,17 @@ func (r *Router) configFind(rq *request) (bson.D, bool, error) {
 	if err != nil {
 		return nil, true, err
 	}
-	f, err := query.CompileFilter(filter)
+	env, err := routerEnv(rq)
+	if err != nil {
+		return nil, true, err
+	}
+	f, err := env.compileFilter(filter)
 	if err != nil {
 		return nil, true, err
 	}
 	docs = slices.DeleteFunc(docs, func(d bson.D) bool { return !f.Match(d) })
 	if sortDoc, _, err := docArg(rq, "sort"); err == nil && len(sortDoc) > 0 {
-		s, err := compileSort(sortDoc)
+		s, err := compileSort(sortDoc, env)
 		if err != nil {
 			return nil, true, err
 		}
@@ -722,4 +716,24 @@ func (ss *shardSet) unshardedColl(db, coll string) *shardedColl {
 	chunks := []chunk{{shard: ss.primaryOf(db, false)}}
 	sc.chunks.Store(&chunks)
 	return sc
+}
+
+// routerEnv is what a router merges shards' results under: the command's
+// own collation and let variables. A collection's default collation lives
+// on the shards, so a merge of a command without one sorts by the simple
+// collation (COMPATIBILITY.md).
+func routerEnv(rq *request) (opEnv, error) {
+	vars, err := rq.letVars()
+	if err != nil {
+		return opEnv{}, err
+	}
+	v, present := rq.get("collation")
+	if !present {
+		return opEnv{vars: vars}, nil
+	}
+	c, err := parseCollation(v, rq.name+".collation")
+	if err != nil {
+		return opEnv{}, err
+	}
+	return opEnv{coll: c, vars: vars}, nil
 }

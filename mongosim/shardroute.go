@@ -813,7 +813,7 @@ func (r *Router) shardCollection(rq *request) (bson.D, error) {
 		return nil, cmderr.New(cmderr.BadValue, "Shard key must be a non-empty object")
 	}
 	for _, k := range []string{"numInitialChunks", "presplitHashedZones", "collation", "timeseries"} {
-		if v, ok := rq.get(k); ok && k == "collation" && simpleCollation(v) {
+		if v, ok := rq.get(k); ok && k == "collation" && isSimpleCollation(v) {
 			continue
 		} else if ok {
 			return nil, cmderr.Unsupported("shardCollection option " + k)
@@ -1047,4 +1047,11 @@ func (s *storage) setShardKey(db, coll string, fields []string) {
 	c.mu.Lock()
 	c.shardKey = slices.Clone(fields)
 	c.mu.Unlock()
+}
+
+// isSimpleCollation reports whether a collation is {locale: "simple"}, the
+// only one a shard key (or, in mongosim, a view) may have.
+func isSimpleCollation(v any) bool {
+	c, err := parseCollation(v, "collation")
+	return err == nil && c == nil
 }

@@ -357,7 +357,11 @@ func (r *Router) shardedFindAndModify(rq *request, cmd *command, out *outcome, s
 		return nil, err
 	}
 	if len(sortDoc) > 0 {
-		sorter, err := compileSort(sortDoc)
+		env, err := routerEnv(rq)
+		if err != nil {
+			return nil, err
+		}
+		sorter, err := compileSort(sortDoc, env)
 		if err != nil {
 			return nil, err
 		}

@@ -279,3 +279,29 @@ func TestSimShards(t *testing.T) {
 		t.Fatalf("sim exited %d", code)
 	}
 }
+
+// sturdy sim --load-balanced prints the balancer's loadBalanced=true
+// connection string; the official driver runs through it in load-balanced
+// mode.
+func TestSimLoadBalanced(t *testing.T) {
+	sim := startSim(t, io.Discard, "-port", "0", "-load-balanced")
+	uri := sim.uri
+	if !strings.HasSuffix(uri, "/?loadBalanced=true") || strings.Contains(uri, ",") {
+		t.Fatalf("connection string %q does not name one load balancer", uri)
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opCtx, opCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer opCancel()
+	if _, err := client.Database("lb").Collection("c").InsertOne(opCtx, bson.D{{Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Disconnect(opCtx); err != nil {
+		t.Fatal(err)
+	}
+	if code := sim.stop(t); code != 0 {
+		t.Fatalf("sim exited %d", code)
+	}
+}
