@@ -739,3 +739,17 @@ func TestKillOpAwaitDataGetMore(t *testing.T) {
 		t.Fatal("killOp did not interrupt the getMore")
 	}
 }
+
+func TestFindNaturalReverse(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("db").Collection("nat")
+	for _, x := range []int32{3, 1, 2} {
+		_, err := coll.InsertOne(ctx, bson.D{{Key: "x", Value: x}})
+		sdNoErr(t, err)
+	}
+	got := sdFindAll(t, ctx, coll, bson.D{}, options.Find().SetSort(bson.D{{Key: "$natural", Value: -1}}).SetLimit(2).SetProjection(bson.D{{Key: "_id", Value: 0}}))
+	if fmt.Sprint(got) != `[{"x":{"$numberInt":"2"}} {"x":{"$numberInt":"1"}}]` {
+		t.Fatalf("$natural: -1 = %v", got)
+	}
+}
