@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -80,6 +81,10 @@ func (c *Client) limits(ctx context.Context) (writeLimits, error) {
 	srv.Dec() // selected only to read its limits: not an operation in progress
 	d := srv.Description()
 	l.wire = d.MaxWireVersion
+	if !srv.WireVersionKnown() {
+		// A load balancer before its first connection: the service decides.
+		l.wire = math.MaxInt32
+	}
 	if d.MaxWriteBatchSize > 0 {
 		l.maxCount = int(d.MaxWriteBatchSize)
 	}

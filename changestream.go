@@ -177,7 +177,7 @@ func (cs *ChangeStream) open(ctx context.Context, resume bson.Raw) error {
 		cmd.add("readConcern", bson.D{{Key: "level", Value: cs.rc}})
 	}
 	s := cs.opts.Session
-	op := &exec.Operation{Name: "aggregate", DB: cs.db, Command: bson.D(cmd), ReadPref: readPref(cs.rp), RetryableRead: true, KeepSession: s == nil}
+	op := &exec.Operation{Name: "aggregate", DB: cs.db, Command: bson.D(cmd), ReadPref: readPref(cs.rp), RetryableRead: true, KeepSession: s == nil, PinCursor: true}
 	res, err := cs.client.execute(ctx, op, s)
 	if err != nil {
 		if s == nil && res.Session != nil {
@@ -185,8 +185,9 @@ func (cs *ChangeStream) open(ctx context.Context, resume bson.Raw) error {
 		}
 		return err
 	}
-	c := &Cursor{client: cs.client, server: res.Server, sess: res.Session, ownsSess: s == nil, batchSize: cs.opts.BatchSize, comment: cs.opts.Comment}
+	c := &Cursor{client: cs.client, server: res.Server, sess: res.Session, ownsSess: s == nil, batchSize: cs.opts.BatchSize, comment: cs.opts.Comment, pin: res.Pin}
 	if err := c.load(res.Reply); err != nil {
+		c.unpin()
 		c.releaseSession()
 		return err
 	}
@@ -310,7 +311,7 @@ func (cs *ChangeStream) getMore(ctx context.Context) error {
 	}
 	cmd.addMaxTime(cs.opts.MaxAwaitTime)
 	cmd.addIf("comment", c.comment)
-	res, err := cs.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess}, nil)
+	res, err := cs.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess, Pin: c.pin}, nil)
 	if err != nil {
 		var ce *CommandError
 		if errors.As(err, &ce) && ce.Code == 43 { // CursorNotFound: gone on the server
@@ -320,6 +321,9 @@ func (cs *ChangeStream) getMore(ctx context.Context) error {
 	}
 	if err := c.load(res.Reply); err != nil {
 		return err
+	}
+	if c.id == 0 {
+		c.unpin()
 	}
 	cs.notePostBatch(res.Reply)
 	return nil

@@ -334,6 +334,13 @@ func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (e
 		}
 		op.Session = sc
 		op.KeepSession = false
+		if !op.TxnCommand { // WithTransaction's own commits and aborts keep their contexts
+			var cancel context.CancelFunc
+			if ctx, cancel, err = s.txnContext(ctx); err != nil {
+				return exec.Result{}, err
+			}
+			defer cancel()
+		}
 		if rp, inTxn := s.txnReadPref(); inTxn && !op.Write && op.Server == nil {
 			// The transaction's read preference replaces the
 			// collection's; a transaction reads from the primary only.
@@ -347,6 +354,9 @@ func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (e
 	defer cancel()
 	if d, ok := csot.Timeout(ctx); ok && d < 0 {
 		return exec.Result{}, argError("negative timeout %v (WithTimeout, DatabaseOptions.Timeout or BucketOptions.Timeout)", d)
+	}
+	if err := csot.Err(ctx); err != nil {
+		return exec.Result{}, argError("%v", err)
 	}
 	res, err := c.exec.Execute(ctx, op)
 	if err != nil && errors.Is(err, session.ErrSessionEnded) {

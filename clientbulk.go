@@ -230,6 +230,7 @@ func (w *clientBulk) send(ctx context.Context, batch []clientOp, start int, nsDo
 		// The results come back through a cursor, whose getMores must
 		// carry the implicit session of the command.
 		KeepSession: true,
+		PinCursor:   true,
 	}
 	r, err := w.client.execute(ctx, op, w.session)
 	if w.opID == 0 {
@@ -256,7 +257,7 @@ func (w *clientBulk) send(ctx context.Context, batch []clientOp, start int, nsDo
 	}
 	w.addCounts(reply)
 
-	cur := &Cursor{client: w.client, server: r.Server, sess: r.Session, ownsSess: w.session == nil && r.Session != nil}
+	cur := &Cursor{client: w.client, server: r.Server, sess: r.Session, ownsSess: w.session == nil && r.Session != nil, pin: r.Pin}
 	defer cur.Close(context.WithoutCancel(ctx))
 	if err := cur.load(reply); err != nil {
 		return false, err

@@ -289,7 +289,8 @@ func (c *Client) requireWireVersion(ctx context.Context, min int32, feature stri
 		return err
 	}
 	srv.Dec() // selected only to read its description
-	if v := srv.Description().MaxWireVersion; v < min {
+	// A load balancer before its first connection: the service decides.
+	if v := srv.Description().MaxWireVersion; v < min && srv.WireVersionKnown() {
 		return argError("%s needs a server with wire version %d or later, the server has %d", feature, min, v)
 	}
 	return nil
@@ -404,7 +405,11 @@ func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOp
 		return nil, err
 	}
 	op := &exec.Operation{Name: "find", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), RetryableRead: true}
-	return openCursor(ctx, coll.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
+	var maxAwait time.Duration
+	if opts.CursorType == TailableAwait {
+		maxAwait = opts.MaxAwaitTime // mongod ignores getMore's maxTimeMS on other cursors
+	}
+	return openTypedCursor(ctx, coll.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode, opts.CursorType, maxAwait)
 }
 
 func (coll *Collection) findCommand(filter any, opts *FindOptions) (cmdBuilder, error) {
@@ -455,6 +460,16 @@ func (coll *Collection) findCommand(filter any, opts *FindOptions) (cmdBuilder, 
 	cmd.addBoolPtr("allowDiskUse", opts.AllowDiskUse)
 	cmd.addTrue("allowPartialResults", opts.AllowPartialResults)
 	cmd.addTrue("noCursorTimeout", opts.NoCursorTimeout)
+	switch opts.CursorType {
+	case NonTailable:
+	case Tailable:
+		cmd.add("tailable", true)
+	case TailableAwait:
+		cmd.add("tailable", true)
+		cmd.add("awaitData", true)
+	default:
+		return nil, argError("unknown CursorType %d", opts.CursorType)
+	}
 	cmd.addTrue("returnKey", opts.ReturnKey)
 	cmd.addTrue("showRecordId", opts.ShowRecordID)
 	cmd.addIf("readConcern", coll.readConcern())
@@ -547,7 +562,7 @@ func aggregate(ctx context.Context, client *Client, db, coll string, rp *ReadPre
 	if write && opts.TimeoutMode == TimeoutIteration {
 		return nil, argError("timeoutMode iteration cannot be used with an aggregate with $out or $merge")
 	}
-	return openCursor(ctx, client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
+	return openTypedCursor(ctx, client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode, NonTailable, opts.MaxAwaitTime)
 }
 
 // pipelineValue marshals a pipeline and checks it is an array of documents.

@@ -37,8 +37,30 @@ type Cursor struct {
 	closed    bool
 	src       CursorSource // set by NewCursor: documents come from src, not from a server
 	tmo       cursorTimeout
-	maxAwait  time.Duration // getMore's maxTimeMS (RunCursorCommand)
+	maxAwait  time.Duration // getMore's maxTimeMS (awaitData cursors, RunCursorCommand)
+	tailable  bool          // Next waits through empty batches for new documents
+	// pin is the connection the cursor is pinned to in load-balanced
+	// mode: its getMores and killCursors must reach the same service.
+	pin *exec.Pin
 }
+
+// CursorType says whether a Find cursor is tailable: on a capped
+// collection a tailable cursor stays open after the last document and
+// returns documents inserted later.
+type CursorType int
+
+const (
+	// NonTailable (the default): the cursor ends after the last result.
+	NonTailable CursorType = iota
+	// Tailable: the cursor stays open; each getMore returns at once,
+	// with the documents inserted since (maybe none), so Next polls with
+	// back-to-back getMores until a document comes: prefer TailableAwait,
+	// or TryNext with a pause of your own.
+	Tailable
+	// TailableAwait: like Tailable, but a getMore that finds nothing
+	// waits on the server, up to MaxAwaitTime, for a new document.
+	TailableAwait
+)
 
 // TimeoutMode says how an operation's timeoutMS bounds the cursor it opens.
 type TimeoutMode string
@@ -113,17 +135,64 @@ func startCursorOp(ctx context.Context, mode TimeoutMode) (context.Context, erro
 	return ctx, nil
 }
 
+// startTailableOp is startCursorOp for a tailable cursor, whose only
+// timeoutMode is iteration (the default): the opening command keeps its
+// maxTimeMS only when the cursor awaits data, as the CSOT spec says, and a
+// MaxAwaitTime must be less than the timeoutMS.
+func startTailableOp(ctx context.Context, mode TimeoutMode, ct CursorType, maxAwait time.Duration) (context.Context, error) {
+	switch mode {
+	case "", TimeoutIteration:
+	case TimeoutCursorLifetime:
+		return ctx, argError("a tailable cursor's timeoutMode can only be iteration")
+	default:
+		return ctx, argError("unknown timeoutMode %q", mode)
+	}
+	if mode != "" && !csot.Active(ctx) {
+		return ctx, ErrTimeoutModeWithoutTimeout
+	}
+	if err := checkMaxAwait(ctx, maxAwait); err != nil {
+		return ctx, err
+	}
+	if ct == Tailable {
+		ctx = csot.WithoutMaxTime(ctx)
+	}
+	return ctx, nil
+}
+
+// checkMaxAwait refuses a MaxAwaitTime not less than the operation's
+// timeoutMS: each getMore would time out on the client before the server
+// answered it with an empty batch.
+func checkMaxAwait(ctx context.Context, maxAwait time.Duration) error {
+	if d, ok := csot.Timeout(ctx); ok && d > 0 && maxAwait >= d {
+		return argError("MaxAwaitTime %v must be less than the timeoutMS %v", maxAwait, d)
+	}
+	return nil
+}
+
 // openCursor runs a cursor-returning command and wraps its first batch.
 // Without an explicit session the implicit one is kept for the cursor's
 // life, as getMore must use the lsid of the command that opened the cursor.
 func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Session, batchSize int32, comment any, mode TimeoutMode) (*Cursor, error) {
-	ctx, err := startCursorOp(ctx, mode)
+	return openTypedCursor(ctx, client, op, s, batchSize, comment, mode, NonTailable, 0)
+}
+
+// openTypedCursor is openCursor for a cursor of type ct whose getMores
+// carry maxAwait as maxTimeMS (0: none).
+func openTypedCursor(ctx context.Context, client *Client, op *exec.Operation, s *Session, batchSize int32, comment any, mode TimeoutMode, ct CursorType, maxAwait time.Duration) (*Cursor, error) {
+	var err error
+	if ct != NonTailable {
+		ctx, err = startTailableOp(ctx, mode, ct, maxAwait)
+		mode = TimeoutIteration
+	} else if err = checkMaxAwait(ctx, maxAwait); err == nil {
+		ctx, err = startCursorOp(ctx, mode)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if s == nil {
 		op.KeepSession = true
 	}
+	op.PinCursor = true
 	res, err := client.execute(ctx, op, s)
 	if err != nil {
 		if s == nil && res.Session != nil {
@@ -131,7 +200,8 @@ func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Sess
 		}
 		return nil, err
 	}
-	c := &Cursor{client: client, server: res.Server, sess: res.Session, ownsSess: s == nil, batchSize: batchSize, comment: comment}
+	c := &Cursor{client: client, server: res.Server, sess: res.Session, ownsSess: s == nil, batchSize: batchSize, comment: comment,
+		tailable: ct != NonTailable, maxAwait: maxAwait, pin: res.Pin}
 	if d, ok := csot.Timeout(ctx); ok {
 		c.tmo = cursorTimeout{set: true, timeout: d, iteration: mode == TimeoutIteration}
 		if dl, ok := csot.Deadline(ctx); ok && !c.tmo.iteration {
@@ -139,6 +209,7 @@ func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Sess
 		}
 	}
 	if err := c.load(res.Reply); err != nil {
+		c.unpin()
 		c.releaseSession()
 		return nil, err
 	}
@@ -175,10 +246,18 @@ func (c *Cursor) ID() int64 { return c.id }
 func (c *Cursor) RemainingBatchLength() int { return c.batch.n }
 
 // Next moves to the next document, fetching the next batch if needed. It
-// returns false when the cursor is exhausted or on error (see Err).
+// returns false when the cursor is exhausted or on error (see Err). On a
+// tailable cursor Next waits for a document, sending getMores until one
+// comes, the cursor dies or ctx ends; under timeoutMS the whole call (all
+// its getMores) gets the cursor's timeoutMS afresh.
 func (c *Cursor) Next(ctx context.Context) bool {
 	if c.src != nil {
 		return c.nextFromSource(ctx)
+	}
+	if c.tailable && c.batch.n == 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = c.tmo.getMoreContext(ctx)
+		defer cancel()
 	}
 	for {
 		if doc, ok := c.batch.next(); ok {
@@ -226,8 +305,10 @@ func (c *Cursor) getMore(ctx context.Context) {
 	}
 	cmd.addMaxTime(c.maxAwait)
 	cmd.addIf("comment", c.comment)
-	res, err := c.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess}, nil)
+	res, err := c.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess, Pin: c.pin}, nil)
 	if err != nil {
+		// A pinned connection stays pinned after a getMore error, until
+		// Close (load balancer specification).
 		c.err = err
 		var ce *CommandError
 		if errors.As(err, &ce) {
@@ -239,6 +320,11 @@ func (c *Cursor) getMore(ctx context.Context) {
 				kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killCursorTimeout)
 				_ = c.killCursor(kctx)
 				cancel()
+			}
+			if c.pin != nil && ce.Code != 43 && !ce.HasErrorLabel(LabelRetryable) {
+				// Load-balanced: the cursor may live on; Close kills it on
+				// the pinned connection (load balancer specification).
+				return
 			}
 			// The server rejected the getMore (e.g. CursorNotFound); the
 			// cursor is gone.
@@ -252,7 +338,16 @@ func (c *Cursor) getMore(ctx context.Context) {
 		return
 	}
 	if c.id == 0 {
+		c.unpin() // drained
 		c.releaseSession()
+	}
+}
+
+// unpin returns the cursor's pinned connection, if any.
+func (c *Cursor) unpin() {
+	if c.pin != nil {
+		c.pin.UnpinCursor()
+		c.pin = nil
 	}
 }
 
@@ -310,12 +405,14 @@ func (c *Cursor) Close(ctx context.Context) error {
 		return c.src.Close(ctx)
 	}
 	var err error
-	if c.id != 0 {
+	// A pinned connection a network error closed cannot carry killCursors.
+	if c.id != 0 && (c.pin == nil || !c.pin.Conn().Closed()) {
 		kctx, cancel := c.tmo.closeContext(ctx)
 		err = c.killCursor(kctx)
 		cancel()
-		c.id = 0
 	}
+	c.id = 0
+	c.unpin()
 	c.releaseSession()
 	return err
 }
@@ -327,7 +424,7 @@ const killCursorTimeout = 10 * time.Second
 // killCursor asks the cursor's server to close the cursor.
 func (c *Cursor) killCursor(ctx context.Context) error {
 	cmd := bson.D{{Key: "killCursors", Value: c.coll}, {Key: "cursors", Value: bson.A{c.id}}}
-	_, err := c.client.execute(ctx, &exec.Operation{Name: "killCursors", DB: c.db, Command: cmd, Server: c.server, Session: c.sess}, nil)
+	_, err := c.client.execute(ctx, &exec.Operation{Name: "killCursors", DB: c.db, Command: cmd, Server: c.server, Session: c.sess, Pin: c.pin}, nil)
 	return err
 }
 

@@ -103,12 +103,7 @@ func (db *Database) RunCursorCommand(ctx context.Context, cmd any, optList ...*R
 		return nil, err
 	}
 	op := &exec.Operation{Name: name, DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference), RunCommand: true}
-	c, err := openCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
-	if err != nil {
-		return nil, err
-	}
-	c.maxAwait = opts.MaxAwaitTime
-	return c, nil
+	return openTypedCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode, opts.CursorType, opts.MaxAwaitTime)
 }
 
 // commandDoc turns a command document into a bson.D kept byte for byte,

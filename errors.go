@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
 )
@@ -36,6 +37,9 @@ type (
 	// WaitQueueTimeoutError is a check-out that waited too long for a
 	// connection: nothing was sent to the server.
 	WaitQueueTimeoutError = pool.WaitQueueTimeoutError
+	// InUseCounts are a load-balanced pool's checked-out connections by
+	// purpose (cursors, transactions, other), in WaitQueueTimeoutError.
+	InUseCounts = pool.InUseCounts
 )
 
 // Error labels a server or the client attaches to errors.
@@ -69,6 +73,10 @@ var (
 	// unacknowledged (w: 0) write concern: the command was sent, but the
 	// server returns no document to report.
 	ErrUnacknowledgedWrite = errors.New("sturdy: unacknowledged write: the server returned no result")
+	// ErrNoServiceID is wrapped by the error of an operation in
+	// load-balanced mode (loadBalanced=true) when the server's handshake
+	// reply had no serviceId: it is not a mongos behind a load balancer.
+	ErrNoServiceID = conn.ErrNoServiceID
 )
 
 func argError(format string, args ...any) error {

@@ -94,11 +94,15 @@ type GridFSFile struct {
 
 // DownloadStream reads one file's chunks in order, checking each. It reads
 // with the context given when it was opened (io.Reader has none); Close
-// releases the chunks cursor.
+// releases the chunks cursor. Under timeoutMS the timeout bounds the
+// stream's whole life, from its opening to its Close, as the CSOT spec
+// says for GridFS streams.
 type DownloadStream struct {
 	ctx     context.Context
+	cancel  context.CancelFunc
+	b       *Bucket
 	file    GridFSFile
-	cursor  *Cursor // nil for an empty file
+	cursor  *Cursor // nil until the first Read, and for an empty file
 	n       int64   // chunks read
 	nChunks int64
 	buf     []byte // unread part of the current chunk
@@ -140,7 +144,15 @@ func (b *Bucket) OpenDownloadStreamByName(ctx context.Context, name string, optL
 	return b.openFile(ctx, bson.D{{Key: "filename", Value: name}}, fo)
 }
 
-func (b *Bucket) openFile(ctx context.Context, filter bson.D, fo *FindOneOptions) (*DownloadStream, error) {
+// openFile finds the files document; the chunks are found at the first
+// Read. The stream's timeout starts here and ends at Close.
+func (b *Bucket) openFile(ctx context.Context, filter bson.D, fo *FindOneOptions) (_ *DownloadStream, err error) {
+	ctx, cancel := b.begin(ctx)
+	defer func() {
+		if err != nil {
+			cancel()
+		}
+	}()
 	var f GridFSFile
 	if err := b.files.FindOne(ctx, filter, fo).Decode(&f); err != nil {
 		if errors.Is(err, ErrNoDocuments) {
@@ -151,21 +163,25 @@ func (b *Bucket) openFile(ctx context.Context, filter bson.D, fo *FindOneOptions
 	if f.Length < 0 || (f.Length > 0 && f.ChunkSize <= 0) {
 		return nil, fmt.Errorf("%w: length %d, chunkSize %d", ErrCorruptFile, f.Length, f.ChunkSize)
 	}
-	s := &DownloadStream{ctx: ctx, file: f}
-	if f.Length == 0 {
-		return s, nil
+	s := &DownloadStream{ctx: ctx, cancel: cancel, b: b, file: f}
+	if f.Length > 0 {
+		s.nChunks = (f.Length + int64(f.ChunkSize) - 1) / int64(f.ChunkSize)
 	}
-	s.nChunks = (f.Length + int64(f.ChunkSize) - 1) / int64(f.ChunkSize)
-	idv, err := toValue(f.ID)
+	return s, nil
+}
+
+// openChunks opens the cursor over the file's chunks, in order.
+func (s *DownloadStream) openChunks() error {
+	idv, err := toValue(s.file.ID)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cur, err := b.chunks.Find(ctx, bson.D{{Key: "files_id", Value: idv}}, &FindOptions{Sort: bson.D{{Key: "n", Value: int32(1)}}})
+	cur, err := s.b.chunks.Find(s.ctx, bson.D{{Key: "files_id", Value: idv}}, &FindOptions{Sort: bson.D{{Key: "n", Value: int32(1)}}})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.cursor = cur
-	return s, nil
+	return nil
 }
 
 func mustMarshal(d bson.D) []byte {
@@ -204,8 +220,13 @@ func (s *DownloadStream) Read(p []byte) (int, error) {
 // nextChunk loads the next chunk into buf, or returns io.EOF after the
 // last one (checking there is no extra chunk).
 func (s *DownloadStream) nextChunk() error {
-	if s.cursor == nil {
+	if s.nChunks == 0 {
 		return io.EOF
+	}
+	if s.cursor == nil {
+		if err := s.openChunks(); err != nil {
+			return err
+		}
 	}
 	if s.n == s.nChunks {
 		if s.cursor.Next(s.ctx) {
@@ -244,16 +265,22 @@ func (s *DownloadStream) nextChunk() error {
 	return nil
 }
 
-// Close releases the chunks cursor.
+// Close releases the chunks cursor (under timeoutMS, within the stream's
+// timeout).
 func (s *DownloadStream) Close() error {
 	if s.closed {
 		return nil
 	}
 	s.closed = true
-	if s.cursor != nil {
-		return s.cursor.Close(context.WithoutCancel(s.ctx))
+	defer s.cancel()
+	if s.cursor == nil {
+		return nil
 	}
-	return nil
+	ctx := s.ctx
+	if !csot.Active(ctx) {
+		ctx = context.WithoutCancel(ctx) // free the server cursor even after ctx ended
+	}
+	return s.cursor.Close(ctx)
 }
 
 // DownloadToStream writes the file with the given _id to w and returns the
@@ -297,10 +324,61 @@ type UploadOptions struct {
 // UploadFromStream stores the contents of r as a new file (a new revision
 // when the name exists) and returns its _id. The chunks are written first
 // and the files document last, so a failed upload leaves no visible file
-// (its chunks are removed on a best-effort basis).
+// (its chunks are removed on a best-effort basis). Under timeoutMS the
+// timeout bounds the whole upload, reading r included (r's reads are not
+// interrupted: a slow r can make the upload outlast it).
 func (b *Bucket) UploadFromStream(ctx context.Context, filename string, r io.Reader, optList ...*UploadOptions) (any, error) {
 	ctx, cancel := b.begin(ctx)
 	defer cancel()
+	s, err := b.OpenUploadStream(ctx, filename, optList...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.Copy(s, r); err != nil {
+		s.closed = true
+		b.abort(ctx, s.id)
+		return nil, err
+	}
+	if err := s.Close(); err != nil {
+		b.abort(ctx, s.id)
+		return nil, err
+	}
+	return s.id, nil
+}
+
+// UploadStream writes a new file chunk by chunk as it is written to; Close
+// writes the last chunk and the files document, which makes the file
+// visible. Like DownloadStream it works with the context given when it
+// was opened, and under timeoutMS the timeout bounds the stream's whole
+// life, from OpenUploadStream to Close or Abort. An UploadStream is for
+// one goroutine at a time.
+type UploadStream struct {
+	ctx      context.Context
+	cancel   context.CancelFunc
+	b        *Bucket
+	id       any
+	filename string
+	o        UploadOptions
+	buf      []byte // the chunk being filled
+	n        int32  // chunks written
+	length   int64
+	err      error // a failed write: the stream is unusable
+	closed   bool
+}
+
+// ErrUploadClosed: a write, Close or Abort after Close or Abort.
+var ErrUploadClosed = errors.New("sturdy: GridFS upload stream already closed or aborted")
+
+// OpenUploadStream opens a stream that stores what is written to it as a
+// new file called filename (a new revision when the name exists). The
+// bucket's indexes are made now, before anything is written.
+func (b *Bucket) OpenUploadStream(ctx context.Context, filename string, optList ...*UploadOptions) (_ *UploadStream, err error) {
+	ctx, cancel := b.begin(ctx)
+	defer func() {
+		if err != nil {
+			cancel()
+		}
+	}()
 	o := UploadOptions{}
 	if p := lastOptions(optList); p != nil {
 		o = *p
@@ -314,37 +392,87 @@ func (b *Bucket) UploadFromStream(ctx context.Context, filename string, r io.Rea
 	if err := b.ensureIndexes(ctx); err != nil {
 		return nil, err
 	}
-	buf := make([]byte, o.ChunkSize)
-	var length int64
-	for n := int64(0); ; n++ {
-		k, rerr := io.ReadFull(r, buf)
-		if k > 0 {
-			chunk := bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "files_id", Value: o.ID}, {Key: "n", Value: int32(n)},
-				{Key: "data", Value: bson.Binary{Data: append([]byte(nil), buf[:k]...)}}}
-			if _, err := b.chunks.InsertOne(ctx, chunk); err != nil {
-				b.abort(ctx, o.ID)
-				return nil, err
+	return &UploadStream{ctx: ctx, cancel: cancel, b: b, id: o.ID, filename: filename, o: o, buf: make([]byte, 0, o.ChunkSize)}, nil
+}
+
+// ID returns the _id the file gets.
+func (s *UploadStream) ID() any { return s.id }
+
+// Write buffers p, inserting each chunk as it fills.
+func (s *UploadStream) Write(p []byte) (int, error) {
+	if s.closed {
+		return 0, ErrUploadClosed
+	}
+	if s.err != nil {
+		return 0, s.err
+	}
+	written := 0
+	for len(p) > 0 {
+		k := min(len(p), cap(s.buf)-len(s.buf))
+		s.buf = append(s.buf, p[:k]...)
+		p, written = p[k:], written+k
+		if len(s.buf) == cap(s.buf) {
+			if err := s.flush(); err != nil {
+				return written, err
 			}
-			length += int64(k)
-		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-			break
-		}
-		if rerr != nil {
-			b.abort(ctx, o.ID)
-			return nil, rerr
 		}
 	}
-	file := bson.D{{Key: "_id", Value: o.ID}, {Key: "length", Value: length}, {Key: "chunkSize", Value: o.ChunkSize},
-		{Key: "uploadDate", Value: bson.NewDateTimeFromTime(time.Now())}, {Key: "filename", Value: filename}}
-	if o.Metadata != nil {
-		file = append(file, bson.E{Key: "metadata", Value: o.Metadata})
+	return written, nil
+}
+
+// flush inserts the buffered chunk.
+func (s *UploadStream) flush() error {
+	if len(s.buf) == 0 {
+		return nil
 	}
-	if _, err := b.files.InsertOne(ctx, file); err != nil {
-		b.abort(ctx, o.ID)
-		return nil, err
+	chunk := bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "files_id", Value: s.id}, {Key: "n", Value: s.n},
+		{Key: "data", Value: bson.Binary{Data: append([]byte(nil), s.buf...)}}}
+	if _, err := s.b.chunks.InsertOne(s.ctx, chunk); err != nil {
+		s.err = err
+		return err
 	}
-	return o.ID, nil
+	s.n++
+	s.length += int64(len(s.buf))
+	s.buf = s.buf[:0]
+	return nil
+}
+
+// Close inserts the last chunk and the files document. On error the
+// chunks written stay until Abort removes them.
+func (s *UploadStream) Close() error {
+	if s.closed {
+		return ErrUploadClosed
+	}
+	if s.err != nil {
+		return s.err
+	}
+	if err := s.flush(); err != nil {
+		return err // the stream stays open for Abort
+	}
+	file := bson.D{{Key: "_id", Value: s.id}, {Key: "length", Value: s.length}, {Key: "chunkSize", Value: s.o.ChunkSize},
+		{Key: "uploadDate", Value: bson.NewDateTimeFromTime(time.Now())}, {Key: "filename", Value: s.filename}}
+	if s.o.Metadata != nil {
+		file = append(file, bson.E{Key: "metadata", Value: s.o.Metadata})
+	}
+	if _, err := s.b.files.InsertOne(s.ctx, file); err != nil {
+		s.err = err
+		return err
+	}
+	s.closed = true
+	s.cancel()
+	return nil
+}
+
+// Abort removes the chunks written so far; the file never becomes
+// visible. Under timeoutMS it runs within the stream's timeout.
+func (s *UploadStream) Abort() error {
+	if s.closed {
+		return ErrUploadClosed
+	}
+	s.closed = true
+	defer s.cancel()
+	_, err := s.b.chunks.DeleteMany(s.ctx, bson.D{{Key: "files_id", Value: s.id}})
+	return err
 }
 
 // abort removes the chunks of a failed upload.

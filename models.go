@@ -235,8 +235,18 @@ type FindOptions struct {
 	ShowRecordID        bool
 	Session             *Session
 	// TimeoutMode says how timeoutMS bounds the cursor; it needs a
-	// timeoutMS. Default "": TimeoutCursorLifetime.
+	// timeoutMS. Default "": TimeoutCursorLifetime, or for a tailable
+	// cursor TimeoutIteration, its only mode.
 	TimeoutMode TimeoutMode
+	// CursorType makes the cursor tailable (on a capped collection).
+	// Under timeoutMS each Next of a tailable cursor gets the whole
+	// timeoutMS; only a TailableAwait cursor's find carries maxTimeMS.
+	CursorType CursorType
+	// MaxAwaitTime is how long a TailableAwait cursor's getMore waits for
+	// new documents on the server (getMore's maxTimeMS; capped by the
+	// time left under timeoutMS, and it must be less than the timeoutMS).
+	// Default 0: the server's (1 s). Ignored for other cursor types.
+	MaxAwaitTime time.Duration
 }
 
 // FindOneOptions are the options of FindOne.
@@ -309,6 +319,10 @@ type AggregateOptions struct {
 	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Session                  *Session
 	TimeoutMode              TimeoutMode // see FindOptions.TimeoutMode
+	// MaxAwaitTime is sent as the getMores' maxTimeMS: the await time of
+	// an awaitData cursor (a $changeStream pipeline). Under timeoutMS it
+	// must be less than the timeoutMS. Default 0: not sent.
+	MaxAwaitTime time.Duration
 }
 
 // CountOptions are the options of CountDocuments.
@@ -391,6 +405,11 @@ type RunCursorCommandOptions struct {
 	MaxAwaitTime   time.Duration // getMore's maxTimeMS (capped by the time left under timeoutMS)
 	Comment        any
 	TimeoutMode    TimeoutMode // see FindOptions.TimeoutMode
+	// CursorType says how the cursor the command opens behaves (the
+	// command carries its own tailable and awaitData): a tailable one's
+	// Next waits for documents, under timeoutMS with a fresh timeoutMS per
+	// Next, and only an awaitData one's command carries maxTimeMS.
+	CursorType CursorType
 }
 
 // ListOptions are the options of ListIndexes.

@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/session"
 )
@@ -22,12 +23,17 @@ import (
 type Session struct {
 	client *Client
 	defTxn TransactionOptions
+	// timeout is the session's defaultTimeoutMS (nil: the client's).
+	timeout *time.Duration
 
 	mu sync.Mutex
 	sc *session.Client
 	// txn is the current transaction's options, resolved at
 	// StartTransaction.
 	txn resolvedTxn
+	// wtDeadline is the deadline of the WithTransaction in progress under
+	// a timeoutMS (zero: none); operations on the session share it.
+	wtDeadline time.Time
 }
 
 // SessionOptions configures StartSession. The zero value is the default.
@@ -40,6 +46,11 @@ type SessionOptions struct {
 	// transactions wait (readConcern.afterClusterTime) for the latest
 	// operationTime the session has seen.
 	CausalConsistency *bool
+	// DefaultTimeout is the session's defaultTimeoutMS: the timeout of
+	// CommitTransaction, AbortTransaction, WithTransaction and EndSession
+	// (a WithTimeout context still overrides it). nil (the default): the
+	// client's Options.Timeout; 0: no limit.
+	DefaultTimeout *time.Duration
 }
 
 // TransactionOptions configures a transaction. Unset fields come from the
@@ -127,6 +138,13 @@ func (c *Client) StartSession(ctx context.Context, opts ...*SessionOptions) (*Se
 		if o.CausalConsistency != nil {
 			s.sc.Causal = *o.CausalConsistency
 		}
+		if o.DefaultTimeout != nil {
+			if *o.DefaultTimeout < 0 {
+				return nil, argError("negative SessionOptions.DefaultTimeout %v", *o.DefaultTimeout)
+			}
+			d := *o.DefaultTimeout
+			s.timeout = &d
+		}
 	}
 	return s, nil
 }
@@ -159,6 +177,12 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(context.WithoutCancel(ctx), cleanupAbortTimeout)
+}
+
+// begin starts a session operation (commit, abort, end) under the
+// session's defaultTimeoutMS, else the client's timeoutMS.
+func (s *Session) begin(ctx context.Context) (context.Context, context.CancelFunc) {
+	return csot.Start(ctx, s.timeout, s.client.timeout())
 }
 
 // Client returns the client that started the session.
@@ -296,6 +320,8 @@ func (s *Session) CommitTransaction(ctx context.Context) error {
 	if r.maxCommit > 0 {
 		cmd = append(cmd, bson.E{Key: "maxTimeMS", Value: r.maxCommit.Milliseconds()})
 	}
+	ctx, cancel := s.begin(ctx)
+	defer cancel()
 	_, err := s.client.execute(ctx, &exec.Operation{
 		Name: "commitTransaction", DB: "admin", Command: cmd, Write: true, TxnCommand: true, MajorityCommit: again,
 	}, s)
@@ -329,7 +355,9 @@ func (s *Session) AbortTransaction(ctx context.Context) error {
 		s.mu.Unlock()
 		return ErrAbortTwice
 	case session.TxnStarting:
-		t.State = session.TxnAborted
+		// Nothing reached a server; a mongos picked for a command that
+		// was never sent is let go all the same.
+		t.State, t.Pinned = session.TxnAborted, ""
 		s.mu.Unlock()
 		return nil
 	}
@@ -340,6 +368,8 @@ func (s *Session) AbortTransaction(ctx context.Context) error {
 	if wc := writeConcernDoc(r.wc); wc != nil {
 		cmd = append(cmd, bson.E{Key: "writeConcern", Value: wc})
 	}
+	ctx, cancel := s.begin(ctx)
+	defer cancel()
 	_, _ = s.client.execute(ctx, &exec.Operation{
 		Name: "abortTransaction", DB: "admin", Command: cmd, Write: true, TxnCommand: true,
 	}, s)
@@ -358,9 +388,11 @@ const (
 	txnBackoffMax          = 500 * time.Millisecond
 )
 
-// TransactionTimeoutError is returned by WithTransaction when its time
-// (120 s, or the context's deadline if sooner) ran out before a retry. It
-// wraps the last error met and carries its labels.
+// TransactionTimeoutError is returned by WithTransaction when its time ran
+// out before a retry: the timeoutMS that applies to it (see
+// WithTransaction), else 120 s or the context's deadline if sooner. It
+// wraps the last error met and carries its labels; errors.Is(err,
+// context.DeadlineExceeded) holds.
 type TransactionTimeoutError struct{ Err error }
 
 func (e *TransactionTimeoutError) Error() string {
@@ -369,6 +401,9 @@ func (e *TransactionTimeoutError) Error() string {
 func (e *TransactionTimeoutError) Unwrap() error   { return e.Err }
 func (e *TransactionTimeoutError) Timeout() bool   { return true }
 func (e *TransactionTimeoutError) Temporary() bool { return false }
+
+// Is makes the error a context.DeadlineExceeded, like a TimeoutError.
+func (e *TransactionTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // WithTransaction runs fn in a transaction on s and commits it, retrying as
 // the convenient transactions API specifies:
@@ -381,10 +416,24 @@ func (e *TransactionTimeoutError) Temporary() bool { return false }
 //   - any other error is returned as it is, after aborting.
 //
 // fn may therefore run more than once: it must not have side effects
-// outside the transaction, and it must pass s to every operation. Retries
-// stop after 120 s, or at the context's deadline if sooner, with a
-// *TransactionTimeoutError wrapping the last error. If fn commits or
-// aborts the transaction itself, WithTransaction returns fn's result.
+// outside the transaction, and it must pass s to every operation.
+//
+// Under a timeoutMS (WithTimeout on ctx, else the session's DefaultTimeout,
+// else the client's Options.Timeout) one deadline, timeoutMS after the
+// start or ctx's deadline if sooner, bounds the whole call: every run of
+// fn, every commit and the backoffs between them. The operations fn runs
+// with s share that deadline (whatever context they are given) and do not
+// get a timeout of their own: one that sets its own (WithTimeout, or a
+// context deadline earlier than the transaction's) fails with an argument
+// error. When fn fails the abort gets a fresh timeoutMS, so that a timed
+// out transaction still releases its locks. An operation in fn that uses
+// neither s nor fn's context is not bounded by the transaction's deadline.
+//
+// Without a timeoutMS (or with timeoutMS 0) retries stop after 120 s, or
+// at ctx's deadline if sooner. Either way a timeout is a
+// *TransactionTimeoutError wrapping the last error, or the operation's
+// own timeout error. If fn commits or aborts the transaction itself,
+// WithTransaction returns fn's result.
 func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Context) error, opts *TransactionOptions) error {
 	e := s.client.exec
 	now := e.Now
@@ -393,10 +442,51 @@ func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Conte
 	}
 	start := now()
 	limit := WithTransactionTimeout
+	tctx := ctx
+	timeout, csotOn := csot.Resolve(ctx, s.timeout, s.client.timeout())
+	if csotOn && timeout < 0 {
+		return argError("negative timeout %v", timeout)
+	}
+	if csotOn && timeout > 0 {
+		var cancel context.CancelFunc
+		tctx, cancel = csot.StartTxn(ctx, timeout)
+		defer cancel()
+		limit = timeout
+		dl, _ := tctx.Deadline()
+		s.mu.Lock()
+		s.wtDeadline = dl
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.wtDeadline = time.Time{}
+			s.mu.Unlock()
+		}()
+	} else {
+		csotOn = false
+	}
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(start) < limit {
 		limit = dl.Sub(start)
 	}
-	expired := func(extra time.Duration) bool { return now().Add(extra).Sub(start) >= limit }
+	expired := func(extra time.Duration) bool {
+		return now().Add(extra).Sub(start) >= limit || tctx.Err() != nil
+	}
+	// abort ends the transaction fn left open. Under timeoutMS it gets a
+	// fresh timeout (the CSOT spec: the transaction's time may be gone
+	// and its locks must still be released).
+	abort := func() {
+		if st := s.TransactionState(); st != session.TxnStarting && st != session.TxnInProgress {
+			return
+		}
+		if csotOn {
+			actx, cancel := csot.StartWith(context.WithoutCancel(ctx), timeout, false)
+			_ = s.AbortTransaction(actx)
+			cancel()
+			return
+		}
+		actx, cancel := cleanupContext(ctx)
+		_ = s.AbortTransaction(actx)
+		cancel()
+	}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -404,20 +494,16 @@ func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Conte
 			if expired(d) {
 				return &TransactionTimeoutError{Err: lastErr}
 			}
-			if err := sleep(ctx, e, d); err != nil {
+			if err := sleep(tctx, e, d); err != nil {
 				return &TransactionTimeoutError{Err: lastErr}
 			}
 		}
 		if err := s.StartTransaction(opts); err != nil {
 			return err
 		}
-		if err := fn(ctx); err != nil {
+		if err := fn(tctx); err != nil {
 			lastErr = err
-			if st := s.TransactionState(); st == session.TxnStarting || st == session.TxnInProgress {
-				actx, cancel := cleanupContext(ctx)
-				_ = s.AbortTransaction(actx)
-				cancel()
-			}
+			abort()
 			if HasErrorLabel(err, LabelTransientTransactionError) {
 				if expired(0) {
 					return &TransactionTimeoutError{Err: err}
@@ -430,7 +516,7 @@ func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Conte
 			return nil // fn committed or aborted the transaction itself
 		}
 		for {
-			err := s.CommitTransaction(ctx)
+			err := s.CommitTransaction(tctx)
 			if err == nil {
 				return nil
 			}
@@ -442,11 +528,32 @@ func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Conte
 				continue
 			}
 			if HasErrorLabel(err, LabelTransientTransactionError) {
+				if expired(0) {
+					return &TransactionTimeoutError{Err: err}
+				}
 				break // retry the whole transaction
 			}
 			return err
 		}
 	}
+}
+
+// txnContext applies the deadline of a WithTransaction in progress on s to
+// an operation on s whose context is not the callback's (the CSOT spec
+// keeps the transaction's timeout on the session): the operation may not
+// set its own timeout.
+func (s *Session) txnContext(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	s.mu.Lock()
+	dl := s.wtDeadline
+	s.mu.Unlock()
+	if dl.IsZero() || csot.InTxn(ctx) {
+		return ctx, func() {}, nil
+	}
+	if _, ok := csot.OperationTimeout(ctx); ok {
+		return ctx, func() {}, argError("%v", csot.ErrOverride)
+	}
+	ctx, cancel := csot.WithDeadline(ctx, dl, false)
+	return ctx, cancel, nil
 }
 
 func pow15(n int) float64 {

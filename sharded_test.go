@@ -3,6 +3,8 @@ package sturdy_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -294,5 +296,328 @@ func TestShardedOverloadDeprioritizesRouter(t *testing.T) {
 	}
 	if retried == 0 || busy.Stats().Rejected == 0 {
 		t.Fatalf("no find met the overloaded router (%d retried, %d rejected)", retried, busy.Stats().Rejected)
+	}
+}
+
+// txnKey identifies a transaction's commands in started events.
+func txnKey(e *event.CommandStartedEvent) string {
+	if e.TxnNumber == nil || e.Command.Lookup("autocommit").Type == 0 {
+		return ""
+	}
+	return string(e.LSID) + "/" + strconv.FormatInt(*e.TxnNumber, 10)
+}
+
+// Transactions spec, mongos pinning: every command of a transaction, the
+// commit included, goes to the mongos its first command went to, and the
+// commit carries the recoveryToken the routers returned. Transactions as a
+// whole spread over both routers (the latency window holds both).
+func TestShardedTransactionPinnedToMongos(t *testing.T) {
+	cluster := shardedCluster(t)
+	ctx := testCtx(t)
+	c, rec := shardedClient(t, withParams(cluster.URI(), "localThresholdMS=1000"), 2)
+	coll := c.Database("db").Collection("c")
+	for i := 0; i < 20; i++ {
+		s, err := c.StartSession(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.WithTransaction(ctx, func(ctx context.Context) error {
+			if _, err := coll.InsertOne(ctx, d("_id", i), &sturdy.InsertOneOptions{Session: s}); err != nil {
+				return err
+			}
+			if _, err := coll.UpdateOne(ctx, d("_id", i), d("$set", d("n", i)), &sturdy.UpdateOptions{Session: s}); err != nil {
+				return err
+			}
+			return coll.FindOne(ctx, d("_id", i), &sturdy.FindOneOptions{Session: s}).Err()
+		}, nil)
+		if err != nil {
+			t.Fatalf("transaction %d: %v", i, err)
+		}
+		if s.PinnedServer() == "" {
+			t.Fatalf("transaction %d: the session is not pinned after its commit", i)
+		}
+		s.EndSession(ctx)
+		if s.PinnedServer() != "" {
+			t.Fatalf("transaction %d: an ended session is still pinned", i)
+		}
+	}
+	byTxn := map[string][]*event.CommandStartedEvent{}
+	rec.mu.Lock()
+	started := slices.Clone(rec.started)
+	rec.mu.Unlock()
+	for _, e := range started {
+		if k := txnKey(e); k != "" {
+			byTxn[k] = append(byTxn[k], e)
+		}
+	}
+	if len(byTxn) != 20 {
+		t.Fatalf("%d transactions observed, want 20", len(byTxn))
+	}
+	used := map[string]bool{}
+	for _, evs := range byTxn {
+		if len(evs) != 4 {
+			t.Fatalf("%d commands in a transaction, want insert, update, find, commit", len(evs))
+		}
+		for _, e := range evs {
+			if e.ServerAddress != evs[0].ServerAddress {
+				t.Fatalf("%s went to %s, the transaction is pinned to %s", e.CommandName, e.ServerAddress, evs[0].ServerAddress)
+			}
+		}
+		commit := evs[3]
+		if commit.CommandName != "commitTransaction" || commit.Command.Lookup("recoveryToken", "recoveryShardId").Type == 0 {
+			t.Fatalf("last command %s without the router's recoveryToken: %s", commit.CommandName, commit.Command)
+		}
+		used[evs[0].ServerAddress] = true
+	}
+	if len(used) != 2 {
+		t.Fatalf("20 transactions used routers %v, want both", used)
+	}
+}
+
+// A commit whose pinned mongos fails is retried unpinned on the other
+// mongos with the recoveryToken: when the first attempt committed (the
+// reply lost to a writeConcernError), the new mongos reports the commit;
+// when it never reached the shard (connection closed), the new mongos
+// aborts it and the convenient API runs the transaction again. Either way
+// the document is written exactly once.
+func TestShardedCommitRecoveredOnOtherMongos(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data bson.D
+	}{
+		{"committed", d("failCommands", bson.A{"commitTransaction"}, "errorLabels", bson.A{"RetryableWriteError"},
+			"writeConcernError", d("code", int32(91), "errmsg", "Replication is being shut down"))},
+		{"not committed", d("failCommands", bson.A{"commitTransaction"}, "closeConnection", true)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cluster := shardedCluster(t)
+			ctx := testCtx(t)
+			c, rec := shardedClient(t, withParams(cluster.URI(), "localThresholdMS=1000"), 2)
+			coll := c.Database("db").Collection("c")
+			s, err := c.StartSession(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.EndSession(ctx)
+			var pinned string
+			runs := 0
+			err = s.WithTransaction(ctx, func(ctx context.Context) error {
+				runs++
+				if _, err := coll.UpdateOne(ctx, d("_id", 1), d("$inc", d("n", 1)), &sturdy.UpdateOptions{Session: s, Upsert: true}); err != nil {
+					return err
+				}
+				if runs == 1 {
+					pinned = s.PinnedServer()
+					for _, r := range cluster.Routers() {
+						if r.Addr() == pinned {
+							routerFailPoint(t, r, d("configureFailPoint", "failCommand", "mode", d("times", 1), "data", tc.data))
+						}
+					}
+				}
+				return nil
+			}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc bson.M
+			if err := coll.FindOne(ctx, d("_id", 1)).Decode(&doc); err != nil {
+				t.Fatal(err)
+			}
+			if doc["n"] != int32(1) {
+				t.Fatalf("n = %v, want 1: the transaction must apply exactly once", doc["n"])
+			}
+			commits := rec.startedNamed("commitTransaction")
+			if len(commits) < 2 || commits[0].ServerAddress != pinned || commits[1].ServerAddress == pinned {
+				t.Fatalf("commits on %v; the first must go to the pinned %s, the retry elsewhere", addrsOf(commits), pinned)
+			}
+			if commits[1].Command.Lookup("recoveryToken").Type == 0 {
+				t.Fatalf("the retried commit has no recoveryToken: %s", commits[1].Command)
+			}
+			wantRuns := 1
+			if tc.name == "not committed" {
+				wantRuns = 2 // NoSuchTransaction from the new mongos is transient
+			}
+			if runs != wantRuns {
+				t.Fatalf("the transaction ran %d times, want %d", runs, wantRuns)
+			}
+		})
+	}
+}
+
+func addrsOf(evs []*event.CommandStartedEvent) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.ServerAddress
+	}
+	return out
+}
+
+// Overload signalled by failCommand (462 with the SystemOverloadedError and
+// RetryableError labels) on one router: each retry leaves it for the other
+// router, as with its ingress limiter.
+func TestShardedOverloadFailCommandDeprioritizesRouter(t *testing.T) {
+	cluster := shardedCluster(t)
+	ctx := testCtx(t)
+	busy := cluster.Routers()[0]
+	routerFailPoint(t, busy, d("configureFailPoint", "failCommand", "mode", "alwaysOn",
+		"data", d("failCommands", bson.A{"insert"}, "errorCode", int32(462),
+			"errorLabels", bson.A{"SystemOverloadedError", "RetryableError"})))
+	c, rec := shardedClient(t, withParams(cluster.URI(), "localThresholdMS=1000"), 2)
+	coll := c.Database("db").Collection("c")
+	for i := 0; i < 30; i++ {
+		if _, err := coll.InsertOne(ctx, d("_id", i)); err != nil {
+			t.Fatalf("insert %d: %v", i, err)
+		}
+	}
+	byOp := map[int64][]string{}
+	for _, s := range rec.startedNamed("insert") {
+		byOp[s.OperationID] = append(byOp[s.OperationID], s.ServerAddress)
+	}
+	retried := 0
+	for _, addrs := range byOp {
+		switch {
+		case len(addrs) == 1 && addrs[0] == busy.Addr():
+			t.Fatalf("an insert succeeded on the overloaded router")
+		case len(addrs) == 2:
+			retried++
+			if addrs[0] != busy.Addr() || addrs[1] == busy.Addr() {
+				t.Fatalf("attempts %v: the retry must leave the overloaded router %s", addrs, busy.Addr())
+			}
+		case len(addrs) > 2:
+			t.Fatalf("attempts %v: one retry on the healthy router is enough", addrs)
+		}
+	}
+	if retried == 0 {
+		t.Fatal("no insert met the overloaded router")
+	}
+	if n, err := coll.CountDocuments(ctx, d()); err != nil || n != 30 {
+		t.Fatalf("%d documents (%v), want 30", n, err)
+	}
+}
+
+// Server selection's latency window across routers: a router whose hello
+// takes 150 ms more than the other's is outside the default 15 ms window
+// and gets no operations; with a wide window both routers get them.
+func TestShardedLatencyWindow(t *testing.T) {
+	cluster := shardedCluster(t)
+	ctx := testCtx(t)
+	slow := cluster.Routers()[0]
+	routerFailPoint(t, slow, d("configureFailPoint", "failCommand", "mode", "alwaysOn",
+		"data", d("failCommands", bson.A{"hello", "isMaster"}, "blockConnection", true, "blockTimeMS", int32(150), "appName", "latencyWindow")))
+	for _, tc := range []struct {
+		threshold string
+		wantSlow  bool
+	}{{"", false}, {"&localThresholdMS=1000", true}} {
+		c, rec := shardedClient(t, withParams(cluster.URI(), "appName=latencyWindow"+tc.threshold), 2)
+		coll := c.Database("db").Collection("c")
+		for i := 0; i < 40; i++ {
+			if err := coll.FindOne(ctx, d()).Err(); err != nil && !errors.Is(err, sturdy.ErrNoDocuments) {
+				t.Fatal(err)
+			}
+		}
+		onSlow := 0
+		for _, e := range rec.startedNamed("find") {
+			if e.ServerAddress == slow.Addr() {
+				onSlow++
+			}
+		}
+		if (onSlow > 0) != tc.wantSlow {
+			t.Fatalf("localThresholdMS%q: %d of 40 finds on the slow router, want some: %v", tc.threshold, onSlow, tc.wantSlow)
+		}
+	}
+}
+
+// A cursor closed early is killed on the mongos that opened it, and its
+// getMores went there too.
+func TestShardedKillCursorsOnItsMongos(t *testing.T) {
+	cluster := shardedCluster(t)
+	ctx := testCtx(t)
+	c, rec := shardedClient(t, withParams(cluster.URI(), "localThresholdMS=1000"), 2)
+	coll := c.Database("db").Collection("c")
+	docs := make([]any, 50)
+	for i := range docs {
+		docs[i] = d("_id", i)
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		cur, err := coll.Find(ctx, d(), &sturdy.FindOptions{BatchSize: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 7 && cur.Next(ctx); j++ { // one getMore, then close with the cursor open
+		}
+		if err := cur.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finds, gms, kills := rec.startedNamed("find"), rec.startedNamed("getMore"), rec.startedNamed("killCursors")
+	if len(finds) != 10 || len(gms) != 10 || len(kills) != 10 {
+		t.Fatalf("%d finds, %d getMores, %d killCursors; want 10 each", len(finds), len(gms), len(kills))
+	}
+	used := map[string]bool{}
+	for i := range finds {
+		if gms[i].ServerAddress != finds[i].ServerAddress || kills[i].ServerAddress != finds[i].ServerAddress {
+			t.Fatalf("cursor %d: find on %s, getMore on %s, killCursors on %s", i, finds[i].ServerAddress, gms[i].ServerAddress, kills[i].ServerAddress)
+		}
+		used[finds[i].ServerAddress] = true
+	}
+	if len(used) != 2 {
+		t.Logf("all 10 cursors opened on %v (selection is random)", used)
+	}
+}
+
+// An overload error inside a pinned transaction is retried on the pinned
+// mongos: deprioritizing the router would break the transaction.
+func TestShardedOverloadInTransactionStaysPinned(t *testing.T) {
+	cluster := shardedCluster(t)
+	ctx := testCtx(t)
+	c, rec := shardedClient(t, withParams(cluster.URI(), "localThresholdMS=1000"), 2)
+	coll := c.Database("db").Collection("c")
+	s, err := c.StartSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.EndSession(ctx)
+	if err := s.StartTransaction(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, d("_id", 1), &sturdy.InsertOneOptions{Session: s}); err != nil {
+		t.Fatal(err)
+	}
+	pinned := s.PinnedServer()
+	overload := func(cmd string) {
+		for _, r := range cluster.Routers() {
+			if r.Addr() == pinned {
+				routerFailPoint(t, r, d("configureFailPoint", "failCommand", "mode", d("times", 1),
+					"data", d("failCommands", bson.A{cmd}, "errorCode", int32(462),
+						"errorLabels", bson.A{"SystemOverloadedError", "RetryableError"})))
+			}
+		}
+	}
+	overload("insert")
+	if _, err := coll.InsertOne(ctx, d("_id", 2), &sturdy.InsertOneOptions{Session: s}); err != nil {
+		t.Fatalf("insert after an overload error in the transaction: %v", err)
+	}
+	overload("commitTransaction")
+	if err := s.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.startedNamed("commitTransaction")); n != 2 {
+		t.Fatalf("%d commit attempts, want 2 (one retried)", n)
+	}
+	for _, name := range []string{"insert", "commitTransaction"} {
+		for _, e := range rec.startedNamed(name) {
+			if txnKey(e) != "" && e.ServerAddress != pinned {
+				t.Fatalf("%s retried on %s, the transaction is pinned to %s", name, e.ServerAddress, pinned)
+			}
+		}
+	}
+	if n := len(rec.startedNamed("insert")); n != 3 {
+		t.Fatalf("%d insert attempts, want 3 (one retried)", n)
+	}
+	if n, err := coll.CountDocuments(ctx, d()); err != nil || n != 2 {
+		t.Fatalf("%d documents (%v), want 2", n, err)
 	}
 }

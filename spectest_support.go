@@ -10,3 +10,22 @@ func (s *Session) Dirty() bool {
 	defer s.mu.Unlock()
 	return s.sc.Server != nil && s.sc.Server.Dirty
 }
+
+// PinnedConnection reports whether the session's transaction holds a
+// pinned connection (load-balanced mode). The unified test format's
+// assertSessionPinned and assertSessionUnpinned check it.
+func (s *Session) PinnedConnection() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sc.Pinned != nil
+}
+
+// PinnedServer returns the address of the mongos the session's sharded
+// transaction is pinned to, or "" when it is not pinned (transactions
+// spec, "Mongos Pinning"). The unified test format's assertSessionPinned
+// and targetedFailPoint read it.
+func (s *Session) PinnedServer() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sc.Txn.Pinned
+}

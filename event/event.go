@@ -16,6 +16,7 @@ type CommandStartedEvent struct {
 	OperationID        int64 // shared by every attempt of one operation
 	ConnectionID       int64 // client-side connection id
 	ServerConnectionID *int64
+	ServiceID          *bson.ObjectID // load-balanced mode: the service behind the load balancer
 	ServerAddress      string
 	LSID               bson.Raw // the session id sent, if any
 	TxnNumber          *int64   // the transaction number sent, if any
@@ -29,6 +30,7 @@ type CommandSucceededEvent struct {
 	OperationID        int64
 	ConnectionID       int64
 	ServerConnectionID *int64
+	ServiceID          *bson.ObjectID // load-balanced mode: the service behind the load balancer
 	ServerAddress      string
 	Duration           time.Duration
 	Reply              bson.Raw // redacted (empty) for sensitive commands
@@ -45,6 +47,7 @@ type CommandFailedEvent struct {
 	OperationID        int64
 	ConnectionID       int64
 	ServerConnectionID *int64
+	ServiceID          *bson.ObjectID // load-balanced mode: the service behind the load balancer
 	ServerAddress      string
 	Duration           time.Duration
 	Failure            error
@@ -108,14 +111,15 @@ type PoolEvent struct {
 	Reason        string
 	Error         error
 	Duration      time.Duration
-	Interruptible bool         // PoolCleared: in-use connections are interrupted
-	Options       *PoolOptions // PoolCreated only
+	Interruptible bool           // PoolCleared: in-use connections are interrupted
+	ServiceID     *bson.ObjectID // PoolCleared in load-balanced mode: the service whose connections were cleared
+	Options       *PoolOptions   // PoolCreated only
 }
 
 // ServerDescription is the public view of what the client knows of a server.
 type ServerDescription struct {
 	Address         string
-	Kind            string // Unknown, Standalone, Mongos, RSPrimary, RSSecondary, RSArbiter, RSOther, RSGhost
+	Kind            string // Unknown, Standalone, Mongos, RSPrimary, RSSecondary, RSArbiter, RSOther, RSGhost, LoadBalancer
 	SetName         string
 	Hosts           []string
 	RTT             time.Duration
@@ -126,7 +130,7 @@ type ServerDescription struct {
 
 // TopologyDescription is the public view of the whole deployment.
 type TopologyDescription struct {
-	Kind    string // Single, ReplicaSetNoPrimary, ReplicaSetWithPrimary, Sharded, Unknown
+	Kind    string // Single, ReplicaSetNoPrimary, ReplicaSetWithPrimary, Sharded, LoadBalanced, Unknown
 	SetName string
 	Servers []ServerDescription
 }

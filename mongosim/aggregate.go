@@ -5,8 +5,6 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
-	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
-	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
 func init() {
@@ -16,6 +14,9 @@ func init() {
 }
 
 func cmdAggregate(r *request) (bson.D, error) {
+	if err := aggregateArgs(r); err != nil {
+		return nil, err
+	}
 	if err := checkFields(r, "pipeline", "cursor", "explain", "allowDiskUse", "bypassDocumentValidation",
 		"collation", "hint", "let", "fromMongos", "needsMerge", "isMapReduceCommand",
 		"includeQueryStatsMetrics", "rawData"); err != nil {
@@ -31,35 +32,11 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	collation, hasCollation := r.get("collation")
-	if err := checkCollation(collation, hasCollation); err != nil {
-		return nil, err
-	}
 	pv, _ := r.get("pipeline")
 	pipeline, ok := pv.(bson.A)
 	if !ok {
 		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'aggregate.pipeline' is the wrong type '%s', expected type 'array'", typeNameOf(pv))
 	}
-	var vars map[string]any
-	if let, ok, err := docArg(r, "let"); err != nil {
-		return nil, err
-	} else if ok {
-		vars = make(map[string]any, len(let))
-		for _, e := range let {
-			// let values are expressions, evaluated once before the
-			// pipeline runs ({$literal: "$x"} is the string "$x").
-			ex, err := expr.Compile(e.Value)
-			if err != nil {
-				return nil, err
-			}
-			v, err := ex.Eval(bson.D{}, nil)
-			if err != nil {
-				return nil, err
-			}
-			vars[e.Key] = value.Clone(v)
-		}
-	}
-
 	// aggregate: "coll" reads a collection; aggregate: 1 is database-level
 	// and only makes sense here with a leading $documents or $changeStream.
 	var coll string
@@ -101,7 +78,15 @@ func cmdAggregate(r *request) (bson.D, error) {
 		}
 	}
 
+	env, err := r.opEnvFor(coll)
+	if err != nil {
+		return nil, err
+	}
 	if isChangeStream(pipeline) {
+		if _, explicit := r.get("collation"); explicit && env.coll != nil {
+			// Change stream events are matched without a collation here.
+			return nil, cmderr.Unsupported("collation on a change stream")
+		}
 		return cmdChangeStream(r, coll, pipeline, batchSize)
 	}
 	// $collStats reads the collection's statistics, not its documents.
@@ -136,16 +121,22 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if coll != "" {
 		ns = r.db + "." + coll
 		hint, _ := r.get("hint")
+		// The leading $match pre-filters the snapshot; under a collation
+		// the $match stage alone decides.
+		pre := p.LeadingMatch()
+		if env.coll != nil {
+			pre = nil
+		}
 		if r.rc.level == "snapshot" {
-			in, err = s.snapshotAt(r.db, coll, p.LeadingMatch(), hint, r.rc.atClusterTime)
+			in, err = s.snapshotAt(r.db, coll, pre, hint, r.rc.atClusterTime)
 		} else {
-			in, err = s.snapshot(r.db, coll, p.LeadingMatch(), nil, 0, hint)
+			in, err = s.snapshot(r.db, coll, pre, nil, 0, hint)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime}, Now: r.now, Vars: vars})
+	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime, bypass: bypassing(r.ctx)}, Now: r.now, Vars: env.vars, Collator: env.collator()})
 	if err != nil {
 		return errorReply(err) // $merge/$out duplicates keep keyPattern/keyValue
 	}

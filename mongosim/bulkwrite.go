@@ -29,9 +29,11 @@ func cmdBulkWrite(r *request) (bson.D, error) {
 	if err := checkFields(r, "ops", "nsInfo", "ordered", "bypassDocumentValidation", "bypassEmptyTsReplacement", "errorsOnly", "let", "cursor", "rawData"); err != nil {
 		return nil, err
 	}
-	if err := checkLet(r); err != nil {
+	vars, err := r.letVars()
+	if err != nil {
 		return nil, err
 	}
+	bypassArg(r)
 	if v, ok := r.get("rawData"); ok && truthy(v) {
 		return nil, cmderr.Unsupported("rawData")
 	}
@@ -122,9 +124,7 @@ func cmdBulkWrite(r *request) (bson.D, error) {
 				case "hint":
 					st.hint = e.Value
 				case "collation":
-					if err := checkCollation(e.Value, true); err != nil {
-						return nil, err
-					}
+					st.collation, st.hasCollation = e.Value, true
 				default:
 					return nil, cmderr.New(40415, "BSON field 'bulkWrite.ops.%s' is an unknown field.", e.Key)
 				}
@@ -160,9 +160,17 @@ func cmdBulkWrite(r *request) (bson.D, error) {
 			case "insert":
 				return s.insertOne(r.ctx, op.db, op.coll, op.doc)
 			case "update":
-				return s.execUpdate(r.ctx, op.db, op.coll, op.upd, r.now)
+				env, err := r.withStatement(opEnv{vars: vars}, op.db, op.coll, op.upd.collation, op.upd.hasCollation, "bulkWrite.ops.collation")
+				if err != nil {
+					return stmtResult{}, err
+				}
+				return s.execUpdate(r.ctx, op.db, op.coll, op.upd, env, r.now)
 			default:
-				return s.execDelete(r.ctx, op.db, op.coll, op.del)
+				env, err := r.withStatement(opEnv{vars: vars}, op.db, op.coll, op.del.collation, op.del.hasCollation, "bulkWrite.ops.collation")
+				if err != nil {
+					return stmtResult{}, err
+				}
+				return s.execDelete(r.ctx, op.db, op.coll, op.del, env)
 			}
 		})
 		if err != nil {

@@ -29,13 +29,27 @@ func init() {
 // catalog lets the aggregation engine read and write collections
 // ($lookup, $unionWith, $out, $merge).
 type catalog struct {
-	s  *storage
-	at bson.Timestamp // non-zero: snapshot reads at this cluster time
+	s      *storage
+	at     bson.Timestamp // non-zero: snapshot reads at this cluster time
+	bypass bool           // bypassDocumentValidation for $out and $merge
+}
+
+// writeCtx is the context of the catalog's writes.
+func (k catalog) writeCtx() context.Context {
+	if k.bypass {
+		return withBypass(context.Background())
+	}
+	return context.Background()
 }
 
 var _ agg.Catalog = catalog{}
 
 func (k catalog) Read(db, coll string) ([]bson.D, error) {
+	if base, pipeline, isView, err := k.s.resolveView(db, coll); err != nil {
+		return nil, err
+	} else if isView {
+		return k.s.runOn(context.Background(), db, base, pipeline, k.s.now(), nil)
+	}
 	if !k.at.IsZero() {
 		return k.s.snapshotAt(db, coll, nil, nil, k.at)
 	}
@@ -53,8 +67,11 @@ func (k catalog) Out(db, coll string, docs []bson.D) error {
 		}
 		prepared[i] = p
 	}
-	return k.s.write(context.Background(), db, coll, true, func(c *collection) error {
+	return k.s.write(k.writeCtx(), db, coll, true, func(c *collection) error {
 		tmp := newCollection(db, coll)
+		// The documents go through the target's validator, as mongod's
+		// temporary collection copies the target's options.
+		tmp.validator, tmp.bypass, tmp.logger = c.validator, c.bypass, c.logger
 		for _, ix := range c.indexes[1:] {
 			cp := *ix
 			if cp.entries != nil {
@@ -102,7 +119,7 @@ func (k catalog) Merge(db, coll string, docs []bson.D, on []string, whenMatched 
 	default:
 		return cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field 'whenNotMatched' is not a valid value.", whenNotMatched)
 	}
-	return k.s.write(context.Background(), db, coll, true, func(c *collection) error {
+	return k.s.write(k.writeCtx(), db, coll, true, func(c *collection) error {
 		onIsID := len(on) == 1 && on[0] == "_id"
 		if !onIsID && !c.hasUniqueIndexOn(on) {
 			return cmderr.New(51183, "Cannot find index to verify that join fields will be unique")
@@ -311,6 +328,10 @@ func cmdListCollections(r *request) (bson.D, error) {
 		if c.timeseries {
 			kind = "timeseries"
 		}
+		view := c.view
+		if view != nil {
+			kind, options = "view", view.options()
+		}
 		c.mu.RUnlock()
 		if options == nil {
 			options = bson.D{}
@@ -326,6 +347,8 @@ func cmdListCollections(r *request) (bson.D, error) {
 			}
 			if kind == "timeseries" {
 				d[3].Value = bson.D{{Key: "readOnly", Value: false}}
+			} else if kind == "view" {
+				d[3].Value = bson.D{{Key: "readOnly", Value: true}}
 			} else if !clustered {
 				// A clustered collection has no separate _id index.
 				d = append(d, bson.E{Key: "idIndex", Value: value.CloneDoc(idIndex().spec)})
@@ -367,6 +390,19 @@ func cmdCreate(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := r.get("viewOn"); ok {
+		return createView(r, coll)
+	}
+	if _, ok := r.get("pipeline"); ok {
+		return nil, cmderr.New(cmderr.InvalidOptions, "'pipeline' requires 'viewOn' to also be specified")
+	}
+	val, hasValidator, err := validatorArgs("create", r.cmd[1:], nil)
+	if err != nil {
+		return nil, err
+	}
+	if !hasValidator {
+		val = nil
+	}
 	var options bson.D // as listCollections reports them
 	var clustered, timeseries bson.D
 	var images, capped bool
@@ -388,15 +424,23 @@ func cmdCreate(r *request) (bson.D, error) {
 			} else {
 				maxDocs = n
 			}
-		case "autoIndexId", "validationLevel", "validationAction", "idIndex":
-			// meaningless without a validator; accepted
-		case "validator", "storageEngine", "indexOptionDefaults":
+		case "autoIndexId", "idIndex":
+			// accepted, as mongod does
+		case "validator", "validationLevel", "validationAction":
+			// validatorArgs read them
+		case "storageEngine", "indexOptionDefaults":
 			if d, ok := e.Value.(bson.D); !ok || len(d) > 0 {
 				return nil, cmderr.Unsupported("create option " + e.Key)
 			}
 		case "collation":
-			if !simpleCollation(e.Value) {
-				return nil, cmderr.Unsupported("collation (only {locale: \"simple\"})")
+			// The collection's default collation: listCollections shows
+			// it in full; the simple one is not recorded.
+			c, err := parseCollation(e.Value, "create.collation")
+			if err != nil {
+				return nil, err
+			}
+			if c != nil {
+				options = append(options, bson.E{Key: "collation", Value: c.Spec()})
 			}
 		case "changeStreamPreAndPostImages":
 			on, err := preAndPostImagesArg("create", e.Value)
@@ -447,7 +491,7 @@ func cmdCreate(r *request) (bson.D, error) {
 	if r.tx != nil {
 		// Inside a transaction the collection appears at commit; create
 		// options are not supported there.
-		if len(options) > 0 {
+		if len(options) > 0 || val != nil {
 			return nil, cmderr.Unsupported("create options inside a transaction")
 		}
 		var existed bool
@@ -465,8 +509,12 @@ func cmdCreate(r *request) (bson.D, error) {
 		}
 		return bson.D{}, nil
 	}
+	if val != nil {
+		options = append(options, val.options()...)
+	}
 	init := func(c *collection) {
 		c.options, c.prePostImages = options, images
+		c.validator = val
 		c.capped, c.cappedSize, c.cappedMax = capped, size, maxDocs
 		c.timeseries = timeseries != nil
 		if c.timeseries {
@@ -492,7 +540,7 @@ func cmdCreate(r *request) (bson.D, error) {
 		// succeeds; with others it fails.
 		var same bool
 		_ = r.cluster.data.read(r.db, coll, func(cur *collection) error {
-			same = cur == c && (len(cur.options) == 0 && len(options) == 0 || keyOf(cur.options) == keyOf(options))
+			same = cur == c && cur.view == nil && (len(cur.options) == 0 && len(options) == 0 || keyOf(cur.options) == keyOf(options))
 			return nil
 		})
 		if !same {
@@ -643,54 +691,6 @@ func timeseriesArg(v any) (bson.D, error) {
 	return append(out, bson.E{Key: "granularity", Value: granularity}, bson.E{Key: "bucketMaxSpanSeconds", Value: int32(span)}), nil
 }
 
-// cmdCollMod changes a collection's options; mongosim implements
-// changeStreamPreAndPostImages.
-func cmdCollMod(r *request) (bson.D, error) {
-	coll, err := collectionArg(r)
-	if err != nil {
-		return nil, err
-	}
-	var images *bool
-	for i, e := range r.cmd {
-		if i == 0 || genericFields[e.Key] {
-			continue
-		}
-		switch e.Key {
-		case "changeStreamPreAndPostImages":
-			on, err := preAndPostImagesArg("collMod", e.Value)
-			if err != nil {
-				return nil, err
-			}
-			images = &on
-		default:
-			return nil, cmderr.Unsupported("collMod option " + e.Key)
-		}
-	}
-	err = r.cluster.data.write(r.ctx, r.db, coll, false, func(c *collection) error {
-		if c == nil {
-			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
-		}
-		if images != nil {
-			c.prePostImages = *images
-			opts := bson.D{}
-			for _, e := range c.options {
-				if e.Key != "changeStreamPreAndPostImages" {
-					opts = append(opts, e)
-				}
-			}
-			if *images {
-				opts = append(opts, bson.E{Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}})
-			}
-			c.options = opts
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return bson.D{}, nil
-}
-
 func cmdDrop(r *request) (bson.D, error) {
 	coll, err := collectionArg(r)
 	if err != nil {
@@ -699,8 +699,9 @@ func cmdDrop(r *request) (bson.D, error) {
 	if err := checkFields(r); err != nil {
 		return nil, err
 	}
+	isView := r.data().viewOf(r.db, coll) != nil
 	existed, n := r.data().dropCollection(r.db, coll)
-	if !existed {
+	if !existed || isView {
 		return bson.D{}, nil // 8.0 answers ok for a missing collection
 	}
 	return bson.D{{Key: "nIndexesWas", Value: int32(n)}, {Key: "ns", Value: r.db + "." + coll}}, nil
@@ -746,6 +747,9 @@ func cmdRenameCollection(r *request) (bson.D, error) {
 	if from == to {
 		return nil, cmderr.New(cmderr.IllegalOperation, "Can't rename a collection to itself")
 	}
+	if src.colls[fcoll].viewOf() != nil {
+		return nil, cmderr.New(cmderr.CommandNotSupportedOnView, "cannot rename view: %s", from)
+	}
 	dst := s.dbs[tdb]
 	if dst != nil && dst.colls[tcoll] != nil {
 		if !dropTarget {
@@ -766,7 +770,8 @@ func cmdRenameCollection(r *request) (bson.D, error) {
 	c.dropped = true
 	moved := &collection{db: tdb, name: tcoll, uuid: c.uuid, byID: c.byID, order: c.order, live: c.live, indexes: c.indexes,
 		changes: c.changes, options: c.options, timeseries: c.timeseries, timeField: c.timeField, prePostImages: c.prePostImages,
-		capped: c.capped, cappedSize: c.cappedSize, cappedMax: c.cappedMax, bytes: c.bytes, inserted: c.inserted, clock: c.clock}
+		capped: c.capped, cappedSize: c.cappedSize, cappedMax: c.cappedMax, bytes: c.bytes, inserted: c.inserted, clock: c.clock,
+		validator: c.validator, logger: c.logger}
 	c.changes.recordDDL(changeRename, fdb, fcoll, c.uuid, tdb, tcoll)
 	c.mu.Unlock()
 	delete(src.colls, fcoll)

@@ -1,7 +1,6 @@
 package mongosim
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -70,7 +69,8 @@ type change struct {
 	uuid          bson.Binary
 	id            any
 	before, after bson.D
-	images        bool // the collection records pre- and post-images (changeStreamPreAndPostImages)
+	images        bool   // the collection records pre- and post-images (changeStreamPreAndPostImages)
+	view          bson.D // a view's {viewOn, pipeline}: its create and drop carry no collectionUUID
 	at            bson.Timestamp
 	wall          time.Time
 }
@@ -492,7 +492,7 @@ func (st *streamState) transform(r *request, ev bson.D) (bson.D, bool, error) {
 // covers reports whether a change is in the stream's namespace. A rename
 // is in the namespaces of its source and its target.
 func (st *streamState) covers(ch change) bool {
-	if ch.kind == changeCreate && !st.expanded {
+	if (ch.kind == changeCreate || ch.view != nil) && !st.expanded {
 		return false
 	}
 	internal := func(db string) bool { return db == "admin" || db == "config" || db == "local" }
@@ -544,7 +544,7 @@ func (st *streamState) event(s *storage, ch change) (bson.D, error) {
 		{Key: "clusterTime", Value: ch.at},
 		{Key: "wallTime", Value: bson.NewDateTimeFromTime(ch.wall)},
 	}
-	if st.expanded && ch.kind != changeDropDatabase {
+	if st.expanded && ch.kind != changeDropDatabase && ch.view == nil {
 		ev = append(ev, bson.E{Key: "collectionUUID", Value: ch.uuid})
 	}
 	switch ch.kind {
@@ -559,6 +559,8 @@ func (st *streamState) event(s *storage, ch change) (bson.D, error) {
 			if st.expanded {
 				ev = append(ev, bson.E{Key: "operationDescription", Value: bson.D{{Key: "to", Value: to}}})
 			}
+		case ch.kind == changeCreate && ch.view != nil:
+			ev = append(ev, bson.E{Key: "operationDescription", Value: value.CloneDoc(ch.view)})
 		case ch.kind == changeCreate:
 			ev = append(ev, bson.E{Key: "operationDescription", Value: bson.D{{Key: "idIndex", Value: value.CloneDoc(idIndex().spec)}}})
 		}
@@ -739,12 +741,8 @@ var resumableCodes = map[int32]bool{
 func streamGetMore(r *request, c *cursor, ns string, batchSize int) (bson.D, error) {
 	st := c.stream
 	log := r.cluster.data.changes
-	ctx := r.ctx
-	if _, ok := r.get("maxTimeMS"); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, defaultAwait)
-		defer cancel()
-	}
+	ctx, cancel := awaitContext(r)
+	defer cancel()
 	var batch []bson.D
 	for {
 		_, wake := log.head()

@@ -35,6 +35,8 @@ type Cluster struct {
 	txnLifetimeSecs atomic.Int64
 	// The transaction reaper (reapTransactions) and its shutdown.
 	reaperStop, reaperDone chan struct{}
+	// ttlStop stops the TTL monitor (ttl.go); nil when it is off.
+	ttlStop func()
 
 	limiter *limiter
 	fails   *failPoints    // fail points set with Cluster.SetFailPoint (all members)
@@ -45,6 +47,12 @@ type Cluster struct {
 	// routers are the mongos routers in front of the members (router.go);
 	// set by Launch, read-only afterwards.
 	routers []*Router
+	// sharding is the multi-shard metadata and the other shards
+	// (shardroute.go); nil unless Options.Shards > 1.
+	sharding *shardSet
+	// balancer fronts the routers in load-balanced mode (Options.LoadBalanced).
+	balancer       *Balancer
+	singleBalancer *Balancer // in front of routers[0] only
 
 	randMu sync.Mutex
 	rand   *rand.Rand // activationProbability; seeded for reproducible runs
@@ -104,6 +112,9 @@ func Launch(o Options) (*Cluster, error) {
 	if err := validateRouterOptions(o); err != nil {
 		return nil, err
 	}
+	if err := validateBalancerOptions(o); err != nil {
+		return nil, err
+	}
 	if o.Standalone && o.Members != 1 {
 		return nil, fmt.Errorf("mongosim: a standalone server has one member, got Members=%d", o.Members)
 	}
@@ -135,6 +146,7 @@ func Launch(o Options) (*Cluster, error) {
 		setVersion: 1,
 	}
 	c.txnLifetimeSecs.Store(defaultTxnLifetimeSecs)
+	c.data.logger = o.Logger
 	if !o.Standalone {
 		c.setName = o.ReplicaSetName
 		if err := c.initOplog(); err != nil {
@@ -160,11 +172,26 @@ func Launch(o Options) (*Cluster, error) {
 	c.members = members
 	c.primary = 0
 	c.mu.Unlock()
+	if o.TTLMonitorInterval >= 0 {
+		interval := o.TTLMonitorInterval
+		if interval == 0 {
+			interval = defaultTTLMonitorInterval
+		}
+		c.startTTLMonitor(interval)
+	}
 	if c.setName != "" {
 		c.reaperStop, c.reaperDone = make(chan struct{}), make(chan struct{})
 		go c.reapTransactions(time.Second)
 	}
+	if err := c.startShards(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
 	if err := c.startRouters(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	if err := c.startBalancer(); err != nil {
 		_ = c.Close()
 		return nil, err
 	}
@@ -232,6 +259,9 @@ func StartWithOptions(t testing.TB, o Options) *Cluster {
 // URI returns a connection string for the whole deployment: every member and
 // the replicaSet option, or the single host of a standalone server.
 func (c *Cluster) URI() string {
+	if c.balancer != nil {
+		return c.balancer.URI()
+	}
 	if len(c.routers) > 0 {
 		return c.routersURI()
 	}
@@ -318,8 +348,20 @@ func (c *Cluster) Close() error {
 			close(c.reaperStop)
 			<-c.reaperDone
 		}
+		if c.ttlStop != nil {
+			c.ttlStop()
+		}
 		c.abortAllTransactions("the server is shutting down")
-		errs := c.closeRouters()
+		var errs []error
+		for _, b := range []*Balancer{c.balancer, c.singleBalancer} {
+			if b == nil {
+				continue
+			}
+			if err := b.close(); err != nil {
+				errs = append(errs, fmt.Errorf("load balancer: %w", err))
+			}
+		}
+		errs = append(errs, c.closeRouters()...)
 		for _, m := range members {
 			if err := m.srv.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("member %s: %w", m.addr, err))
@@ -328,6 +370,7 @@ func (c *Cluster) Close() error {
 		// Closing the listeners canceled every connection's context,
 		// which ends every awaitable hello still waiting.
 		c.async.Wait()
+		errs = append(errs, c.closeShards()...)
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr

@@ -25,6 +25,9 @@ type request struct {
 	// stream is set while an exhaust hello streams its replies.
 	stream *blackpipe.Stream
 	rc     readConcern // validated readConcern; rc.atClusterTime set for snapshot reads
+	// cursorNS, when set, is the namespace a cursor reply names instead
+	// of the one read (an aggregate on a view reads its base collection).
+	cursorNS string
 }
 
 // send answers the request. In an exhaust stream a successful reply
@@ -93,7 +96,20 @@ func (r *request) stmt(i int, run func() (stmtResult, error)) (stmtResult, error
 	if r.txn == nil {
 		return run()
 	}
-	return r.txn.stmt(i, run)
+	return r.txn.stmt(r.stmtID(i), run)
+}
+
+// stmtID is statement i's id: its position, or the stmtIds entry a mongos
+// router sends (a shard's statements keep their place in the client's
+// batch, so a retry replays the same statements).
+func (r *request) stmtID(i int) int {
+	v, _ := r.get("stmtIds")
+	if a, ok := v.(bson.A); ok && i < len(a) {
+		if n, ok := asInt64(a[i]); ok {
+			return int(n)
+		}
+	}
+	return i
 }
 
 // get returns the top-level field of the command.

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/update"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
@@ -150,46 +151,16 @@ func nonNegArg(r *request, key string) (int64, bool, error) {
 	return n, true, nil
 }
 
-// simpleCollation accepts an absent or {locale: "simple"} collation: any
-// other collation changes comparisons and is not implemented.
-func simpleCollation(v any) bool {
-	if v == nil {
-		return true
-	}
-	d, ok := v.(bson.D)
-	if !ok {
-		return false
-	}
-	if len(d) == 0 {
-		return true
-	}
-	loc, _ := value.Get(d, "locale")
-	return loc == "simple"
-}
-
-func checkCollation(v any, present bool) error {
-	if present && !simpleCollation(v) {
-		return cmderr.Unsupported("collation (only {locale: \"simple\"})")
-	}
-	return nil
-}
-
-// collationArg checks the command's own collation field.
-func collationArg(r *request) error {
-	collation, hasCollation := r.get("collation")
-	return checkCollation(collation, hasCollation)
-}
-
 // optionalProjection compiles spec, or returns nil when there is none.
-func optionalProjection(spec bson.D) (*query.Projection, error) {
+func optionalProjection(spec bson.D, env opEnv) (*query.Projection, error) {
 	if len(spec) == 0 {
 		return nil, nil
 	}
-	return query.CompileProjection(spec)
+	return query.CompileProjectionWith(spec, env.vars)
 }
 
 // commandArgs reads what most collection commands start with: the
-// collection name, the check for unknown fields and the let check.
+// collection name and the check for unknown fields.
 func commandArgs(r *request, allowed ...string) (string, error) {
 	coll, err := collectionArg(r)
 	if err != nil {
@@ -198,20 +169,7 @@ func commandArgs(r *request, allowed ...string) (string, error) {
 	if err := checkFields(r, allowed...); err != nil {
 		return "", err
 	}
-	if err := checkLet(r); err != nil {
-		return "", err
-	}
 	return coll, nil
-}
-
-// checkLet rejects let variables where the query engine cannot see them.
-func checkLet(r *request) error {
-	if v, ok := r.get("let"); ok {
-		if d, isDoc := v.(bson.D); !isDoc || len(d) > 0 {
-			return cmderr.Unsupported("let variables in " + r.name)
-		}
-	}
-	return nil
 }
 
 func orderedArg(r *request) bool {
@@ -250,10 +208,15 @@ func writeErrorDoc(i int, err error) bson.D {
 // keyValue of duplicate-key errors, which a plain command error lacks.
 func errorReply(err error) (bson.D, error) {
 	var dk *dupKeyError
-	if !errors.As(err, &dk) {
+	var ve *validationError
+	switch {
+	case errors.As(err, &dk):
+		err = dk
+	case errors.As(err, &ve):
+		err = ve
+	default:
 		return nil, err
 	}
-	err = dk
 	code, fields := errorFields(err)
 	out := bson.D{{Key: "ok", Value: 0.0}}
 	for _, f := range fields {
@@ -263,7 +226,7 @@ func errorReply(err error) (bson.D, error) {
 	}
 	out = append(out, bson.E{Key: "code", Value: code}, bson.E{Key: "codeName", Value: cmderr.Name(code)})
 	for _, f := range fields {
-		if f.Key == "keyPattern" || f.Key == "keyValue" {
+		if f.Key == "keyPattern" || f.Key == "keyValue" || f.Key == "errInfo" {
 			out = append(out, f)
 		}
 	}
@@ -339,6 +302,7 @@ func cmdInsert(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	bypassArg(r)
 	ordered := orderedArg(r)
 	var n int32
 	var writeErrors bson.A
@@ -399,6 +363,10 @@ type updateStmt struct {
 	arrayFilters []bson.D
 	sort         bson.D
 	hint         any
+	collation    any // the statement's own collation, if hasCollation
+	hasCollation bool
+	constants    bson.D // "c": variables of a pipeline update
+	hasConstants bool
 }
 
 // compiled filter, update and sort of a statement; compile errors are the
@@ -408,10 +376,19 @@ type compiledUpdate struct {
 	filter *query.Filter
 	upd    *update.Update
 	sorter *query.Sort
+	env    opEnv
+	// updVars are the variables the update pipeline sees: the command's
+	// plus the statement's constants.
+	updVars map[string]any
 }
 
-func (st *updateStmt) compile() (*compiledUpdate, error) {
-	f, err := query.CompileFilter(st.filterDoc)
+// updateEnv is the update.Env of applying cu at now.
+func (cu *compiledUpdate) updateEnv(now time.Time) update.Env {
+	return update.Env{Now: now, ArrayFilters: cu.arrayFilters, Vars: cu.updVars, Collator: cu.env.collator()}
+}
+
+func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
+	f, err := env.compileFilter(st.filterDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -422,12 +399,27 @@ func (st *updateStmt) compile() (*compiledUpdate, error) {
 	if st.multi && u.IsReplacement() {
 		return nil, cmderr.New(cmderr.FailedToParse, "multi update is not supported for replacement-style update")
 	}
-	cu := &compiledUpdate{updateStmt: st, filter: f, upd: u}
+	cu := &compiledUpdate{updateStmt: st, filter: f, upd: u, env: env, updVars: env.vars}
+	if st.hasConstants {
+		if !u.IsPipeline() {
+			return nil, cmderr.New(51198, "Constant values may only be specified for pipeline updates")
+		}
+		cu.updVars = make(map[string]any, len(env.vars)+len(st.constants))
+		for k, v := range env.vars {
+			cu.updVars[k] = v
+		}
+		for _, e := range st.constants {
+			if err := expr.CheckUserVarName(e.Key); err != nil {
+				return nil, err
+			}
+			cu.updVars[e.Key] = e.Value
+		}
+	}
 	if len(st.sort) > 0 {
 		if st.multi {
 			return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify sort with multi=true")
 		}
-		if cu.sorter, err = query.CompileSort(st.sort); err != nil {
+		if cu.sorter, err = env.compileSort(st.sort); err != nil {
 			return nil, err
 		}
 	}
@@ -463,9 +455,7 @@ func parseUpdateStmt(d bson.D, where, filterKey, updateKey string) (*updateStmt,
 			}
 			st.arrayFilters = af
 		case "collation":
-			if err := checkCollation(e.Value, true); err != nil {
-				return nil, err
-			}
+			st.collation, st.hasCollation = e.Value, true
 		case "hint":
 			st.hint = e.Value
 		case "sort":
@@ -475,9 +465,11 @@ func parseUpdateStmt(d bson.D, where, filterKey, updateKey string) (*updateStmt,
 			}
 			st.sort = s
 		case "c":
-			if c, ok := e.Value.(bson.D); !ok || len(c) > 0 {
-				return nil, cmderr.Unsupported("update constants ('c')")
+			c, ok := e.Value.(bson.D)
+			if !ok {
+				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.c' is the wrong type '%s', expected type 'object'", where, typeNameOf(e.Value))
 			}
+			st.constants, st.hasConstants = c, true
 		case "upsertSupplied":
 			if truthy(e.Value) {
 				return nil, cmderr.Unsupported("upsertSupplied")
@@ -504,16 +496,25 @@ func cmdUpdate(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	bypassArg(r)
 	stmts := make([]*updateStmt, len(list))
 	for i, d := range list {
 		if stmts[i], err = parseUpdateStmt(d, "update.updates", "q", "u"); err != nil {
 			return nil, err
 		}
 	}
+	vars, err := r.letVars()
+	if err != nil {
+		return nil, err
+	}
 	var n, nModified int32
 	var upserted bson.A
 	writeErrors := runStatements(r, len(stmts), func(i int) (stmtResult, error) {
-		return r.data().execUpdate(r.ctx, r.db, coll, stmts[i], r.now)
+		env, err := r.withStatement(opEnv{vars: vars}, r.db, coll, stmts[i].collation, stmts[i].hasCollation, "update.updates.collation")
+		if err != nil {
+			return stmtResult{}, err
+		}
+		return r.data().execUpdate(r.ctx, r.db, coll, stmts[i], env, r.now)
 	}, func(i int, res stmtResult) {
 		n += res.N
 		nModified += res.NModified
@@ -525,8 +526,8 @@ func cmdUpdate(r *request) (bson.D, error) {
 }
 
 // execUpdate runs one update statement atomically under the collection lock.
-func (s *storage) execUpdate(ctx context.Context, db, coll string, st *updateStmt, now time.Time) (stmtResult, error) {
-	cu, err := st.compile()
+func (s *storage) execUpdate(ctx context.Context, db, coll string, st *updateStmt, env opEnv, now time.Time) (stmtResult, error) {
+	cu, err := st.compile(env)
 	if err != nil {
 		return stmtResult{}, err
 	}
@@ -542,17 +543,17 @@ func (s *storage) execUpdate(ctx context.Context, db, coll string, st *updateStm
 		if st.multi || cu.sorter != nil {
 			limit = 0
 		}
-		matched, err := c.match(cu.filter, st.filterDoc, limit)
+		matched, err := c.match(cu.filter, env.lookupDoc(st.filterDoc), limit)
 		if err != nil {
 			return err
 		}
 		if cu.sorter != nil && len(matched) > 1 {
 			matched = []*record{firstBySort(cu.sorter, matched)}
 		}
-		env := update.Env{Now: now, ArrayFilters: st.arrayFilters}
+		uenv := cu.updateEnv(now)
 		for _, rec := range matched {
-			_, env.Position = cu.filter.MatchPosition(rec.doc)
-			out, modified, err := cu.upd.Apply(rec.doc, env)
+			_, uenv.Position = cu.filter.MatchPosition(rec.doc)
+			out, modified, err := cu.upd.Apply(rec.doc, uenv)
 			if err != nil {
 				return err
 			}
@@ -585,7 +586,9 @@ func upsertInto(c *collection, cu *compiledUpdate, now time.Time) (any, bson.D, 
 	if err != nil {
 		return nil, nil, err
 	}
-	doc, err := cu.upd.Upsert(seed, update.Env{Now: now, Insert: true, ArrayFilters: cu.arrayFilters, Position: -1})
+	uenv := cu.updateEnv(now)
+	uenv.Insert, uenv.Position = true, -1
+	doc, err := cu.upd.Upsert(seed, uenv)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -613,9 +616,11 @@ func firstBySort(s *query.Sort, recs []*record) *record {
 // ---- delete ----
 
 type deleteStmt struct {
-	filterDoc bson.D
-	multi     bool
-	hint      any
+	filterDoc    bson.D
+	multi        bool
+	hint         any
+	collation    any // the statement's own collation, if hasCollation
+	hasCollation bool
 }
 
 func cmdDelete(r *request) (bson.D, error) {
@@ -646,9 +651,7 @@ func cmdDelete(r *request) (bson.D, error) {
 				}
 				st.multi, haveLimit = n == 0, true
 			case "collation":
-				if err := checkCollation(e.Value, true); err != nil {
-					return nil, err
-				}
+				st.collation, st.hasCollation = e.Value, true
 			case "hint":
 				st.hint = e.Value
 			default:
@@ -663,15 +666,23 @@ func cmdDelete(r *request) (bson.D, error) {
 		}
 		stmts[i] = st
 	}
+	vars, err := r.letVars()
+	if err != nil {
+		return nil, err
+	}
 	var n int32
 	writeErrors := runStatements(r, len(stmts), func(i int) (stmtResult, error) {
-		return r.data().execDelete(r.ctx, r.db, coll, stmts[i])
+		env, err := r.withStatement(opEnv{vars: vars}, r.db, coll, stmts[i].collation, stmts[i].hasCollation, "delete.deletes.collation")
+		if err != nil {
+			return stmtResult{}, err
+		}
+		return r.data().execDelete(r.ctx, r.db, coll, stmts[i], env)
 	}, func(_ int, res stmtResult) { n += res.N })
 	return writeReply(n, nil, nil, writeErrors), nil
 }
 
-func (s *storage) execDelete(ctx context.Context, db, coll string, st *deleteStmt) (stmtResult, error) {
-	f, err := query.CompileFilter(st.filterDoc)
+func (s *storage) execDelete(ctx context.Context, db, coll string, st *deleteStmt, env opEnv) (stmtResult, error) {
+	f, err := env.compileFilter(st.filterDoc)
 	if err != nil {
 		return stmtResult{}, err
 	}
@@ -687,7 +698,7 @@ func (s *storage) execDelete(ctx context.Context, db, coll string, st *deleteStm
 		if st.multi {
 			limit = 0
 		}
-		matched, err := c.match(f, st.filterDoc, limit)
+		matched, err := c.match(f, env.lookupDoc(st.filterDoc), limit)
 		if err != nil {
 			return err
 		}
@@ -717,6 +728,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 	if filterDoc == nil {
 		filterDoc = bson.D{}
 	}
+	bypassArg(r)
 	sortDoc, _, err := docArg(r, "sort")
 	if err != nil {
 		return nil, err
@@ -743,7 +755,8 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 	case remove && returnNew:
 		return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document")
 	}
-	if err := collationArg(r); err != nil {
+	env, err := r.opEnvFor(coll)
+	if err != nil {
 		return nil, err
 	}
 	af, hasAF := r.get("arrayFilters")
@@ -753,17 +766,17 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 	}
 	hint, _ := r.get("hint")
 
-	f, err := query.CompileFilter(filterDoc)
+	f, err := env.compileFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
 	var sorter *query.Sort
 	if len(sortDoc) > 0 {
-		if sorter, err = query.CompileSort(sortDoc); err != nil {
+		if sorter, err = env.compileSort(sortDoc); err != nil {
 			return nil, err
 		}
 	}
-	proj, err := optionalProjection(fields)
+	proj, err := optionalProjection(fields, env)
 	if err != nil {
 		return nil, err
 	}
@@ -775,7 +788,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 			return nil, cmderr.New(cmderr.FailedToParse, "Update argument must be either an object or an array")
 		}
 		st := &updateStmt{filterDoc: filterDoc, updateSpec: updateSpec, upsert: upsert, arrayFilters: arrayFilters}
-		if cu, err = st.compile(); err != nil {
+		if cu, err = st.compile(env); err != nil {
 			return nil, err
 		}
 		cu.filter = f
@@ -805,7 +818,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 				if sorter != nil {
 					limit = 0
 				}
-				m, err := c.match(f, filterDoc, limit)
+				m, err := c.match(f, env.lookupDoc(filterDoc), limit)
 				if err != nil {
 					return err
 				}
@@ -845,7 +858,9 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 			}
 			_, pos := f.MatchPosition(target.doc)
 			before := target.doc
-			out, modified, err := cu.upd.Apply(target.doc, update.Env{Now: r.now, ArrayFilters: arrayFilters, Position: pos})
+			uenv := cu.updateEnv(r.now)
+			uenv.Position = pos
+			out, modified, err := cu.upd.Apply(target.doc, uenv)
 			if err != nil {
 				return err
 			}

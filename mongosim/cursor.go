@@ -48,6 +48,9 @@ type cursor struct {
 // cursor for the rest unless singleBatch or nothing is left. batchSize < 0
 // means the default (101 documents).
 func (t *cursorTable) reply(r *request, ns string, docs []bson.D, batchSize int, singleBatch bool) bson.D {
+	if r.cursorNS != "" {
+		ns = r.cursorNS
+	}
 	if batchSize < 0 {
 		batchSize = defaultFirstBatch
 	}

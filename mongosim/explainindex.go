@@ -284,17 +284,6 @@ func (p *ixPlan) stage(rest bson.D, matched int64) *plan {
 	return fetch
 }
 
-// without returns filter less its top-level key.
-func without(filter bson.D, key string) bson.D {
-	out := bson.D{}
-	for _, e := range filter {
-		if e.Key != key {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // interval is one index bound: lo to hi, each end open or closed.
 type interval struct {
 	lo, hi         string

@@ -48,6 +48,9 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 
 // readDocs is snapshot, or snapshotAt for a readConcern snapshot read.
 func (r *request) readDocs(coll string, f *query.Filter, filterDoc bson.D, limit int, hint any) ([]bson.D, error) {
+	if docs, isView, err := r.data().viewDocs(r.ctx, r.db, coll, r.now); err != nil || isView {
+		return filterDocs(docs, f, limit, err)
+	}
 	if r.tx != nil {
 		// A transaction reads its own snapshot and writes.
 		return r.data().snapshot(r.db, coll, f, filterDoc, limit, hint)
@@ -56,6 +59,27 @@ func (r *request) readDocs(coll string, f *query.Filter, filterDoc bson.D, limit
 		return r.cluster.data.snapshotAt(r.db, coll, f, hint, r.rc.atClusterTime)
 	}
 	return r.cluster.data.snapshot(r.db, coll, f, filterDoc, limit, hint)
+}
+
+// filterDocs keeps the documents matching f, at most limit when limit > 0.
+func filterDocs(docs []bson.D, f *query.Filter, limit int, err error) ([]bson.D, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := docs[:0]
+	for _, d := range docs {
+		ok, err := f.MatchErr(d)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, d)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 func cmdFind(r *request) (bson.D, error) {
@@ -83,7 +107,8 @@ func cmdFind(r *request) (bson.D, error) {
 			return nil, cmderr.Unsupported("find option " + k)
 		}
 	}
-	if err := collationArg(r); err != nil {
+	env, err := r.opEnvFor(coll)
+	if err != nil {
 		return nil, err
 	}
 	filterDoc, _, err := docArg(r, "filter")
@@ -116,18 +141,18 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	hint, _ := r.get("hint")
 
-	f, err := query.CompileFilter(filterDoc)
+	f, err := env.compileFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
 	var sorter *query.Sort
 	reverse := isNaturalReverse(sortDoc) && !tailable
 	if len(sortDoc) > 0 && !reverse {
-		if sorter, err = compileSort(sortDoc); err != nil {
+		if sorter, err = compileSort(sortDoc, env); err != nil {
 			return nil, err
 		}
 	}
-	proj, err := optionalProjection(projDoc)
+	proj, err := optionalProjection(projDoc, env)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +168,7 @@ func cmdFind(r *request) (bson.D, error) {
 	if sorter == nil && !reverse && limit > 0 {
 		early = int(skip + limit)
 	}
-	docs, err := r.readDocs(coll, f, filterDoc, early, hint)
+	docs, err := r.readDocs(coll, f, env.lookupDoc(filterDoc), early, hint)
 	if err != nil {
 		return nil, err
 	}
@@ -172,14 +197,14 @@ func isNaturalReverse(spec bson.D) bool {
 }
 
 // compileSort accepts {$natural: 1}, which is natural order anyway.
-func compileSort(spec bson.D) (*query.Sort, error) {
+func compileSort(spec bson.D, env opEnv) (*query.Sort, error) {
 	if len(spec) == 1 && spec[0].Key == "$natural" {
 		if n, ok := int64Arg(spec[0].Value); ok && n == 1 {
 			return nil, nil
 		}
 		return nil, cmderr.Unsupported("sort {$natural: -1}")
 	}
-	return query.CompileSort(spec)
+	return env.compileSort(spec)
 }
 
 // skipLimitArgs reads the skip and limit fields; a negative limit is the
@@ -220,7 +245,8 @@ func cmdCount(r *request) (bson.D, error) {
 	if err := checkFields(r, "query", "limit", "skip", "hint", "collation", "fields"); err != nil {
 		return nil, err
 	}
-	if err := collationArg(r); err != nil {
+	env, err := r.opEnvFor(coll)
+	if err != nil {
 		return nil, err
 	}
 	filterDoc, _, err := docArg(r, "query")
@@ -232,19 +258,28 @@ func cmdCount(r *request) (bson.D, error) {
 		return nil, err
 	}
 	hint, _ := r.get("hint")
-	f, err := query.CompileFilter(filterDoc)
+	f, err := env.compileFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
 	var n int64
+	if docs, isView, err := r.data().viewDocs(r.ctx, r.db, coll, r.now); err != nil {
+		return nil, err
+	} else if isView {
+		docs, err := filterDocs(docs, f, 0, nil)
+		if err != nil {
+			return nil, err
+		}
+		n = int64(len(docs))
+	}
 	err = r.data().read(r.db, coll, func(c *collection) error {
-		if c == nil {
+		if c == nil || c.view != nil {
 			return nil
 		}
 		if err := checkHint(c, hint); err != nil {
 			return err
 		}
-		for _, rec := range c.candidates(filterDoc) {
+		for _, rec := range c.candidates(env.lookupDoc(filterDoc)) {
 			ok, err := f.MatchErr(rec.doc)
 			if err != nil {
 				return err
@@ -273,7 +308,8 @@ func cmdDistinct(r *request) (bson.D, error) {
 	if err := checkFields(r, "key", "query", "collation", "hint", "rawData"); err != nil {
 		return nil, err
 	}
-	if err := collationArg(r); err != nil {
+	env, err := r.opEnvFor(coll)
+	if err != nil {
 		return nil, err
 	}
 	kv, _ := r.get("key")
@@ -286,11 +322,11 @@ func cmdDistinct(r *request) (bson.D, error) {
 		return nil, err
 	}
 	hint, _ := r.get("hint")
-	f, err := query.CompileFilter(filterDoc)
+	f, err := env.compileFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
-	docs, err := r.readDocs(coll, f, filterDoc, 0, hint)
+	docs, err := r.readDocs(coll, f, env.lookupDoc(filterDoc), 0, hint)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +338,7 @@ func cmdDistinct(r *request) (bson.D, error) {
 			if _, undef := v.(bson.Undefined); undef {
 				continue // an empty array has no values
 			}
-			k := keyOf(v)
+			k := keyOfWith(v, env.collator())
 			if !seen[k] {
 				seen[k] = true
 				values = append(values, v)
@@ -310,7 +346,8 @@ func cmdDistinct(r *request) (bson.D, error) {
 		}
 	}
 	// mongod collects the values in a set ordered by BSON comparison.
-	slices.SortStableFunc(values, value.Compare)
+	collator := env.collator()
+	slices.SortStableFunc(values, func(a, b any) int { return value.CompareWith(a, b, collator) })
 	return bson.D{{Key: "values", Value: values}}, nil
 }
 

@@ -9,22 +9,71 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/collation"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
 // index is one index of a collection. Only unique indexes keep entries:
 // queries scan documents, so a non-unique index is metadata that listIndexes
-// reports and hint accepts.
+// reports and hint accepts. A TTL index (ttl) has the TTL monitor (ttl.go)
+// delete documents whose date in fields[0] is more than ttlSecs seconds old.
 type index struct {
 	name    string
 	key     bson.D
 	fields  []string
 	unique  bool
+	hidden  bool
+	ttl     bool
+	ttlSecs int64
 	sparse  bool
 	partial *query.Filter
 	spec    bson.D             // as listIndexes reports it
 	entries map[string]*record // unique indexes: key → the record holding it
+	// coll is the index's collation (nil: simple): a unique index treats
+	// strings it deems equal as duplicates. collSet records that the spec
+	// named one (even simple), which overrides the collection default.
+	coll     *collation.Collation
+	collSet  bool
+	finished bool
+}
+
+// finish gives an index without its own collation the collection's
+// default one and adds the collation to the spec listIndexes reports.
+func (ix *index) finish(c *collection) error {
+	if ix.finished {
+		return nil
+	}
+	if !ix.collSet {
+		if spec := collationOption(c.options); spec != nil {
+			def, err := parseCollation(spec, "collation")
+			if err != nil {
+				return err
+			}
+			ix.coll = def
+		}
+	}
+	if ix.coll != nil {
+		ix.spec = append(ix.spec, bson.E{Key: "collation", Value: ix.coll.Spec()})
+		// The partial filter compares under the index's collation.
+		if pfe, ok := value.Get(ix.spec, "partialFilterExpression"); ok {
+			f, err := query.CompileFilterWith(pfe.(bson.D), query.Options{Collator: ix.coll})
+			if err != nil {
+				return err
+			}
+			ix.partial = f
+		}
+	}
+	ix.finished = true
+	return nil
+}
+
+// collator is the index's collation as a value.Collator (nil: simple).
+func (ix *index) collator() value.Collator {
+	if ix.coll == nil {
+		return nil
+	}
+	return ix.coll
 }
 
 func idIndex() *index {
@@ -101,7 +150,7 @@ func (ix *index) keysOf(doc bson.D) ([]indexKey, error) {
 			if i == multi {
 				v = perField[i][j]
 			}
-			b = appendKey(b, v)
+			b = appendKeyWith(b, v, ix.collator())
 			kv[i] = bson.E{Key: f, Value: v}
 		}
 		out = append(out, indexKey{ix: ix, key: string(b), value: kv})
@@ -326,14 +375,22 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			extra = append(extra, bson.E{Key: "partialFilterExpression", Value: value.CloneDoc(d)})
 		case "background", "hidden", "v", "ns":
 			if e.Key == "hidden" && truthy(e.Value) {
+				ix.hidden = true
 				extra = append(extra, bson.E{Key: "hidden", Value: true})
 			}
 		case "expireAfterSeconds":
-			return nil, cmderr.Unsupported("TTL indexes (expireAfterSeconds)")
-		case "collation":
-			if !simpleCollation(e.Value) {
-				return nil, cmderr.Unsupported("collation")
+			n, err := ttlArg(e.Value)
+			if err != nil {
+				return nil, cmderr.New(cmderr.CannotCreateIndex, "Error in specification %s: %s", shellString(spec), errMessage(err))
 			}
+			ix.ttl, ix.ttlSecs = true, n
+			extra = append(extra, bson.E{Key: "expireAfterSeconds", Value: e.Value})
+		case "collation":
+			c, err := parseCollation(e.Value, "collation")
+			if err != nil {
+				return nil, err
+			}
+			ix.coll, ix.collSet = c, true
 		default:
 			return nil, cmderr.Unsupported("index option '" + e.Key + "'")
 		}
@@ -344,6 +401,16 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 	for _, v := range ix.key {
 		if _, hashed := v.Value.(string); hashed && ix.unique {
 			return nil, cmderr.New(67, "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.")
+		}
+	}
+	if ix.ttl {
+		if len(ix.key) != 1 {
+			return nil, cmderr.New(cmderr.CannotCreateIndex, "TTL indexes are single-field indexes, compound indexes do not support TTL. Index spec: %s", shellString(spec))
+		}
+		if ix.fields[0] == "_id" && ix.key[0].Value != "hashed" {
+			if n, _ := value.ToFloat(ix.key[0].Value); n == 1 {
+				return nil, cmderr.New(cmderr.InvalidIndexSpecificationOption, "The field 'expireAfterSeconds' is not valid for an _id index specification. Specification: %s", shellString(spec))
+			}
 		}
 	}
 	if ix.name == "" {
@@ -361,7 +428,7 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 func sameOptions(a, b *index) bool {
 	pa, _ := value.Get(a.spec, "partialFilterExpression")
 	pb, _ := value.Get(b.spec, "partialFilterExpression")
-	return a.unique == b.unique && a.sparse == b.sparse && keyOf(pa) == keyOf(pb)
+	return a.unique == b.unique && a.sparse == b.sparse && keyOf(pa) == keyOf(pb) && collation.Equal(a.coll, b.coll)
 }
 
 // addIndex adds ix to c, building its entries; it reports whether the
@@ -386,7 +453,9 @@ func (c *collection) addIndex(ix *index) (bool, error) {
 		if sameKeyPattern(old.key, ix.key) {
 			pa, _ := value.Get(old.spec, "partialFilterExpression")
 			pb, _ := value.Get(ix.spec, "partialFilterExpression")
-			if keyOf(pa) == keyOf(pb) {
+			// Indexes on the same keys may coexist with different
+			// partial filters or collations.
+			if keyOf(pa) == keyOf(pb) && collation.Equal(old.coll, ix.coll) {
 				return false, cmderr.New(cmderr.IndexOptionsConflict, "Index already exists with a different name: %s", old.name)
 			}
 		}
@@ -458,6 +527,9 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 		}
 		specs = append(specs, ix)
 	}
+	if r.data().viewOf(r.db, coll) != nil {
+		return nil, cmderr.New(cmderr.CommandNotSupportedOnView, "Cannot create indexes on a view: %s.%s", r.db, coll)
+	}
 	var before, after int
 	var created bool
 	err = r.data().write(r.ctx, r.db, coll, true, func(c *collection) error {
@@ -470,7 +542,13 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 		created = c.live == 0 && len(c.indexes) == 1 && len(c.order) == 0
 		before = len(c.indexes)
 		n := len(c.indexes)
+		if err := c.checkTTLSpecs(specs); err != nil {
+			return err
+		}
 		for _, ix := range specs {
+			if err := ix.finish(c); err != nil {
+				return err
+			}
 			if _, err := c.addIndex(ix); err != nil {
 				c.indexes = c.indexes[:n] // all or nothing
 				return indexBuildFailed(c, err)
@@ -509,6 +587,9 @@ func cmdListIndexes(r *request) (bson.D, error) {
 	err = r.data().read(r.db, coll, func(c *collection) error {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
+		}
+		if c.view != nil {
+			return errNotCollection(r.db, coll)
 		}
 		for i, ix := range c.indexes {
 			if i == 0 && c.timeseries {

@@ -16,6 +16,12 @@ type Options struct {
 	// sharded cluster. Options.Limiter then applies to each router, not to
 	// the members. See router.go and COMPATIBILITY.md.
 	Routers int
+	// LoadBalanced puts one listener, an L4 load balancer, in front of the
+	// Routers (it needs Routers >= 1): each client connection is bound to
+	// one router, round robin, and its first hello is answered with the
+	// router's serviceId. URI then names the balancer with
+	// loadBalanced=true. See balancer.go.
+	LoadBalanced bool
 	// Shards is the number of shards; 0 or 1 (with Routers) is one shard.
 	// More than one fails at Launch: multi-shard routing is not implemented.
 	Shards int
@@ -35,8 +41,14 @@ type Options struct {
 	Auth AuthOptions
 	// Limiter configures the ingress request and connection limiters.
 	Limiter LimiterOptions
-	// Now is the clock used for dates, cursors and the limiter; default time.Now.
+	// Now is the clock used for dates, cursors, the limiter and TTL
+	// expiry; default time.Now. A test advancing its own clock can call
+	// Cluster.ExpireTTL to run a TTL pass at once.
 	Now func() time.Time
+	// TTLMonitorInterval is how often the TTL monitor deletes expired
+	// documents (mongod's ttlMonitorSleepSecs); 0 means 60s, negative
+	// turns the monitor off.
+	TTLMonitorInterval time.Duration
 	// Seed seeds fail point activationProbability; 0 means 1, so runs are
 	// reproducible unless a seed is chosen.
 	Seed int64

@@ -35,6 +35,8 @@ type Router struct {
 	commands  atomic.Int64
 	rejected  atomic.Int64
 	conns     atomic.Int64 // open client connections, for MaxConnections
+	txns      routerTxns   // transactions this router routed (router_txn.go)
+	streams   sync.Map     // change stream cursor ids (int64) it relayed (router_cursor.go)
 
 	mu      sync.Mutex
 	srv     *blackpipe.Server // nil while stopped
@@ -61,20 +63,14 @@ const (
 	routerShardTimeout = 10 * time.Minute
 )
 
-// errNoRouters is returned by router options the deployment cannot have.
-var errMultiShard = errors.New("multi-shard routing is not implemented: mongosim runs one shard (Shards must be 0 or 1)")
-
 // validateRouterOptions checks Shards and Routers before anything starts.
 func validateRouterOptions(o Options) error {
 	if o.Shards < 0 || o.Routers < 0 {
 		return fmt.Errorf("mongosim: Shards and Routers must not be negative, got Shards=%d Routers=%d", o.Shards, o.Routers)
 	}
-	if o.Shards > 1 {
-		return fmt.Errorf("mongosim: Shards=%d: %w", o.Shards, errMultiShard)
-	}
 	if o.Routers == 0 {
-		if o.Shards == 1 {
-			return errors.New("mongosim: Shards=1 needs Routers >= 1 (a shard is reached through mongos routers)")
+		if o.Shards >= 1 {
+			return fmt.Errorf("mongosim: Shards=%d needs Routers >= 1 (shards are reached through mongos routers)", o.Shards)
 		}
 		return nil
 	}
@@ -224,6 +220,7 @@ func (r *Router) Start() error {
 	r.mu.Lock()
 	r.processID = bson.NewObjectID()
 	r.mu.Unlock()
+	r.txns.reset() // a restarted mongos knows no transactions
 	return r.listen(r.addr)
 }
 
@@ -299,6 +296,14 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 		return true
 	} else {
 		out.hasTxnNumber = hasTxn
+		_, hasAuto := rq.get("autocommit")
+		out.inTxn, out.name = hasTxn && hasAuto, name
+	}
+	action := txnForward
+	if out.inTxn {
+		if action = r.checkTxn(rq, &out); action == txnAnswered {
+			return true
+		}
 	}
 	wce, answered := r.applyFailCommand(rq, &out)
 	if answered {
@@ -337,6 +342,9 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 		_ = rq.send(bson.D{{Key: "count", Value: count}, {Key: "ok", Value: 1.0}})
 		return true
 	}
+	if name == "getMore" && r.failGetMore(rq, &out) {
+		return true
+	}
 	if br.OpCode == wire.OpMsg && br.Flags&wire.MoreToCome != 0 {
 		// An unacknowledged write runs before the connection's next
 		// message is read, as on mongod, so the client's next command
@@ -347,6 +355,12 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 	// Forwarding blocks on the shard; run it off the connection's reader
 	// so a client hanging up cancels the round trip.
 	br.WatchClose()
+	if action == txnRecover {
+		if !c.goAsync(func() { r.recoverCommit(rq, &out) }) {
+			_ = rq.hangup()
+		}
+		return true
+	}
 	if !c.goAsync(func() { r.forward(rq, cmd, &out, wce) }) {
 		_ = rq.hangup()
 	}
@@ -364,6 +378,10 @@ func (r *Router) forward(rq *request, cmd *command, out *outcome, wce bson.D) {
 			}
 		}
 	}()
+	if r.cluster.sharding != nil {
+		r.routeSharded(rq, cmd, out, wce) // shardroute.go
+		return
+	}
 	retryable := routerRetries(rq.name, cmd, out.hasTxnNumber)
 	var (
 		reply   bson.D
@@ -399,14 +417,22 @@ func (r *Router) forward(rq *request, cmd *command, out *outcome, wce bson.D) {
 	// The shard's topologyVersion describes the shard member, not this
 	// mongos: mongos does not relay it.
 	reply = deleteField(reply, "topologyVersion")
+	r.noteStreamCursor(rq, reply)
 	if wce != nil {
 		reply = setField(reply, "writeConcernError", wce)
+	}
+	if out.inTxn && replyOK(reply) {
+		reply = setField(reply, "recoveryToken", r.recoveryToken())
 	}
 	if out.labelsSet {
 		if len(out.explicitLabels) > 0 {
 			reply = setField(reply, "errorLabels", out.explicitLabels)
 		} else {
 			reply = deleteField(reply, "errorLabels")
+		}
+	} else if wce != nil && out.inTxn {
+		if labels := txnReplyLabels(rq.name, wce); labels != nil {
+			reply = setField(reply, "errorLabels", labels)
 		}
 	} else if wce != nil && out.hasTxnNumber {
 		// The router's own writeConcernError on a retryable write is
@@ -609,15 +635,17 @@ func (c *Cluster) isRouterConn(conn *blackpipe.Conn) bool {
 	return false
 }
 
-// release returns a healthy connection to the pool.
+// release returns a healthy connection to the pool. A connection not kept
+// is closed after unlocking: shardConn.Close takes r.mu itself.
 func (r *Router) release(addr string, nc net.Conn) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.stopped || len(r.idle[addr]) >= 32 {
+		r.mu.Unlock()
 		_ = nc.Close()
 		return
 	}
 	r.idle[addr] = append(r.idle[addr], nc)
+	r.mu.Unlock()
 }
 
 // replyCode returns the code of an error reply.
@@ -714,6 +742,8 @@ func (r *Router) replyErr(rq *request, out *outcome, err error) {
 	switch {
 	case out.labelsSet:
 		e.Labels = out.explicitLabels
+	case out.inTxn:
+		e.Labels = txnErrorLabels(rq.name, e.Code)
 	case out.hasTxnNumber && slices.Contains(retryableWriteCodes, e.Code) && !slices.Contains(e.Labels, labelRetryableWrite):
 		e.Labels = append(slices.Clone(e.Labels), labelRetryableWrite)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sort"
 	"strconv"
@@ -45,6 +46,8 @@ type storage struct {
 	// txn is set on a transaction's private view of the store: its
 	// collections are snapshots materialised on first use (see txnstore.go).
 	txn *transaction
+	// logger receives validationAction "warn" failures; nil discards them.
+	logger *slog.Logger
 }
 
 type database struct {
@@ -65,6 +68,10 @@ type collection struct {
 	live    int
 	indexes []*index   // indexes[0] is _id_
 	changes *changeLog // nil for scratch collections, whose writes are not logged
+	// shardKey lists a sharded collection's shard key fields on a shard
+	// of a multi-shard deployment (shardroute.go): updates may not
+	// change them.
+	shardKey []string
 	// options are the create options listCollections reports;
 	// timeseries marks a time series collection (type "timeseries"):
 	// timeField must hold a date, and _id is not unique (there is no _id
@@ -84,6 +91,16 @@ type collection struct {
 	// prePostImages is changeStreamPreAndPostImages.enabled: change events
 	// of the collection's writes can carry pre- and post-images.
 	prePostImages bool
+	// validator checks inserted and updated documents (validation.go);
+	// bypass is set, under mu, while a write with
+	// bypassDocumentValidation runs. logger receives validationAction
+	// "warn" failures.
+	validator *validator
+	bypass    bool
+	logger    *slog.Logger
+	// view, when set, makes this catalog entry a view (views.go): it holds
+	// no documents and refuses writes.
+	view *viewDef
 
 	// Multi-document transaction support (transaction.go). On a stored
 	// collection: clock stamps every write; hist keeps, while transactions
@@ -176,12 +193,13 @@ func (s *storage) ensureWith(db, coll string, init func(c *collection)) (*collec
 	}
 	c := newCollection(db, coll)
 	c.changes = s.changes
+	c.logger = s.logger
 	if init != nil {
 		init(c)
 	}
 	c.clock = s.clock
 	d.colls[coll] = c
-	s.changes.recordDDL(changeCreate, db, coll, c.uuid, "", "")
+	c.recordDDL(changeCreate)
 	return c, true, nil
 }
 
@@ -206,7 +224,15 @@ func (s *storage) write(ctx context.Context, db, coll string, create bool, fn fu
 			continue
 		}
 		before := c.mutations
+		if c.view != nil {
+			c.mu.Unlock()
+			return errNotCollection(db, coll)
+		}
+		if c.validator != nil {
+			c.bypass = bypassing(ctx)
+		}
 		err := fn(c)
+		c.bypass = false
 		var locked *docLockedError
 		if errors.As(err, &locked) {
 			partial := c.mutations != before
@@ -268,7 +294,7 @@ func (s *storage) dropCollection(db, coll string) (bool, int) {
 	c.mu.Lock()
 	c.dropped = true
 	n := len(c.indexes)
-	c.changes.recordDDL(changeDrop, db, coll, c.uuid, "", "")
+	c.recordDDL(changeDrop)
 	c.mu.Unlock()
 	s.cursors.killNS(db + "." + coll)
 	return true, n
@@ -292,7 +318,7 @@ func (s *storage) dropDatabase(db string) {
 		c := d.colls[n]
 		c.mu.Lock()
 		c.dropped = true
-		c.changes.recordDDL(changeDrop, db, n, c.uuid, "", "")
+		c.recordDDL(changeDrop)
 		c.mu.Unlock()
 		s.cursors.killNS(c.ns())
 	}
@@ -480,8 +506,16 @@ func (c *collection) insert(doc bson.D) error {
 			return cmderr.New(cmderr.BadValue, "'%s' must be present and contain a valid BSON UTC datetime value", c.timeField)
 		}
 		idKey += "\x00" + strconv.FormatUint(c.inserted+1, 10)
-	} else if c.fetch(idKey); c.byID[idKey] != nil {
-		return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
+	}
+	if c.validator != nil {
+		if err := c.validate(doc, nil); err != nil {
+			return err
+		}
+	}
+	if !c.timeseries {
+		if c.fetch(idKey); c.byID[idKey] != nil {
+			return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
+		}
 	}
 	keys, err := c.indexKeys(doc)
 	if err != nil {
@@ -548,11 +582,23 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 		}
 		doc = rest
 	}
+	for _, f := range c.shardKey {
+		was, _ := dottedValue(r.doc, f)
+		now, _ := dottedValue(doc, f)
+		if !sameValue(was, now) {
+			return cmderr.New(cmderr.ImmutableField, "After applying the update, the (immutable) field '%s' was found to have been altered to %s: %s", f, f, shellString(now))
+		}
+	}
 	if n := bsonSize(doc); n > maxBSONSize {
 		return cmderr.New(17419, "Resulting document after update is larger than %d", maxBSONSize)
 	}
 	if err := checkStorageDepth(doc); err != nil {
 		return err
+	}
+	if c.validator != nil {
+		if err := c.validate(doc, r.doc); err != nil {
+			return err
+		}
 	}
 	oldKeys, err := c.indexKeys(r.doc)
 	if err != nil {
@@ -677,6 +723,9 @@ func errorFields(err error) (code int32, fields bson.D) {
 			{Key: "errmsg", Value: dk.err.Message},
 		}
 	}
+	if fields, ok := validationFields(err); ok {
+		return codeDocumentValidationFailure, fields
+	}
 	var ce *cmderr.Error
 	if errors.As(err, &ce) {
 		return ce.Code, bson.D{{Key: "code", Value: ce.Code}, {Key: "errmsg", Value: ce.Message}}
@@ -755,7 +804,16 @@ func keyOf(v any) string {
 	return string(b)
 }
 
-func appendKey(b []byte, v any) []byte {
+// keyOfWith is keyOf where strings equal under coll share a key.
+func keyOfWith(v any, coll value.Collator) string {
+	return string(appendKeyWith(nil, v, coll))
+}
+
+func appendKey(b []byte, v any) []byte { return appendKeyWith(b, v, nil) }
+
+// appendKeyWith is appendKey with strings keyed by their collation key
+// (nil: simple); field names are never collated.
+func appendKeyWith(b []byte, v any, coll value.Collator) []byte {
 	switch x := v.(type) {
 	case nil, bson.Null, bson.Undefined:
 		return append(b, 'z')
@@ -771,22 +829,25 @@ func appendKey(b []byte, v any) []byte {
 		f, _ := value.ToFloat(x)
 		return appendFloatKey(b, f)
 	case string:
+		if coll != nil {
+			x = coll.Key(x)
+		}
 		return appendStr(append(b, 's'), x)
 	case bson.Symbol:
-		return appendStr(append(b, 's'), string(x))
+		return appendKeyWith(b, string(x), coll)
 	case bson.D:
 		b = append(b, '{')
 		for _, e := range x {
 			b = appendStr(b, e.Key)
-			b = appendKey(b, e.Value)
+			b = appendKeyWith(b, e.Value, coll)
 		}
 		return append(b, '}')
 	case bson.M, bson.Raw:
-		return appendKey(b, value.AsDoc(x))
+		return appendKeyWith(b, value.AsDoc(x), coll)
 	case bson.A:
 		b = append(b, '[')
 		for _, e := range x {
-			b = appendKey(b, e)
+			b = appendKeyWith(b, e, coll)
 		}
 		return append(b, ']')
 	case bson.ObjectID:

@@ -66,6 +66,22 @@ func tailableFind(r *request, coll string, f *query.Filter, proj *query.Projecti
 	}}}, nil
 }
 
+// awaitContext bounds an awaitData getMore's wait for new data. As on
+// mongod, getMore's maxTimeMS is that await time (default 1s; 0: until the
+// connection closes), counted from when the getMore starts waiting, so
+// after a failCommand block rather than from its arrival.
+func awaitContext(r *request) (context.Context, context.CancelFunc) {
+	ctx := r.raw.Context()
+	limit, _ := maxTimeArg(r) // validated on arrival
+	if _, ok := r.get("maxTimeMS"); !ok {
+		limit = defaultAwait
+	}
+	if limit == 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, limit)
+}
+
 // tail returns the matching documents inserted after ts.last and moves
 // ts.last to the newest insertion.
 func (s *storage) tail(ts *tailState) ([]bson.D, error) {
@@ -102,12 +118,8 @@ func (s *storage) tail(ts *tailState) ([]bson.D, error) {
 func tailGetMore(r *request, c *cursor, ns string, batchSize int) (bson.D, error) {
 	ts := c.tail
 	if len(c.docs) == 0 {
-		ctx := r.ctx
-		if _, ok := r.get("maxTimeMS"); !ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, defaultAwait)
-			defer cancel()
-		}
+		ctx, cancel := awaitContext(r)
+		defer cancel()
 		for {
 			_, wake := r.cluster.data.changes.head() // closed by the next write
 			docs, err := r.cluster.data.tail(ts)

@@ -84,12 +84,34 @@ func TestTailableAwaitCursor(t *testing.T) {
 			t.Fatalf("document %d: %v %v", want, cur.Current, cur.Err())
 		}
 	}
-	// Nothing new: an empty batch, and the cursor stays open.
+	// Nothing new: an empty batch after getMore's maxTimeMS, which on an
+	// awaitData cursor is the await time (as on mongod), not a limit that
+	// fails the getMore; the cursor stays open.
+	start := time.Now()
 	if cur.TryNext(ctx) {
 		t.Fatalf("unexpected %v", cur.Current)
 	}
+	if took := time.Since(start); took < 90*time.Millisecond || took > 2*time.Second {
+		t.Errorf("an empty awaitData getMore (maxAwaitTime 100ms) returned after %v", took)
+	}
 	if cur.Err() != nil || cur.ID() == 0 {
 		t.Fatalf("after an empty batch: id %d, err %v", cur.ID(), cur.Err())
+	}
+	// The await starts when the getMore starts waiting, after a
+	// failCommand block (mongod sets its wait-for-inserts deadline in
+	// getMore itself): 60 ms blocked + 100 ms awaited.
+	mustRun(t, ctx, connect(t, c.URI()).Database("admin"), bson.D{
+		{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: int32(1)}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"getMore"}},
+			{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: int32(60)}}},
+	})
+	start = time.Now()
+	if cur.TryNext(ctx) || cur.Err() != nil {
+		t.Fatalf("after a blocked getMore: %v %v", cur.Current, cur.Err())
+	}
+	if took := time.Since(start); took < 150*time.Millisecond {
+		t.Errorf("a getMore blocked 60 ms with maxAwaitTime 100 ms returned after %v, want >= 160 ms", took)
 	}
 	// A later insert is returned, a getMore waiting for it is woken.
 	go func() {

@@ -261,7 +261,7 @@ func (t *transaction) ensure(db, coll string) (*collection, bool, error) {
 // keys are checked against the snapshot.
 func snapshotOf(base *collection, t *transaction) *collection {
 	c := &collection{db: base.db, name: base.name, uuid: base.uuid, byID: map[string]*record{},
-		txn: t, base: base, dirty: map[string]bool{}}
+		txn: t, base: base, dirty: map[string]bool{}, validator: base.validator, logger: base.logger, view: base.view}
 	uniques := false
 	for i, ix := range base.indexes {
 		cp := *ix

@@ -87,8 +87,30 @@ func runBenchOverload(ctx context.Context, args []string, stdout, stderr io.Writ
 	after := fs.Duration("after", 8*time.Second, "with -spike: time at the base load after the spike")
 	rejectCost := fs.Float64("reject-cost", 0.25, "with -spike: capacity each rejection costs the server, as a fraction of an admitted request (mongosim RejectCost)")
 	htmlOut := fs.String("html", "", "with -spike: also write goodput-over-time charts as HTML to this file")
+	routers := fs.Int("routers", 0, "run a sharded mongosim with this many mongos routers (at least 2): the first admits -capacity req/s, the others are healthy; clients default to official,sturdy, loads to 2,4,8 and -capacity to 100")
+	healthyCap := fs.Int("healthy-capacity", 0, "with -routers: req/s each healthy router admits (0: unlimited)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
+	}
+	if *routers != 0 {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["clients"] {
+			*clientsFlag = "official,sturdy"
+		}
+		if !set["loads"] {
+			*loadsFlag = "2,4,8"
+		}
+		if !set["capacity"] {
+			// Two clients' full load goes through one process: a
+			// lower C keeps the machine, not the clients, out of
+			// the measurement.
+			*capacity = 100
+		}
+		if *routers < 2 || *spike || *healthyCap < 0 {
+			fmt.Fprintln(stderr, "-routers needs at least 2 routers (one overloaded, one healthy), a non-negative -healthy-capacity, and no -spike")
+			return errUsage
+		}
 	}
 	var loads []int
 	for _, s := range strings.Split(*loadsFlag, ",") {
@@ -111,6 +133,10 @@ func runBenchOverload(ctx context.Context, args []string, stdout, stderr io.Writ
 		return errUsage
 	}
 
+	if *routers != 0 {
+		return runRoutersOverload(ctx, routersBench{routers: *routers, capacity: *capacity, healthyCapacity: *healthyCap,
+			loads: loads, clients: clients, duration: *duration, opTimeout: *opTimeout, jsonOut: *jsonOut}, stdout, stderr)
+	}
 	sim, err := mongosim.Launch(mongosim.Options{})
 	if err != nil {
 		return err

@@ -199,6 +199,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	seed := fs.Uint64("seed", 1, "seed for choosing which operations meet a fault")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	htmlOut := fs.String("html", "", "also write an HTML page with the table and charts to this file")
+	sharded := fs.Bool("sharded", false, "run the embedded mongosim as a sharded cluster: two mongos routers (each behind the fault proxy) in front of one shard")
 	driverName := fs.String("driver", "sturdy", "the application's client: sturdy, or official (go.mongodb.org/mongo-driver/v2; retryWrites off/on, the application's own retries, and once over adapt/mongov2)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -212,6 +213,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return errUsage
 	}
 	target := demoTarget{official: *driverName == "official"}
+	if *sharded && *uri != "" {
+		fmt.Fprintln(stderr, "-sharded starts an embedded sharded mongosim; with -uri the deployment's own topology is used")
+		return errUsage
+	}
 	if *uri != "" {
 		o, err := sturdy.ParseURI(*uri)
 		if err != nil {
@@ -222,7 +227,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		target.hosts, target.base = o.Hosts, o
 	} else {
-		sim, err := mongosim.Launch(mongosim.Options{})
+		so := mongosim.Options{}
+		if *sharded {
+			so.Routers = 2
+		}
+		sim, err := mongosim.Launch(so)
 		if err != nil {
 			return fmt.Errorf("starting mongosim: %w", err)
 		}
@@ -232,7 +241,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		target.hosts, target.base = base.Hosts, base
-		fmt.Fprintf(stderr, "embedded mongosim replica set at %s\n", sim.URI())
+		if *sharded {
+			fmt.Fprintf(stderr, "embedded mongosim sharded cluster: mongos routers at %s\n", sim.URI())
+		} else {
+			fmt.Fprintf(stderr, "embedded mongosim replica set at %s\n", sim.URI())
+		}
 	}
 	proxy, err := faultproxy.Start(ctx, faultproxy.Options{Upstreams: target.hosts})
 	if err != nil {
@@ -283,6 +296,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if target.official {
 		fmt.Fprintln(stdout, "client: the official Go driver (go.mongodb.org/mongo-driver/v2); \"retry once + idempotent\" is once over adapt/mongov2")
+		fmt.Fprintln(stdout)
+	}
+	if *sharded {
+		fmt.Fprintln(stdout, "deployment: mongosim sharded cluster, two mongos routers (each behind the fault proxy), one shard")
 		fmt.Fprintln(stdout)
 	}
 	printDemoTable(stdout, results)

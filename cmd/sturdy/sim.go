@@ -19,7 +19,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&o.Members, "members", 1, "replica-set members")
 	fs.BoolVar(&o.Standalone, "standalone", false, "run a standalone server instead of a replica set")
 	fs.IntVar(&o.Routers, "routers", 0, "mongos routers in front of the replica set (listening on port+members+i); the printed URI lists them")
-	fs.IntVar(&o.Shards, "shards", 0, "shards (only 1 is supported; needs -routers)")
+	fs.IntVar(&o.Shards, "shards", 0, "shards, each a replica set of -members (alone: 2 routers); more than 1 starts a sharded cluster, shards 1.. listening after the routers")
+	fs.BoolVar(&o.LoadBalanced, "load-balanced", false, "put a load balancer in front of the routers (listening on port+members+routers); the printed URI names it with loadBalanced=true (-routers defaults to 2)")
 	fs.StringVar(&o.ReplicaSetName, "replset", "rs0", "replica-set name")
 	fs.StringVar(&o.Auth.Username, "user", "", "require SCRAM authentication as this user")
 	fs.StringVar(&o.Auth.Password, "password", "", "password for -user")
@@ -38,6 +39,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return errUsage
 	}
 	o.Seed = *seed
+	if (o.Shards > 0 || o.LoadBalanced) && o.Routers == 0 {
+		o.Routers = 2
+	}
 	if *exitOnEOF {
 		var cancel context.CancelFunc
 		ctx, cancel = cancelOnEOF(ctx)
@@ -52,6 +56,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer c.Close()
 	fmt.Fprintln(stdout, c.URI())
+	if o.Shards > 1 {
+		for i, sh := range c.Shards() {
+			fmt.Fprintf(stderr, "shard%d: %s\n", i, sh.ReplicaSetURI())
+		}
+	}
 	<-ctx.Done()
 	return nil
 }

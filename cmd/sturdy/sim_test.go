@@ -204,3 +204,100 @@ func TestSimRouters(t *testing.T) {
 		t.Fatalf("sim exited %d", code)
 	}
 }
+
+// sturdy sim --shards 2 starts a sharded cluster behind two routers (the
+// default with --shards alone) and names each shard's replica set on
+// stderr; a hashed collection's documents land on both shards.
+func TestSimShards(t *testing.T) {
+	var stderr syncBuffer
+	sim := startSim(t, &stderr, "-port", "0", "-shards", "2")
+	if strings.Contains(sim.uri, "replicaSet") || strings.Count(sim.uri, ",") != 1 {
+		t.Fatalf("connection string %q does not name two routers", sim.uri)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	client, err := mongo.Connect(options.Client().ApplyURI(sim.uri).SetHeartbeatInterval(500 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	var shards struct {
+		Shards []bson.M `bson:"shards"`
+	}
+	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "listShards", Value: 1}}).Decode(&shards); err != nil || len(shards.Shards) != 2 {
+		t.Fatalf("listShards = %v, %v", shards, err)
+	}
+	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "shardCollection", Value: "db.c"}, {Key: "key", Value: bson.D{{Key: "k", Value: "hashed"}}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var docs []any
+	for i := 0; i < 50; i++ {
+		docs = append(docs, bson.D{{Key: "k", Value: i}})
+	}
+	if _, err := client.Database("db").Collection("c").InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	// stderr lists "shardN: <replica-set URI>" right after the URI is
+	// printed; count each shard's share through its own members.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(stderr.String(), "shard1: "); {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr names no shards:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var total int64
+	for i := 0; i < 2; i++ {
+		prefix := "shard" + string(rune('0'+i)) + ": "
+		var uri string
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			if strings.HasPrefix(line, prefix) {
+				uri = strings.TrimPrefix(line, prefix)
+			}
+		}
+		if !strings.Contains(uri, "replicaSet=") {
+			t.Fatalf("stderr names no replica set for shard %d:\n%s", i, stderr.String())
+		}
+		direct, err := mongo.Connect(options.Client().ApplyURI(uri).SetHeartbeatInterval(500 * time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := direct.Database("db").Collection("c").CountDocuments(ctx, bson.D{})
+		_ = direct.Disconnect(ctx)
+		if err != nil || n == 0 {
+			t.Fatalf("shard %d holds %d documents (%v)", i, n, err)
+		}
+		total += n
+	}
+	if total != 50 {
+		t.Fatalf("shards hold %d documents, want 50", total)
+	}
+	if code := sim.stop(t); code != 0 {
+		t.Fatalf("sim exited %d", code)
+	}
+}
+
+// sturdy sim --load-balanced prints the balancer's loadBalanced=true
+// connection string; the official driver runs through it in load-balanced
+// mode.
+func TestSimLoadBalanced(t *testing.T) {
+	sim := startSim(t, io.Discard, "-port", "0", "-load-balanced")
+	uri := sim.uri
+	if !strings.HasSuffix(uri, "/?loadBalanced=true") || strings.Contains(uri, ",") {
+		t.Fatalf("connection string %q does not name one load balancer", uri)
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opCtx, opCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer opCancel()
+	if _, err := client.Database("lb").Collection("c").InsertOne(opCtx, bson.D{{Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Disconnect(opCtx); err != nil {
+		t.Fatal(err)
+	}
+	if code := sim.stop(t); code != 0 {
+		t.Fatalf("sim exited %d", code)
+	}
+}

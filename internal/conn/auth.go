@@ -43,6 +43,8 @@ type Credential struct {
 type AuthError struct {
 	Mechanism string
 	Err       error
+	// ServiceID is the serviceId of the handshake in load-balanced mode.
+	ServiceID *bson.ObjectID
 }
 
 func (e *AuthError) Error() string {

@@ -127,6 +127,10 @@ func (c *Conn) ServerConnectionID() *int64 { return c.serverConnID }
 // Description returns what the handshake learned.
 func (c *Conn) Description() Description { return c.desc }
 
+// ServiceID is the serviceId of a load-balanced connection's handshake,
+// nil otherwise.
+func (c *Conn) ServiceID() *bson.ObjectID { return c.desc.ServiceID }
+
 // Addr is the server address as dialed.
 func (c *Conn) Addr() string { return c.addr }
 

@@ -51,6 +51,9 @@ type Description struct {
 	// SpeculativeAuthenticate is the server's answer to a speculative first
 	// authentication step, nil if it did not take it.
 	SpeculativeAuthenticate bson.Raw
+	// ServiceID identifies the service behind a load balancer that the
+	// connection reached; nil when not load balanced.
+	ServiceID *bson.ObjectID
 }
 
 // IsMongos reports whether the server said it is a mongos.
@@ -152,6 +155,10 @@ func parseDescription(raw bson.Raw) (Description, error) {
 			}
 		case "saslSupportedMechs":
 			d.SaslSupportedMechs = stringArray(v)
+		case "serviceId":
+			if oid, ok := v.ObjectIDOK(); ok {
+				d.ServiceID = &oid
+			}
 		case "speculativeAuthenticate":
 			if doc, ok := v.DocumentOK(); ok {
 				d.SpeculativeAuthenticate = doc

@@ -54,7 +54,9 @@ type Options struct {
 	// DriverName, DriverVersion and DriverPlatform are appended (after a
 	// "|") to sturdy's metadata by libraries that wrap sturdy.
 	DriverName, DriverVersion, DriverPlatform string
-	// LoadBalanced mode is not supported; Dial fails if it is set.
+	// LoadBalanced says the server is a load balancer in front of mongos
+	// services: the handshake says loadBalanced: true and the reply must
+	// carry the serviceId of the service the connection reached.
 	LoadBalanced bool
 	// ID, when positive, is the connection's id; a pool passes the id its
 	// CMAP events use so command and pool events name one connection alike.
@@ -65,17 +67,17 @@ type Options struct {
 	SocketTimeout time.Duration
 }
 
-// ErrLoadBalanced is returned by Dial when Options.LoadBalanced is set.
-var ErrLoadBalanced = errors.New("conn: load-balanced mode is not supported")
+// ErrNoServiceID is returned (wrapped) by Dial in load-balanced mode when
+// the hello reply has no serviceId: the server is not behind a load
+// balancer configured for drivers. The text is the load balancer
+// specification's.
+var ErrNoServiceID = errors.New("Driver attempted to initialize in load balancing mode, but the server does not support this mode.")
 
 // Dial connects to addr (host:port), runs the hello handshake and
 // authenticates if a Credential is set. Failures to connect or during the
 // handshake are *NetworkError with Op "dial" or "handshake"; a rejected
 // authentication is an *AuthError. Option mistakes are plain errors.
 func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
-	if o.LoadBalanced {
-		return nil, ErrLoadBalanced
-	}
 	comp, err := offeredCompressors(o.Compressors)
 	if err != nil {
 		return nil, err
@@ -135,6 +137,9 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 		hello = append(hello, bson.E{Key: "compression", Value: comp})
 	}
 	hello = append(hello, bson.E{Key: "backpressure", Value: true})
+	if o.LoadBalanced {
+		hello = append(hello, bson.E{Key: "loadBalanced", Value: true})
+	}
 	if auth != nil {
 		if u := auth.mechsQuery(); u != "" {
 			hello = append(hello, bson.E{Key: "saslSupportedMechs", Value: u})
@@ -170,6 +175,10 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 		c.Close()
 		return nil, netError(ctx, addr, "handshake", fmt.Errorf("conn: decoding hello reply: %w", err))
 	}
+	if o.LoadBalanced && desc.ServiceID == nil {
+		c.Close()
+		return nil, fmt.Errorf("conn: %s: %w", addr, ErrNoServiceID)
+	}
 	c.desc = desc
 	c.serverConnID = desc.ConnectionID
 	if desc.MaxMessageSizeBytes > 0 {
@@ -193,6 +202,17 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 	if auth != nil {
 		if err := auth.authenticate(ctx, c); err != nil {
 			c.Close()
+			if desc.ServiceID != nil {
+				// After the handshake: SDAM error handling clears this
+				// service's connections (load balancer specification),
+				// so the error says which service, network errors too.
+				var ae *AuthError
+				if !errors.As(err, &ae) {
+					ae = &AuthError{Mechanism: o.Credential.Mechanism, Err: err}
+					err = ae
+				}
+				ae.ServiceID = desc.ServiceID
+			}
 			return nil, err
 		}
 	}

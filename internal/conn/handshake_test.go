@@ -131,11 +131,10 @@ func TestMetadataShrinksToLimit(t *testing.T) {
 func TestDialOptionErrors(t *testing.T) {
 	srv := blackpipe.Start(t)
 	for name, o := range map[string]conn.Options{
-		"compressor":   {Compressors: []string{"lz4"}},
-		"zlib level":   {ZlibLevel: 11},
-		"loadBalanced": {LoadBalanced: true},
-		"mechanism":    {Credential: &conn.Credential{Mechanism: "GSSAPI", Username: "u"}},
-		"no user":      {Credential: &conn.Credential{Password: "p"}},
+		"compressor": {Compressors: []string{"lz4"}},
+		"zlib level": {ZlibLevel: 11},
+		"mechanism":  {Credential: &conn.Credential{Mechanism: "GSSAPI", Username: "u"}},
+		"no user":    {Credential: &conn.Credential{Password: "p"}},
 	} {
 		c, err := conn.Dial(context.Background(), srv.Addr(), o)
 		if err == nil {
@@ -320,5 +319,37 @@ func TestServerChoosingUnofferedCompressorFails(t *testing.T) {
 	var ne *conn.NetworkError
 	if !errors.As(err, &ne) || ne.Op != "handshake" {
 		t.Errorf("got %v", err)
+	}
+}
+
+// In load-balanced mode the hello says loadBalanced: true (over OP_MSG) and
+// the reply's serviceId becomes the connection's; a reply without one is
+// refused with ErrNoServiceID.
+func TestHandshakeLoadBalanced(t *testing.T) {
+	srv := blackpipe.Start(t)
+	sid := bson.NewObjectID()
+	seen := captureHello(t, srv, bson.E{Key: "msg", Value: "isdbgrid"}, bson.E{Key: "serviceId", Value: sid})
+	c, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{LoadBalanced: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := <-seen
+	if v, err := r.Command.LookupErr("loadBalanced"); err != nil || !v.Boolean() || r.OpCode != wire.OpMsg {
+		t.Fatalf("hello %v (%v) lacks loadBalanced: true over OP_MSG", r.Command, r.OpCode)
+	}
+	if got := c.ServiceID(); got == nil || *got != sid {
+		t.Fatalf("ServiceID() = %v, want %v", got, sid)
+	}
+
+	plain := blackpipe.Start(t)
+	_, err = conn.Dial(context.Background(), plain.Addr(), conn.Options{LoadBalanced: true})
+	if !errors.Is(err, conn.ErrNoServiceID) {
+		t.Fatalf("Dial to a server without serviceId: %v, want ErrNoServiceID", err)
+	}
+	if c, err := conn.Dial(context.Background(), plain.Addr(), conn.Options{}); err != nil || c.ServiceID() != nil {
+		t.Fatalf("not load balanced: %v, serviceId %v", err, c.ServiceID())
+	} else {
+		c.Close()
 	}
 }

@@ -11,11 +11,16 @@ package csot
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
 type opKey struct{}    // an operation-level timeoutMS, not yet started
 type stateKey struct{} // the timeout of the operation in progress
+
+// opTimeout is an operation-level timeoutMS; its address tells one
+// WithOperationTimeout from another (see ErrOverride).
+type opTimeout struct{ d time.Duration }
 
 // state is the timeout of a started operation.
 type state struct {
@@ -23,19 +28,33 @@ type state struct {
 	// noMaxTime: commands of this operation carry no maxTimeMS
 	// (iteration-mode and tailable cursors, getMore).
 	noMaxTime bool
+	// txn: the timeout of a whole WithTransaction, which the operations of
+	// its callback share and may not override.
+	txn      bool
+	op       *opTimeout // the operation-level timeout the txn consumed
+	deadline time.Time  // the txn's deadline (zero: none)
+	err      error      // set by Start: the operation tried to override the txn's timeout
 }
+
+// ErrOverride is an operation inside a transaction's callback that sets
+// its own timeout (WithOperationTimeout or an earlier context deadline):
+// the CSOT spec makes it a client-side error.
+var ErrOverride = errors.New("the operation overrides the timeout of the WithTransaction it runs in")
 
 // WithOperationTimeout marks ctx with an operation-level timeoutMS d (0: no
 // limit, overriding every other level). Its clock starts when the operation
 // starts, not now.
 func WithOperationTimeout(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, opKey{}, d)
+	return context.WithValue(ctx, opKey{}, &opTimeout{d})
 }
 
 // OperationTimeout returns the operation-level timeoutMS set on ctx.
 func OperationTimeout(ctx context.Context) (time.Duration, bool) {
-	d, ok := ctx.Value(opKey{}).(time.Duration)
-	return d, ok
+	o, ok := ctx.Value(opKey{}).(*opTimeout)
+	if !ok {
+		return 0, false
+	}
+	return o.d, true
 }
 
 // Resolve returns the timeoutMS that applies to an operation run with ctx:
@@ -57,7 +76,12 @@ func Resolve(ctx context.Context, levels ...*time.Duration) (time.Duration, bool
 // deadline bounds everything the operation does. The cancel func must be
 // called when the operation ends.
 func Start(ctx context.Context, levels ...*time.Duration) (context.Context, context.CancelFunc) {
-	if Active(ctx) {
+	if s, ok := ctx.Value(stateKey{}).(*state); ok {
+		if s.txn && s.err == nil && overrides(ctx, s) {
+			c := *s
+			c.err = ErrOverride
+			return context.WithValue(ctx, stateKey{}, &c), func() {}
+		}
 		return ctx, func() {}
 	}
 	d, ok := Resolve(ctx, levels...)
@@ -65,6 +89,48 @@ func Start(ctx context.Context, levels ...*time.Duration) (context.Context, cont
 		return ctx, func() {}
 	}
 	return StartWith(ctx, d, false)
+}
+
+// overrides reports whether ctx, inside the transaction s, sets a timeout
+// of its own: an operation-level timeout the transaction did not consume,
+// or a deadline earlier than the transaction's.
+func overrides(ctx context.Context, s *state) bool {
+	if o, ok := ctx.Value(opKey{}).(*opTimeout); ok && o != s.op {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && (s.deadline.IsZero() || dl.Before(s.deadline))
+}
+
+// StartTxn begins the timeout of a whole transaction (WithTransaction)
+// with timeout d (0: no limit): the operations run with the returned
+// context share its deadline, and one that sets its own timeout fails
+// with ErrOverride (see Err).
+func StartTxn(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	o, _ := ctx.Value(opKey{}).(*opTimeout)
+	s := &state{timeout: d, txn: true, op: o}
+	ctx = context.WithValue(ctx, stateKey{}, s)
+	cancel := context.CancelFunc(func() {})
+	if d > 0 {
+		ctx, cancel = context.WithTimeout(ctx, d)
+	}
+	s.deadline, _ = ctx.Deadline()
+	return ctx, cancel
+}
+
+// InTxn reports whether ctx runs under a transaction's timeout.
+func InTxn(ctx context.Context) bool {
+	s, ok := ctx.Value(stateKey{}).(*state)
+	return ok && s.txn
+}
+
+// Err returns ErrOverride when Start found that the operation overrides
+// its transaction's timeout.
+func Err(ctx context.Context) error {
+	if s, ok := ctx.Value(stateKey{}).(*state); ok {
+		return s.err
+	}
+	return nil
 }
 
 // StartWith begins an operation with timeout d (0: no limit). noMaxTime
@@ -91,7 +157,9 @@ func WithoutMaxTime(ctx context.Context) context.Context {
 	if !ok || s.noMaxTime {
 		return ctx
 	}
-	return context.WithValue(ctx, stateKey{}, &state{timeout: s.timeout, noMaxTime: true})
+	c := *s // a transaction's cursor stays in the transaction
+	c.noMaxTime = true
+	return context.WithValue(ctx, stateKey{}, &c)
 }
 
 // Active reports whether a timeoutMS (possibly 0) governs the operation.
@@ -133,5 +201,7 @@ func WithMaxTime(ctx context.Context) context.Context {
 	if !ok || !s.noMaxTime {
 		return ctx
 	}
-	return context.WithValue(ctx, stateKey{}, &state{timeout: s.timeout})
+	c := *s
+	c.noMaxTime = false
+	return context.WithValue(ctx, stateKey{}, &c)
 }

@@ -17,6 +17,7 @@ type attemptIdentity struct {
 	requestID          int32
 	connectionID       int64
 	serverConnectionID *int64
+	serviceID          *bson.ObjectID
 	address            string
 	db                 string
 	lsid               bson.Raw
@@ -28,6 +29,7 @@ func (e *Executor) identity(st *opState, op *Operation, c *conn.Conn, ss *sessio
 	ids := attemptIdentity{
 		connectionID:       c.ID(),
 		serverConnectionID: c.ServerConnectionID(),
+		serviceID:          c.ServiceID(),
 		address:            c.Addr(),
 		db:                 op.DB,
 		redact:             isSensitive(st.name, op.Command),
@@ -104,6 +106,7 @@ func (e *Executor) publishStarted(ctx context.Context, op *Operation, st *opStat
 		OperationID:        st.opID,
 		ConnectionID:       ids.connectionID,
 		ServerConnectionID: ids.serverConnectionID,
+		ServiceID:          ids.serviceID,
 		ServerAddress:      ids.address,
 		LSID:               ids.lsid,
 		TxnNumber:          ids.txnNumber,
@@ -134,6 +137,7 @@ func (e *Executor) publishSucceeded(ctx context.Context, st *opState, ids attemp
 		OperationID:        st.opID,
 		ConnectionID:       ids.connectionID,
 		ServerConnectionID: ids.serverConnectionID,
+		ServiceID:          ids.serviceID,
 		ServerAddress:      ids.address,
 		Duration:           d,
 		Reply:              reply,
@@ -153,6 +157,7 @@ func (e *Executor) publishFailed(ctx context.Context, st *opState, ids attemptId
 		OperationID:        st.opID,
 		ConnectionID:       ids.connectionID,
 		ServerConnectionID: ids.serverConnectionID,
+		ServiceID:          ids.serviceID,
 		ServerAddress:      ids.address,
 		Duration:           d,
 		Failure:            err,

@@ -142,6 +142,13 @@ type Operation struct {
 	// wtimeout 10000 unless the write concern has one) from its first
 	// attempt: the application is committing again.
 	MajorityCommit bool
+	// PinCursor marks a cursor-opening command: in load-balanced mode a
+	// reply with a cursor id keeps the connection checked out, pinned
+	// (Result.Pin), for the cursor's getMores and killCursors.
+	PinCursor bool
+	// Pin runs the operation on a cursor's pinned connection (getMore,
+	// killCursors in load-balanced mode).
+	Pin *Pin
 }
 
 // Result is a successful operation's outcome.
@@ -150,6 +157,9 @@ type Result struct {
 	Server      *topology.Server // the server that answered
 	Session     *session.Client  // the session used (kept alive only with KeepSession or when explicit)
 	OperationID int64
+	// Pin is the connection pinned to the cursor the operation opened
+	// (PinCursor, load-balanced mode); the cursor unpins it.
+	Pin *Pin
 }
 
 var operationIDs atomic.Int64
@@ -201,6 +211,8 @@ type opState struct {
 	// commitMajority: a commitTransaction attempt failed with an error
 	// other than an overload error, so the retries send w:majority.
 	commitMajority bool
+	// pin is the connection pinned to the cursor the operation opened.
+	pin *Pin
 }
 
 // Execute runs op: a loop of server selection and attempt, retried as
@@ -232,6 +244,7 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 			if !op.TxnCommand && (t.State == session.TxnCommitted || t.State == session.TxnAborted) {
 				// Any other operation ends a finished transaction.
 				*t = session.Txn{}
+				op.Session.Unpin()
 			}
 			st.inTxn = t.Active() || op.TxnCommand
 		}
@@ -249,12 +262,18 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 			t.State = session.TxnInProgress
 		}
 		err = labelTxnError(op, err)
+		if mongoerr.HasErrorLabel(err, LabelTransientTxn) || st.name == "abortTransaction" ||
+			(st.name == "commitTransaction" && mongoerr.HasErrorLabel(err, LabelUnknownCommitResult)) {
+			// When to unpin (transactions specification).
+			op.Session.Unpin()
+		}
+		unpinAfter(op, err)
 	}
 	if err != nil && csot.Active(ctx) {
 		err = timeoutError(ctx, err)
 	}
 
-	res := Result{Reply: reply, Server: st.server, OperationID: st.opID}
+	res := Result{Reply: reply, Server: st.server, OperationID: st.opID, Pin: st.pin}
 	if st.ownSession {
 		// Kept too when the error came with a server reply (a write
 		// concern error carries a bulkWrite's results cursor); the caller
@@ -317,6 +336,18 @@ func (e *Executor) selectServer(ctx context.Context, op *Operation, st *opState)
 		op.Server.Inc() // as SelectServer does for the server it returns
 		return op.Server, nil
 	}
+	if st.inTxn {
+		if addr := st.sess.Txn.Pinned; addr != "" {
+			// Every command of a sharded transaction goes to the
+			// mongos its first command went to; a mongos that left the
+			// topology cannot take it, so the session is unpinned.
+			if srv, ok := e.Topology.Server(addr); ok {
+				srv.Inc()
+				return srv, nil
+			}
+			st.sess.Txn.Pinned = ""
+		}
+	}
 	var sel topology.Selector
 	st.stageReadPref = false
 	if op.WriteStage && op.ReadPref != nil && op.ReadPref.Mode != topology.Primary {
@@ -347,16 +378,28 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 		}
 	}()
 
-	p := srv.Pool()
-	gen := p.Generation()
-	c, err := p.CheckOut(ctx)
-	if err != nil {
-		if establishmentFailure(ctx, err) {
-			srv.ProcessError(err, gen, true)
+	var c *conn.Conn
+	if pin := pinnedConn(op, st); pin != nil {
+		// Load-balanced mode: the cursor's or transaction's connection,
+		// with no check-out.
+		c = pin.Conn()
+		defer func() { afterPinned(op, st, pin, reply, err) }()
+	} else {
+		p := srv.Pool()
+		gen := p.Generation()
+		c, err = p.CheckOut(ctx)
+		if err != nil {
+			if establishmentFailure(ctx, err) {
+				srv.ProcessError(err, gen, true)
+			}
+			return nil, err
 		}
-		return nil, err
+		defer func() {
+			if !keepPinned(op, st, srv, c, reply, err) {
+				p.CheckIn(c)
+			}
+		}()
 	}
-	defer p.CheckIn(c)
 	// Read before Writable: a description read after the server went
 	// Unknown would make a retryable write go without a txnNumber.
 	sd := srv.Description()
@@ -387,6 +430,11 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	if ss != nil && st.inTxn {
 		n := st.sess.TxnNumber(ss)
 		st.txnNumber = &n
+		if !op.TxnCommand && st.sess.Txn.Pinned == "" && (sd.Kind == topology.Mongos || cd.IsMongos()) {
+			// The transaction's first command (or the first after an
+			// unpinning error) pins the session to this mongos.
+			st.sess.Txn.Pinned = srv.Addr()
+		}
 	} else if ss != nil && st.txnNumber == nil && op.RetryableWrite && e.RetryWrites &&
 		supportsRetryableWrites(sd, cd) {
 		n := ss.NextTxnNumber()
@@ -448,7 +496,7 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 			st.sess.MarkDirty()
 		}
 		if !errors.Is(err, context.Canceled) {
-			srv.ProcessError(err, c.Generation(), false)
+			srv.ProcessConnError(err, c)
 		}
 		return reply, err
 	}
@@ -491,7 +539,11 @@ func establishmentFailure(ctx context.Context, err error) bool {
 // judges expiry by: the deployment's (the minimum over its servers), or
 // this connection's while the topology has none.
 func (e *Executor) sessionTimeout(cd conn.Description) *int64 {
-	if t := e.Topology.Description().LogicalSessionTimeoutMinutes; t != nil {
+	d := e.Topology.Description()
+	if d.Kind == topology.LoadBalanced {
+		return nil // ignored in load-balanced mode: sessions are never pruned
+	}
+	if t := d.LogicalSessionTimeoutMinutes; t != nil {
 		return t
 	}
 	if cd.LogicalSessionTimeoutMinutes != nil {
@@ -548,7 +600,7 @@ func readPrefFor(op *Operation, stageReadPref bool, tk topology.TopologyKind, sk
 	if op.ReadPref != nil {
 		rp = *op.ReadPref
 	}
-	mongos := sk == topology.Mongos || cd.IsMongos()
+	mongos := sk == topology.Mongos || sk == topology.LoadBalancer || cd.IsMongos()
 	switch {
 	case mongos:
 		// Sent for every mode but primary.
@@ -593,7 +645,8 @@ func (s *writeStageSelector) String() string {
 
 func (s *writeStageSelector) Select(d topology.Description, candidates []topology.ServerDescription) ([]topology.ServerDescription, error) {
 	for _, sd := range d.Servers {
-		if sd.Available() && sd.MaxWireVersion < minWireWriteStageOnSecondary {
+		// A load balancer fronts MongoDB 5.0+ (wire 13) services only.
+		if sd.Available() && sd.Kind != topology.LoadBalancer && sd.MaxWireVersion < minWireWriteStageOnSecondary {
 			s.st.stageReadPref = false
 			return topology.WriteSelector().Select(d, candidates)
 		}

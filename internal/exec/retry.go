@@ -195,6 +195,7 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 		}
 		r.unsent++
 		r.took = false
+		unpinForRetry(r.op, st, err)
 		r.announce(ctx, st, err, 0, serverAddr(st))
 		return true, nil, nil
 	}
@@ -238,6 +239,7 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 		// overload error asks for w:majority.
 		st.commitMajority = true
 	}
+	unpinForRetry(r.op, st, err)
 	r.retries++
 	r.announce(ctx, st, err, wait, addr)
 	if wait > 0 {

@@ -79,6 +79,35 @@ func (e *Executor) appendTxnCommand(cmd bson.D, op *Operation, st *opState, ss *
 	return cmd
 }
 
+// unpinAfter unpins op's session once a transaction command ended
+// (transactions spec, "When to unpin"): after any abortTransaction, after
+// an error labelled TransientTransactionError, and after a commit whose
+// outcome is unknown. A successful commit stays pinned, as the
+// application may commit again.
+func unpinAfter(op *Operation, err error) {
+	t := &op.Session.Txn
+	switch {
+	case t.Pinned == "":
+	case op.TxnCommand && op.Command[0].Key == "abortTransaction",
+		mongoerr.HasErrorLabel(err, LabelTransientTxn),
+		op.TxnCommand && mongoerr.HasErrorLabel(err, LabelUnknownCommitResult):
+		t.Pinned = ""
+	}
+}
+
+// unpinForRetry unpins a commit or abort before its retry selects a
+// server: an abort is unpinned whatever happens, a commit once its error
+// leaves the outcome unknown or is transient. The retry may then recover
+// the outcome on another mongos with the recoveryToken.
+func unpinForRetry(op *Operation, st *opState, err error) {
+	if !st.inTxn || !op.TxnCommand || st.sess.Txn.Pinned == "" {
+		return
+	}
+	if op.Command[0].Key == "abortTransaction" || unknownCommitResult(err) || mongoerr.HasErrorLabel(err, LabelTransientTxn) {
+		st.sess.Txn.Pinned = ""
+	}
+}
+
 // majorityWriteConcern is wc (a bson.D, bson.Raw or nil) with w:majority
 // and, unless it has one, wtimeout 10000 (transactions spec, "writeConcern
 // for commitTransaction attempts").

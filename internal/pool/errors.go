@@ -56,11 +56,29 @@ type WaitQueueTimeoutError struct {
 	Addr string
 	Wait time.Duration // how long the check-out waited
 	Err  error         // ctx.Err(), or context.DeadlineExceeded for WaitQueueTimeout
+	// InUse, in load-balanced mode only (else nil), counts the checked-out
+	// connections by purpose when the wait ended: a pool exhausted by
+	// pinned cursors or transactions is then told apart from a busy one.
+	InUse *InUseCounts
+}
+
+// InUseCounts are a load-balanced pool's checked-out connections by
+// purpose, as the load balancer specification tracks them.
+type InUseCounts struct {
+	MaxPoolSize  int
+	Cursors      int // pinned to cursors
+	Transactions int // pinned to transactions
+	Other        int
 }
 
 func (e *WaitQueueTimeoutError) Error() string {
-	return fmt.Sprintf("timed out after %v while checking out a connection from the connection pool for %s: %v",
+	msg := fmt.Sprintf("timed out after %v while checking out a connection from the connection pool for %s: %v",
 		e.Wait.Round(time.Microsecond), e.Addr, e.Err)
+	if u := e.InUse; u != nil {
+		msg = fmt.Sprintf("Timeout waiting for connection from the connection pool. maxPoolSize: %d, connections in use by cursors: %d, connections in use by transactions: %d, connections in use by other operations: %d (%s)",
+			u.MaxPoolSize, u.Cursors, u.Transactions, u.Other, msg)
+	}
+	return msg
 }
 
 // Unwrap returns the context error, so errors.Is(err, context.DeadlineExceeded) holds.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/conn"
@@ -55,7 +57,24 @@ type Options struct {
 	// Jitter returns the backoff's jitter in [0, 1); nil means
 	// math/rand/v2.Float64. Tests inject it.
 	Jitter func() float64
+	// LoadBalanced is load-balanced mode: connections reach different
+	// services behind one address, so each connection's generation is its
+	// service's (ClearService clears one service), the pool starts ready
+	// and is never paused, and wait-queue timeouts count pinned
+	// connections (Pin).
+	LoadBalanced bool
 }
+
+// PinKind is why a load-balanced connection stays checked out across
+// operations.
+type PinKind int
+
+// Pin kinds.
+const (
+	PinNone PinKind = iota
+	PinCursor
+	PinTransaction
+)
 
 const (
 	defaultMaxConnecting      = 2
@@ -98,6 +117,8 @@ type member struct {
 	idleSince time.Time
 	cancel    context.CancelFunc // aborts the dial while pending
 	w         *waiter            // the check-out waiting for this dial; nil for background dials or an abandoned wait
+	sid       bson.ObjectID      // load-balanced mode: the connection's service
+	pin       PinKind
 }
 
 // waiter is one check-out in progress.
@@ -142,6 +163,12 @@ type Pool struct {
 	establishFailures int         // consecutive overload-like dial failures
 	backoffUntil      time.Time   // no new dial before this
 	backoffTimer      *time.Timer // serves the queue when the backoff ends
+
+	// Load-balanced mode: each service's generation, and the in-use
+	// connections pinned to cursors and transactions.
+	svcGen                    map[bson.ObjectID]uint64
+	pinnedCursors, pinnedTxns int
+	lastHello                 *conn.Description // load-balanced: the latest established connection's handshake
 }
 
 // New creates a paused pool for addr and publishes PoolCreated.
@@ -159,6 +186,7 @@ func New(addr string, o Options) *Pool {
 		conns:         make(map[*conn.Conn]*member),
 		pendingSet:    make(map[*member]struct{}),
 		now:           time.Now,
+		svcGen:        make(map[bson.ObjectID]uint64),
 	}
 	if p.maxConnecting <= 0 {
 		p.maxConnecting = defaultMaxConnecting
@@ -282,8 +310,9 @@ func (p *Pool) CheckOut(ctx context.Context) (*conn.Conn, error) {
 		p.resolveLocked(w, nil, p.clearedErrLocked())
 	case ctx.Err() != nil:
 		p.failTimeoutLocked(w)
+		inUse := p.inUseLocked()
 		p.unlock()
-		return nil, &WaitQueueTimeoutError{Addr: p.addr, Wait: p.now().Sub(start), Err: ctx.Err()}
+		return nil, &WaitQueueTimeoutError{Addr: p.addr, Wait: p.now().Sub(start), Err: ctx.Err(), InUse: inUse}
 	default:
 		w.elem = p.queue.PushBack(w)
 		p.serveLocked()
@@ -343,8 +372,9 @@ func (p *Pool) giveUp(w *waiter, cause error, onlyQueued bool) (*conn.Conn, erro
 	}
 	p.failTimeoutLocked(w)
 	p.serveLocked()
+	inUse := p.inUseLocked()
 	p.unlock()
-	return nil, &WaitQueueTimeoutError{Addr: p.addr, Wait: p.now().Sub(w.start), Err: cause}
+	return nil, &WaitQueueTimeoutError{Addr: p.addr, Wait: p.now().Sub(w.start), Err: cause, InUse: inUse}
 }
 
 func (p *Pool) failTimeoutLocked(w *waiter) {
@@ -469,7 +499,7 @@ func (p *Pool) takeIdleLocked() *member {
 // perishedLocked says why an idle connection must not be used, or "".
 func (p *Pool) perishedLocked(m *member) string {
 	switch {
-	case m.gen != p.generation:
+	case m.gen != p.genLocked(m):
 		return event.ReasonStale
 	case m.c.Closed():
 		return event.ReasonError
@@ -534,7 +564,19 @@ func (p *Pool) dial(ctx context.Context, m *member) {
 	case err == nil:
 		p.establishSucceededLocked()
 		m.c = c
+		if p.opts.LoadBalanced {
+			// The handshake named the service: the connection belongs to
+			// its current generation.
+			if sid := c.ServiceID(); sid != nil {
+				m.sid = *sid
+			}
+			m.gen = p.svcGen[m.sid]
+		}
 		c.SetGeneration(m.gen)
+		if p.opts.LoadBalanced {
+			d := c.Description()
+			p.lastHello = &d
+		}
 		p.conns[c] = m
 		p.publish(&event.PoolEvent{Type: event.ConnectionReady, ConnectionID: m.id, Duration: p.now().Sub(m.created)})
 		if w != nil {
@@ -591,6 +633,7 @@ func (p *Pool) CheckIn(c *conn.Conn) {
 	if p.listening() {
 		p.publish(&event.PoolEvent{Type: event.ConnectionCheckedIn, ConnectionID: m.id})
 	}
+	p.setPinLocked(m, PinNone)
 	if m.state == connClosed {
 		// Interrupted by a clear; already closed and counted out.
 		delete(p.conns, c)
@@ -603,7 +646,7 @@ func (p *Pool) CheckIn(c *conn.Conn) {
 		p.closeLocked(m, event.ReasonPoolClosed)
 	case c.Closed():
 		p.closeLocked(m, event.ReasonError)
-	case m.gen != p.generation:
+	case m.gen != p.genLocked(m):
 		p.closeLocked(m, event.ReasonStale)
 	default:
 		m.state = connIdle
@@ -612,6 +655,98 @@ func (p *Pool) CheckIn(c *conn.Conn) {
 		p.serveLocked()
 	}
 	p.unlock()
+}
+
+// genLocked is the generation m must have to be current: its service's
+// in load-balanced mode, the pool's otherwise.
+func (p *Pool) genLocked(m *member) uint64 {
+	if p.opts.LoadBalanced {
+		return p.svcGen[m.sid]
+	}
+	return p.generation
+}
+
+// LastHello is, in load-balanced mode, the handshake reply of the latest
+// connection established: a load balancer's server description has no
+// wire version or limits of its own, so they come from the services.
+func (p *Pool) LastHello() (conn.Description, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lastHello == nil {
+		return conn.Description{}, false
+	}
+	return *p.lastHello, true
+}
+
+// ServiceGeneration is the generation of a load-balanced service: the
+// number of times ClearService cleared it.
+func (p *Pool) ServiceGeneration(sid bson.ObjectID) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.svcGen[sid]
+}
+
+// ClearService clears, in load-balanced mode, the connections to one
+// service: they become stale (its generation++), idle ones are closed now
+// and in-use ones when checked in. Other services' connections are kept,
+// the pool is not paused and queued check-outs go on waiting. It publishes
+// PoolCleared with the serviceId.
+func (p *Pool) ClearService(sid bson.ObjectID, cause error) {
+	p.mu.Lock()
+	if p.state == stateClosed {
+		p.mu.Unlock()
+		return
+	}
+	p.svcGen[sid]++
+	p.publish(&event.PoolEvent{Type: event.PoolCleared, Error: cause, ServiceID: &sid})
+	keep := p.idle[:0]
+	for _, m := range p.idle {
+		if m.sid == sid {
+			p.closeLocked(m, event.ReasonStale)
+			continue
+		}
+		keep = append(keep, m)
+	}
+	clear(p.idle[len(keep):])
+	p.idle = keep
+	p.serveLocked()
+	p.unlock()
+}
+
+// Pin records why a checked-out connection of a load-balanced pool stays
+// checked out (a cursor's or a transaction's); CheckIn unpins it. The
+// counts appear in wait-queue timeout errors.
+func (p *Pool) Pin(c *conn.Conn, kind PinKind) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m := p.conns[c]; m != nil && m.state == connInUse {
+		p.setPinLocked(m, kind)
+	}
+}
+
+func (p *Pool) setPinLocked(m *member, kind PinKind) {
+	switch m.pin {
+	case PinCursor:
+		p.pinnedCursors--
+	case PinTransaction:
+		p.pinnedTxns--
+	}
+	m.pin = kind
+	switch kind {
+	case PinCursor:
+		p.pinnedCursors++
+	case PinTransaction:
+		p.pinnedTxns++
+	}
+}
+
+// inUseLocked is the wait-queue timeout's breakdown in load-balanced mode.
+func (p *Pool) inUseLocked() *InUseCounts {
+	if !p.opts.LoadBalanced {
+		return nil
+	}
+	return &InUseCounts{MaxPoolSize: p.opts.MaxPoolSize, Cursors: p.pinnedCursors, Transactions: p.pinnedTxns,
+		Other: p.inUse - p.pinnedCursors - p.pinnedTxns}
 }
 
 // Clear marks every existing connection stale (generation++), pauses the

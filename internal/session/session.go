@@ -201,6 +201,28 @@ type Client struct {
 
 	operationTime bson.Timestamp // latest operationTime of a reply
 	hasOpTime     bool
+
+	// Pinned is, in load-balanced mode, the connection the session's
+	// transaction runs on (set by the executor); nil otherwise.
+	Pinned PinnedConn
+}
+
+// PinnedConn is a connection pinned to a transaction; the executor
+// implements it.
+type PinnedConn interface {
+	// UnpinTransaction lets go of the connection for the transaction: it
+	// returns to the pool unless a cursor still holds it.
+	UnpinTransaction()
+}
+
+// Unpin releases the transaction's pinned connection, if any: when the
+// transaction is aborted, fails with a transient error, a new one starts,
+// a non-transaction operation uses the session, or the session ends.
+func (c *Client) Unpin() {
+	if p := c.Pinned; p != nil {
+		c.Pinned = nil
+		p.UnpinTransaction()
+	}
 }
 
 // NewClient starts a client session backed by p. No server session is
@@ -260,6 +282,8 @@ func (c *Client) End() {
 		return
 	}
 	c.Ended = true
+	c.Unpin()
+	c.Txn.Pinned = "" // an ended session is unpinned
 	if c.Server != nil {
 		c.pool.Put(c.Server, c.lastTimeout)
 		c.Server = nil
@@ -345,6 +369,11 @@ type Txn struct {
 	// Number is the transaction's txnNumber, taken from the server session
 	// by its first command; 0 until then.
 	Number int64
+	// Pinned is the address of the mongos the transaction is pinned to
+	// (transactions spec, "Mongos Pinning"); "" when unpinned. Starting a
+	// new transaction or running an operation outside one resets Txn, and
+	// so unpins.
+	Pinned string
 }
 
 // Active reports whether commands run inside the transaction: it is
@@ -355,6 +384,7 @@ func (t *Txn) Active() bool { return t.State == TxnStarting || t.State == TxnInP
 // to be taken at the first command, readConcern for that command. The
 // caller checks that the state allows it.
 func (c *Client) StartTxn(readConcern bson.D) {
+	c.Unpin()
 	c.Txn = Txn{State: TxnStarting, ReadConcern: readConcern}
 	// Every transaction gets a new number, even one that sends nothing;
 	// without a server session yet, Acquire adds it.

@@ -189,7 +189,9 @@ func cursorOps(e *cursorEntity) map[string]opFunc {
 			})
 		},
 		"close": func(ctx context.Context, a *args) (opResult, error) {
-			return checked(a, func() (opResult, error) { return opResult{}, e.cur.Close(ctx) })
+			// The format says runners suppress every error of a cursor's
+			// close (killCursors is best effort); events show its outcome.
+			return checked(a, func() (opResult, error) { _ = e.cur.Close(ctx); return opResult{}, nil })
 		},
 	}
 }
@@ -207,14 +209,13 @@ func (tr *testRun) runCursorCommand(db *sturdy.Database, keep bool) opFunc {
 		}
 		a.str("commandName") // the command's first key says it
 		// The initial command carries tailable/awaitData itself; the cursor
-		// type only says how getMore behaves, which TryNext and Next cover.
-		switch ct := a.str("cursorType"); ct {
-		case "", "nonTailable", "tailable", "tailableAwait":
-		default:
-			return opResult{}, &runnerError{fmt.Errorf("unknown cursorType %q", ct)}
+		// type says how the cursor's timeout and Next behave.
+		ct, err := cursorType(a)
+		if err != nil {
+			return opResult{}, err
 		}
 		o := &sturdy.RunCursorCommandOptions{BatchSize: int32(a.int64("batchSize")), MaxAwaitTime: a.maxTime(),
-			Comment: a.any("comment"), TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}
+			Comment: a.any("comment"), TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode")), CursorType: ct}
 		if v, ok := a.get("readPreference"); ok {
 			if o.ReadPreference, err = readPreference(v); err != nil {
 				return opResult{}, err

@@ -172,6 +172,10 @@ func (tr *testRun) createEntity(ctx context.Context, desc bson.Raw) error {
 				case "causalConsistency":
 					cc := e.Value().Boolean()
 					sopts.CausalConsistency = &cc
+				case "defaultTimeoutMS":
+					n, _ := asInt(e.Value())
+					d := time.Duration(n) * time.Millisecond
+					sopts.DefaultTimeout = &d
 				case "defaultTransactionOptions":
 					d, err := docValue(e.Value(), "defaultTransactionOptions")
 					if err != nil {
@@ -269,6 +273,9 @@ func (tr *testRun) createClient(ctx context.Context, spec bson.Raw) (*clientEnti
 		}
 	}
 	base := tr.r.cfg.URI
+	if tr.r.topology == "load-balanced" && multiMongos && tr.r.cfg.MultiURI != "" {
+		base = tr.r.cfg.MultiURI
+	}
 	if tr.r.topology == "sharded" && !multiMongos {
 		// useMultipleMongoses absent or false: the client must reach one
 		// mongos only, so that fail points set through it apply to every

@@ -251,13 +251,16 @@ func (m *matcher) matchEventField(name, key string, want bson.RawValue, o *obser
 	}
 	var cmdName, dbName string
 	var serverConnID *int64
+	var serviceID *bson.ObjectID
 	switch {
 	case o.started != nil:
-		cmdName, dbName, serverConnID = o.started.CommandName, o.started.DatabaseName, o.started.ServerConnectionID
+		cmdName, dbName, serverConnID, serviceID = o.started.CommandName, o.started.DatabaseName, o.started.ServerConnectionID, o.started.ServiceID
 	case o.succeeded != nil:
-		cmdName, dbName, serverConnID = o.succeeded.CommandName, o.succeeded.DatabaseName, o.succeeded.ServerConnectionID
+		cmdName, dbName, serverConnID, serviceID = o.succeeded.CommandName, o.succeeded.DatabaseName, o.succeeded.ServerConnectionID, o.succeeded.ServiceID
 	case o.failed != nil:
-		cmdName, dbName, serverConnID = o.failed.CommandName, o.failed.DatabaseName, o.failed.ServerConnectionID
+		cmdName, dbName, serverConnID, serviceID = o.failed.CommandName, o.failed.DatabaseName, o.failed.ServerConnectionID, o.failed.ServiceID
+	case o.pool != nil:
+		serviceID = o.pool.ServiceID
 	}
 	switch key {
 	case "command":
@@ -275,9 +278,7 @@ func (m *matcher) matchEventField(name, key string, want bson.RawValue, o *obser
 	case "databaseName":
 		return str(dbName)
 	case "hasServiceId":
-		// sturdy does not support load-balanced mode, so no event carries a
-		// service id.
-		return boolean(false)
+		return boolean(serviceID != nil)
 	case "hasServerConnectionId":
 		return boolean(serverConnID != nil && *serverConnID > 0)
 	case "interruptInUseConnections":

@@ -857,7 +857,22 @@ func aggregateOptions(a *args) (*sturdy.AggregateOptions, error) {
 		return nil, err
 	}
 	o.TimeoutMode = sturdy.TimeoutMode(a.str("timeoutMode"))
+	o.MaxAwaitTime = time.Duration(a.int64("maxAwaitTimeMS")) * time.Millisecond
 	return o, nil
+}
+
+// cursorType reads a cursorType argument.
+func cursorType(a *args) (sturdy.CursorType, error) {
+	switch ct := a.str("cursorType"); ct {
+	case "", "nonTailable":
+		return sturdy.NonTailable, nil
+	case "tailable":
+		return sturdy.Tailable, nil
+	case "tailableAwait":
+		return sturdy.TailableAwait, nil
+	default:
+		return 0, &runnerError{fmt.Errorf("unknown cursorType %q", ct)}
+	}
 }
 
 func findOptions(a *args) (*sturdy.FindOptions, error) {
@@ -866,8 +881,11 @@ func findOptions(a *args) (*sturdy.FindOptions, error) {
 		Comment: a.any("comment"), MaxTime: a.maxTime(), AllowDiskUse: a.boolPtr("allowDiskUse"),
 		AllowPartialResults: a.boolean("allowPartialResults"), NoCursorTimeout: a.boolean("noCursorTimeout"),
 		ReturnKey: a.boolean("returnKey"), ShowRecordID: a.boolean("showRecordId"),
-		TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}
+		TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode")), MaxAwaitTime: time.Duration(a.int64("maxAwaitTimeMS")) * time.Millisecond}
 	var err error
+	if o.CursorType, err = cursorType(a); err != nil {
+		return nil, err
+	}
 	if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 		return nil, err
 	}
@@ -1082,6 +1100,30 @@ func databaseOps(db *sturdy.Database) map[string]opFunc {
 				return opResult{}, err
 			}
 			return checked(a, func() (opResult, error) { return opResult{}, db.CreateCollection(ctx, name, o) })
+		},
+		// modifyCollection is the collMod command: sturdy has no helper
+		// for it, so it runs as a command with the test's options.
+		"modifyCollection": func(ctx context.Context, a *args) (opResult, error) {
+			cmd := bson.D{{Key: "collMod", Value: a.str("collection")}}
+			elems, _ := a.d.Elements()
+			for _, e := range elems {
+				switch k := e.Key(); k {
+				case "collection", "session":
+				case "validator", "validationLevel", "validationAction", "index", "changeStreamPreAndPostImages",
+					"expireAfterSeconds", "viewOn", "pipeline":
+					v, _ := a.get(k)
+					cmd = append(cmd, bson.E{Key: k, Value: native(v)})
+				}
+			}
+			o := &sturdy.RunCommandOptions{}
+			var err error
+			if o.Session, err = a.session(); err != nil {
+				return opResult{}, err
+			}
+			return checked(a, func() (opResult, error) {
+				_, err := db.RunCommand(ctx, cmd, o)
+				return opResult{}, err
+			})
 		},
 		"drop": func(ctx context.Context, a *args) (opResult, error) {
 			s, err := a.session()

@@ -28,6 +28,13 @@ type Config struct {
 	Auth bool
 	// Serverless says the deployment is Atlas Serverless.
 	Serverless bool
+	// MultiURI, for a load-balanced deployment, is the load balancer in
+	// front of several mongoses, for clients with useMultipleMongoses
+	// (URI then fronts one mongos, as the load-balancer spec's test setup
+	// has it). Mongoses are direct connection strings to every mongos
+	// behind them, through which fail points are switched off.
+	MultiURI string
+	Mongoses []string
 }
 
 // Runner runs unified test files against one deployment. Create it with
@@ -43,6 +50,9 @@ type Runner struct {
 	// fail points set through a single-mongos client are switched off on
 	// every one.
 	mongoses []*sturdy.Client
+	// mongosAddrs are the mongoses' addresses, in mongoses' order, for
+	// targetedFailPoint.
+	mongosAddrs []string
 
 	paramsMu sync.Mutex
 	params   map[string]bson.RawValue // getParameter cache
@@ -81,6 +91,8 @@ func NewRunner(ctx context.Context, cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("hello: %w", err)
 	}
 	switch {
+	case strings.Contains(strings.ToLower(cfg.URI), "loadbalanced=true"):
+		r.topology = "load-balanced"
 	case lookupString(hello, "msg") == "isdbgrid":
 		r.topology = "sharded"
 	case lookupString(hello, "setName") != "":
@@ -88,14 +100,21 @@ func NewRunner(ctx context.Context, cfg Config) (*Runner, error) {
 	default:
 		r.topology = "single"
 	}
-	if r.topology == "sharded" {
+	mongoses := cfg.Mongoses
+	if r.topology == "sharded" && len(mongoses) == 0 {
 		for _, h := range uriHosts(cfg.URI) {
-			mc, err := sturdy.Connect(ctx, withHosts(cfg.URI, []string{h}))
+			mongoses = append(mongoses, withHosts(cfg.URI, []string{h}))
+		}
+	}
+	if r.topology == "sharded" || r.topology == "load-balanced" {
+		for _, h := range mongoses {
+			mc, err := sturdy.Connect(ctx, h)
 			if err != nil {
 				_ = r.Close(ctx)
 				return nil, fmt.Errorf("client for mongos %s: %w", h, err)
 			}
 			r.mongoses = append(r.mongoses, mc)
+			r.mongosAddrs = append(r.mongosAddrs, h)
 		}
 	}
 	// Terminate open transactions left by earlier runs.

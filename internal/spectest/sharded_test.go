@@ -12,8 +12,9 @@ import (
 // shardedDirs are the spec directories TestUnifiedSharded runs through
 // mongos routers: those whose tests have sharded-specific paths in the
 // client (mongos retries and deprioritization, sessions through mongos) or
-// that prove the routers relay commands as mongos does.
-var shardedDirs = []string{"retryable-writes", "retryable-reads", "crud", "sessions", "command-logging-and-monitoring", "run-command"}
+// that prove the routers relay commands as mongos does; transactions prove
+// mongos pinning and the recoveryToken.
+var shardedDirs = []string{"retryable-writes", "retryable-reads", "crud", "sessions", "command-logging-and-monitoring", "run-command", "transactions", "transactions-convenient-api", "change-streams"}
 
 // TestUnifiedSharded runs shardedDirs against an embedded mongosim with two
 // mongos routers in front of a three-member shard (about 10 s). It is

@@ -33,7 +33,34 @@ func (tr *testRun) special(ctx context.Context, name string, a *args) error {
 		tr.failPoints = append(tr.failPoints, bson.D{{Key: "configureFailPoint", Value: lookupString(fp, "configureFailPoint")}, {Key: "mode", Value: "off"}})
 		return a.check()
 	case "targetedFailPoint":
-		return unsupportedf("targetedFailPoint (needs a session pinned to a mongos)")
+		// Sets the fail point on the mongos the session is pinned to,
+		// through the runner's direct client to that mongos.
+		s, err := lookup[*sessionEntity](tr.entities, a.str("session"))
+		if err != nil {
+			return err
+		}
+		fp, err := a.doc("failPoint")
+		if err != nil || fp == nil {
+			return fmt.Errorf("failPoint argument: %v", err)
+		}
+		addr := s.sess.PinnedServer()
+		if addr == "" {
+			return errors.New("targetedFailPoint: the session is not pinned to a mongos")
+		}
+		var target *sturdy.Client
+		for i, h := range tr.r.mongosAddrs {
+			if sameAddr(h, addr) {
+				target = tr.r.mongoses[i]
+			}
+		}
+		if target == nil {
+			return fmt.Errorf("targetedFailPoint: the session is pinned to %s, which is not one of the mongoses %v", addr, tr.r.mongosAddrs)
+		}
+		if _, err := target.Database("admin").RunCommand(ctx, fp); err != nil {
+			return fmt.Errorf("configureFailPoint on %s: %w", addr, err)
+		}
+		tr.failPoints = append(tr.failPoints, bson.D{{Key: "configureFailPoint", Value: lookupString(fp, "configureFailPoint")}, {Key: "mode", Value: "off"}})
+		return a.check()
 	case "createEntities":
 		v, _ := a.get("entities")
 		arr, ok := v.ArrayOK()
@@ -202,15 +229,18 @@ func (tr *testRun) special(ctx context.Context, name string, a *args) error {
 			return fmt.Errorf("assertSessionTransactionState: state %s, want %s", got, want)
 		}
 		return a.check()
-	case "assertSessionUnpinned":
-		// sturdy pins transactions to no mongos yet (sharded
-		// transactions are not supported), so a session is never pinned.
-		if _, err := lookup[*sessionEntity](tr.entities, a.str("session")); err != nil {
+	case "assertSessionPinned", "assertSessionUnpinned":
+		s, err := lookup[*sessionEntity](tr.entities, a.str("session"))
+		if err != nil {
 			return err
 		}
+		// A sharded transaction pins a mongos; in load-balanced mode it
+		// pins a connection.
+		pinned := s.sess.PinnedServer() != "" || s.sess.PinnedConnection()
+		if want := name == "assertSessionPinned"; pinned != want {
+			return fmt.Errorf("%s: the session is pinned to %q (connection pinned: %v)", name, s.sess.PinnedServer(), s.sess.PinnedConnection())
+		}
 		return a.check()
-	case "assertSessionPinned":
-		return unsupportedf("assertSessionPinned (sturdy does not pin sessions to a mongos: sharded transactions are not supported)")
 	case "runOnThread", "waitForThread":
 		return unsupportedf("%s (thread entities)", name)
 	case "recordTopologyDescription", "assertTopologyType", "waitForPrimaryChange":
@@ -218,6 +248,9 @@ func (tr *testRun) special(ctx context.Context, name string, a *args) error {
 	}
 	return fmt.Errorf("unknown testRunner operation %q", name)
 }
+
+// sameAddr compares two host:port addresses, ignoring case.
+func sameAddr(a, b string) bool { return strings.EqualFold(a, b) }
 
 // checkError checks an operation's error against an expectedError document.
 func (tr *testRun) checkError(exp bson.Raw, err error) error {

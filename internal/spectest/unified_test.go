@@ -102,8 +102,13 @@ func TestUnified(t *testing.T) {
 		case "sharded":
 			// Two mongos routers in front of a one-shard replica set.
 			simOpts.Routers = 2
+		case "load-balanced":
+			// Two routers behind load balancers: one in front of both, one
+			// in front of the first only (the load-balancer spec's setup).
+			simOpts.Routers = 2
+			simOpts.LoadBalanced = true
 		default:
-			t.Fatalf("SPEC_TOPOLOGY %q: want replicaset, single or sharded", os.Getenv("SPEC_TOPOLOGY"))
+			t.Fatalf("SPEC_TOPOLOGY %q: want replicaset, single, sharded or load-balanced", os.Getenv("SPEC_TOPOLOGY"))
 		}
 		// Three members by default, the replica set drivers' CI runs the
 		// specifications against (some tests count its members' events).
@@ -117,7 +122,16 @@ func TestUnified(t *testing.T) {
 			}
 			simOpts.Members = m
 		}
-		cfg.URI = mongosim.StartWithOptions(t, simOpts).URI()
+		// SPEC_SHARDS=n puts n shards behind the routers: the tests'
+		// (unsharded) collections live on their database's primary shard.
+		if n := os.Getenv("SPEC_SHARDS"); n != "" && simOpts.Routers > 0 {
+			m, err := strconv.Atoi(n)
+			if err != nil || m < 1 || m > 8 {
+				t.Fatalf("SPEC_SHARDS %q: want 1 to 8", n)
+			}
+			simOpts.Shards = m
+		}
+		cfg = simConfig(cfg, mongosim.StartWithOptions(t, simOpts), nil)
 	}
 	r := startRunner(t, cfg)
 	t.Logf("running %d unified test files against %s (server %s, topology %s)", len(files), cfg.URI, r.ServerVersion(), r.Topology())
@@ -164,6 +178,27 @@ func TestUnified(t *testing.T) {
 	}
 	t.Log("\n" + report)
 	fmt.Println(sum.Total().String())
+}
+
+// simConfig points cfg at an embedded deployment, its connection strings
+// passed through edit (nil: unchanged). A load-balanced deployment is
+// reached through the balancer in front of one router, with the one in
+// front of both for useMultipleMongoses and each router directly for
+// switching fail points off.
+func simConfig(cfg Config, sim *mongosim.Cluster, edit func(string) string) Config {
+	if edit == nil {
+		edit = func(s string) string { return s }
+	}
+	cfg.URI = edit(sim.URI())
+	if b := sim.SingleRouterBalancer(); b != nil {
+		cfg.URI = edit(b.URI())
+		cfg.MultiURI = edit(sim.LoadBalancedURI())
+		cfg.Mongoses = nil
+		for _, r := range sim.Routers() {
+			cfg.Mongoses = append(cfg.Mongoses, edit(r.URI()))
+		}
+	}
+	return cfg
 }
 
 // The user of the auth-enabled embedded deployment.
@@ -245,7 +280,7 @@ func withAuthRunner(t *testing.T, r *Runner, cfg Config, o mongosim.Options) fun
 			t.Cleanup(func() { _ = sim.Close() })
 			acfg := cfg
 			acfg.Auth = true
-			acfg.URI = withCredentials(sim.URI(), specAuthUser, specAuthPassword)
+			acfg = simConfig(acfg, sim, func(uri string) string { return withCredentials(uri, specAuthUser, specAuthPassword) })
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			ar, err := NewRunner(ctx, acfg)
 			cancel()

@@ -21,9 +21,12 @@ const (
 	ReplicaSetNoPrimary
 	ReplicaSetWithPrimary
 	Sharded
+	// LoadBalanced: one load balancer in front of mongos services
+	// (loadBalanced=true); it never changes and is never monitored.
+	LoadBalanced
 )
 
-var topologyKindNames = [...]string{"Unknown", "Single", "ReplicaSetNoPrimary", "ReplicaSetWithPrimary", "Sharded"}
+var topologyKindNames = [...]string{"Unknown", "Single", "ReplicaSetNoPrimary", "ReplicaSetWithPrimary", "Sharded", "LoadBalanced"}
 
 func (k TopologyKind) String() string {
 	if k >= 0 && int(k) < len(topologyKindNames) {
@@ -58,6 +61,8 @@ type Description struct {
 func initialDescription(o Options) Description {
 	d := Description{Kind: TopologyUnknown, SetName: o.SetName}
 	switch {
+	case o.Conn.LoadBalanced:
+		d.Kind = LoadBalanced
 	case o.Direct:
 		d.Kind = Single
 	case o.SetName != "":
@@ -85,7 +90,9 @@ func (d Description) HasPrimary() bool {
 // SupportsSessions reports whether the deployment supports logical
 // sessions: every data-bearing server reported a session timeout.
 func (d Description) SupportsSessions() bool {
-	return d.LogicalSessionTimeoutMinutes != nil
+	// A load balancer is not monitored: the services behind it support
+	// sessions (the load balancer specification).
+	return d.Kind == LoadBalanced || d.LogicalSessionTimeoutMinutes != nil
 }
 
 // SupportsRetryableWrites reports whether writes may carry a transaction

@@ -125,6 +125,8 @@ func acceptsWrites(tk TopologyKind, sd ServerDescription) bool {
 		return sd.Available()
 	case Sharded:
 		return sd.Kind == Mongos
+	case LoadBalanced:
+		return sd.Kind == LoadBalancer
 	case ReplicaSetWithPrimary:
 		return sd.Kind == RSPrimary
 	}
@@ -133,7 +135,7 @@ func acceptsWrites(tk TopologyKind, sd ServerDescription) bool {
 
 func (writeSelector) Select(d Description, candidates []ServerDescription) ([]ServerDescription, error) {
 	switch d.Kind {
-	case Single, Sharded, ReplicaSetWithPrimary:
+	case Single, Sharded, ReplicaSetWithPrimary, LoadBalanced:
 		return filter(candidates, func(sd ServerDescription) bool { return acceptsWrites(d.Kind, sd) }), nil
 	}
 	return nil, nil
@@ -174,6 +176,10 @@ func (s readPrefSelector) Select(d Description, candidates []ServerDescription) 
 		return filter(candidates, ServerDescription.Available), nil
 	case Sharded:
 		return ofKind(candidates, Mongos), nil
+	case LoadBalanced:
+		// The load balancer is always selected; the read preference
+		// goes to the mongos behind it as $readPreference.
+		return ofKind(candidates, LoadBalancer), nil
 	case ReplicaSetNoPrimary, ReplicaSetWithPrimary:
 	default:
 		return nil, nil

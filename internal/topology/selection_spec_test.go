@@ -113,9 +113,6 @@ func TestServerSelectionSpec(t *testing.T) {
 		t.Run(strings.TrimSuffix(rel, ".json"), func(t *testing.T) {
 			var tf ssFile
 			readExtJSON(t, f, &tf)
-			if tf.Topology.Type == "LoadBalanced" {
-				t.Skip("load-balanced mode is not supported by this client")
-			}
 			d := descriptionFrom(t, tf.Topology)
 			heartbeat := defaultHeartbeat
 			if tf.HeartbeatFrequencyMS != nil {

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/pool"
 )
 
@@ -25,6 +26,10 @@ type Server struct {
 // Addr is the server's normalized address.
 func (s *Server) Addr() string { return s.addr }
 
+// LoadBalanced reports whether the server is the load balancer of a
+// load-balanced topology.
+func (s *Server) LoadBalanced() bool { return s.t.o.Conn.LoadBalanced }
+
 // Pool is the server's connection pool.
 func (s *Server) Pool() *pool.Pool { return s.pool }
 
@@ -33,9 +38,43 @@ func (s *Server) Pool() *pool.Pool { return s.pool }
 func (s *Server) Description() ServerDescription {
 	d := s.t.Description()
 	if sd, ok := d.Server(s.addr); ok {
+		if sd.Kind == LoadBalancer {
+			sd = s.withServiceLimits(sd)
+		}
 		return sd
 	}
 	return unknownServer(s.addr, nil)
+}
+
+// withServiceLimits fills a load balancer's description, which has no
+// wire version or limits (nothing checks it), with those of the latest
+// connection's handshake; before any, the wire version is
+// LoadBalancedMinWireVersion, the least a load-balanced deployment has.
+// The topology's own description keeps them unset, as the load balancer
+// specification says.
+func (s *Server) withServiceLimits(sd ServerDescription) ServerDescription {
+	h, ok := s.pool.LastHello()
+	if !ok {
+		sd.MaxWireVersion = LoadBalancedMinWireVersion
+		return sd
+	}
+	sd.MinWireVersion, sd.MaxWireVersion = h.MinWireVersion, h.MaxWireVersion
+	sd.MaxBSONObjectSize, sd.MaxMessageSizeBytes, sd.MaxWriteBatchSize = h.MaxBSONObjectSize, h.MaxMessageSizeBytes, h.MaxWriteBatchSize
+	return sd
+}
+
+// LoadBalancedMinWireVersion is MongoDB 5.0's wire version, the first with
+// load balancer support.
+const LoadBalancedMinWireVersion = 13
+
+// WireVersionKnown reports whether MaxWireVersion in Description comes
+// from a server: false for a load balancer before its first connection.
+func (s *Server) WireVersionKnown() bool {
+	if !s.LoadBalanced() {
+		return true
+	}
+	_, ok := s.pool.LastHello()
+	return ok
 }
 
 // Writable reports whether the server, as currently described, accepts
@@ -64,6 +103,17 @@ func (s *Server) Dec() { s.opCount.Add(-1) }
 // clear are ignored, as are errors the pool raised by itself.
 func (s *Server) ProcessError(err error, connGeneration uint64, beforeHandshakeComplete bool) {
 	s.t.handleAppError(s.addr, err, connGeneration, beforeHandshakeComplete)
+}
+
+// ProcessConnError is ProcessError for an error met on an established
+// connection c of this server; in load-balanced mode it scopes a clear to
+// c's service and leaves the description alone.
+func (s *Server) ProcessConnError(err error, c *conn.Conn) {
+	if s.t.o.Conn.LoadBalanced {
+		s.t.handleConnErrorLB(s.addr, err, c.Generation(), c.ServiceID())
+		return
+	}
+	s.t.handleAppError(s.addr, err, c.Generation(), false)
 }
 
 // RequestImmediateCheck asks this server's monitor to check it now.

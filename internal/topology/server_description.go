@@ -37,9 +37,11 @@ const (
 	RSOther
 	RSGhost
 	PossiblePrimary
+	// LoadBalancer is the one server of a LoadBalanced topology.
+	LoadBalancer
 )
 
-var serverKindNames = [...]string{"Unknown", "Standalone", "Mongos", "RSPrimary", "RSSecondary", "RSArbiter", "RSOther", "RSGhost", "PossiblePrimary"}
+var serverKindNames = [...]string{"Unknown", "Standalone", "Mongos", "RSPrimary", "RSSecondary", "RSArbiter", "RSOther", "RSGhost", "PossiblePrimary", "LoadBalancer"}
 
 func (k ServerKind) String() string {
 	if k >= 0 && int(k) < len(serverKindNames) {
@@ -61,7 +63,7 @@ func ParseServerKind(s string) (ServerKind, bool) {
 // DataBearing reports whether servers of this kind hold data that can be
 // read or written.
 func (k ServerKind) DataBearing() bool {
-	return k == Standalone || k == Mongos || k == RSPrimary || k == RSSecondary
+	return k == Standalone || k == Mongos || k == RSPrimary || k == RSSecondary || k == LoadBalancer
 }
 
 // TopologyVersion orders hello replies and state-change errors from one
@@ -335,6 +337,11 @@ func (s ServerDescription) Available() bool {
 // carry a transaction number (seed 002: wire version 6+, sessions on, not a
 // standalone).
 func (s ServerDescription) SupportsRetryableWrites() bool {
+	if s.Kind == LoadBalancer {
+		// Its description has no fields: each connection's handshake
+		// decides (the executor checks that too).
+		return true
+	}
 	return s.MaxWireVersion >= 6 && s.LogicalSessionTimeoutMinutes != nil &&
 		s.Kind != Standalone && s.Kind != ServerUnknown
 }

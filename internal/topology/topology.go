@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
@@ -89,6 +91,7 @@ func (o Options) withDefaults() Options {
 	// application connections get the socket timeout.
 	o.Pool.Conn.SocketTimeout = o.SocketTimeout
 	o.Pool.Monitor = o.Monitor
+	o.Pool.LoadBalanced = o.Conn.LoadBalanced
 	return o
 }
 
@@ -136,8 +139,8 @@ func New(o Options) (*Topology, error) {
 	default:
 		return nil, fmt.Errorf("topology: serverMonitoringMode must be auto, stream or poll, got %q", o.ServerMonitoringMode)
 	}
-	if o.Conn.LoadBalanced {
-		return nil, errors.New("topology: load-balanced mode is not supported")
+	if o.Conn.LoadBalanced && (len(o.Hosts) != 1 || o.Direct || o.SetName != "") {
+		return nil, errors.New("topology: load-balanced mode takes exactly one host, no direct connection and no replica set name")
 	}
 	t := &Topology{
 		o:       o,
@@ -187,11 +190,42 @@ func (t *Topology) Connect(ctx context.Context) error {
 			m.TopologyDescriptionChanged(&event.TopologyDescriptionChangedEvent{Previous: prev.Event(), New: cur.Event()})
 		}
 	})
+	if t.o.Conn.LoadBalanced {
+		t.connectLoadBalancedLocked()
+		t.unlockAndFlush()
+		return nil
+	}
 	for _, s := range t.servers {
 		t.startMonitorLocked(s)
 	}
 	t.unlockAndFlush()
 	return nil
+}
+
+// connectLoadBalancedLocked makes the one server a LoadBalancer without
+// checking it (load-balanced mode has no monitoring), publishing the
+// events the load balancer specification lists, and readies its pool.
+func (t *Topology) connectLoadBalancedLocked() {
+	m := t.o.Monitor
+	prev := t.desc
+	ps := prev.Servers[0]
+	ns := ServerDescription{Addr: ps.Addr, Kind: LoadBalancer, LastUpdateTime: t.o.Now()}
+	t.desc = Description{Kind: LoadBalanced, Servers: []ServerDescription{ns}}
+	close(t.changed)
+	t.changed = make(chan struct{})
+	p, n := ps.Event(), ns.Event()
+	pd, nd := prev.Event(), t.desc.Event()
+	t.queue(func() {
+		if m != nil && m.ServerDescriptionChanged != nil {
+			m.ServerDescriptionChanged(&event.ServerDescriptionChangedEvent{Address: n.Address, Previous: p, New: n})
+		}
+		if m != nil && m.TopologyDescriptionChanged != nil {
+			m.TopologyDescriptionChanged(&event.TopologyDescriptionChangedEvent{Previous: pd, New: nd})
+		}
+	})
+	s := t.servers[ns.Addr]
+	s.writable.Store(true)
+	s.pool.Ready()
 }
 
 // Disconnect stops every monitor and closes every pool. It waits for the
@@ -378,6 +412,9 @@ func (t *Topology) newServer(addr string) *Server {
 	// Errors establishing connections nobody checked out (minPoolSize) still
 	// tell SDAM the server is unreachable.
 	po.EstablishError = func(err error, generation uint64) { t.handleAppError(addr, err, generation, true) }
+	if t.o.Conn.LoadBalanced {
+		po.EstablishError = func(err error, _ uint64) { t.handleEstablishErrorLB(addr, err) }
+	}
 	return &Server{addr: addr, t: t, pool: pool.New(addr, po)}
 }
 
@@ -534,6 +571,11 @@ func (t *Topology) handleAppError(addr string, err error, generation uint64, bef
 	if err == nil || poolSideError(err) {
 		return
 	}
+	if t.o.Conn.LoadBalanced {
+		// Establishment errors come through handleEstablishErrorLB,
+		// the others through handleConnErrorLB, with the serviceId.
+		return
+	}
 	t.mu.Lock()
 	defer t.unlockAndFlush()
 	s := t.servers[addr]
@@ -600,7 +642,7 @@ func (t *Topology) selectOnly(desc Description, sel Selector, deprioritized []st
 				only = i
 			}
 		}
-	case Single:
+	case Single, LoadBalanced:
 		if len(desc.Servers) != 1 || !desc.Servers[0].Available() {
 			return nil
 		}
@@ -618,4 +660,57 @@ func (t *Topology) selectOnly(desc Description, sel Selector, deprioritized []st
 		s.Inc()
 	}
 	return s
+}
+
+// handleEstablishErrorLB is SDAM error handling, in load-balanced mode, for
+// an error establishing a connection: errors before the handshake
+// completed are ignored; an authentication error (after it) clears the
+// connections of the handshake's service if it would clear a pool. The
+// load balancer is never marked Unknown.
+func (t *Topology) handleEstablishErrorLB(addr string, err error) {
+	var ae *conn.AuthError
+	if !errors.As(err, &ae) || ae.ServiceID == nil {
+		return
+	}
+	t.clearServiceIfNeeded(addr, err, *ae.ServiceID)
+}
+
+// handleConnErrorLB is SDAM error handling, in load-balanced mode, for an
+// error on an established connection of the given service and generation.
+func (t *Topology) handleConnErrorLB(addr string, err error, generation uint64, sid *bson.ObjectID) {
+	if err == nil || sid == nil || poolSideError(err) {
+		return
+	}
+	t.mu.Lock()
+	s := t.servers[addr]
+	closed := t.closed
+	t.mu.Unlock()
+	if s == nil || closed || generation < s.pool.ServiceGeneration(*sid) {
+		return // cleared since this connection was made
+	}
+	t.clearServiceIfNeeded(addr, err, *sid)
+}
+
+// clearServiceIfNeeded clears one service's connections for the errors
+// that clear a whole pool otherwise: a network error other than a
+// timeout, or a shutdown state change.
+func (t *Topology) clearServiceIfNeeded(addr string, err error, sid bson.ObjectID) {
+	t.mu.Lock()
+	s := t.servers[addr]
+	t.mu.Unlock()
+	if s == nil {
+		return
+	}
+	if sc, ok := classifyStateChange(err); ok {
+		if sc.shutdown {
+			s.pool.ClearService(sid, err)
+		}
+		return
+	}
+	if mongoerr.HasErrorLabel(err, mongoerr.LabelSystemOverloaded) {
+		return
+	}
+	if mongoerr.IsNetworkError(err) && !isNetworkTimeout(err) && !errors.Is(err, context.Canceled) {
+		s.pool.ClearService(sid, err)
+	}
 }

@@ -251,7 +251,7 @@ func TestGroup(t *testing.T) {
 		{name: "sum long promotion", input: `[{"v": 2147483647}, {"v": 1}]`, pipeline: `[{"$group": {"_id": null, "s": {"$sum": "$v"}}}]`, want: `[{"_id": null, "s": {"$numberLong": "2147483648"}}]`},
 		{name: "no id", pipeline: `[{"$group": {"n": {"$sum": 1}}}]`, code: 15955, compile: true},
 		{name: "unknown accumulator", pipeline: `[{"$group": {"_id": null, "n": {"$foo": 1}}}]`, code: 15952, compile: true},
-		{name: "unsupported accumulator", pipeline: `[{"$group": {"_id": null, "n": {"$median": {"input": "$x", "method": "approximate"}}}}]`, code: 238, compile: true},
+		{name: "unsupported accumulator", pipeline: `[{"$group": {"_id": null, "n": {"$accumulator": {"init": "function() {}", "accumulate": "function() {}", "accumulateArgs": [], "merge": "function() {}", "lang": "js"}}}}]`, code: 238, compile: true},
 		{name: "dotted field", pipeline: `[{"$group": {"_id": null, "a.b": {"$sum": 1}}}]`, code: 40235, compile: true},
 		{name: "not accumulator object", pipeline: `[{"$group": {"_id": null, "n": 1}}]`, code: 40234, compile: true},
 		{name: "array argument", pipeline: `[{"$group": {"_id": null, "n": {"$sum": [1, 2]}}}]`, code: 40237, compile: true},
@@ -349,7 +349,7 @@ func TestLookupFacetUnion(t *testing.T) {
 func TestPipelineErrors(t *testing.T) {
 	runPipeCases(t, []pipeCase{
 		{name: "unknown stage", pipeline: `[{"$foo": {}}]`, code: 40324, compile: true},
-		{name: "unsupported stage", pipeline: `[{"$densify": {}}]`, code: 238, compile: true},
+		{name: "unsupported stage", pipeline: `[{"$geoNear": {}}]`, code: 238, compile: true},
 		{name: "two fields", pipeline: `[{"$match": {}, "$limit": 1}]`, code: 40323, compile: true},
 		{name: "not object", pipeline: `[1]`, code: 14, compile: true},
 		{name: "out not last", pipeline: `[{"$out": "x"}, {"$limit": 1}]`, code: 40601, compile: true},

@@ -1,6 +1,7 @@
 package agg
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -195,6 +196,7 @@ type bucketAutoStage struct {
 	groupBy *expr.Expr
 	buckets int
 	output  []accSpec
+	round   rounder // granularity, or nil
 }
 
 func compileBucketAuto(arg any) (stage, error) {
@@ -223,7 +225,9 @@ func compileBucketAuto(arg any) (stage, error) {
 		case "output":
 			outSpec, haveOut = e.Value, true
 		case "granularity":
-			return nil, cmderr.Unsupported("$bucketAuto granularity")
+			if b.round, err = newRounder(e.Value); err != nil {
+				return nil, err
+			}
 		default:
 			return nil, cmderr.New(40245, "Unrecognized option to $bucketAuto: %s.", e.Key)
 		}
@@ -237,10 +241,11 @@ func compileBucketAuto(arg any) (stage, error) {
 	return b, nil
 }
 
-// run sorts by the groupBy value and cuts the documents into buckets of
-// about equal size, never splitting equal values across two buckets; a
-// bucket's _id is {min, max} where max is the next bucket's min (the last
-// bucket's own maximum).
+// run sorts by the groupBy value and fills up to 'buckets' buckets with
+// round(n/buckets) documents each (the last takes the rest), as mongod does:
+// equal values are never split, and a bucket's _id is {min, max} where max is
+// the next bucket's min (the last bucket's own maximum). With a granularity,
+// max is rounded up (absorbing the values below it) and the first min down.
 func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 	type item struct {
 		key any
@@ -255,6 +260,18 @@ func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		if err != nil {
 			return nil, err
 		}
+		if b.round != nil {
+			if !value.IsNumber(v) {
+				return nil, cmderr.New(40258, "$bucketAuto can specify a 'granularity' with numeric boundaries only, but found a value with type: %s", typeNameOf(v))
+			}
+			f, _ := value.ToFloat(v)
+			if math.IsNaN(f) {
+				return nil, cmderr.New(40259, "$bucketAuto can specify a 'granularity' with numeric boundaries only, but found a NaN")
+			}
+			if f < 0 {
+				return nil, cmderr.New(40260, "$bucketAuto can specify a 'granularity' with non-negative numbers only, but found a negative number")
+			}
+		}
 		if expr.IsMissing(v) {
 			v = nil
 		}
@@ -264,32 +281,61 @@ func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		return nil, nil
 	}
 	slices.SortStableFunc(items, func(x, y item) int { return value.Compare(x.key, y.key) })
-	size := (len(items) + b.buckets - 1) / b.buckets
-	type bucket struct {
-		min, max any
-		accs     []accumulator
-	}
-	var buckets []*bucket
-	for i := 0; i < len(items); {
-		end := min(i+size, len(items))
-		for end < len(items) && value.Compare(items[end].key, items[end-1].key) == 0 {
-			end++
+	size := max(int(math.Round(float64(len(items))/float64(b.buckets))), 1)
+	var out []bson.D
+	var prevMax any
+	havePrev := false
+	for i, n := 0, 1; i < len(items) && n <= b.buckets; n++ {
+		mn := items[i].key
+		if b.round != nil {
+			if havePrev {
+				mn = prevMax
+			} else {
+				r, err := b.round.down(mn)
+				if err != nil {
+					return nil, err
+				}
+				mn = r
+			}
 		}
-		bk := &bucket{min: items[i].key, max: items[end-1].key, accs: newAccs(b.output)}
+		accs := newAccs(b.output)
+		end := i + size
+		if n == b.buckets || end > len(items) {
+			end = len(items)
+		}
+		mx := items[end-1].key
+		if b.round != nil {
+			bound, err := b.round.up(mx)
+			if err != nil {
+				return nil, err
+			}
+			for end < len(items) && (value.Compare(bound, items[end].key) > 0 || value.Compare(mx, items[end].key) == 0) {
+				mx = items[end].key
+				end++
+			}
+			f, _ := value.ToFloat(bound)
+			if f == 0 && end < len(items) {
+				if bound, err = b.round.down(items[end].key); err != nil {
+					return nil, err
+				}
+			}
+			mx = bound
+		} else {
+			for end < len(items) && value.Compare(mx, items[end].key) == 0 {
+				end++
+			}
+			if end < len(items) {
+				mx = items[end].key
+			}
+		}
 		for _, it := range items[i:end] {
-			if err := accumulate(rt, b.output, bk.accs, it.doc); err != nil {
+			if err := accumulate(rt, b.output, accs, it.doc); err != nil {
 				return nil, err
 			}
 		}
-		if len(buckets) > 0 {
-			buckets[len(buckets)-1].max = bk.min
-		}
-		buckets = append(buckets, bk)
+		out = append(out, accResults(bson.D{{Key: "_id", Value: bson.D{{Key: "min", Value: mn}, {Key: "max", Value: mx}}}}, b.output, accs))
+		prevMax, havePrev = mx, true
 		i = end
-	}
-	out := make([]bson.D, 0, len(buckets))
-	for _, bk := range buckets {
-		out = append(out, accResults(bson.D{{Key: "_id", Value: bson.D{{Key: "min", Value: bk.min}, {Key: "max", Value: bk.max}}}}, b.output, bk.accs))
 	}
 	return out, nil
 }
@@ -445,7 +491,7 @@ func (g *graphLookupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 			return nil, err
 		}
 		for _, k := range flatten(v) {
-			key := groupKey(k)
+			key := groupKeyWith(k, rt.env.Collator)
 			byKey[key] = append(byKey[key], i)
 		}
 	}
@@ -465,7 +511,7 @@ func (g *graphLookupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		for depth := int64(0); len(frontier) > 0 && (g.maxDepth < 0 || depth <= g.maxDepth); depth++ {
 			var next []any
 			for _, v := range frontier {
-				key := groupKey(v)
+				key := groupKeyWith(v, rt.env.Collator)
 				if seenKey[key] {
 					continue
 				}

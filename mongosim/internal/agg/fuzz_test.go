@@ -26,6 +26,10 @@ var fuzzSeeds = []string{
 	`[{"$project": {"t": {"$toString": "$v"}, "d": {"$dateToString": {"date": "$$NOW", "format": "%Y"}}, "sw": {"$switch": {"branches": [{"case": "$v", "then": 1}], "default": 0}}}}]`,
 	`[{"$merge": {"into": "m", "on": "_id", "whenMatched": "replace", "whenNotMatched": "insert"}}]`,
 	`[{"$documents": [{"a": 1}, {"a": [1, 2]}]}, {"$unwind": "$a"}, {"$replaceRoot": {"newRoot": {"v": "$a"}}}]`,
+	`[{"$setWindowFields": {"partitionBy": "$k", "sortBy": {"v": 1}, "output": {"s": {"$sum": "$v", "window": {"range": [-2, 1]}}, "r": {"$rank": {}}, "p": {"$shift": {"output": "$v", "by": -1}}, "d": {"$derivative": {"input": "$v"}, "window": {"documents": [-1, 0]}}, "e": {"$expMovingAvg": {"input": "$v", "N": 3}}, "l": {"$linearFill": "$v"}}}}]`,
+	`[{"$densify": {"field": "counter", "partitionByFields": ["k"], "range": {"step": 1, "bounds": "full"}}}, {"$fill": {"sortBy": {"counter": 1}, "output": {"v": {"method": "locf"}, "str": {"value": "x"}}}}]`,
+	`[{"$redact": {"$cond": [{"$gt": ["$v", 1]}, "$$DESCEND", "$$KEEP"]}}]`,
+	`[{"$bucketAuto": {"groupBy": {"$abs": "$v"}, "buckets": 3, "granularity": "E12", "output": {"m": {"$median": {"input": "$v", "method": "approximate"}}}}}]`,
 }
 
 func fuzzInput(t testing.TB) []bson.D {

@@ -50,7 +50,7 @@ var accumulators = map[string]func() accumulator{
 }
 
 var unsupportedAccumulators = map[string]bool{
-	"$accumulator": true, "$median": true, "$percentile": true,
+	"$accumulator": true,
 }
 
 type sumAcc struct{ sum any }
@@ -93,7 +93,14 @@ func (a *avgAcc) result() any {
 type minMaxAcc struct {
 	max  bool
 	best any
+	coll value.Collator
 }
+
+// collatedAcc is an accumulator whose comparisons follow the collation.
+type collatedAcc interface{ setCollator(value.Collator) }
+
+func (a *minMaxAcc) setCollator(c value.Collator) { a.coll = c }
+func (a *pushAcc) setCollator(c value.Collator)   { a.coll = c }
 
 func (a *minMaxAcc) add(v any) error {
 	if expr.IsNullish(v) {
@@ -103,7 +110,7 @@ func (a *minMaxAcc) add(v any) error {
 		a.best = v
 		return nil
 	}
-	c := expr.CompareValues(v, a.best)
+	c := expr.CompareValuesWith(v, a.best, a.coll)
 	if (a.max && c > 0) || (!a.max && c < 0) {
 		a.best = v
 	}
@@ -139,8 +146,9 @@ func (a *firstLastAcc) result() any {
 }
 
 type pushAcc struct {
-	out bson.A
-	set bool
+	out  bson.A
+	set  bool
+	coll value.Collator
 }
 
 func (a *pushAcc) add(v any) error {
@@ -149,7 +157,7 @@ func (a *pushAcc) add(v any) error {
 	}
 	if a.set {
 		for _, x := range a.out {
-			if expr.CompareValues(x, v) == 0 {
+			if expr.CompareValuesWith(x, v, a.coll) == 0 {
 				return nil
 			}
 		}
@@ -257,6 +265,13 @@ func compileAcc(field string, spec any) (accSpec, error) {
 		return accSpec{}, cmderr.New(40238, "The field '%s' must specify one accumulator", field)
 	}
 	op, argSpec := acc[0].Key, acc[0].Value
+	if quantileOps[op] {
+		x, mk, err := compileQuantileAcc(op, argSpec)
+		if err != nil {
+			return accSpec{}, err
+		}
+		return accSpec{field: field, op: op, arg: x, make: mk}, nil
+	}
 	if nAccumulators[op] {
 		x, mk, err := compileNAcc(op, argSpec)
 		if err != nil {
@@ -305,12 +320,15 @@ func (g *groupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		if expr.IsMissing(id) {
 			id = nil
 		}
-		key := groupKey(id)
+		key := groupKeyWith(id, rt.env.Collator)
 		grp := index[key]
 		if grp == nil {
 			grp = &group{id: id, accs: make([]accumulator, len(g.accs))}
 			for j, a := range g.accs {
 				grp.accs[j] = a.newAcc()
+				if ca, ok := grp.accs[j].(collatedAcc); ok && rt.env.Collator != nil {
+					ca.setCollator(rt.env.Collator)
+				}
 			}
 			index[key] = grp
 			order = append(order, grp)
@@ -339,25 +357,31 @@ func (g *groupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 
 // groupKey is a canonical string for a group _id: values equal under the
 // server's comparison (1, 1.0 and NumberLong(1); null and undefined) share it.
-func groupKey(v any) string {
+func groupKey(v any) string { return groupKeyWith(v, nil) }
+
+// groupKeyWith is groupKey where strings equal under coll share a key.
+func groupKeyWith(v any, coll value.Collator) string {
 	var b strings.Builder
-	writeKey(&b, v)
+	writeKey(&b, v, coll)
 	return b.String()
 }
 
-func writeKey(b *strings.Builder, v any) {
+func writeKey(b *strings.Builder, v any, coll value.Collator) {
 	switch x := v.(type) {
 	case nil, bson.Null, bson.Undefined:
 		b.WriteString("N")
 		return
 	case string:
+		if coll != nil {
+			x = coll.Key(x)
+		}
 		b.WriteString("s")
 		b.WriteString(strconv.Itoa(len(x)))
 		b.WriteString(":")
 		b.WriteString(x)
 		return
 	case bson.Symbol:
-		writeKey(b, string(x))
+		writeKey(b, string(x), coll)
 		return
 	}
 	if value.IsNumber(v) {
@@ -378,8 +402,8 @@ func writeKey(b *strings.Builder, v any) {
 	if d, ok := value.ToDoc(v); ok {
 		b.WriteString("{")
 		for _, e := range d {
-			writeKey(b, e.Key)
-			writeKey(b, e.Value)
+			writeKey(b, e.Key, nil) // field names are never collated
+			writeKey(b, e.Value, coll)
 		}
 		b.WriteString("}")
 		return
@@ -387,7 +411,7 @@ func writeKey(b *strings.Builder, v any) {
 	if a, ok := value.ToArray(v); ok {
 		b.WriteString("[")
 		for _, e := range a {
-			writeKey(b, e)
+			writeKey(b, e, coll)
 		}
 		b.WriteString("]")
 		return

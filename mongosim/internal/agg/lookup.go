@@ -191,7 +191,7 @@ func (l *lookupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		matches := foreign
 		if localPath != nil {
 			var err error
-			if matches, err = l.equalityMatches(doc, localPath, foreign); err != nil {
+			if matches, err = l.equalityMatches(doc, localPath, foreign, rt.env.Collator); err != nil {
 				return nil, err
 			}
 		}
@@ -224,7 +224,7 @@ func (l *lookupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 // equalityMatches returns the foreign documents whose foreignField equals
 // the local value, or any element of it when it is an array; a missing local
 // value matches null and missing foreign fields.
-func (l *lookupStage) equalityMatches(doc bson.D, localPath *expr.Expr, foreign []bson.D) ([]bson.D, error) {
+func (l *lookupStage) equalityMatches(doc bson.D, localPath *expr.Expr, foreign []bson.D, coll value.Collator) ([]bson.D, error) {
 	v, err := localPath.Eval(doc, nil)
 	if err != nil {
 		return nil, err
@@ -248,7 +248,7 @@ func (l *lookupStage) equalityMatches(doc bson.D, localPath *expr.Expr, foreign 
 	if len(clauses) == 0 {
 		return nil, nil
 	}
-	f, err := query.CompileFilter(bson.D{{Key: "$or", Value: clauses}})
+	f, err := query.CompileFilterWith(bson.D{{Key: "$or", Value: clauses}}, query.Options{Collator: coll})
 	if err != nil {
 		return nil, err
 	}

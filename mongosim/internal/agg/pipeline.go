@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
@@ -34,6 +35,9 @@ type Env struct {
 	Now     time.Time
 	// Vars are the aggregate command's "let" variables, by name without "$$".
 	Vars map[string]any
+	// Collator is the command's collation ($match, $sort, $group keys,
+	// comparison expressions); nil is the simple collation.
+	Collator value.Collator
 }
 
 // Pipeline is a compiled aggregation pipeline; it is immutable and may be
@@ -160,8 +164,7 @@ func compilePipeline(pipeline bson.A, where nesting) (*Pipeline, error) {
 }
 
 var unsupportedStages = map[string]bool{
-	"$redact": true, "$geoNear": true, "$setWindowFields": true, "$densify": true, "$fill": true,
-	"$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true,
+	"$geoNear": true, "$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true,
 	"$listLocalSessions": true, "$planCacheStats": true, "$changeStream": true,
 	"$search": true, "$searchMeta": true, "$vectorSearch": true, "$listSearchIndexes": true,
 	"$changeStreamSplitLargeEvent": true, "$shardedDataDistribution": true,
@@ -214,6 +217,14 @@ func compileStage(name string, arg any, where nesting) (stage, error) {
 		return compileMerge(arg)
 	case "$documents":
 		return compileDocuments(arg)
+	case "$setWindowFields":
+		return compileSetWindowFields(arg)
+	case "$densify":
+		return compileDensify(arg)
+	case "$fill":
+		return compileFill(arg)
+	case "$redact":
+		return compileRedact(arg)
 	}
 	if unsupportedStages[name] {
 		return nil, cmderr.Unsupported("aggregation stage " + name)
@@ -234,8 +245,10 @@ func (p *Pipeline) Run(ctx context.Context, in []bson.D, env Env) ([]bson.D, err
 	for k, v := range env.Vars {
 		vars[k] = v
 	}
-	vars["NOW"] = bson.NewDateTimeFromTime(now)
-	rt := &runtime{ctx: ctx, env: env, vars: vars}
+	if _, ok := vars["NOW"]; !ok {
+		vars["NOW"] = bson.NewDateTimeFromTime(now)
+	}
+	rt := &runtime{ctx: ctx, env: env, vars: expr.WithCollator(vars, env.Collator)}
 	return p.run(rt, in)
 }
 

@@ -18,6 +18,7 @@ import (
 // their evaluation errors fail the command as on the server.
 type matchStage struct {
 	filter *query.Filter
+	rest   bson.D // the filter without $expr, to compile under a collation
 	exprs  []*expr.Expr
 }
 
@@ -39,7 +40,7 @@ func compileMatch(arg any) (stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.filter = f
+	m.filter, m.rest = f, rest
 	return m, nil
 }
 
@@ -78,13 +79,20 @@ func splitExpr(spec bson.D) (bson.D, []any) {
 }
 
 func (m *matchStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
+	filter := m.filter
+	if rt.env.Collator != nil {
+		var err error
+		if filter, err = query.CompileFilterWith(m.rest, query.Options{Collator: rt.env.Collator}); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]bson.D, 0, len(in))
 docs:
 	for i, doc := range in {
 		if err := rt.checkEvery(i); err != nil {
 			return nil, err
 		}
-		if !m.filter.Match(doc) {
+		if !filter.Match(doc) {
 			continue
 		}
 		for _, e := range m.exprs {
@@ -101,7 +109,10 @@ docs:
 	return out, nil
 }
 
-type sortStage struct{ sort *query.Sort }
+type sortStage struct {
+	sort *query.Sort
+	spec bson.D // to compile under a collation
+}
 
 func compileSort(arg any) (stage, error) {
 	spec, ok := value.ToDoc(arg)
@@ -115,12 +126,19 @@ func compileSort(arg any) (stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sortStage{sort: s}, nil
+	return &sortStage{sort: s, spec: spec}, nil
 }
 
 func (s *sortStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 	out := append([]bson.D(nil), in...)
-	s.sort.SortDocs(out)
+	sorter := s.sort
+	if rt.env.Collator != nil {
+		var err error
+		if sorter, err = query.CompileSortWith(s.spec, rt.env.Collator); err != nil {
+			return nil, err
+		}
+	}
+	sorter.SortDocs(out)
 	return out, nil
 }
 

@@ -54,6 +54,9 @@ type scope struct {
 	vars  map[string]any
 	local *frame
 	now   *any
+	// coll is the command's collation (nil: simple), for the comparison
+	// operators.
+	coll value.Collator
 }
 
 type frame struct {
@@ -119,7 +122,35 @@ func (e *Expr) Constant() (any, bool) { return e.lit, e.constant }
 // The result may be Missing.
 func (e *Expr) Eval(root bson.D, vars map[string]any) (any, error) {
 	s := &scope{root: root, vars: vars, now: new(any)}
+	if len(vars) > 0 {
+		s.coll, _ = vars[collatorVar].(value.Collator)
+	}
 	return e.eval(s)
+}
+
+// collatorVar is the vars key WithCollator uses: no variable name can
+// contain a NUL byte, so it never collides with one.
+const collatorVar = "\x00collation"
+
+// WithCollator returns a copy of vars that also carries coll, the
+// collation the comparison operators ($eq, $lt, $cmp, $in, ...) use.
+// A nil coll returns vars unchanged.
+func WithCollator(vars map[string]any, coll value.Collator) map[string]any {
+	if coll == nil {
+		return vars
+	}
+	out := make(map[string]any, len(vars)+1)
+	for k, v := range vars {
+		out[k] = v
+	}
+	out[collatorVar] = coll
+	return out
+}
+
+// Collator returns the collation WithCollator put into vars, or nil.
+func Collator(vars map[string]any) value.Collator {
+	c, _ := vars[collatorVar].(value.Collator)
+	return c
 }
 
 func isLiteral(spec any) bool {
@@ -308,7 +339,16 @@ func varGetter(name string) evalFn {
 			}
 			return *s.now, nil
 		}
-	case "CLUSTER_TIME", "SEARCH_META", "USER_ROLES", "SEARCH_SCORE":
+	case "CLUSTER_TIME":
+		// The caller binds it to the command's cluster time; without one
+		// (a standalone mongod) it is unavailable.
+		return func(s *scope) (any, error) {
+			if v, ok := s.vars["CLUSTER_TIME"]; ok {
+				return v, nil
+			}
+			return nil, cmderr.New(51144, "Builtin variable '$$CLUSTER_TIME' is not available")
+		}
+	case "SEARCH_META", "USER_ROLES", "SEARCH_SCORE":
 		return nil
 	case "DESCEND", "PRUNE", "KEEP":
 		return constFn(name)
@@ -409,7 +449,10 @@ func Truthy(v any) bool {
 
 // CompareValues orders two values the way aggregation expressions do: like
 // value.Compare, except that Missing sorts below null.
-func CompareValues(a, b any) int {
+func CompareValues(a, b any) int { return CompareValuesWith(a, b, nil) }
+
+// CompareValuesWith is CompareValues under a collation (nil: simple).
+func CompareValuesWith(a, b any, coll value.Collator) int {
 	am, bm := IsMissing(a), IsMissing(b)
 	switch {
 	case am && bm:
@@ -425,7 +468,7 @@ func CompareValues(a, b any) int {
 		}
 		return 1
 	}
-	return value.Compare(a, b)
+	return value.CompareWith(a, b, coll)
 }
 
 // typeName is $type's answer, including "missing".
@@ -481,3 +524,111 @@ func render(v any) string {
 
 // Render formats a value the way mongosim's error messages show values.
 func Render(v any) string { return render(v) }
+
+// CheckUserVarName validates the name of a user variable being defined
+// (a command's or $let's let), as the server does.
+func CheckUserVarName(name string) error { return checkVarName(name, false) }
+
+// CheckConstant rejects a command-level let expression that reads the
+// document ("$field", "$$ROOT", "$$CURRENT"): those run before any document
+// is seen. $literal arguments are not inspected.
+func CheckConstant(spec any) error {
+	switch x := spec.(type) {
+	case string:
+		if strings.HasPrefix(x, "$") && (!strings.HasPrefix(x, "$$") ||
+			x == "$$ROOT" || x == "$$CURRENT" || strings.HasPrefix(x, "$$ROOT.") || strings.HasPrefix(x, "$$CURRENT.")) {
+			return cmderr.New(4890500, "Command let Expression tried to access a field, but this is not allowed because command let expressions run before the query examines any documents.")
+		}
+	case bson.D:
+		for _, e := range x {
+			if e.Key == "$literal" {
+				continue
+			}
+			if err := CheckConstant(e.Value); err != nil {
+				return err
+			}
+		}
+	case bson.A:
+		for _, el := range x {
+			if err := CheckConstant(el); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// CheckVariables reports, as the server does when it parses a command, a
+// user variable that spec reads ("$$name") but neither defined (the
+// command's let) nor any $let, $map, $filter or $reduce inside spec binds.
+// It is conservative: a name bound anywhere in spec counts as bound
+// everywhere, so it never rejects a valid expression.
+func CheckVariables(spec any, defined map[string]any) error {
+	bound := map[string]bool{"this": true, "value": true}
+	collectBound(spec, bound)
+	return checkUses(spec, defined, bound)
+}
+
+func collectBound(spec any, bound map[string]bool) {
+	switch x := spec.(type) {
+	case bson.D:
+		for _, e := range x {
+			switch e.Key {
+			case "$literal":
+				continue
+			case "$let":
+				if d, ok := e.Value.(bson.D); ok {
+					if vars, ok := value.Get(d, "vars"); ok {
+						if vd, ok := vars.(bson.D); ok {
+							for _, v := range vd {
+								bound[v.Key] = true
+							}
+						}
+					}
+				}
+			case "as":
+				if s, ok := e.Value.(string); ok {
+					bound[s] = true
+				}
+			}
+			collectBound(e.Value, bound)
+		}
+	case bson.A:
+		for _, el := range x {
+			collectBound(el, bound)
+		}
+	}
+}
+
+func checkUses(spec any, defined map[string]any, bound map[string]bool) error {
+	switch x := spec.(type) {
+	case string:
+		if !strings.HasPrefix(x, "$$") || len(x) < 3 {
+			return nil
+		}
+		name, _, _ := strings.Cut(x[2:], ".")
+		if c := name[0]; c >= 'A' && c <= 'Z' {
+			return nil // system variable
+		}
+		if _, ok := defined[name]; ok || bound[name] {
+			return nil
+		}
+		return cmderr.New(17276, "Use of undefined variable: %s", name)
+	case bson.D:
+		for _, e := range x {
+			if e.Key == "$literal" {
+				continue
+			}
+			if err := checkUses(e.Value, defined, bound); err != nil {
+				return err
+			}
+		}
+	case bson.A:
+		for _, el := range x {
+			if err := checkUses(el, defined, bound); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package expr
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,7 +123,7 @@ func TestPathsAndVariables(t *testing.T) {
 		{name: "two operators", spec: `{"$add": [1], "$abs": 1}`, code: 15983},
 		{name: "operator then field", spec: `{"a": 1, "$add": [1]}`, code: 16404},
 		{name: "unknown operator", spec: `{"$foo": 1}`, code: 168},
-		{name: "unsupported operator", spec: `{"$regexMatch": {"input": "a", "regex": "a"}}`, code: 238},
+		{name: "unsupported operator", spec: `{"$function": {"body": "f", "args": [], "lang": "js"}}`, code: 238},
 		{name: "let", spec: `{"$let": {"vars": {"x": "$a", "y": 3}, "in": {"$add": ["$$x", "$$y"]}}}`, want: `8`},
 		{name: "let shadows", spec: `{"$let": {"vars": {"uv": 1}, "in": "$$uv"}}`, want: `1`},
 		{name: "let var path", spec: `{"$let": {"vars": {"o": "$sub"}, "in": "$$o.deep.z"}}`, want: `9`},
@@ -366,7 +367,11 @@ func TestConversions(t *testing.T) {
 		{name: "convert bad to", spec: `{"$convert": {"input": 5, "to": "nope"}}`, code: 2},
 		{name: "convert error", spec: `{"$convert": {"input": "x", "to": "int"}}`, code: 241},
 		{name: "convert missing to", spec: `{"$convert": {"input": "x"}}`, code: 9},
-		{name: "toDecimal unsupported", spec: `{"$toDecimal": 1}`, code: 238},
+		{name: "toDecimal int", spec: `{"$toDecimal": 1}`, want: `{"$numberDecimal": "1"}`},
+		{name: "toDecimal double", spec: `{"$toDecimal": 2.5}`, want: `{"$numberDecimal": "2.50000000000000"}`},
+		{name: "toDecimal string", spec: `{"$toDecimal": "1.10"}`, want: `{"$numberDecimal": "1.10"}`},
+		{name: "toDecimal bad string", spec: `{"$toDecimal": "x1"}`, code: 241},
+		{name: "convert to decimal", spec: `{"$convert": {"input": true, "to": "decimal"}}`, want: `{"$numberDecimal": "1"}`},
 	})
 }
 
@@ -469,5 +474,58 @@ func TestNowWithoutVarsIsStable(t *testing.T) {
 	}
 	if _, ok := a[0].(bson.DateTime); !ok {
 		t.Fatalf("$$NOW is %T", a[0])
+	}
+}
+
+func TestCheckVariables(t *testing.T) {
+	defined := map[string]any{"x": 1}
+	ok := []bson.D{
+		{{Key: "$eq", Value: bson.A{"$a", "$$x"}}},
+		{{Key: "$eq", Value: bson.A{"$a", "$$NOW"}}},
+		{{Key: "$map", Value: bson.D{{Key: "input", Value: "$arr"}, {Key: "as", Value: "el"}, {Key: "in", Value: "$$el.v"}}}},
+		{{Key: "$literal", Value: "$$undefinedButLiteral"}},
+		{{Key: "$reduce", Value: bson.D{{Key: "input", Value: "$arr"}, {Key: "initialValue", Value: 0}, {Key: "in", Value: bson.D{{Key: "$add", Value: bson.A{"$$value", "$$this"}}}}}}},
+	}
+	for _, spec := range ok {
+		if err := CheckVariables(spec, defined); err != nil {
+			t.Errorf("%v: %v", spec, err)
+		}
+	}
+	err := CheckVariables(bson.D{{Key: "$eq", Value: bson.A{"$a", "$$y.z"}}}, defined)
+	var ce *cmderr.Error
+	if !errors.As(err, &ce) || ce.Code != 17276 || ce.Message != "Use of undefined variable: y" {
+		t.Fatalf("undefined: %v", err)
+	}
+}
+
+// strength2 is a test collator that ignores ASCII case.
+type strength2 struct{}
+
+func (strength2) CompareStrings(a, b string) int {
+	return strings.Compare(strings.ToLower(a), strings.ToLower(b))
+}
+func (strength2) Key(s string) string { return strings.ToLower(s) }
+
+func TestCollatedOperators(t *testing.T) {
+	vars := WithCollator(nil, strength2{})
+	cases := []struct {
+		spec bson.D
+		want any
+	}{
+		{bson.D{{Key: "$eq", Value: bson.A{"ABC", "abc"}}}, true},
+		{bson.D{{Key: "$in", Value: bson.A{"X", bson.A{"x", "y"}}}}, true},
+		{bson.D{{Key: "$setIsSubset", Value: bson.A{bson.A{"A"}, bson.A{"a", "b"}}}}, true},
+		{bson.D{{Key: "$max", Value: bson.A{"b", "A", "C"}}}, "C"},
+		{bson.D{{Key: "$indexOfArray", Value: bson.A{bson.A{"a", "B"}, "b"}}}, int32(1)},
+	}
+	for _, tc := range cases {
+		got, err := MustCompile(tc.spec).Eval(bson.D{}, vars)
+		if err != nil || got != tc.want {
+			t.Errorf("%v = %v, %v; want %v", tc.spec, got, err, tc.want)
+		}
+		// Without the collation the answer is the binary one.
+		if plain, _ := MustCompile(tc.spec).Eval(bson.D{}, nil); plain == tc.want {
+			t.Errorf("%v: simple collation also gave %v", tc.spec, plain)
+		}
 	}
 }

@@ -30,6 +30,10 @@ var exprSeeds = []string{
 	`{"$dateTrunc": {"date": {"$dateAdd": {"startDate": "$date", "unit": "month", "amount": "$n"}}, "unit": "week", "binSize": 2, "startOfWeek": "tue"}}`,
 	`{"$dateDiff": {"startDate": "$date", "endDate": {"$dateSubtract": {"startDate": "$date", "unit": "quarter", "amount": 7}}, "unit": "week", "timezone": "+05:45"}}`,
 	`{"$divide": [{"$add": ["$n", {"$numberDecimal": "0.1"}, 0.2]}, {"$abs": {"$numberDecimal": "-3"}}]}`,
+	`{"$zip": {"inputs": ["$arr", {"$sortArray": {"input": "$objs", "sortBy": {"x": -1}}}], "useLongestLength": true, "defaults": [0, {"$replaceAll": {"input": "$s", "find": "l", "replacement": "LL"}}]}}`,
+	`{"$concatArrays": [{"$firstN": {"n": 2, "input": "$arr"}}, {"$maxN": {"n": "$b", "input": "$objs"}}, [{"$indexOfCP": ["$s", "l", 1, 9]}, {"$atan2": ["$d", {"$acos": 0.5}]}, {"$isoWeek": "$date"}]]}`,
+	`{"$dateFromString": {"dateString": {"$concat": ["2024-0", {"$toString": "$b"}, "-1", {"$toString": "$a"}, " 10:00:00.5 +0200"]}, "format": "%Y-%m-%d %H:%M:%S.%L %z", "onError": {"$dateToParts": {"date": "$date", "iso8601": true}}}}`,
+	`{"$percentile": {"input": ["$a", "$d", {"$bitXor": ["$a", "$b", "$l"]}, {"$dateFromParts": {"isoWeekYear": 2024, "isoWeek": "$a", "hour": "$neg"}}], "p": [0.1, 0.5, 1], "method": "approximate"}}`,
 }
 
 func FuzzExpr(f *testing.F) {

@@ -139,6 +139,23 @@ func nary(minN, maxN int, f func(name string, vals []any) (any, error)) opCompil
 	}
 }
 
+// naryColl is nary for operators whose comparisons follow the collation.
+func naryColl(minN, maxN int, f func(coll value.Collator, name string, vals []any) (any, error)) opCompiler {
+	return func(name string, args any) (evalFn, error) {
+		fns, err := compileArgs(name, args, minN, maxN)
+		if err != nil {
+			return nil, err
+		}
+		return func(s *scope) (any, error) {
+			vals, err := evalAll(s, fns)
+			if err != nil {
+				return nil, err
+			}
+			return f(s.coll, name, vals)
+		}, nil
+	}
+}
+
 // namedArgs splits an operator's document argument into its named
 // parameters, rejecting unknown ones and reporting missing required ones.
 func namedArgs(name string, args any, required []string, optional ...string) (map[string]any, error) {

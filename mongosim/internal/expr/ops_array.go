@@ -19,26 +19,26 @@ var arrayOps = map[string]opCompiler{
 	"$first":           nary(1, 1, opFirstLast),
 	"$last":            nary(1, 1, opFirstLast),
 	"$concatArrays":    nary(0, -1, opConcatArrays),
-	"$in":              nary(2, 2, opIn),
+	"$in":              naryColl(2, 2, opIn),
 	"$isArray":         nary(1, 1, opIsArray),
 	"$range":           nary(2, 3, opRange),
 	"$reverseArray":    nary(1, 1, opReverseArray),
 	"$slice":           nary(2, 3, opSlice),
-	"$indexOfArray":    nary(2, 4, opIndexOfArray),
+	"$indexOfArray":    naryColl(2, 4, opIndexOfArray),
 	"$filter":          compileFilter,
 	"$map":             compileMap,
 	"$reduce":          compileReduce,
-	"$setUnion":        nary(0, -1, opSetUnion),
-	"$setIntersection": nary(0, -1, opSetIntersection),
-	"$setDifference":   nary(2, 2, opSetDifference),
-	"$setEquals":       nary(2, -1, opSetEquals),
-	"$setIsSubset":     nary(2, 2, opSetIsSubset),
+	"$setUnion":        naryColl(0, -1, opSetUnion),
+	"$setIntersection": naryColl(0, -1, opSetIntersection),
+	"$setDifference":   naryColl(2, 2, opSetDifference),
+	"$setEquals":       naryColl(2, -1, opSetEquals),
+	"$setIsSubset":     naryColl(2, 2, opSetIsSubset),
 	"$anyElementTrue":  nary(1, 1, opElementsTrue),
 	"$allElementsTrue": nary(1, 1, opElementsTrue),
 	"$sum":             nary(0, -1, opAccumulate),
 	"$avg":             nary(0, -1, opAccumulate),
-	"$max":             nary(0, -1, opAccumulate),
-	"$min":             nary(0, -1, opAccumulate),
+	"$max":             naryColl(0, -1, opMinMax),
+	"$min":             naryColl(0, -1, opMinMax),
 }
 
 func opSize(name string, vals []any) (any, error) {
@@ -107,13 +107,13 @@ func opConcatArrays(name string, vals []any) (any, error) {
 	return out, nil
 }
 
-func opIn(name string, vals []any) (any, error) {
+func opIn(coll value.Collator, name string, vals []any) (any, error) {
 	a, ok := value.ToArray(vals[1])
 	if !ok {
 		return nil, cmderr.New(40081, "$in requires an array as a second argument, found: %s", typeName(vals[1]))
 	}
 	for _, el := range a {
-		if CompareValues(vals[0], el) == 0 {
+		if CompareValuesWith(vals[0], el, coll) == 0 {
 			return true, nil
 		}
 	}
@@ -236,7 +236,7 @@ func opSlice(name string, vals []any) (any, error) {
 	return append(bson.A{}, a[start:end]...), nil
 }
 
-func opIndexOfArray(name string, vals []any) (any, error) {
+func opIndexOfArray(coll value.Collator, name string, vals []any) (any, error) {
 	if IsNullish(vals[0]) {
 		return nil, nil
 	}
@@ -260,7 +260,7 @@ func opIndexOfArray(name string, vals []any) (any, error) {
 		end = min(e, end)
 	}
 	for i := start; i < end; i++ {
-		if CompareValues(a[i], vals[1]) == 0 {
+		if CompareValuesWith(a[i], vals[1], coll) == 0 {
 			return int32(i), nil
 		}
 	}
@@ -402,19 +402,19 @@ func compileReduce(name string, args any) (evalFn, error) {
 }
 
 // setOf returns the distinct elements of an array in first-seen order.
-func setOf(a bson.A) bson.A {
+func setOf(a bson.A, coll value.Collator) bson.A {
 	out := bson.A{}
 	for _, el := range a {
-		if !contains(out, el) {
+		if !contains(out, el, coll) {
 			out = append(out, el)
 		}
 	}
 	return out
 }
 
-func contains(a bson.A, v any) bool {
+func contains(a bson.A, v any, coll value.Collator) bool {
 	for _, el := range a {
-		if CompareValues(el, v) == 0 {
+		if CompareValuesWith(el, v, coll) == 0 {
 			return true
 		}
 	}
@@ -436,7 +436,7 @@ func setArgs(name string, vals []any, nullOK bool) ([]bson.A, bool, error) {
 	return sets, false, nil
 }
 
-func opSetUnion(name string, vals []any) (any, error) {
+func opSetUnion(coll value.Collator, name string, vals []any) (any, error) {
 	sets, isNull, err := setArgs(name, vals, true)
 	if err != nil || isNull {
 		return nil, err
@@ -444,7 +444,7 @@ func opSetUnion(name string, vals []any) (any, error) {
 	out := bson.A{}
 	for _, s := range sets {
 		for _, el := range s {
-			if !contains(out, el) {
+			if !contains(out, el, coll) {
 				out = append(out, el)
 			}
 		}
@@ -452,7 +452,7 @@ func opSetUnion(name string, vals []any) (any, error) {
 	return out, nil
 }
 
-func opSetIntersection(name string, vals []any) (any, error) {
+func opSetIntersection(coll value.Collator, name string, vals []any) (any, error) {
 	sets, isNull, err := setArgs(name, vals, true)
 	if err != nil || isNull {
 		return nil, err
@@ -461,10 +461,10 @@ func opSetIntersection(name string, vals []any) (any, error) {
 		return bson.A{}, nil
 	}
 	out := bson.A{}
-	for _, el := range setOf(sets[0]) {
+	for _, el := range setOf(sets[0], coll) {
 		all := true
 		for _, s := range sets[1:] {
-			if !contains(s, el) {
+			if !contains(s, el, coll) {
 				all = false
 				break
 			}
@@ -476,48 +476,48 @@ func opSetIntersection(name string, vals []any) (any, error) {
 	return out, nil
 }
 
-func opSetDifference(name string, vals []any) (any, error) {
+func opSetDifference(coll value.Collator, name string, vals []any) (any, error) {
 	sets, isNull, err := setArgs(name, vals, true)
 	if err != nil || isNull {
 		return nil, err
 	}
 	out := bson.A{}
-	for _, el := range setOf(sets[0]) {
-		if !contains(sets[1], el) {
+	for _, el := range setOf(sets[0], coll) {
+		if !contains(sets[1], el, coll) {
 			out = append(out, el)
 		}
 	}
 	return out, nil
 }
 
-func opSetEquals(name string, vals []any) (any, error) {
+func opSetEquals(coll value.Collator, name string, vals []any) (any, error) {
 	sets, _, err := setArgs(name, vals, false)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range sets[1:] {
-		if !subset(sets[0], s) || !subset(s, sets[0]) {
+		if !subset(sets[0], s, coll) || !subset(s, sets[0], coll) {
 			return false, nil
 		}
 	}
 	return true, nil
 }
 
-func subset(a, b bson.A) bool {
+func subset(a, b bson.A, coll value.Collator) bool {
 	for _, el := range a {
-		if !contains(b, el) {
+		if !contains(b, el, coll) {
 			return false
 		}
 	}
 	return true
 }
 
-func opSetIsSubset(name string, vals []any) (any, error) {
+func opSetIsSubset(coll value.Collator, name string, vals []any) (any, error) {
 	sets, _, err := setArgs(name, vals, false)
 	if err != nil {
 		return nil, err
 	}
-	return subset(sets[0], sets[1]), nil
+	return subset(sets[0], sets[1], coll), nil
 }
 
 func opElementsTrue(name string, vals []any) (any, error) {
@@ -532,6 +532,31 @@ func opElementsTrue(name string, vals []any) (any, error) {
 		}
 	}
 	return !want, nil
+}
+
+// opMinMax is $max/$min, comparing strings under the collation.
+func opMinMax(coll value.Collator, name string, vals []any) (any, error) {
+	if coll == nil {
+		return opAccumulate(name, vals)
+	}
+	if len(vals) == 1 {
+		if a, ok := value.ToArray(vals[0]); ok {
+			vals = a
+		}
+	}
+	var best any = Missing
+	for _, v := range vals {
+		if IsNullish(v) {
+			continue
+		}
+		if c := CompareValuesWith(v, best, coll); IsMissing(best) || (name == "$max" && c > 0) || (name == "$min" && c < 0) {
+			best = v
+		}
+	}
+	if IsMissing(best) {
+		return nil, nil
+	}
+	return best, nil
 }
 
 // opAccumulate is $sum/$avg/$max/$min in expression context: one array

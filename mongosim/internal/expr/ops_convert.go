@@ -146,7 +146,7 @@ func numberString(v any) string {
 func convert(v any, to string) (any, error) {
 	switch to {
 	case "decimal":
-		return nil, cmderr.Unsupported("conversion to decimal")
+		return toDecimal(v)
 	case "string":
 		switch x := v.(type) {
 		case string:

@@ -8,13 +8,13 @@ import (
 )
 
 var logicOps = map[string]opCompiler{
-	"$eq":       nary(2, 2, opCompare),
-	"$ne":       nary(2, 2, opCompare),
-	"$gt":       nary(2, 2, opCompare),
-	"$gte":      nary(2, 2, opCompare),
-	"$lt":       nary(2, 2, opCompare),
-	"$lte":      nary(2, 2, opCompare),
-	"$cmp":      nary(2, 2, opCompare),
+	"$eq":       naryColl(2, 2, opCompare),
+	"$ne":       naryColl(2, 2, opCompare),
+	"$gt":       naryColl(2, 2, opCompare),
+	"$gte":      naryColl(2, 2, opCompare),
+	"$lt":       naryColl(2, 2, opCompare),
+	"$lte":      naryColl(2, 2, opCompare),
+	"$cmp":      naryColl(2, 2, opCompare),
 	"$and":      compileAndOr,
 	"$or":       compileAndOr,
 	"$not":      nary(1, 1, func(_ string, v []any) (any, error) { return !Truthy(v[0]), nil }),
@@ -27,8 +27,8 @@ var logicOps = map[string]opCompiler{
 	"$isNumber": nary(1, 1, func(_ string, v []any) (any, error) { return value.IsNumber(v[0]), nil }),
 }
 
-func opCompare(name string, vals []any) (any, error) {
-	c := CompareValues(vals[0], vals[1])
+func opCompare(coll value.Collator, name string, vals []any) (any, error) {
+	c := CompareValuesWith(vals[0], vals[1], coll)
 	switch name {
 	case "$eq":
 		return c == 0, nil

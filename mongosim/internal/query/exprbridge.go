@@ -9,17 +9,27 @@ import (
 // exprNode is $expr: an aggregation expression evaluated against the whole
 // document, true when its result is truthy. An evaluation error makes the
 // document not match; MatchErr reports it.
-type exprNode struct{ e *expr.Expr }
+type exprNode struct {
+	e    *expr.Expr
+	vars map[string]any
+}
 
 func compileExpr(arg any, ctx compileCtx) (node, error) {
 	e, err := expr.Compile(arg)
 	if err != nil {
 		return nil, err
 	}
+	if ctx.checkVars {
+		// A command's filter: an undefined variable fails at parse time,
+		// as on mongod, even when no document is examined.
+		if err := expr.CheckVariables(arg, ctx.vars); err != nil {
+			return nil, err
+		}
+	}
 	if ctx.exprs != nil {
 		*ctx.exprs = append(*ctx.exprs, e)
 	}
-	return exprNode{e}, nil
+	return exprNode{e, ctx.vars}, nil
 }
 
 func (n exprNode) match(v any, _ *int) bool {
@@ -28,7 +38,7 @@ func (n exprNode) match(v any, _ *int) bool {
 }
 
 func (n exprNode) matchDoc(d bson.D, _ *int) bool {
-	r, err := n.e.Eval(d, nil)
+	r, err := n.e.Eval(d, n.vars)
 	return err == nil && expr.Truthy(r)
 }
 
@@ -41,7 +51,7 @@ func (f *Filter) MatchErr(doc bson.D) (bool, error) {
 	}
 	ok := f.root.matchDoc(doc, nil)
 	for _, e := range f.exprs {
-		if _, err := e.Eval(doc, nil); err != nil {
+		if _, err := e.Eval(doc, f.vars); err != nil {
 			return false, err
 		}
 	}
@@ -61,8 +71,8 @@ func compileProjExpr(spec any) (*projExpr, error) {
 
 // eval returns the field's value; ok is false when the result is missing
 // (the field is then left out).
-func (p *projExpr) eval(doc bson.D) (any, bool, error) {
-	v, err := p.e.Eval(doc, nil)
+func (p *projExpr) eval(doc bson.D, vars map[string]any) (any, bool, error) {
+	v, err := p.e.Eval(doc, vars)
 	if err != nil {
 		return nil, false, err
 	}

@@ -17,6 +17,18 @@ import (
 type Filter struct {
 	root  node
 	exprs []*expr.Expr // every $expr, for MatchErr
+	vars  map[string]any
+}
+
+// Options are what a filter depends on besides its document. The zero
+// value is the simple collation and no variables.
+type Options struct {
+	// Collator orders and equates strings (nil: simple, binary).
+	Collator value.Collator
+	// Vars are the command's let variables (and $$NOW, $$CLUSTER_TIME) by
+	// name without "$$", for $expr. When set, a $expr reading an undefined
+	// user variable fails compilation (17276), as on mongod.
+	Vars map[string]any
 }
 
 // node is one compiled predicate. v is the value the predicate is rooted at:
@@ -39,13 +51,25 @@ type compileCtx struct {
 	nested bool
 	// exprs collects the compiled $expr expressions.
 	exprs *[]*expr.Expr
+	// coll is the collation of comparisons (nil: simple).
+	coll value.Collator
+	// vars are the variables $expr sees (with the collation in them).
+	vars map[string]any
+	// checkVars: the variables are the command's complete set, so a
+	// $expr reading another one is an error at compile time.
+	checkVars bool
 }
 
 // CompileFilter compiles a MongoDB query filter. Errors are *cmderr.Error
 // shaped like the server's.
 func CompileFilter(filter bson.D) (*Filter, error) {
-	f := &Filter{}
-	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs})
+	return CompileFilterWith(filter, Options{})
+}
+
+// CompileFilterWith is CompileFilter with a collation and variables.
+func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
+	f := &Filter{vars: expr.WithCollator(o.Vars, o.Collator)}
+	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil})
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +179,7 @@ func (c constNode) matchDoc(bson.D, *int) bool { return bool(c) }
 // ---- compilation ----
 
 var topLevelUnsupported = map[string]bool{
-	"$where": true, "$text": true, "$jsonSchema": true, "$sampleRate": true,
+	"$where": true, "$text": true, "$sampleRate": true,
 }
 
 func compileDoc(filter bson.D, ctx compileCtx) (node, error) {
@@ -231,6 +255,12 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 			return nil, cmderr.New(cmderr.BadValue, "$expr can only be applied to the top-level document")
 		}
 		return compileExpr(arg, ctx)
+	case "$jsonSchema":
+		sch, err := CompileSchema(arg)
+		if err != nil {
+			return nil, err
+		}
+		return schemaNode{sch}, nil
 	}
 	if topLevelUnsupported[op] {
 		return nil, cmderr.Unsupported("query operator " + op)
@@ -261,7 +291,7 @@ func compileField(path string, v any, ctx compileCtx) (node, error) {
 		}
 		return p.with(l), nil
 	}
-	return p.with(newEqLeaf(v)), nil
+	return p.with(newEqLeaf(v, ctx.coll)), nil
 }
 
 // compileOps compiles {$op: arg, ...} for one path. Each operator is its own
@@ -331,16 +361,16 @@ var fieldUnsupported = map[string]bool{
 func compileOp(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
 	switch op {
 	case "$eq":
-		return p.with(newEqLeaf(arg)), nil
+		return p.with(newEqLeaf(arg, ctx.coll)), nil
 	case "$ne":
-		return notNode{p.with(newEqLeaf(arg))}, nil
+		return notNode{p.with(newEqLeaf(arg, ctx.coll))}, nil
 	case "$gt", "$gte", "$lt", "$lte":
 		if _, ok := arg.(bson.Regex); ok {
 			return nil, cmderr.New(cmderr.BadValue, "Can't have RegEx as arg to predicate over field '%s'.", p.path)
 		}
-		return p.with(cmpLeaf{op: cmpOps[op], rhs: arg}), nil
+		return p.with(cmpLeaf{op: cmpOps[op], rhs: arg, coll: ctx.coll}), nil
 	case "$in", "$nin":
-		l, err := newInLeaf(op, arg)
+		l, err := newInLeaf(op, arg, ctx.coll)
 		if err != nil {
 			return nil, err
 		}
@@ -439,7 +469,7 @@ func compileAll(p pathSpec, arg any, ctx compileCtx) (node, error) {
 			nodes = append(nodes, p.with(l))
 			continue
 		}
-		nodes = append(nodes, p.with(newEqLeaf(x)))
+		nodes = append(nodes, p.with(newEqLeaf(x, ctx.coll)))
 	}
 	if elemMatches > 0 && elemMatches != len(arr) {
 		return nil, cmderr.New(cmderr.BadValue, "$all/$elemMatch has to be consistent")
@@ -488,11 +518,11 @@ func isNull(v any) bool {
 	return false
 }
 
-func newEqLeaf(v any) leaf {
+func newEqLeaf(v any, coll value.Collator) leaf {
 	if isNull(v) {
 		return nullLeaf{}
 	}
-	return eqLeaf{v: v}
+	return eqLeaf{v: v, coll: coll}
 }
 
 // nullLeaf is {$eq: null}: null or missing (not undefined, as in 8.0).
@@ -500,13 +530,16 @@ type nullLeaf struct{}
 
 func (nullLeaf) matches(v any) bool { return v == missing || isNull(v) }
 
-type eqLeaf struct{ v any }
+type eqLeaf struct {
+	v    any
+	coll value.Collator
+}
 
 func (l eqLeaf) matches(v any) bool {
 	if v == missing {
 		return false
 	}
-	return value.Compare(v, l.v) == 0
+	return value.CompareWith(v, l.v, l.coll) == 0
 }
 
 type cmpOp int
@@ -521,8 +554,9 @@ const (
 var cmpOps = map[string]cmpOp{"$gt": opGT, "$gte": opGTE, "$lt": opLT, "$lte": opLTE}
 
 type cmpLeaf struct {
-	op  cmpOp
-	rhs any
+	op   cmpOp
+	rhs  any
+	coll value.Collator
 }
 
 func (l cmpLeaf) matches(v any) bool {
@@ -551,7 +585,7 @@ func (l cmpLeaf) matches(v any) bool {
 			return vn && rn && inclusive
 		}
 	}
-	c := value.Compare(v, l.rhs)
+	c := value.CompareWith(v, l.rhs, l.coll)
 	switch l.op {
 	case opGT:
 		return c > 0
@@ -578,14 +612,15 @@ type inLeaf struct {
 	sorted  []any
 	regexes []*regexLeaf
 	null    bool
+	coll    value.Collator
 }
 
-func newInLeaf(op string, arg any) (*inLeaf, error) {
+func newInLeaf(op string, arg any, coll value.Collator) (*inLeaf, error) {
 	arr, ok := arg.(bson.A)
 	if !ok {
 		return nil, cmderr.New(cmderr.BadValue, "%s needs an array", op)
 	}
-	l := &inLeaf{}
+	l := &inLeaf{coll: coll}
 	for _, x := range arr {
 		if _, ok := isOperatorDoc(x); ok {
 			return nil, cmderr.New(cmderr.BadValue, "cannot nest $ under %s", op)
@@ -603,7 +638,7 @@ func newInLeaf(op string, arg any) (*inLeaf, error) {
 		}
 		l.sorted = append(l.sorted, x)
 	}
-	sort.SliceStable(l.sorted, func(i, j int) bool { return value.Compare(l.sorted[i], l.sorted[j]) < 0 })
+	sort.SliceStable(l.sorted, func(i, j int) bool { return value.CompareWith(l.sorted[i], l.sorted[j], coll) < 0 })
 	return l, nil
 }
 
@@ -615,7 +650,7 @@ func (l *inLeaf) matches(v any) bool {
 		lo, hi := 0, len(l.sorted)
 		for lo < hi {
 			mid := int(uint(lo+hi) >> 1)
-			c := value.Compare(l.sorted[mid], v)
+			c := value.CompareWith(l.sorted[mid], v, l.coll)
 			if c == 0 {
 				return true
 			}

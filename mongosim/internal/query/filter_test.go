@@ -365,7 +365,7 @@ func TestCompileErrors(t *testing.T) {
 		{`{"a": {"$regex": "a*+"}}`, cmderr.NotImplemented, ""},
 		{`{"$where": "true"}`, cmderr.NotImplemented, "mongosim does not support query operator $where"},
 		{`{"$text": {"$search": "x"}}`, cmderr.NotImplemented, "mongosim does not support query operator $text"},
-		{`{"$jsonSchema": {}}`, cmderr.NotImplemented, "mongosim does not support query operator $jsonSchema"},
+		{`{"$jsonSchema": {"format": "x"}}`, cmderr.FailedToParse, "$jsonSchema keyword 'format' is not currently supported"},
 		{`{"a": {"$geoWithin": {}}}`, cmderr.NotImplemented, "mongosim does not support query operator $geoWithin"},
 		{`{"a": {"$near": [0, 0]}}`, cmderr.NotImplemented, "mongosim does not support query operator $near"},
 		{`{"a": {"$bitsAllSet": 1}}`, cmderr.NotImplemented, "mongosim does not support query operator $bitsAllSet"},

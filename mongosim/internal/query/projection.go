@@ -17,6 +17,7 @@ type Projection struct {
 	idInclude  bool
 	positional bool // has a field.$ projection: needs the match position
 	empty      bool
+	vars       map[string]any // the command's let variables, for computed fields
 }
 
 type projNode struct {
@@ -377,6 +378,17 @@ func (a *applier) includeField(f *projField, v any) (any, bool) {
 	return nil, false
 }
 
+// CompileProjectionWith is CompileProjection whose computed fields see
+// the command's variables (let, $$NOW).
+func CompileProjectionWith(spec bson.D, vars map[string]any) (*Projection, error) {
+	p, err := CompileProjection(spec)
+	if err != nil {
+		return nil, err
+	}
+	p.vars = vars
+	return p, nil
+}
+
 // includeValue applies an inclusion sub-projection to a value: into
 // documents, and through arrays, whose non-document elements are dropped.
 func (a *applier) includeValue(n *projNode, v any) (any, bool) {
@@ -401,7 +413,7 @@ func (a *applier) addComputed(n *projNode, out bson.D) bson.D {
 	for _, f := range n.fields {
 		switch {
 		case f.expr != nil:
-			v, ok, err := f.expr.eval(a.root)
+			v, ok, err := f.expr.eval(a.root, a.p.vars)
 			if err != nil {
 				if a.err == nil {
 					a.err = err

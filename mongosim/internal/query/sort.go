@@ -17,12 +17,16 @@ type Sort struct {
 type sortField struct {
 	path pathSpec
 	desc bool
+	coll value.Collator
 }
 
 // CompileSort compiles a sort specification. Each value must be a number
 // equal to 1 or -1; {$meta: ...} is not supported. An empty spec is valid
 // and keeps the input order.
-func CompileSort(spec bson.D) (*Sort, error) {
+func CompileSort(spec bson.D) (*Sort, error) { return CompileSortWith(spec, nil) }
+
+// CompileSortWith is CompileSort ordering strings by coll (nil: simple).
+func CompileSortWith(spec bson.D, coll value.Collator) (*Sort, error) {
 	s := &Sort{}
 	for _, e := range spec {
 		if d, ok := e.Value.(bson.D); ok && len(d) > 0 && d[0].Key == "$meta" {
@@ -35,7 +39,7 @@ func CompileSort(spec bson.D) (*Sort, error) {
 		if e.Key == "" {
 			return nil, cmderr.New(cmderr.BadValue, "FieldPath cannot be constructed with empty string")
 		}
-		s.keys = append(s.keys, sortField{path: newPath(e.Key, compileCtx{}), desc: f == -1})
+		s.keys = append(s.keys, sortField{path: newPath(e.Key, compileCtx{}), desc: f == -1, coll: coll})
 	}
 	return s, nil
 }
@@ -48,7 +52,7 @@ func (s *Sort) Len() int { return len(s.keys) }
 func (s *Sort) Compare(a, b bson.D) int {
 	for _, k := range s.keys {
 		x, y := k.key(a), k.key(b)
-		c := compareSortValues(x, y)
+		c := compareSortValues(x, y, k.coll)
 		if k.desc {
 			c = -c
 		}
@@ -79,7 +83,7 @@ func (s *Sort) SortDocs(docs []bson.D) {
 	}
 	sort.SliceStable(items, func(i, j int) bool {
 		for n, k := range s.keys {
-			c := compareSortValues(items[i].keys[n], items[j].keys[n])
+			c := compareSortValues(items[i].keys[n], items[j].keys[n], k.coll)
 			if k.desc {
 				c = -c
 			}
@@ -98,7 +102,7 @@ func (s *Sort) SortDocs(docs []bson.D) {
 // before null (but after MinKey).
 type emptyArrayKey struct{}
 
-func compareSortValues(a, b any) int {
+func compareSortValues(a, b any, coll value.Collator) int {
 	_, ea := a.(emptyArrayKey)
 	_, eb := b.(emptyArrayKey)
 	switch {
@@ -115,14 +119,14 @@ func compareSortValues(a, b any) int {
 		}
 		return 1
 	}
-	return value.Compare(a, b)
+	return value.CompareWith(a, b, coll)
 }
 
 // key is the value doc sorts by for this field: among all values the path
 // reaches (array elements included), the smallest ascending or the largest
 // descending; missing is null.
 func (k sortField) key(doc bson.D) any {
-	acc := sortAcc{desc: k.desc}
+	acc := sortAcc{desc: k.desc, coll: k.coll}
 	k.collect(doc, 0, &acc)
 	if !acc.have {
 		return nil
@@ -131,6 +135,7 @@ func (k sortField) key(doc bson.D) any {
 }
 
 type sortAcc struct {
+	coll value.Collator
 	desc bool
 	have bool
 	best any
@@ -141,7 +146,7 @@ func (a *sortAcc) add(v any) {
 		a.best, a.have = v, true
 		return
 	}
-	c := compareSortValues(v, a.best)
+	c := compareSortValues(v, a.best, a.coll)
 	if (a.desc && c > 0) || (!a.desc && c < 0) {
 		a.best = v
 	}

@@ -23,6 +23,7 @@ type pushSpec struct {
 type pushSort struct {
 	dir    int         // whole-element sort direction, when fields is nil
 	fields *query.Sort // sort of embedded documents by field
+	spec   bson.D      // the field sort, to compile under a collation
 }
 
 func parsePush(v any) (*pushSpec, error) {
@@ -124,11 +125,12 @@ func parsePushSort(v any) (*pushSort, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pushSort{fields: s}, nil
+	return &pushSort{fields: s, spec: d}, nil
 }
 
-// apply returns arr with the $push applied; arr is not modified.
-func (p *pushSpec) apply(arr bson.A) bson.A {
+// apply returns arr with the $push applied; arr is not modified. coll is
+// the collation of a $sort (nil: simple).
+func (p *pushSpec) apply(arr bson.A, coll value.Collator) bson.A {
 	out := make(bson.A, 0, len(arr)+len(p.each))
 	out = append(out, arr...)
 	pos := int64(len(out))
@@ -145,7 +147,7 @@ func (p *pushSpec) apply(arr bson.A) bson.A {
 	}
 	out = slices.Insert(out, int(pos), vals...)
 	if p.sort != nil {
-		p.sort.sort(out)
+		p.sort.sort(out, coll)
 	}
 	if p.slice != nil {
 		n := *p.slice
@@ -159,15 +161,22 @@ func (p *pushSpec) apply(arr bson.A) bson.A {
 	return out
 }
 
-func (s *pushSort) sort(arr bson.A) {
+func (s *pushSort) sort(arr bson.A, coll value.Collator) {
 	if s.fields == nil {
-		slices.SortStableFunc(arr, func(a, b any) int { return s.dir * value.Compare(a, b) })
+		slices.SortStableFunc(arr, func(a, b any) int { return s.dir * value.CompareWith(a, b, coll) })
 		return
+	}
+	fields := s.fields
+	if coll != nil {
+		// The spec compiled once already; it cannot fail now.
+		if f, err := query.CompileSortWith(s.spec, coll); err == nil {
+			fields = f
+		}
 	}
 	slices.SortStableFunc(arr, func(a, b any) int {
 		da, _ := a.(bson.D)
 		db, _ := b.(bson.D)
-		return s.fields.Compare(da, db)
+		return fields.Compare(da, db)
 	})
 }
 
@@ -176,7 +185,8 @@ func (s *pushSort) sort(arr bson.A) {
 type pullSpec struct {
 	eq      any
 	filter  *query.Filter
-	wrapped bool // filter applies to {pullWrapKey: element}
+	spec    bson.D // the filter, to compile under a collation
+	wrapped bool   // filter applies to {pullWrapKey: element}
 }
 
 const pullWrapKey = "v"
@@ -191,23 +201,38 @@ func parsePull(v any) (*pullSpec, error) {
 		return &pullSpec{eq: v}, nil
 	}
 	if len(d) > 0 && strings.HasPrefix(d[0].Key, "$") && !logicalTopLevel[d[0].Key] {
-		f, err := query.CompileFilter(bson.D{{Key: pullWrapKey, Value: d}})
+		spec := bson.D{{Key: pullWrapKey, Value: d}}
+		f, err := query.CompileFilter(spec)
 		if err != nil {
 			return nil, err
 		}
-		return &pullSpec{filter: f, wrapped: true}, nil
+		return &pullSpec{filter: f, spec: spec, wrapped: true}, nil
 	}
 	f, err := query.CompileFilter(d)
 	if err != nil {
 		return nil, err
 	}
-	return &pullSpec{filter: f}, nil
+	return &pullSpec{filter: f, spec: d}, nil
 }
 
-func (p *pullSpec) matches(elem any) bool {
+// under returns the $pull condition compiled under coll (nil: as is).
+func (p *pullSpec) under(coll value.Collator) *pullSpec {
+	if coll == nil || p.filter == nil {
+		return p
+	}
+	f, err := query.CompileFilterWith(p.spec, query.Options{Collator: coll})
+	if err != nil { // compiled once already; cannot fail now
+		return p
+	}
+	c := *p
+	c.filter = f
+	return &c
+}
+
+func (p *pullSpec) matches(elem any, coll value.Collator) bool {
 	switch {
 	case p.filter == nil:
-		return value.Equal(p.eq, elem)
+		return value.EqualWith(p.eq, elem, coll)
 	case p.wrapped:
 		return p.filter.Match(bson.D{{Key: pullWrapKey, Value: elem}})
 	}
@@ -217,7 +242,7 @@ func (p *pullSpec) matches(elem any) bool {
 
 // bindArrayFilters compiles the arrayFilters of one update command and checks
 // them against the identifiers the update uses, as the server does.
-func (u *Update) bindArrayFilters(filters []bson.D) (map[string]*query.Filter, error) {
+func (u *Update) bindArrayFilters(filters []bson.D, coll value.Collator) (map[string]*query.Filter, error) {
 	if len(filters) == 0 && len(u.identifiers) == 0 {
 		return nil, nil
 	}
@@ -230,7 +255,7 @@ func (u *Update) bindArrayFilters(filters []bson.D) (map[string]*query.Filter, e
 		if _, dup := bound[id]; dup {
 			return nil, cmderr.New(cmderr.FailedToParse, "Found multiple array filters with the same top-level field name %s", id)
 		}
-		compiled, err := query.CompileFilter(f)
+		compiled, err := query.CompileFilterWith(f, query.Options{Collator: coll})
 		if err != nil {
 			return nil, err
 		}

@@ -70,7 +70,7 @@ func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
 		if !s.exists {
 			return create(value.Clone(l.arg))
 		}
-		c := value.Compare(l.arg, s.val)
+		c := value.CompareWith(l.arg, s.val, a.env.Collator)
 		if (l.kind == opMin && c < 0) || (l.kind == opMax && c > 0) {
 			return value.Clone(l.arg), true, nil
 		}
@@ -88,14 +88,14 @@ func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
 
 	case opPush:
 		if !s.exists {
-			return create(l.push.apply(nil))
+			return create(l.push.apply(nil, a.env.Collator))
 		}
 		arr, ok := s.val.(bson.A)
 		if !ok {
 			return nil, false, cmderr.New(cmderr.BadValue,
 				"The field '%s' must be an array but is of type %s in document {%s}", s.name(), typeName(s.val), a.id)
 		}
-		return l.push.apply(arr), true, nil
+		return l.push.apply(arr, a.env.Collator), true, nil
 
 	case opAddToSet:
 		var arr bson.A
@@ -110,7 +110,7 @@ func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
 		}
 		out := arr
 		for _, v := range l.each {
-			if !containsEqual(out, v) {
+			if !containsEqual(out, v, a.env.Collator) {
 				out = append(out[:len(out):len(out)], value.Clone(v))
 			}
 		}
@@ -128,12 +128,16 @@ func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
 			return nil, false, cmderr.New(cmderr.BadValue, "Cannot apply $pull to a non-array value")
 		}
 		out := make(bson.A, 0, len(arr))
+		var pull *pullSpec
+		if l.kind == opPull {
+			pull = l.pull.under(a.env.Collator)
+		}
 		for _, e := range arr {
 			var drop bool
 			if l.kind == opPull {
-				drop = l.pull.matches(e)
+				drop = pull.matches(e, a.env.Collator)
 			} else {
-				drop = containsEqual(l.pullAll, e)
+				drop = containsEqual(l.pullAll, e, a.env.Collator)
 			}
 			if !drop {
 				out = append(out, e)
@@ -197,9 +201,9 @@ func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
 	return nil, false, cmderr.Unsupported("update operator " + l.op)
 }
 
-func containsEqual(arr bson.A, v any) bool {
+func containsEqual(arr bson.A, v any, coll value.Collator) bool {
 	for _, e := range arr {
-		if value.Equal(e, v) {
+		if value.EqualWith(e, v, coll) {
 			return true
 		}
 	}

@@ -40,7 +40,7 @@ func (pu *pipelineUpdate) apply(doc bson.D, env Env, immutableID bool) (bson.D, 
 	}
 	// The pipeline only has document-local stages: it cannot block, so a
 	// background context is enough.
-	out, err := pu.p.Run(context.Background(), []bson.D{doc}, agg.Env{Now: env.Now})
+	out, err := pu.p.Run(context.Background(), []bson.D{doc}, agg.Env{Now: env.Now, Vars: env.Vars, Collator: env.Collator})
 	if err != nil {
 		return nil, err
 	}

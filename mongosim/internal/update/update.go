@@ -26,6 +26,12 @@ type Env struct {
 	// Position is the array index the query matched (query.MatchPosition),
 	// which the positional $ operator updates; -1 if none.
 	Position int
+	// Vars are the command's let variables (and $$NOW, $$CLUSTER_TIME),
+	// for pipeline-style updates.
+	Vars map[string]any
+	// Collator is the command's collation, for arrayFilters, $min/$max,
+	// $addToSet and $pullAll; nil is the simple collation.
+	Collator value.Collator
 }
 
 type kind int
@@ -122,7 +128,7 @@ func (u *Update) CheckArrayFilters(filters []bson.D) error {
 		}
 		return nil
 	}
-	_, err := u.bindArrayFilters(filters)
+	_, err := u.bindArrayFilters(filters, nil)
 	return err
 }
 
@@ -166,7 +172,7 @@ func (u *Update) apply(doc bson.D, env Env, immutableID bool) (bson.D, error) {
 	case kindPipeline:
 		return u.pipeline.apply(doc, env, immutableID)
 	}
-	filters, err := u.bindArrayFilters(env.ArrayFilters)
+	filters, err := u.bindArrayFilters(env.ArrayFilters, env.Collator)
 	if err != nil {
 		return nil, err
 	}

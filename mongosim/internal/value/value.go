@@ -121,9 +121,24 @@ func decimalToFloat(d bson.Decimal128) (float64, error) {
 	return f * math.Pow10(exp), nil
 }
 
+// Collator compares strings under a non-simple collation. A nil Collator
+// is the simple (binary) collation.
+type Collator interface {
+	// CompareStrings orders a and b under the collation.
+	CompareStrings(a, b string) int
+	// Key returns a string equal for exactly the strings the collation
+	// deems equal, for hashing (group keys, unique index entries).
+	Key(s string) string
+}
+
 // Compare orders two BSON values as MongoDB does: first by canonical type,
 // then by value. Numbers of different types compare by numeric value.
-func Compare(a, b any) int {
+func Compare(a, b any) int { return CompareWith(a, b, nil) }
+
+// CompareWith is Compare with strings (and symbols), also inside documents
+// and arrays, ordered by coll; field names stay binary, as on mongod. A nil
+// coll is Compare.
+func CompareWith(a, b any, coll Collator) int {
 	ra, rb := TypeOrder(a), TypeOrder(b)
 	if ra != rb {
 		return cmpInt(ra, rb)
@@ -134,11 +149,14 @@ func Compare(a, b any) int {
 	case rankNumber:
 		return compareNumbers(a, b)
 	case rankString:
+		if coll != nil {
+			return coll.CompareStrings(stringOf(a), stringOf(b))
+		}
 		return strings.Compare(stringOf(a), stringOf(b))
 	case rankObject:
-		return compareDocs(AsDoc(a), AsDoc(b))
+		return compareDocs(AsDoc(a), AsDoc(b), coll)
 	case rankArray:
-		return compareArrays(AsArray(a), AsArray(b))
+		return compareArrays(AsArray(a), AsArray(b), coll)
 	case rankBinary:
 		x, y := a.(bson.Binary), b.(bson.Binary)
 		if len(x.Data) != len(y.Data) {
@@ -192,6 +210,9 @@ func Compare(a, b any) int {
 // Equal reports whether a and b are equal under Compare.
 func Equal(a, b any) bool { return Compare(a, b) == 0 }
 
+// EqualWith reports whether a and b are equal under CompareWith.
+func EqualWith(a, b any, coll Collator) bool { return CompareWith(a, b, coll) == 0 }
+
 func stringOf(v any) string {
 	if s, ok := v.(bson.Symbol); ok {
 		return string(s)
@@ -243,7 +264,7 @@ func Integer(v any) (int64, bool) {
 	return 0, false
 }
 
-func compareDocs(x, y bson.D) int {
+func compareDocs(x, y bson.D, coll Collator) int {
 	for i := 0; i < len(x) && i < len(y); i++ {
 		if c := cmpInt(TypeOrder(x[i].Value), TypeOrder(y[i].Value)); c != 0 {
 			return c
@@ -251,16 +272,16 @@ func compareDocs(x, y bson.D) int {
 		if c := strings.Compare(x[i].Key, y[i].Key); c != 0 {
 			return c
 		}
-		if c := Compare(x[i].Value, y[i].Value); c != 0 {
+		if c := CompareWith(x[i].Value, y[i].Value, coll); c != 0 {
 			return c
 		}
 	}
 	return cmpInt(len(x), len(y))
 }
 
-func compareArrays(x, y bson.A) int {
+func compareArrays(x, y bson.A, coll Collator) int {
 	for i := 0; i < len(x) && i < len(y); i++ {
-		if c := Compare(x[i], y[i]); c != 0 {
+		if c := CompareWith(x[i], y[i], coll); c != 0 {
 			return c
 		}
 	}

@@ -1,0 +1,237 @@
+package mongosim
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+// cmdCollMod changes a collection's options: validator, validationLevel,
+// validationAction, changeStreamPreAndPostImages, an index's
+// expireAfterSeconds or hidden flag; on a view, its viewOn and pipeline.
+func cmdCollMod(r *request) (bson.D, error) {
+	coll, err := collectionArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if r.cluster.data.viewOf(r.db, coll) != nil {
+		return collModView(r, coll)
+	}
+	var images *bool
+	var indexSpec bson.D
+	var valFields bson.D
+	var collTTL any // collection-level expireAfterSeconds (clustered, time series)
+	for i, e := range r.cmd {
+		if i == 0 || genericFields[e.Key] {
+			continue
+		}
+		switch e.Key {
+		case "changeStreamPreAndPostImages":
+			on, err := preAndPostImagesArg("collMod", e.Value)
+			if err != nil {
+				return nil, err
+			}
+			images = &on
+		case "validator", "validationLevel", "validationAction":
+			valFields = append(valFields, e)
+		case "expireAfterSeconds":
+			collTTL = e.Value
+			if str, ok := e.Value.(string); ok && str == "off" {
+				break
+			}
+			if n, ok := int64Arg(e.Value); !ok || n < 0 {
+				return nil, cmderr.New(cmderr.InvalidOptions, "Invalid value for 'expireAfterSeconds'")
+			}
+		case "index":
+			d, ok := e.Value.(bson.D)
+			if !ok {
+				return nil, typeErr("collMod.index", "object", e.Value)
+			}
+			indexSpec = d
+		case "viewOn", "pipeline":
+			if r.cluster.data.lookup(r.db, coll) == nil {
+				return nil, cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
+			}
+			return nil, cmderr.New(cmderr.InvalidOptions, "option '%s' is only supported on a view", e.Key)
+		default:
+			return nil, cmderr.Unsupported("collMod option " + e.Key)
+		}
+	}
+	mod, err := parseIndexMod(indexSpec)
+	if err != nil {
+		return nil, err
+	}
+	reply := bson.D{}
+	err = r.cluster.data.write(r.ctx, r.db, coll, false, func(c *collection) error {
+		if c == nil {
+			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
+		}
+		var val *validator
+		if len(valFields) > 0 {
+			v, _, err := validatorArgs("collMod", valFields, c.validator)
+			if err != nil {
+				return err
+			}
+			val = v
+		}
+		if mod != nil {
+			out, err := c.modifyIndex(mod)
+			if err != nil {
+				return err
+			}
+			reply = out
+		}
+		if collTTL != nil {
+			_, clustered := value.Get(c.options, "clusteredIndex")
+			if !clustered && !c.timeseries {
+				return cmderr.New(cmderr.InvalidOptions, "collMod.expireAfterSeconds is only supported on clustered and time-series collections")
+			}
+			var add bson.D
+			if n, ok := int64Arg(collTTL); ok {
+				add = bson.D{{Key: "expireAfterSeconds", Value: n}}
+			}
+			c.options = replaceOptions(c.options, add, "expireAfterSeconds")
+		}
+		if val != nil {
+			c.validator = val
+			c.options = replaceOptions(c.options, val.options(), "validator", "validationLevel", "validationAction")
+		}
+		if images != nil {
+			c.prePostImages = *images
+			var add bson.D
+			if *images {
+				add = bson.D{{Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}}}
+			}
+			c.options = replaceOptions(c.options, add, "changeStreamPreAndPostImages")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
+// replaceOptions returns opts without the named keys, followed by add.
+func replaceOptions(opts bson.D, add bson.D, keys ...string) bson.D {
+	out := bson.D{}
+	for _, e := range opts {
+		drop := false
+		for _, k := range keys {
+			drop = drop || e.Key == k
+		}
+		if !drop {
+			out = append(out, e)
+		}
+	}
+	return append(out, add...)
+}
+
+// indexMod is collMod's index: {keyPattern | name, expireAfterSeconds?, hidden?}.
+type indexMod struct {
+	keyPattern bson.D
+	name       string
+	ttl        any // the expireAfterSeconds value given, nil when absent
+	ttlSecs    int64
+	hidden     *bool
+}
+
+func parseIndexMod(d bson.D) (*indexMod, error) {
+	if d == nil {
+		return nil, nil
+	}
+	m := &indexMod{}
+	hasKey, hasName := false, false
+	for _, e := range d {
+		switch e.Key {
+		case "keyPattern":
+			k, ok := e.Value.(bson.D)
+			if !ok {
+				return nil, typeErr("collMod.index.keyPattern", "object", e.Value)
+			}
+			m.keyPattern, hasKey = k, true
+		case "name":
+			s, ok := e.Value.(string)
+			if !ok {
+				return nil, typeErr("collMod.index.name", "string", e.Value)
+			}
+			m.name, hasName = s, true
+		case "expireAfterSeconds":
+			n, err := ttlArg(e.Value)
+			if err != nil {
+				return nil, err
+			}
+			m.ttl, m.ttlSecs = e.Value, n
+		case "hidden":
+			b, ok := e.Value.(bool)
+			if !ok {
+				return nil, typeErr("collMod.index.hidden", "bool", e.Value)
+			}
+			m.hidden = &b
+		case "unique", "prepareUnique", "forceNonUnique":
+			return nil, cmderr.Unsupported("collMod index option " + e.Key)
+		default:
+			return nil, cmderr.New(40415, "BSON field 'collMod.index.%s' is an unknown field.", e.Key)
+		}
+	}
+	if hasKey && hasName {
+		return nil, cmderr.New(cmderr.InvalidOptions, "Cannot specify both key pattern and name.")
+	}
+	if !hasKey && !hasName {
+		return nil, cmderr.New(cmderr.InvalidOptions, "Must specify either index name or key pattern.")
+	}
+	if m.ttl == nil && m.hidden == nil {
+		return nil, cmderr.New(cmderr.InvalidOptions, "no expireAfterSeconds, hidden, unique, or prepareUnique field")
+	}
+	return m, nil
+}
+
+// modifyIndex applies an index change under c's write lock and returns
+// mongod's reply fields for it.
+func (c *collection) modifyIndex(m *indexMod) (bson.D, error) {
+	var ix *index
+	for _, x := range c.indexes {
+		if (m.keyPattern != nil && sameKeyPattern(x.key, m.keyPattern)) || (m.name != "" && x.name == m.name) {
+			if ix != nil {
+				return nil, cmderr.New(cmderr.AmbiguousIndexKeyPattern, "%d indexes found for key: %s, identify by name instead.", 2, shellString(m.keyPattern))
+			}
+			ix = x
+		}
+	}
+	if ix == nil {
+		if m.name != "" {
+			return nil, cmderr.New(cmderr.IndexNotFound, "cannot find index %s for ns %s", m.name, c.ns())
+		}
+		return nil, cmderr.New(cmderr.IndexNotFound, "cannot find index %s for ns %s", shellString(m.keyPattern), c.ns())
+	}
+	var out bson.D
+	if m.hidden != nil && ix.name == "_id_" {
+		return nil, cmderr.New(cmderr.BadValue, "can't hide _id index")
+	}
+	if m.ttl != nil {
+		if ix.name == "_id_" {
+			return nil, cmderr.New(cmderr.InvalidOptions, "the _id field does not support TTL indexes")
+		}
+		if len(ix.fields) != 1 {
+			return nil, cmderr.New(cmderr.InvalidOptions, "TTL indexes are single-field indexes, compound indexes do not support TTL")
+		}
+		old, had := value.Get(ix.spec, "expireAfterSeconds")
+		if had {
+			out = append(out, bson.E{Key: "expireAfterSeconds_old", Value: old})
+		}
+		out = append(out, bson.E{Key: "expireAfterSeconds_new", Value: m.ttl})
+		ix.ttl, ix.ttlSecs = true, m.ttlSecs
+		ix.spec = replaceOptions(ix.spec, bson.D{{Key: "expireAfterSeconds", Value: m.ttl}}, "expireAfterSeconds")
+	}
+	if m.hidden != nil {
+		out = append(out, bson.E{Key: "hidden_old", Value: ix.hidden}, bson.E{Key: "hidden_new", Value: *m.hidden})
+		ix.hidden = *m.hidden
+		var add bson.D
+		if ix.hidden {
+			add = bson.D{{Key: "hidden", Value: true}}
+		}
+		ix.spec = replaceOptions(ix.spec, add, "hidden")
+	}
+	return out, nil
+}

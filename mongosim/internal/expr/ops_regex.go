@@ -1,0 +1,168 @@
+package expr
+
+import (
+	"regexp"
+	"unicode/utf8"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+)
+
+// RegexCompiler translates a MongoDB (PCRE) pattern and options into a Go
+// regexp; package query sets it to the translation its $regex uses.
+var RegexCompiler func(pattern, options string) (*regexp.Regexp, error)
+
+func init() {
+	for _, name := range []string{"$regexMatch", "$regexFind", "$regexFindAll"} {
+		operators[name] = compileRegexOp
+	}
+}
+
+// $regexMatch, $regexFind and $regexFindAll: {input, regex, options}.
+func compileRegexOp(name string, args any) (evalFn, error) {
+	d, ok := asDoc(args)
+	if !ok {
+		return nil, cmderr.New(51103, "%s expects an object of named arguments but found: %s", name, typeName(args))
+	}
+	m := map[string]any{}
+	for _, e := range d {
+		switch e.Key {
+		case "input", "regex", "options":
+			m[e.Key] = e.Value
+		default:
+			return nil, cmderr.New(31024, "%s found an unknown argument: %s", name, e.Key)
+		}
+	}
+	if _, ok := m["input"]; !ok {
+		return nil, cmderr.New(31022, "%s requires 'input' parameter", name)
+	}
+	if _, ok := m["regex"]; !ok {
+		return nil, cmderr.New(31023, "%s requires 'regex' parameter", name)
+	}
+	fns, err := namedFns(m, "input", "regex", "options")
+	if err != nil {
+		return nil, err
+	}
+	// A literal pattern is compiled once, here.
+	var fixed *regexp.Regexp
+	_, isRegex := m["regex"].(bson.Regex)
+	if (isLiteral(m["regex"]) || isRegex) && isLiteral(m["options"]) && RegexCompiler != nil {
+		if p, o, ok := literalPattern(m["regex"], m["options"]); ok {
+			if fixed, err = RegexCompiler(p, o); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return func(s *scope) (any, error) {
+		vals, err := evalAll(s, fns)
+		if err != nil {
+			return nil, err
+		}
+		input, rx, opts := vals[0], vals[1], vals[2]
+		var pattern, options string
+		switch r := rx.(type) {
+		case string:
+			pattern = r
+		case bson.Regex:
+			pattern, options = r.Pattern, r.Options
+		default:
+			if !IsNullish(rx) {
+				return nil, cmderr.New(51105, "%s needs 'regex' to be of type string or regex", name)
+			}
+		}
+		if !IsNullish(opts) {
+			o, ok := opts.(string)
+			if !ok {
+				return nil, cmderr.New(51106, "%s needs 'options' to be of type string", name)
+			}
+			if options != "" && o != "" {
+				return nil, cmderr.New(51107, "%s found regex option(s) specified in both 'regex' and 'option' fields", name)
+			}
+			if o != "" {
+				options = o
+			}
+		}
+		str, isStr := input.(string)
+		if !isStr && !IsNullish(input) {
+			return nil, cmderr.New(51104, "%s needs 'input' to be of type string", name)
+		}
+		if !isStr || IsNullish(rx) {
+			switch name {
+			case "$regexMatch":
+				return false, nil
+			case "$regexFind":
+				return nil, nil
+			}
+			return bson.A{}, nil
+		}
+		if RegexCompiler == nil {
+			return nil, cmderr.Unsupported("expression operator " + name)
+		}
+		re := fixed
+		if re == nil {
+			if re, err = RegexCompiler(pattern, options); err != nil {
+				return nil, err
+			}
+		}
+		switch name {
+		case "$regexMatch":
+			return re.MatchString(str), nil
+		case "$regexFind":
+			loc := re.FindStringSubmatchIndex(str)
+			if loc == nil {
+				return nil, nil
+			}
+			return regexResult(str, loc), nil
+		}
+		out := bson.A{}
+		for _, loc := range re.FindAllStringSubmatchIndex(str, -1) {
+			out = append(out, regexResult(str, loc))
+		}
+		return out, nil
+	}, nil
+}
+
+// regexResult is {match, idx, captures}; idx counts code points and an
+// unmatched group captures null.
+func regexResult(s string, loc []int) bson.D {
+	captures := bson.A{}
+	for g := 2; g+1 < len(loc); g += 2 {
+		if loc[g] < 0 {
+			captures = append(captures, nil)
+			continue
+		}
+		captures = append(captures, s[loc[g]:loc[g+1]])
+	}
+	return bson.D{
+		{Key: "match", Value: s[loc[0]:loc[1]]},
+		{Key: "idx", Value: int32(utf8.RuneCountInString(s[:loc[0]]))},
+		{Key: "captures", Value: captures},
+	}
+}
+
+// literalPattern is the pattern and options of a literal regex argument;
+// ok is false when they would fail (left to evaluation to report).
+func literalPattern(rx, opts any) (pattern, options string, ok bool) {
+	switch r := rx.(type) {
+	case string:
+		pattern = r
+	case bson.Regex:
+		pattern, options = r.Pattern, r.Options
+	default:
+		return "", "", false
+	}
+	switch o := opts.(type) {
+	case nil:
+	case string:
+		if options != "" && o != "" {
+			return "", "", false
+		}
+		if o != "" {
+			options = o
+		}
+	default:
+		return "", "", false
+	}
+	return pattern, options, true
+}

@@ -1,0 +1,597 @@
+package mongosim
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+// Reads on a multi-shard deployment. A read that targets one shard is
+// relayed as is; a broadcast read gathers each shard's whole result and
+// the router finishes it (sort, skip, limit, projection, the rest of a
+// pipeline) and holds the merged result in its own cursor.
+
+// routeShardedColl answers a command on a sharded collection.
+func (r *Router) routeShardedColl(rq *request, cmd *command, out *outcome, sc *shardedColl) (bson.D, error) {
+	ss := r.cluster.sharding
+	switch rq.name {
+	case "insert", "update", "delete":
+		return r.shardedWrite(rq, sc)
+	case "findAndModify":
+		return r.shardedFindAndModify(rq, cmd, out, sc)
+	case "find":
+		return r.shardedFind(rq, cmd, out, sc)
+	case "count":
+		return r.shardedCount(rq, cmd, out, sc)
+	case "distinct":
+		return r.shardedDistinct(rq, cmd, out, sc)
+	case "aggregate":
+		return r.shardedAggregate(rq, cmd, out, sc)
+	case "drop":
+		replies, err := r.forEachShard(rq, allShards(len(ss.shards)), rq.cmd, true, true)
+		if err != nil {
+			return nil, err
+		}
+		ss.mu.Lock()
+		delete(ss.colls, sc.ns)
+		ss.mu.Unlock()
+		return replies[0], nil
+	case "createIndexes", "dropIndexes", "collMod":
+		primary := ss.primaryOf(rq.db, false)
+		order := append([]int{primary}, slices.DeleteFunc(allShards(len(ss.shards)), func(i int) bool { return i == primary })...)
+		replies, err := r.forEachShard(rq, order, rq.cmd, true, true)
+		if err != nil {
+			return nil, err
+		}
+		return replies[0], nil
+	case "listIndexes", "create":
+		return r.forwardTo(rq, cmd, out, ss.primaryOf(rq.db, false))
+	}
+	return nil, cmderr.Unsupported(rq.name + " on a sharded collection")
+}
+
+// targetShards is the single shard a filter targets, or every shard
+// owning a chunk.
+func (sc *shardedColl) targetShards(filter bson.D) []int {
+	if i := sc.targetFilter(filter); i >= 0 {
+		return []int{i}
+	}
+	return sc.owners()
+}
+
+// drain sends a cursor-returning command to shard i and reads the cursor
+// to its end with getMore.
+func (r *Router) drain(rq *request, i int, cmd bson.D) ([]bson.D, error) {
+	reply, err := r.shardCmd(rq, i, cmd, nil, false, true)
+	if err != nil {
+		return nil, err
+	}
+	if !shardOK(reply) {
+		return nil, &shardError{reply: reply}
+	}
+	var docs []bson.D
+	key := "firstBatch"
+	db, _ := lookupD(cmd, "$db")
+	for {
+		cv, _ := lookupD(reply, "cursor")
+		cur, _ := cv.(bson.D)
+		bv, _ := lookupD(cur, key)
+		batch, _ := bv.(bson.A)
+		for _, x := range batch {
+			d, _ := x.(bson.D)
+			docs = append(docs, d)
+		}
+		idv, _ := lookupD(cur, "id")
+		id, _ := asInt64(idv)
+		if id == 0 {
+			return docs, nil
+		}
+		nsv, _ := lookupD(cur, "ns")
+		ns, _ := nsv.(string)
+		_, coll, _ := strings.Cut(ns, ".")
+		gm := bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: coll}, {Key: "$db", Value: db}}
+		if lsid, ok := rq.get("lsid"); ok {
+			gm = append(gm, bson.E{Key: "lsid", Value: lsid})
+		}
+		if reply, err = r.shardCmd(rq, i, gm, nil, false, false); err != nil {
+			return nil, err
+		}
+		if !shardOK(reply) {
+			return nil, &shardError{reply: reply}
+		}
+		key = "nextBatch"
+	}
+}
+
+// gather runs cmd on each shard and concatenates the results.
+func (r *Router) gather(rq *request, shards []int, cmd bson.D) ([]bson.D, error) {
+	var all []bson.D
+	for _, i := range shards {
+		docs, err := r.drain(rq, i, cmd)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, docs...)
+	}
+	return all, nil
+}
+
+// cursorReply answers with the first batch of docs and a router cursor
+// for the rest.
+func (r *Router) cursorReply(ns string, docs []bson.D, batchSize int, singleBatch bool) bson.D {
+	if batchSize < 0 {
+		batchSize = defaultFirstBatch
+	}
+	first, rest := splitBatch(docs, batchSize)
+	var id int64
+	if len(rest) > 0 && !singleBatch {
+		id = r.openCursor(ns, rest)
+	}
+	return bson.D{{Key: "cursor", Value: bson.D{
+		{Key: "firstBatch", Value: toArray(first)},
+		{Key: "id", Value: id},
+		{Key: "ns", Value: ns},
+	}}, {Key: "ok", Value: 1.0}}
+}
+
+func (r *Router) openCursor(ns string, docs []bson.D) int64 {
+	ss := r.cluster.sharding
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.sweepCursors()
+	for {
+		id := rand.Int64()
+		if id != 0 && ss.cursors[id] == nil {
+			c := &routerCursor{router: r.index, shard: -1, ns: ns, docs: docs}
+			c.lastUsed.Store(time.Now().UnixNano())
+			ss.cursors[id] = c
+			return id
+		}
+	}
+}
+
+func (r *Router) lookupCursor(id int64) *routerCursor {
+	ss := r.cluster.sharding
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if c := ss.cursors[id]; c != nil && c.router == r.index {
+		c.lastUsed.Store(time.Now().UnixNano())
+		return c
+	}
+	return nil
+}
+
+// sweepCursors forgets cursors idle for cursorIdleTimeout, as the shards
+// time theirs out; ss.mu is held.
+func (ss *shardSet) sweepCursors() {
+	now := time.Now()
+	if now.Sub(ss.lastSweep) < time.Minute {
+		return
+	}
+	ss.lastSweep = now
+	for id, c := range ss.cursors {
+		if now.Sub(time.Unix(0, c.lastUsed.Load())) > cursorIdleTimeout {
+			delete(ss.cursors, id)
+		}
+	}
+}
+
+func (r *Router) dropCursor(id int64) {
+	ss := r.cluster.sharding
+	ss.mu.Lock()
+	delete(ss.cursors, id)
+	ss.mu.Unlock()
+}
+
+func errCursorNotFound(id int64) error {
+	return cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", id)
+}
+
+// getMore serves a router cursor, or relays to the shard that owns the
+// cursor.
+func (r *Router) getMore(rq *request) (bson.D, error) {
+	id, ok := asInt64(rq.cmd[0].Value)
+	if !ok {
+		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'getMore.getMore' is the wrong type '%s', expected type 'long'", typeNameOf(rq.cmd[0].Value))
+	}
+	collv, _ := rq.get("collection")
+	coll, _ := collv.(string)
+	c := r.lookupCursor(id)
+	if c == nil {
+		return nil, errCursorNotFound(id)
+	}
+	if c.ns != rq.db+"."+coll {
+		return nil, cmderr.New(cmderr.Unauthorized, "Requested getMore on namespace '%s.%s', but cursor belongs to a different namespace %s", rq.db, coll, c.ns)
+	}
+	if c.shard >= 0 {
+		reply, err := r.shardRaw(rq, c.shard, rq.raw.Command, nil, false, false)
+		if err != nil {
+			return nil, err
+		}
+		cv, _ := lookupD(reply, "cursor")
+		cur, _ := cv.(bson.D)
+		idv, _ := lookupD(cur, "id")
+		if n, _ := asInt64(idv); n == 0 || !shardOK(reply) {
+			r.dropCursor(id)
+		}
+		return reply, nil
+	}
+	batchSize := -1
+	if v, ok := rq.get("batchSize"); ok {
+		if n, ok := asInt64(v); ok && n > 0 {
+			batchSize = int(n)
+		}
+	}
+	c.mu.Lock()
+	batch, rest := splitBatch(c.docs, batchSize)
+	c.docs = rest
+	c.mu.Unlock()
+	next := id
+	if len(rest) == 0 {
+		r.dropCursor(id)
+		next = 0
+	}
+	return bson.D{{Key: "cursor", Value: bson.D{
+		{Key: "nextBatch", Value: toArray(batch)},
+		{Key: "id", Value: next},
+		{Key: "ns", Value: c.ns},
+	}}, {Key: "ok", Value: 1.0}}, nil
+}
+
+// killCursors kills router cursors and relays shard cursors' kills.
+func (r *Router) killCursors(rq *request) (bson.D, error) {
+	v, _ := rq.get("cursors")
+	ids, _ := v.(bson.A)
+	coll, _ := rq.cmd[0].Value.(string)
+	killed, notFound := bson.A{}, bson.A{}
+	for _, x := range ids {
+		id, _ := asInt64(x)
+		c := r.lookupCursor(id)
+		if c == nil || c.ns != rq.db+"."+coll {
+			notFound = append(notFound, id)
+			continue
+		}
+		r.dropCursor(id)
+		if c.shard >= 0 {
+			kc := bson.D{{Key: "killCursors", Value: coll}, {Key: "cursors", Value: bson.A{id}}, {Key: "$db", Value: rq.db}}
+			if lsid, ok := rq.get("lsid"); ok {
+				kc = append(kc, bson.E{Key: "lsid", Value: lsid})
+			}
+			if _, err := r.shardCmd(rq, c.shard, kc, nil, false, false); err != nil {
+				return nil, err
+			}
+		}
+		killed = append(killed, id)
+	}
+	return bson.D{
+		{Key: "cursorsKilled", Value: killed}, {Key: "cursorsNotFound", Value: notFound},
+		{Key: "cursorsAlive", Value: bson.A{}}, {Key: "cursorsUnknown", Value: bson.A{}}, {Key: "ok", Value: 1.0},
+	}, nil
+}
+
+// relayTargeted relays a read that one shard answers whole.
+func (r *Router) relayTargeted(rq *request, cmd *command, out *outcome, shards []int) (bson.D, bool, error) {
+	if len(shards) != 1 {
+		return nil, false, nil
+	}
+	reply, err := r.forwardTo(rq, cmd, out, shards[0])
+	return reply, true, err
+}
+
+func (r *Router) shardedFind(rq *request, cmd *command, out *outcome, sc *shardedColl) (bson.D, error) {
+	filter, _, err := docArg(rq, "filter")
+	if err != nil {
+		return nil, err
+	}
+	if reply, ok, err := r.relayTargeted(rq, cmd, out, sc.targetShards(filter)); ok {
+		return reply, err
+	}
+	if v, ok := rq.get("tailable"); ok && truthy(v) {
+		return nil, cmderr.Unsupported("tailable cursors on a sharded collection")
+	}
+	sortDoc, _, err := docArg(rq, "sort")
+	if err != nil {
+		return nil, err
+	}
+	projDoc, _, err := docArg(rq, "projection")
+	if err != nil {
+		return nil, err
+	}
+	skip, limit, singleBatch, err := skipLimitArgs(rq)
+	if err != nil {
+		return nil, err
+	}
+	batchSize := -1
+	if bs, ok, err := nonNegArg(rq, "batchSize"); err != nil {
+		return nil, err
+	} else if ok {
+		batchSize = int(bs)
+	}
+	if v, ok := rq.get("singleBatch"); ok && truthy(v) {
+		singleBatch = true
+	}
+	if singleBatch && limit > 0 && (batchSize < 0 || int64(batchSize) > limit) {
+		batchSize = int(limit)
+	}
+	env, err := routerEnv(rq)
+	if err != nil {
+		return nil, err
+	}
+	var sorter *query.Sort
+	if len(sortDoc) > 0 {
+		if sorter, err = compileSort(sortDoc, env); err != nil {
+			return nil, err
+		}
+	}
+	proj, err := optionalProjection(projDoc, env)
+	if err != nil {
+		return nil, err
+	}
+	// Each shard returns whole documents (the router sorts on fields a
+	// projection may drop) and at most skip+limit of them.
+	shardCmd := without(rq.cmd, "projection", "skip", "limit", "batchSize", "singleBatch")
+	if limit > 0 {
+		shardCmd = append(shardCmd, bson.E{Key: "limit", Value: skip + limit})
+	}
+	docs, err := r.gather(rq, sc.owners(), shardCmd)
+	if err != nil {
+		return nil, err
+	}
+	if sorter != nil {
+		sorter.SortDocs(docs)
+	}
+	docs = skipLimit(docs, skip, limit)
+	if proj != nil {
+		for i, d := range docs {
+			docs[i] = proj.Apply(d)
+		}
+	}
+	return r.cursorReply(sc.ns, docs, batchSize, singleBatch), nil
+}
+
+func (r *Router) shardedCount(rq *request, cmd *command, out *outcome, sc *shardedColl) (bson.D, error) {
+	filter, _, err := docArg(rq, "query")
+	if err != nil {
+		return nil, err
+	}
+	if reply, ok, err := r.relayTargeted(rq, cmd, out, sc.targetShards(filter)); ok {
+		return reply, err
+	}
+	skip, limit, _, err := skipLimitArgs(rq)
+	if err != nil {
+		return nil, err
+	}
+	replies, err := r.forEachShard(rq, sc.owners(), without(rq.cmd, "skip", "limit"), false, true)
+	if err != nil {
+		return nil, err
+	}
+	var n int64
+	for _, reply := range replies {
+		v, _ := lookupD(reply, "n")
+		k, _ := asInt64(v)
+		n += k
+	}
+	n = max(0, n-skip)
+	if limit > 0 && n > limit {
+		n = limit
+	}
+	return bson.D{{Key: "n", Value: int32(n)}, {Key: "ok", Value: 1.0}}, nil
+}
+
+func (r *Router) shardedDistinct(rq *request, cmd *command, out *outcome, sc *shardedColl) (bson.D, error) {
+	filter, _, err := docArg(rq, "query")
+	if err != nil {
+		return nil, err
+	}
+	if reply, ok, err := r.relayTargeted(rq, cmd, out, sc.targetShards(filter)); ok {
+		return reply, err
+	}
+	replies, err := r.forEachShard(rq, sc.owners(), rq.cmd, false, true)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	values := bson.A{}
+	for _, reply := range replies {
+		v, _ := lookupD(reply, "values")
+		arr, _ := v.(bson.A)
+		for _, x := range arr {
+			if k := keyOf(x); !seen[k] {
+				seen[k] = true
+				values = append(values, x)
+			}
+		}
+	}
+	slices.SortStableFunc(values, value.Compare)
+	return bson.D{{Key: "values", Value: values}, {Key: "ok", Value: 1.0}}, nil
+}
+
+// shardedAggregate runs the pipeline's leading $match stages on the shards
+// and the rest on the router over their merged output.
+func (r *Router) shardedAggregate(rq *request, cmd *command, out *outcome, sc *shardedColl) (bson.D, error) {
+	pipeline := pipelineOf(rq)
+	if isChangeStream(pipeline) {
+		return nil, cmderr.Unsupported("change streams on a sharded collection")
+	}
+	if v, ok := rq.get("explain"); ok && truthy(v) {
+		return nil, cmderr.Unsupported("aggregate explain")
+	}
+	lead := 0
+	var leadFilter bson.D
+	for lead < len(pipeline) {
+		d, ok := pipeline[lead].(bson.D)
+		if !ok || len(d) != 1 || d[0].Key != "$match" {
+			break
+		}
+		m, _ := d[0].Value.(bson.D)
+		leadFilter = append(leadFilter, bson.E{Key: "$and", Value: bson.A{m}})
+		lead++
+	}
+	if reply, ok, err := r.relayTargeted(rq, cmd, out, sc.targetShards(leadFilter)); ok {
+		return reply, err
+	}
+	batchSize := -1
+	if cv, ok := rq.get("cursor"); ok {
+		if d, ok := cv.(bson.D); ok {
+			if v, ok := lookupD(d, "batchSize"); ok {
+				if n, ok := asInt64(v); ok && n >= 0 {
+					batchSize = int(n)
+				}
+			}
+		}
+	}
+	rest, err := agg.Compile(pipeline[lead:])
+	if err != nil {
+		return nil, err
+	}
+	if rest.HasWriteStage() {
+		return nil, cmderr.Unsupported("$out and $merge on a sharded collection")
+	}
+	env, err := routerEnv(rq)
+	if err != nil {
+		return nil, err
+	}
+	shardCmd := withField(rq.cmd, "pipeline", pipeline[:lead])
+	shardCmd = withField(shardCmd, "cursor", bson.D{})
+	docs, err := r.gather(rq, sc.owners(), shardCmd)
+	if err != nil {
+		return nil, err
+	}
+	res, err := rest.Run(rq.ctx, docs, agg.Env{DB: rq.db, Catalog: routerCatalog{r: r, rq: rq}, Now: rq.now, Vars: env.vars, Collator: env.collator()})
+	if err != nil {
+		return errorReply(err)
+	}
+	return r.cursorReply(sc.ns, res, batchSize, false), nil
+}
+
+// routerCatalog lets a pipeline the router finishes read other
+// collections ($lookup, $unionWith) through the router.
+type routerCatalog struct {
+	r  *Router
+	rq *request
+}
+
+func (c routerCatalog) Read(db, coll string) ([]bson.D, error) {
+	ss := c.r.cluster.sharding
+	shards := []int{ss.primaryOf(db, false)}
+	if sc := ss.coll(db + "." + coll); sc != nil {
+		shards = sc.owners()
+	}
+	cmd := bson.D{{Key: "find", Value: coll}, {Key: "$db", Value: db}}
+	if lsid, ok := c.rq.get("lsid"); ok {
+		cmd = append(cmd, bson.E{Key: "lsid", Value: lsid})
+	}
+	return c.r.gather(c.rq, shards, cmd)
+}
+
+func (routerCatalog) Out(string, string, []bson.D) error {
+	return cmderr.Unsupported("$out on a sharded collection")
+}
+
+func (routerCatalog) Merge(string, string, []bson.D, []string, any, string) error {
+	return cmderr.Unsupported("$merge on a sharded collection")
+}
+
+// configFind answers finds on the config collections the router's
+// metadata stands for: databases, collections, chunks and shards.
+func (r *Router) configFind(rq *request) (bson.D, bool, error) {
+	coll, _ := rq.cmd[0].Value.(string)
+	ss := r.cluster.sharding
+	var docs []bson.D
+	ss.mu.Lock()
+	switch coll {
+	case "databases":
+		for name, d := range ss.dbs {
+			docs = append(docs, bson.D{{Key: "_id", Value: name}, {Key: "primary", Value: ss.names[d.primary]},
+				{Key: "version", Value: bson.D{{Key: "uuid", Value: d.uuid}, {Key: "timestamp", Value: d.ts}, {Key: "lastMod", Value: int32(1)}}}})
+		}
+	case "collections":
+		for ns, sc := range ss.colls {
+			docs = append(docs, bson.D{{Key: "_id", Value: ns}, {Key: "lastmodEpoch", Value: sc.epoch},
+				{Key: "timestamp", Value: sc.ts}, {Key: "uuid", Value: sc.uuid}, {Key: "key", Value: sc.key},
+				{Key: "unique", Value: sc.unique}, {Key: "noBalance", Value: false}})
+		}
+	case "chunks":
+		for _, sc := range ss.colls {
+			for _, ch := range sc.chunkList() {
+				docs = append(docs, bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "uuid", Value: sc.uuid},
+					{Key: "min", Value: ch.min}, {Key: "max", Value: ch.max}, {Key: "shard", Value: ss.names[ch.shard]},
+					{Key: "lastmod", Value: bson.Timestamp{T: 1, I: uint32(ch.version)}}})
+			}
+		}
+	case "shards":
+		ss.mu.Unlock()
+		docs = r.shardDocs()
+		ss.mu.Lock()
+	default:
+		ss.mu.Unlock()
+		return nil, false, nil
+	}
+	ss.mu.Unlock()
+	slices.SortFunc(docs, func(a, b bson.D) int { return value.Compare(a[0].Value, b[0].Value) })
+	filter, _, err := docArg(rq, "filter")
+	if err != nil {
+		return nil, true, err
+	}
+	env, err := routerEnv(rq)
+	if err != nil {
+		return nil, true, err
+	}
+	f, err := env.compileFilter(filter)
+	if err != nil {
+		return nil, true, err
+	}
+	docs = slices.DeleteFunc(docs, func(d bson.D) bool { return !f.Match(d) })
+	if sortDoc, _, err := docArg(rq, "sort"); err == nil && len(sortDoc) > 0 {
+		s, err := compileSort(sortDoc, env)
+		if err != nil {
+			return nil, true, err
+		}
+		if s != nil {
+			s.SortDocs(docs)
+		}
+	}
+	skip, limit, single, err := skipLimitArgs(rq)
+	if err != nil {
+		return nil, true, err
+	}
+	docs = skipLimit(docs, skip, limit)
+	if projDoc, _, err := docArg(rq, "projection"); err == nil && len(projDoc) > 0 {
+		p, err := query.CompileProjection(projDoc)
+		if err != nil {
+			return nil, true, err
+		}
+		for i, d := range docs {
+			docs[i] = p.Apply(d)
+		}
+	}
+	return r.cursorReply("config."+coll, docs, -1, single), true, nil
+}
+
+// routerEnv is what a router merges shards' results under: the command's
+// own collation and let variables. A collection's default collation lives
+// on the shards, so a merge of a command without one sorts by the simple
+// collation (COMPATIBILITY.md).
+func routerEnv(rq *request) (opEnv, error) {
+	vars, err := rq.letVars()
+	if err != nil {
+		return opEnv{}, err
+	}
+	v, present := rq.get("collation")
+	if !present {
+		return opEnv{vars: vars}, nil
+	}
+	c, err := parseCollation(v, rq.name+".collation")
+	if err != nil {
+		return opEnv{}, err
+	}
+	return opEnv{coll: c, vars: vars}, nil
+}

@@ -1,0 +1,514 @@
+package mongosim
+
+import (
+	"errors"
+	"slices"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+	"github.com/sturdy-go/sturdy/wire"
+)
+
+// Writes on a sharded collection, as mongos splits them: each statement
+// goes to the shard its shard key targets; multi-document updates and
+// deletes without the key go to every shard; updateOne/deleteOne and
+// findAndModify without it (allowed since mongos 7.0) try the shards in
+// turn until one matches. Sub-batches carry stmtIds with the statements'
+// places in the client's batch and the client's lsid/txnNumber, so a
+// retried write replays on each shard; writeErrors keep the client's
+// indexes.
+
+// wop is one statement of a client write.
+type wop struct {
+	idx        int
+	stmt       bson.D
+	shard      int   // the one target, or -1
+	targets    []int // every target of a broadcast statement
+	firstMatch bool  // try targets in turn until one matches
+	err        error // routing error, reported as the statement's writeError
+}
+
+// wresult accumulates the shards' write replies.
+type wresult struct {
+	n, nModified int64
+	upserted     bson.A
+	writeErrors  []bson.D
+	wce          bson.D
+	labels       []string // the shards' errorLabels (RetryableWriteError on a wce)
+}
+
+func errUpsertNoKey() error {
+	return cmderr.New(codeShardKeyNotFound, "Failed to target upsert by query :: could not extract exact shard key")
+}
+
+func (r *Router) shardedWrite(rq *request, sc *shardedColl) (bson.D, error) {
+	field := map[string]string{"insert": "documents", "update": "updates", "delete": "deletes"}[rq.name]
+	v, _ := rq.get(field)
+	stmts, ok := v.(bson.A)
+	if !ok {
+		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", rq.name, field, typeNameOf(v))
+	}
+	ordered := true
+	if v, ok := rq.get("ordered"); ok {
+		ordered = asBool(v)
+	}
+	owners := sc.owners()
+	ops := make([]wop, len(stmts))
+	for i, x := range stmts {
+		d, ok := x.(bson.D)
+		if !ok {
+			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s.%d' is the wrong type '%s', expected type 'object'", rq.name, field, i, typeNameOf(x))
+		}
+		op := wop{idx: i, stmt: d, shard: -1}
+		switch rq.name {
+		case "insert":
+			if _, has := value.Get(d, "_id"); !has {
+				// mongos adds the _id so a retry sends the same document.
+				op.stmt = append(bson.D{{Key: "_id", Value: bson.NewObjectID()}}, d...)
+			}
+			if key, err := sc.keyOfDoc(op.stmt); err != nil {
+				op.err = err
+			} else {
+				op.shard = sc.shardFor(key)
+			}
+		case "update":
+			q, _ := lookupD(d, "q")
+			qd, _ := q.(bson.D)
+			multi, _ := lookupD(d, "multi")
+			upsert, _ := lookupD(d, "upsert")
+			switch t := sc.targetFilter(qd); {
+			case t >= 0:
+				op.shard = t
+			case asBool(upsert):
+				op.err = errUpsertNoKey()
+			case asBool(multi):
+				op.targets = owners
+			default:
+				op.targets, op.firstMatch = owners, true
+			}
+		case "delete":
+			q, _ := lookupD(d, "q")
+			qd, _ := q.(bson.D)
+			limit, _ := lookupD(d, "limit")
+			n, _ := asInt64(limit)
+			switch t := sc.targetFilter(qd); {
+			case t >= 0:
+				op.shard = t
+			case n == 0:
+				op.targets = owners
+			default:
+				op.targets, op.firstMatch = owners, true
+			}
+		}
+		ops[i] = op
+	}
+	var res wresult
+	stop := false
+	send := func(shard int, batch []*wop) error {
+		matched, err := r.sendWrites(rq, field, shard, batch, &res)
+		if err != nil {
+			return err
+		}
+		_ = matched
+		return nil
+	}
+	if ordered {
+		for i := 0; i < len(ops) && !stop; {
+			op := &ops[i]
+			switch {
+			case op.err != nil:
+				res.addError(op.idx, op.err)
+				stop = true
+			case op.shard >= 0:
+				j := i
+				var batch []*wop
+				for j < len(ops) && ops[j].err == nil && ops[j].shard == op.shard {
+					batch = append(batch, &ops[j])
+					j++
+				}
+				before := len(res.writeErrors)
+				if err := send(op.shard, batch); err != nil {
+					return nil, err
+				}
+				stop = len(res.writeErrors) > before
+				i = j
+				continue
+			default:
+				before := len(res.writeErrors)
+				if err := r.sendSpread(rq, field, op, &res); err != nil {
+					return nil, err
+				}
+				stop = len(res.writeErrors) > before
+			}
+			i++
+		}
+	} else {
+		for s := range r.cluster.sharding.shards {
+			var batch []*wop
+			for i := range ops {
+				if ops[i].err == nil && ops[i].shard == s {
+					batch = append(batch, &ops[i])
+				}
+			}
+			if len(batch) > 0 {
+				if err := send(s, batch); err != nil {
+					return nil, err
+				}
+			}
+		}
+		for i := range ops {
+			op := &ops[i]
+			switch {
+			case op.err != nil:
+				res.addError(op.idx, op.err)
+			case op.shard < 0:
+				if err := r.sendSpread(rq, field, op, &res); err != nil {
+					return nil, err
+				}
+			}
+		}
+		slices.SortStableFunc(res.writeErrors, func(a, b bson.D) int {
+			x, _ := lookupD(a, "index")
+			y, _ := lookupD(b, "index")
+			i, _ := asInt64(x)
+			j, _ := asInt64(y)
+			return int(i - j)
+		})
+	}
+	return res.reply(rq.name), nil
+}
+
+func (res *wresult) addError(idx int, err error) {
+	var ce *cmderr.Error
+	if !errors.As(err, &ce) {
+		ce = cmderr.New(codeInternalError, "%v", err)
+	}
+	res.writeErrors = append(res.writeErrors, bson.D{{Key: "index", Value: int32(idx)}, {Key: "code", Value: ce.Code}, {Key: "errmsg", Value: ce.Message}})
+}
+
+func (res *wresult) reply(name string) bson.D {
+	d := bson.D{{Key: "n", Value: int32(res.n)}}
+	if name == "update" {
+		if len(res.upserted) > 0 {
+			slices.SortStableFunc(res.upserted, func(a, b any) int {
+				x, _ := lookupD(a.(bson.D), "index")
+				y, _ := lookupD(b.(bson.D), "index")
+				i, _ := asInt64(x)
+				j, _ := asInt64(y)
+				return int(i - j)
+			})
+			d = append(d, bson.E{Key: "upserted", Value: res.upserted})
+		}
+		d = append(d, bson.E{Key: "nModified", Value: int32(res.nModified)})
+	}
+	if len(res.writeErrors) > 0 {
+		d = append(d, bson.E{Key: "writeErrors", Value: toArray(res.writeErrors)})
+	}
+	if res.wce != nil {
+		d = append(d, bson.E{Key: "writeConcernError", Value: res.wce})
+	}
+	d = append(d, bson.E{Key: "ok", Value: 1.0})
+	if len(res.labels) > 0 {
+		d = append(d, bson.E{Key: "errorLabels", Value: res.labels})
+	}
+	return d
+}
+
+// sendWrites sends batch to shard as one write command and merges the
+// reply into res, mapping indexes back to the client's batch; matched is
+// the reply's n.
+func (r *Router) sendWrites(rq *request, field string, shard int, batch []*wop, res *wresult) (int64, error) {
+	seq := wire.DocumentSequence{Identifier: field}
+	ids := make(bson.A, len(batch))
+	for i, op := range batch {
+		raw, err := bson.Marshal(op.stmt)
+		if err != nil {
+			return 0, cmderr.New(cmderr.BadValue, "%v", err)
+		}
+		seq.Documents = append(seq.Documents, raw)
+		ids[i] = int32(op.idx)
+	}
+	cmd := without(rq.cmd, field, "stmtIds")
+	_, hasTxn := rq.get("txnNumber")
+	if hasTxn {
+		cmd = append(cmd, bson.E{Key: "stmtIds", Value: ids})
+	}
+	reply, err := r.shardCmd(rq, shard, cmd, []wire.DocumentSequence{seq}, true, hasTxn)
+	if err != nil {
+		return 0, err
+	}
+	if !shardOK(reply) {
+		return 0, &shardError{reply: reply}
+	}
+	get := func(k string) int64 {
+		v, _ := lookupD(reply, k)
+		n, _ := asInt64(v)
+		return n
+	}
+	n := get("n")
+	res.n += n
+	res.nModified += get("nModified")
+	mapIdx := func(d bson.D) bson.D {
+		v, _ := lookupD(d, "index")
+		i, _ := asInt64(v)
+		if i >= 0 && int(i) < len(batch) {
+			d = setField(slices.Clone(d), "index", int32(batch[i].idx))
+		}
+		return d
+	}
+	if v, ok := lookupD(reply, "upserted"); ok {
+		arr, _ := v.(bson.A)
+		for _, x := range arr {
+			d, _ := x.(bson.D)
+			res.upserted = append(res.upserted, mapIdx(d))
+		}
+	}
+	if v, ok := lookupD(reply, "writeErrors"); ok {
+		arr, _ := v.(bson.A)
+		for _, x := range arr {
+			d, _ := x.(bson.D)
+			res.writeErrors = append(res.writeErrors, mapIdx(d))
+		}
+	}
+	if v, ok := lookupD(reply, "writeConcernError"); ok && res.wce == nil {
+		res.wce, _ = v.(bson.D)
+	}
+	if v, ok := lookupD(reply, "errorLabels"); ok {
+		arr, _ := v.(bson.A)
+		for _, x := range arr {
+			if l, ok := x.(string); ok && !slices.Contains(res.labels, l) {
+				res.labels = append(res.labels, l)
+			}
+		}
+	}
+	return n, nil
+}
+
+// sendSpread sends a statement without a targetable shard key to its
+// shards: all of them for a multi write, in turn until one matches for a
+// single-document write.
+func (r *Router) sendSpread(rq *request, field string, op *wop, res *wresult) error {
+	for _, s := range op.targets {
+		before := len(res.writeErrors)
+		n, err := r.sendWrites(rq, field, s, []*wop{op}, res)
+		if err != nil {
+			return err
+		}
+		if len(res.writeErrors) > before || (op.firstMatch && n > 0) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// shardedFindAndModify targets the shard key when the query fixes it;
+// otherwise (mongos 7.0+) a sorted one picks the best match across the
+// shards first, and an unsorted one tries the shards in turn.
+func (r *Router) shardedFindAndModify(rq *request, cmd *command, out *outcome, sc *shardedColl) (bson.D, error) {
+	q, _, err := docArg(rq, "query")
+	if err != nil {
+		return nil, err
+	}
+	if t := sc.targetFilter(q); t >= 0 {
+		return r.forwardTo(rq, cmd, out, t)
+	}
+	if v, ok := rq.get("upsert"); ok && asBool(v) {
+		return nil, errUpsertNoKey()
+	}
+	_, hasTxn := rq.get("txnNumber")
+	shards := sc.owners()
+	sortDoc, _, err := docArg(rq, "sort")
+	if err != nil {
+		return nil, err
+	}
+	if len(sortDoc) > 0 {
+		env, err := routerEnv(rq)
+		if err != nil {
+			return nil, err
+		}
+		sorter, err := compileSort(sortDoc, env)
+		if err != nil {
+			return nil, err
+		}
+		var best bson.D
+		bestShard := -1
+		for _, s := range shards {
+			find := bson.D{{Key: "find", Value: rq.cmd[0].Value}, {Key: "filter", Value: q}, {Key: "sort", Value: sortDoc}, {Key: "limit", Value: int64(1)}, {Key: "$db", Value: rq.db}}
+			if lsid, ok := rq.get("lsid"); ok {
+				find = append(find, bson.E{Key: "lsid", Value: lsid})
+			}
+			docs, err := r.drain(rq, s, find)
+			if err != nil {
+				return nil, err
+			}
+			if len(docs) > 0 && (best == nil || (sorter != nil && sorter.Compare(docs[0], best) < 0)) {
+				best, bestShard = docs[0], s
+			}
+		}
+		if best != nil {
+			id, _ := value.Get(best, "_id")
+			c := withField(rq.cmd, "query", bson.D{{Key: "$and", Value: bson.A{q, bson.D{{Key: "_id", Value: id}}}}})
+			return r.shardCmd(rq, bestShard, c, nil, true, hasTxn)
+		}
+	}
+	var last bson.D
+	for _, s := range shards {
+		reply, err := r.shardCmd(rq, s, rq.cmd, nil, true, hasTxn)
+		if err != nil {
+			return nil, err
+		}
+		if !shardOK(reply) {
+			return reply, nil
+		}
+		last = reply
+		le, _ := lookupD(reply, "lastErrorObject")
+		led, _ := le.(bson.D)
+		nv, _ := lookupD(led, "n")
+		if n, _ := asInt64(nv); n > 0 {
+			return reply, nil
+		}
+	}
+	return last, nil
+}
+
+// --- chunk management ---
+
+// chunkNS reads a chunk command's namespace and its sharded collection.
+func (r *Router) chunkNS(rq *request) (*shardedColl, error) {
+	if rq.db != "admin" {
+		return nil, cmderr.New(cmderr.Unauthorized, "%s may only be run against the admin database.", rq.name)
+	}
+	ns, _ := rq.cmd[0].Value.(string)
+	sc := r.cluster.sharding.coll(ns)
+	if sc == nil {
+		return nil, cmderr.New(codeNamespaceNotSharded, "%s is not sharded", ns)
+	}
+	return sc, nil
+}
+
+// splitChunk splits the chunk holding middle (a shard key document; with
+// a hashed key, the hash value) at middle.
+func (r *Router) splitChunk(rq *request) (bson.D, error) {
+	sc, err := r.chunkNS(rq)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"find", "bounds"} {
+		if _, ok := rq.get(k); ok {
+			return nil, cmderr.Unsupported("split with " + k + " (use middle)")
+		}
+	}
+	mid, _, err := docArg(rq, "middle")
+	if err != nil || len(mid) != len(sc.fields) {
+		return nil, cmderr.New(cmderr.BadValue, "split requires 'middle', a document with the shard key fields %s", shellString(sc.key))
+	}
+	key := make(bson.D, len(sc.fields))
+	for i, f := range sc.fields {
+		v, ok := value.Get(mid, f)
+		if !ok {
+			return nil, cmderr.New(cmderr.BadValue, "split key %s does not match the shard key %s", shellString(mid), shellString(sc.key))
+		}
+		key[i] = bson.E{Key: f, Value: v}
+	}
+	ss := r.cluster.sharding
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for i, ch := range sc.chunkList() {
+		if compareKeys(key, ch.min) >= 0 && compareKeys(key, ch.max) < 0 {
+			if compareKeys(key, ch.min) == 0 {
+				return nil, cmderr.New(cmderr.BadValue, "cannot split on initial or final chunk's key")
+			}
+			chunks := slices.Clone(sc.chunkList())
+			chunks[i].max = key
+			chunks = slices.Insert(chunks, i+1, chunk{min: key, max: ch.max, shard: ch.shard, version: ch.version + 1})
+			chunks[i].version++
+			sc.chunks.Store(&chunks)
+			return bson.D{{Key: "ok", Value: 1.0}}, nil
+		}
+	}
+	return nil, cmderr.New(cmderr.BadValue, "split key %s is not in any chunk", shellString(mid))
+}
+
+// moveChunk moves a chunk (found by find: a document's shard key, or
+// bounds: its [min, max]) to shard "to", copying its documents there and
+// deleting them from the donor. It does not block concurrent writes to
+// the chunk, which may be lost.
+func (r *Router) moveChunk(rq *request) (bson.D, error) {
+	sc, err := r.chunkNS(rq)
+	if err != nil {
+		return nil, err
+	}
+	ss := r.cluster.sharding
+	tov, _ := rq.get("to")
+	toName, _ := tov.(string)
+	to := slices.Index(ss.names, toName)
+	if to < 0 {
+		return nil, cmderr.New(codeShardNotFound, "Shard %s not found", toName)
+	}
+	var key bson.D
+	if find, ok, _ := docArg(rq, "find"); ok {
+		if key, err = sc.keyOfDoc(find); err != nil {
+			return nil, err
+		}
+	} else if bv, ok := rq.get("bounds"); ok {
+		b, _ := bv.(bson.A)
+		if len(b) != 2 {
+			return nil, cmderr.New(cmderr.BadValue, "bounds must be [min, max]")
+		}
+		key, _ = b[0].(bson.D)
+	} else {
+		return nil, cmderr.New(cmderr.BadValue, "moveChunk requires find or bounds")
+	}
+	ss.mu.Lock()
+	idx := -1
+	for i, ch := range sc.chunkList() {
+		if compareKeys(key, ch.min) >= 0 && compareKeys(key, ch.max) < 0 {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		ss.mu.Unlock()
+		return nil, cmderr.New(cmderr.BadValue, "no chunk holds %s", shellString(key))
+	}
+	ch := sc.chunkList()[idx]
+	ss.mu.Unlock()
+	if ch.shard == to {
+		return bson.D{{Key: "millis", Value: int32(0)}, {Key: "ok", Value: 1.0}}, nil
+	}
+	db, coll, _ := strings.Cut(sc.ns, ".")
+	docs, err := r.drain(rq, ch.shard, bson.D{{Key: "find", Value: coll}, {Key: "$db", Value: db}})
+	if err != nil {
+		return nil, err
+	}
+	var moving []bson.D
+	ids := bson.A{}
+	for _, d := range docs {
+		k, err := sc.keyOfDoc(d)
+		if err != nil || compareKeys(k, ch.min) < 0 || compareKeys(k, ch.max) >= 0 {
+			continue
+		}
+		moving = append(moving, d)
+		id, _ := value.Get(d, "_id")
+		ids = append(ids, id)
+	}
+	if len(moving) > 0 {
+		ins := bson.D{{Key: "insert", Value: coll}, {Key: "documents", Value: toArray(moving)}, {Key: "$db", Value: db}}
+		if _, err := r.forEachShard(rq, []int{to}, ins, true, true); err != nil {
+			return nil, err
+		}
+		del := bson.D{{Key: "delete", Value: coll}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}}, {Key: "limit", Value: int32(0)}}}}, {Key: "$db", Value: db}}
+		if _, err := r.forEachShard(rq, []int{ch.shard}, del, true, true); err != nil {
+			return nil, err
+		}
+	}
+	ss.mu.Lock()
+	chunks := slices.Clone(sc.chunkList())
+	chunks[idx].shard = to
+	chunks[idx].version++
+	sc.chunks.Store(&chunks)
+	ss.mu.Unlock()
+	return bson.D{{Key: "millis", Value: int32(0)}, {Key: "ok", Value: 1.0}}, nil
+}

@@ -1,0 +1,172 @@
+package mongosim
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+// defaultTTLMonitorInterval is mongod's ttlMonitorSleepSecs default.
+const defaultTTLMonitorInterval = 60 * time.Second
+
+// startTTLMonitor starts the goroutine that, like mongod's TTL monitor,
+// deletes expired documents every interval; Close stops it.
+func (c *Cluster) startTTLMonitor(interval time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	c.ttlStop = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				c.data.expireTTL(ctx)
+			}
+		}
+	}()
+}
+
+// ExpireTTL runs one pass of the TTL monitor now, on the deployment's
+// clock (Options.Now), and returns how many documents it deleted. Tests
+// that advance the clock call it instead of waiting for the monitor.
+func (c *Cluster) ExpireTTL(ctx context.Context) int {
+	return c.data.expireTTL(ctx)
+}
+
+// expireTTL deletes, in every collection with TTL indexes, the documents
+// whose indexed date (the earliest, for an array) is at least
+// expireAfterSeconds old. Each removal is an ordinary delete, so change
+// streams see it as they see mongod's TTL deletes.
+func (s *storage) expireTTL(ctx context.Context) int {
+	now := s.now()
+	deleted := 0
+	for _, db := range s.databaseNames() {
+		for _, name := range s.collectionNames(db) {
+			if ctx.Err() != nil {
+				return deleted
+			}
+			_ = s.write(ctx, db, name, false, func(c *collection) error {
+				if c == nil {
+					return nil
+				}
+				var ttls []*index
+				for _, ix := range c.indexes {
+					if ix.ttl {
+						ttls = append(ttls, ix)
+					}
+				}
+				if ix := c.collectionTTL(); ix != nil {
+					ttls = append(ttls, ix)
+				}
+				if len(ttls) == 0 {
+					return nil
+				}
+				var expired []*record
+				c.each(func(r *record) bool {
+					for _, ix := range ttls {
+						if ttlExpired(r.doc, ix, now) {
+							expired = append(expired, r)
+							break
+						}
+					}
+					return true
+				})
+				for _, r := range expired {
+					if err := c.remove(r); err != nil {
+						return err
+					}
+					deleted++
+				}
+				return nil
+			})
+		}
+	}
+	return deleted
+}
+
+// ttlArg validates an expireAfterSeconds value as mongod does: a number,
+// not NaN, in [0, 2147483647].
+func ttlArg(v any) (int64, error) {
+	if !value.IsNumber(v) {
+		return 0, cmderr.New(cmderr.TypeMismatch, "TTL index 'expireAfterSeconds' option must be numeric, but received a type of '%s'", value.TypeName(v))
+	}
+	f, _ := value.ToFloat(v)
+	if f != f {
+		return 0, cmderr.New(cmderr.InvalidOptions, "TTL index 'expireAfterSeconds' option must not be NaN")
+	}
+	if f < 0 {
+		return 0, cmderr.New(cmderr.InvalidOptions, "TTL index 'expireAfterSeconds' option cannot be less than 0")
+	}
+	if f > 2147483647 {
+		return 0, cmderr.New(cmderr.InvalidOptions, "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number")
+	}
+	return int64(f), nil
+}
+
+// errMessage is err's message without its code.
+func errMessage(err error) string {
+	var ce *cmderr.Error
+	if errors.As(err, &ce) {
+		return ce.Message
+	}
+	return err.Error()
+}
+
+// checkTTLSpecs refuses, before any index is built, a TTL index on a
+// capped collection and a TTL that differs from the existing index of the
+// same name (mongod's IndexOptionsConflict: collMod changes a TTL).
+func (c *collection) checkTTLSpecs(specs []*index) error {
+	for _, ix := range specs {
+		if ix.ttl && c.capped {
+			return cmderr.New(cmderr.CannotCreateIndex, "Cannot create TTL index on a capped collection")
+		}
+		for _, old := range c.indexes {
+			if old.name == ix.name && sameKeyPattern(old.key, ix.key) && (old.ttl != ix.ttl || old.ttlSecs != ix.ttlSecs) {
+				return cmderr.New(cmderr.IndexOptionsConflict,
+					"An equivalent index already exists with the same name but different options. Requested index: %s, existing index: %s",
+					shellString(ix.spec), shellString(old.spec))
+			}
+		}
+	}
+	return nil
+}
+
+// ttlExpired reports whether doc's date under ix is older than ix's TTL.
+func ttlExpired(doc bson.D, ix *index, now time.Time) bool {
+	var earliest *bson.DateTime
+	for _, v := range pathValues(doc, splitPath(ix.fields[0]), nil, true) {
+		if d, ok := v.(bson.DateTime); ok && (earliest == nil || d < *earliest) {
+			earliest = &d
+		}
+	}
+	if earliest == nil {
+		return false // documents without a date never expire
+	}
+	cutoff := now.Add(-time.Duration(ix.ttlSecs) * time.Second)
+	return !earliest.Time().After(cutoff)
+}
+
+// collectionTTL is the expiry of a time series or clustered collection
+// created with expireAfterSeconds, as an index on the time field (time
+// series) or _id (clustered): nil when it has none.
+func (c *collection) collectionTTL() *index {
+	v, ok := value.Get(c.options, "expireAfterSeconds")
+	if !ok || c.view != nil {
+		return nil
+	}
+	n, _ := int64Arg(v)
+	field := "_id"
+	if c.timeseries {
+		field = c.timeField
+	}
+	return &index{fields: []string{field}, ttl: true, ttlSecs: n}
+}
