@@ -546,11 +546,7 @@ func (e *Executor) sessionTimeout(cd conn.Description) *int64 {
 	if t := d.LogicalSessionTimeoutMinutes; t != nil {
 		return t
 	}
-	if cd.LogicalSessionTimeoutMinutes != nil {
-		n := int64(*cd.LogicalSessionTimeoutMinutes)
-		return &n
-	}
-	return nil
+	return cd.LogicalSessionTimeoutMinutes
 }
 
 // supportsRetryableWrites is seed 002's test, on the selected server's

@@ -14,6 +14,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 )
 
@@ -262,7 +263,7 @@ func checkServer(topo *Topology, sd ServerDescription, want bson.Raw) error {
 	if v, err := want.LookupErr("topologyVersion"); err == nil {
 		var w *TopologyVersion
 		if v.Type != bson.TypeNull {
-			w = parseTopologyVersion(v)
+			w = conn.ParseTopologyVersion(v)
 		}
 		if !eqPtr(w, sd.TopologyVersion) {
 			return fmt.Errorf("topologyVersion = %v, want %v", sd.TopologyVersion, w)
