@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	mevent "go.mongodb.org/mongo-driver/v2/event"
@@ -121,8 +122,11 @@ func TestBalancerRouterStop(t *testing.T) {
 	if err := bound.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.msg(bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}}); !errors.Is(err, io.EOF) && err == nil {
-		t.Fatal("a connection bound to a stopped router still answers")
+	// Closed at once, as a balancer closes the client's socket when its
+	// backend socket dies: a read ends without sending anything.
+	_ = a.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := a.nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read on a connection bound to a stopped router: %v, want EOF", err)
 	}
 	for i := 0; i < 2; i++ {
 		b := dialRaw(t, c.Balancer().Addr())
@@ -301,5 +305,25 @@ func TestBalancerFailPointFollowsBinding(t *testing.T) {
 	}
 	if len(used) != 2 {
 		t.Fatalf("the inserts went to %d routers, want both", len(used))
+	}
+}
+
+// A router's MaxConnections counts the balancer's connections to it: over
+// the limit, the client's connection is closed.
+func TestBalancerRouterMaxConnections(t *testing.T) {
+	c := StartWithOptions(t, Options{Routers: 1, LoadBalanced: true})
+	c.Routers()[0].SetLimiter(LimiterOptions{MaxConnections: 1})
+	lbHello := bson.D{{Key: "hello", Value: 1}, {Key: "loadBalanced", Value: true}, {Key: "$db", Value: "admin"}}
+	a := dialRaw(t, c.Balancer().Addr())
+	if _, err := a.msg(lbHello); err != nil {
+		t.Fatal(err)
+	}
+	b := dialRaw(t, c.Balancer().Addr())
+	_ = b.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := b.nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("second connection over the router's MaxConnections: %v, want EOF", err)
+	}
+	if _, err := a.msg(lbHello); err != nil {
+		t.Fatalf("the first connection broke: %v", err)
 	}
 }

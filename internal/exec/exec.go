@@ -842,7 +842,11 @@ func timeoutError(ctx context.Context, err error) error {
 	if errors.As(err, &sel) && ctx.Err() == nil {
 		return err // serverSelectionTimeoutMS, shorter than the time left, ran out
 	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) || mongoerr.IsTimeout(err) || mongoerr.IsMaxTimeExpired(err) {
+	// The deadline may have passed before the context's timer fired and
+	// set ctx.Err: the retry loop stops on the clock, not on ctx.Err.
+	dl, ok := ctx.Deadline()
+	expired := ok && !time.Now().Before(dl)
+	if expired || errors.Is(ctx.Err(), context.DeadlineExceeded) || mongoerr.IsTimeout(err) || mongoerr.IsMaxTimeExpired(err) {
 		return &mongoerr.TimeoutError{Err: err}
 	}
 	return err

@@ -114,7 +114,11 @@ func NewRunner(ctx context.Context, cfg Config) (*Runner, error) {
 				return nil, fmt.Errorf("client for mongos %s: %w", h, err)
 			}
 			r.mongoses = append(r.mongoses, mc)
-			r.mongosAddrs = append(r.mongosAddrs, h)
+			addr := h
+			if hosts := uriHosts(h); len(hosts) == 1 {
+				addr = hosts[0]
+			}
+			r.mongosAddrs = append(r.mongosAddrs, addr)
 		}
 	}
 	// Terminate open transactions left by earlier runs.
