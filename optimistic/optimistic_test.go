@@ -192,7 +192,7 @@ func TestSaveStaleVersionConflicts(t *testing.T) {
 }
 
 // A delete is version-checked too; with KeepDeleted a stale writer cannot
-// resurrect the document, without it the seed's upsert recreates it.
+// resurrect the document, without it the article's upsert recreates it.
 func TestDeleteAndResurrection(t *testing.T) {
 	eachDriver(t, func(t *testing.T, drv driver) {
 		for _, keep := range []bool{false, true} {

@@ -233,8 +233,8 @@ func (s ServerDescription) Available() bool {
 }
 
 // SupportsRetryableWrites reports whether writes sent to this server can
-// carry a transaction number (seed 002: wire version 6+, sessions on, not a
-// standalone).
+// carry a transaction number (Retryable Writes spec: wire version 6+,
+// sessions on, not a standalone).
 func (s ServerDescription) SupportsRetryableWrites() bool {
 	if s.Kind == LoadBalancer {
 		// Its description has no fields: each connection's handshake
