@@ -239,6 +239,14 @@ func runOne(t *testing.T, r *Runner, sum *Summary, group, key string, f *File, i
 	defer cancel()
 	out := r.Run(ctx, f, i)
 	known := knownFailure(key, desc, r.Topology(), r.Mongosim())
+	// The timeout tests leave margins of tens of milliseconds (a 150 ms
+	// block under a 200 ms timeout); on a loaded machine the margin can
+	// run out. A failing one gets two more tries: a real defect fails all
+	// three, and every retry is logged.
+	for try := 2; group == "client-side-operations-timeout" && out.Err != nil && known == "" && try <= 3; try++ {
+		t.Logf("attempt %d failed (%v); timing-sensitive, trying again", try-1, out.Err)
+		out = r.Run(ctx, f, i)
+	}
 	switch {
 	case out.Skipped:
 		sum.Add(group, out, false)
