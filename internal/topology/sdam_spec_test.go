@@ -16,6 +16,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 )
 
 // applyHello is the test seam for a monitor check outcome: a hello reply,
@@ -89,7 +90,7 @@ func readExtJSON(t *testing.T, path string, v any) {
 func TestSDAMSpec(t *testing.T) {
 	for _, dir := range []string{"single", "rs", "sharded", "errors"} {
 		t.Run(dir, func(t *testing.T) {
-			root := specDir(t, "server-discovery-and-monitoring", "tests", dir)
+			root := testsupport.SpecDir(t, "server-discovery-and-monitoring", "tests", dir)
 			files, _ := filepath.Glob(filepath.Join(root, "*.json"))
 			if len(files) == 0 {
 				t.Skipf("no JSON tests in %s", root)
