@@ -477,6 +477,9 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 				st.sess.AdvanceOperationTime(bson.Timestamp{T: t, I: i})
 			}
 		}
+		if st.sess != nil && st.sess.Snapshot && err == nil {
+			recordSnapshotTime(st.sess, reply)
+		}
 		if st.inTxn {
 			if tok, ok := reply.Lookup("recoveryToken").DocumentOK(); ok {
 				st.sess.Txn.RecoveryToken = append(bson.Raw(nil), tok...)
@@ -567,6 +570,9 @@ func (e *Executor) assemble(op *Operation, st *opState, srv *topology.Server, cd
 		cmd = append(cmd, op.Command...)
 		if ss != nil && st.sess.Causal && causalCommand(op) {
 			cmd = withAfterClusterTime(cmd, st.sess)
+		}
+		if ss != nil && st.sess.Snapshot && snapshotCommand(op) {
+			cmd = withSnapshotReadConcern(cmd, st.sess)
 		}
 		if ss != nil {
 			cmd = append(cmd, bson.E{Key: "lsid", Value: ss.ID})

@@ -30,7 +30,8 @@ type Env struct {
 	// for pipeline-style updates.
 	Vars map[string]any
 	// Collator is the command's collation, for arrayFilters, $min/$max,
-	// $addToSet and $pullAll; nil is the simple collation.
+	// $addToSet, $pull, $pullAll and $push's $sort; nil is the simple
+	// collation.
 	Collator value.Collator
 }
 
