@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
@@ -39,7 +40,7 @@ func runEmbedded(t *testing.T, dirs []string, opts mongosim.Options, want string
 		t.Skip("TestUnified runs the chosen deployment")
 	}
 	var files []specFile
-	for _, dir := range specDirs(t) {
+	for _, dir := range testsupport.SpecDirs(t) {
 		roots := []string{dir}
 		if dirs != nil {
 			roots = nil

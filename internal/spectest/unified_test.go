@@ -11,36 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
-
-// specDirs returns the spec test locations from SPEC_TESTS (colon-separated)
-// or, if unset, <module root>/../shared/specs.
-func specDirs(t *testing.T) []string {
-	if env := os.Getenv("SPEC_TESTS"); env != "" {
-		var out []string
-		for _, d := range strings.Split(env, string(os.PathListSeparator)) {
-			if d != "" {
-				out = append(out, d)
-			}
-		}
-		return out
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Skipf("spec tests: cannot find the working directory: %v", err)
-	}
-	for dir := wd; ; {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return []string{filepath.Join(dir, "..", "shared", "specs")}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("spec tests: SPEC_TESTS is unset and no module root was found")
-		}
-		dir = parent
-	}
-}
 
 // specGroup names the specification a test file belongs to: the directory
 // above its "tests" directory (".../crud/tests/unified/x.json" → "crud").
@@ -66,7 +39,7 @@ type specFile struct {
 // entity that does not set them.
 func TestUnified(t *testing.T) {
 	var files []specFile
-	for _, dir := range specDirs(t) {
+	for _, dir := range testsupport.SpecDirs(t) {
 		st, err := os.Stat(dir)
 		if err != nil || !st.IsDir() {
 			t.Skipf("spec tests: %s is not a directory (set SPEC_TESTS)", dir)
