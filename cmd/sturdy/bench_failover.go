@@ -38,6 +38,9 @@ type failoverResult struct {
 	FailedOps        int64   `json:"failed_ops"`
 	Ops              int64   `json:"ops"`
 	P99ms            float64 `json:"p99_ms"`
+	// Windows are the windows in ms, one per step-down in order (with the
+	// clients run together, the same step-downs for every client).
+	Windows []float64 `json:"unavailable_ms"`
 	// Errors counts the failures by kind.
 	Errors map[string]int64 `json:"errors,omitempty"`
 }
@@ -263,6 +266,7 @@ func failoverStats(ld *clientLoad, downs []time.Time) (failoverResult, error) {
 	res.P99ms = percentileMS(lat, 0.99)
 	res.StepDowns = len(downs)
 	var windows []time.Duration
+	res.Windows = []float64{}
 	for _, t := range downs {
 		first := time.Time{}
 		for _, r := range ok {
@@ -272,6 +276,7 @@ func failoverStats(ld *clientLoad, downs []time.Time) (failoverResult, error) {
 		}
 		if !first.IsZero() {
 			windows = append(windows, first.Sub(t))
+			res.Windows = append(res.Windows, float64(first.Sub(t).Microseconds())/1000)
 		}
 	}
 	slices.Sort(windows)
@@ -307,6 +312,9 @@ func printFailoverTable(w io.Writer, results []failoverResult, every, d time.Dur
 			r.Client, r.StepDowns, r.UnavailableP50ms, r.UnavailableP90ms, r.UnavailableMaxms, r.Ops, r.FailedOps, r.P99ms)
 	}
 	tw.Flush()
+	if !sequential && len(results) == 2 {
+		printPaired(w, results[0], results[1])
+	}
 	for _, r := range results {
 		if len(r.Errors) == 0 {
 			continue
@@ -317,4 +325,30 @@ func printFailoverTable(w io.Writer, results []failoverResult, every, d time.Dur
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// printPaired compares two clients run together step-down by step-down:
+// both met the same election and the same load at that moment, so the
+// per-step-down difference is a fairer comparison than the two
+// distributions, whose tails are set by the machine's stalls.
+func printPaired(w io.Writer, a, b failoverResult) {
+	n := min(len(a.Windows), len(b.Windows))
+	if n == 0 {
+		return
+	}
+	aShorter, bShorter := 0, 0
+	diffs := make([]float64, n)
+	for i := range n {
+		diffs[i] = a.Windows[i] - b.Windows[i]
+		switch {
+		case diffs[i] < 0:
+			aShorter++
+		case diffs[i] > 0:
+			bShorter++
+		}
+	}
+	slices.Sort(diffs)
+	fmt.Fprintf(w, "\nper step-down: %s shorter %d times, %s shorter %d times; %s − %s: median %+.2fms, p10 %+.2fms, p90 %+.2fms\n",
+		a.Client, aShorter, b.Client, bShorter, a.Client, b.Client,
+		diffs[n/2], diffs[int(0.1*float64(n-1))], diffs[int(0.9*float64(n-1))])
 }

@@ -180,12 +180,20 @@ func TestBenchFailoverSmoke(t *testing.T) {
 				if r.StepDowns == 0 || r.Ops == 0 {
 					t.Fatalf("%s: results %+v", r.Client, r)
 				}
+				if len(r.Windows) != r.StepDowns {
+					t.Errorf("%s: %d windows for %d step-downs", r.Client, len(r.Windows), r.StepDowns)
+				}
 				if r.UnavailableMaxms < r.UnavailableP90ms || r.UnavailableP90ms < r.UnavailableP50ms || r.UnavailableP50ms <= 0 {
 					t.Errorf("%s: windows p50 %v p90 %v max %v", r.Client, r.UnavailableP50ms, r.UnavailableP90ms, r.UnavailableMaxms)
 				}
 			}
-			if tc.extra == nil && rs[0].StepDowns != rs[1].StepDowns {
-				t.Errorf("run together, the clients saw %d and %d step-downs", rs[0].StepDowns, rs[1].StepDowns)
+			if tc.extra == nil {
+				if rs[0].StepDowns != rs[1].StepDowns {
+					t.Errorf("run together, the clients saw %d and %d step-downs", rs[0].StepDowns, rs[1].StepDowns)
+				}
+				if !strings.Contains(stdout.String(), "per step-down: sturdy shorter") {
+					t.Errorf("no paired comparison in the output:\n%s", stdout.String())
+				}
 			}
 		})
 	}
