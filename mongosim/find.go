@@ -97,15 +97,12 @@ func cmdFind(r *request) (bson.D, error) {
 	if v, ok := r.get("awaitData"); ok && truthy(v) && !tailable {
 		return nil, cmderr.New(cmderr.FailedToParse, "Cannot set 'awaitData' without also setting 'tailable'")
 	}
-	for _, k := range []string{"returnKey", "showRecordId", "oplogReplay"} {
-		if v, ok := r.get(k); ok && truthy(v) {
-			return nil, cmderr.Unsupported("find option " + k)
-		}
+	if v, ok := r.get("oplogReplay"); ok && truthy(v) {
+		return nil, cmderr.Unsupported("find option oplogReplay")
 	}
-	for _, k := range []string{"min", "max"} {
-		if d, ok, _ := docArg(r, k); ok && len(d) > 0 {
-			return nil, cmderr.Unsupported("find option " + k)
-		}
+	keys, err := parseFindKeys(r, tailable)
+	if err != nil {
+		return nil, err
 	}
 	env, err := r.opEnvFor(coll)
 	if err != nil {
@@ -164,14 +161,18 @@ func cmdFind(r *request) (bson.D, error) {
 		natural := isNum && n == 1
 		return tailableFind(r, coll, f, proj, len(sortDoc) > 0 && !natural, batchSize, singleBatch)
 	}
+	if err := keys.resolve(r, coll, filterDoc, sortDoc, hint); err != nil {
+		return nil, err
+	}
 	early := 0
-	if sorter == nil && !reverse && limit > 0 {
+	if sorter == nil && !reverse && limit > 0 && !keys.bounded() {
 		early = int(skip + limit)
 	}
 	docs, err := r.readDocs(coll, f, filterDoc, early, hint)
 	if err != nil {
 		return nil, err
 	}
+	docs = keys.bound(docs, sorter != nil || reverse)
 	if sorter != nil {
 		sorter.SortDocs(docs)
 	}
@@ -179,7 +180,9 @@ func cmdFind(r *request) (bson.D, error) {
 		slices.Reverse(docs)
 	}
 	docs = skipLimit(docs, skip, limit)
-	if proj != nil {
+	if keys.returnKey {
+		keys.keys(docs) // the index keys, whatever the projection says
+	} else if proj != nil {
 		for i, d := range docs {
 			docs[i] = proj.Apply(d)
 		}

@@ -35,8 +35,6 @@ const (
 // features mongosim does not implement. The latter have a Reason starting
 // "mongosim:" and apply only when the runner runs against mongosim.
 var expectedFailures = []expectedFailure{
-	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with options", Reason: "mongosim: find's min/max index bounds are not implemented"},
-	{File: "command-logging-and-monitoring/find.json", Test: "A successful find with showRecordId and returnKey", Reason: "mongosim: find's returnKey and showRecordId are not implemented"},
 	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor iteration timeoutMS is refreshed for getMore - failure", NotRun: true,
 		Reason: reasonRCCFailure + "; the blocked getMore returns the second document"},
 	{File: "client-side-operations-timeout/runCursorCommand.json", Test: "Tailable cursor awaitData iteration timeoutMS is refreshed for getMore - failure", NotRun: true,

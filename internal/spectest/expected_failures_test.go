@@ -14,7 +14,12 @@ func TestKnownFailuresOfMongosimApplyOnlyToMongosim(t *testing.T) {
 	if !r.Mongosim() {
 		t.Fatal("the runner does not recognise mongosim")
 	}
-	const file, test = "command-logging-and-monitoring/find.json", "A successful find with options"
+	// mongosim has no known failures of its own left; an example entry
+	// proves the rule.
+	const file, test = "crud/example.json", "an example test"
+	saved := expectedFailures
+	t.Cleanup(func() { expectedFailures = saved })
+	expectedFailures = append(saved[:len(saved):len(saved)], expectedFailure{File: file, Test: test, Reason: "mongosim: an example of a missing feature"})
 	if knownFailure(file, test, "replicaset", r.Mongosim()) == "" {
 		t.Errorf("%s is not a known failure against mongosim", file)
 	}
