@@ -391,7 +391,7 @@ func TestCurrentOpAndKillOp(t *testing.T) {
 		}
 	}
 	if n := len(mustValues(mustRun(t, ctx, admin, bson.D{{Key: "currentOp", Value: 1}, {Key: "appName", Value: "idle-app"}}).Lookup("inprog"))); n != 0 {
-		t.Fatalf("currentOp without $all lists %d idle operations", n)
+		t.Fatalf("currentOp without $all lists %d idle operations: %v", n, mustRun(t, ctx, admin, bson.D{{Key: "currentOp", Value: 1}, {Key: "appName", Value: "idle-app"}}))
 	}
 }
 
@@ -729,13 +729,14 @@ func TestKillOpAwaitDataGetMore(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
 	}
 	mustRun(t, ctx, admin, bson.D{{Key: "killOp", Value: 1}, {Key: "op", Value: opid}})
+	// The getMore would wait 50 s for data: killOp must end it long before.
 	select {
 	case err := <-done:
 		var ce mongo.CommandError
 		if !errors.As(err, &ce) || ce.Code != 11601 {
 			t.Fatalf("killed getMore: %v", err)
 		}
-	case <-ctx.Done():
+	case <-time.After(20 * time.Second):
 		t.Fatal("killOp did not interrupt the getMore")
 	}
 }

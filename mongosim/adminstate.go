@@ -102,10 +102,15 @@ func (g *opRegistry) begin(r *request) func() {
 	op := &activeOp{id: g.next, r: r, started: time.Now(), cancel: cancel}
 	g.ops[op.id] = op
 	g.mu.Unlock()
-	return func() {
+	// The operation leaves currentOp when it answers (a client that has
+	// its reply no longer sees it), its context when the handler returns.
+	r.unlist = func() {
 		g.mu.Lock()
 		delete(g.ops, op.id)
 		g.mu.Unlock()
+	}
+	return func() {
+		r.unlist()
 		cancel(nil)
 	}
 }

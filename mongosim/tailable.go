@@ -71,15 +71,21 @@ func tailableFind(r *request, coll string, f *query.Filter, proj *query.Projecti
 // connection closes), counted from when the getMore starts waiting, so
 // after a failCommand block rather than from its arrival.
 func awaitContext(r *request) (context.Context, context.CancelFunc) {
-	ctx := r.raw.Context()
+	ctx, cancel := context.WithCancel(r.raw.Context())
 	limit, _ := maxTimeArg(r) // validated on arrival
 	if _, ok := r.get("maxTimeMS"); !ok {
 		limit = defaultAwait
 	}
-	if limit == 0 {
-		return ctx, func() {}
+	if limit > 0 {
+		ctx, cancel = context.WithTimeout(r.raw.Context(), limit)
 	}
-	return context.WithTimeout(ctx, limit)
+	// killOp ends the wait too (r.ctx's own deadline does not).
+	stop := context.AfterFunc(r.ctx, func() {
+		if r.killed() {
+			cancel()
+		}
+	})
+	return ctx, func() { stop(); cancel() }
 }
 
 // tail returns the matching documents inserted after ts.last and moves
