@@ -11,6 +11,7 @@ import (
 
 	"github.com/sturdy-go/sturdy"
 	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 )
 
 // recorder collects command events.
@@ -92,22 +93,16 @@ func connect(t *testing.T, uri string, edit func(*sturdy.Options)) *sturdy.Clien
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := c.Disconnect(ctx); err != nil && !errors.Is(err, sturdy.ErrClientDisconnected) {
-			t.Errorf("Disconnect: %v", err)
+	testsupport.CloseOnCleanup(t, func(ctx context.Context) error {
+		if err := c.Disconnect(ctx); !errors.Is(err, sturdy.ErrClientDisconnected) {
+			return err
 		}
+		return nil // the test disconnected it already
 	})
 	return c
 }
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testsupport.Context(t, 0) }
 
 // commandField reads a field of a started command.
 func commandField(e *event.CommandStartedEvent, key string) bson.RawValue {

@@ -304,3 +304,39 @@ func TestLoadBalancedPoolClearByService(t *testing.T) {
 		t.Fatalf("next operation on the cleared service %v, want the other one's surviving connection", got)
 	}
 }
+
+// A router behind the balancer stops: the connection bound to it dies,
+// the retryable write is retried on a new connection, which the balancer
+// binds to the running router, and only the stopped service is cleared.
+func TestLoadBalancedRouterStopRetriesOnOtherService(t *testing.T) {
+	cluster := lbCluster(t)
+	ctx := testCtx(t)
+	c, rec := lbConnect(t, cluster.URI(), nil)
+	coll := c.Database("lb").Collection("stop")
+	if _, err := coll.InsertOne(ctx, d("_id", 1)); err != nil {
+		t.Fatal(err)
+	}
+	first := *rec.startedNamed("insert")[0].ServiceID
+	var stopped, running *mongosim.Router
+	for _, r := range cluster.Routers() {
+		if r.ServiceID() == first {
+			stopped = r
+		} else {
+			running = r
+		}
+	}
+	if err := stopped.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, d("_id", 2)); err != nil {
+		t.Fatalf("insert after the router stopped: %v", err)
+	}
+	ins := rec.startedNamed("insert")
+	if got := *ins[len(ins)-1].ServiceID; got != running.ServiceID() {
+		t.Fatalf("the retry ran on service %v, want the running router's %v", got, running.ServiceID())
+	}
+	cleared := rec.poolTypes(event.PoolCleared)
+	if len(cleared) != 1 || *cleared[0].ServiceID != first {
+		t.Fatalf("PoolCleared %v, want one for the stopped service %v", cleared, first)
+	}
+}

@@ -51,6 +51,16 @@ type SessionOptions struct {
 	// (a WithTimeout context still overrides it). nil (the default): the
 	// client's Options.Timeout; 0: no limit.
 	DefaultTimeout *time.Duration
+	// Snapshot makes the session read from one point in time: its
+	// commands carry readConcern {level: "snapshot"} and, from the first
+	// reply on, the atClusterTime that reply read at (MongoDB 5.0+, replica
+	// sets and sharded clusters). A snapshot session cannot run
+	// transactions and is not causally consistent (CausalConsistency true
+	// is refused).
+	Snapshot bool
+	// SnapshotTime, with Snapshot, is the time the session reads at from
+	// its first command on (another snapshot session's SnapshotTime, say).
+	SnapshotTime *bson.Timestamp
 }
 
 // TransactionOptions configures a transaction. Unset fields come from the
@@ -145,8 +155,32 @@ func (c *Client) StartSession(ctx context.Context, opts ...*SessionOptions) (*Se
 			d := *o.DefaultTimeout
 			s.timeout = &d
 		}
+		if o.Snapshot {
+			if o.CausalConsistency != nil && *o.CausalConsistency {
+				return nil, argError("a session cannot be both causally consistent and a snapshot session")
+			}
+			s.sc.Snapshot, s.sc.Causal = true, false
+		}
+		if o.SnapshotTime != nil {
+			if !o.Snapshot {
+				return nil, argError("SessionOptions.SnapshotTime needs Snapshot")
+			}
+			s.sc.SetSnapshotTime(*o.SnapshotTime)
+		}
 	}
 	return s, nil
+}
+
+// SnapshotTime returns the time a snapshot session reads at: known once
+// its first command has answered, or from SessionOptions.SnapshotTime.
+// ok is false for other sessions.
+func (s *Session) SnapshotTime() (ts bson.Timestamp, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.sc.Snapshot {
+		return ts, false
+	}
+	return s.sc.SnapshotTime()
 }
 
 // UseSession runs fn with a new session and ends the session afterwards
@@ -232,6 +266,9 @@ func (s *Session) StartTransaction(opts *TransactionOptions) error {
 	}
 	if s.sc.Txn.Active() {
 		return ErrTransactionInProgress
+	}
+	if s.sc.Snapshot {
+		return argError("Transactions are not supported in snapshot sessions")
 	}
 	var o TransactionOptions
 	if opts != nil {

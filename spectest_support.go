@@ -1,11 +1,17 @@
 package sturdy
 
-// Dirty reports whether the session's server session saw a network error
+import "github.com/sturdy-go/sturdy/internal/testhook"
+
+func init() {
+	testhook.SessionDirty = func(s any) bool { return s.(*Session).dirty() }
+}
+
+// dirty reports whether the session's server session saw a network error
 // during an operation: such a session is discarded instead of returning to
 // the pool when it ends. It is false before the session's first operation
-// and after it has ended. The unified test format's assertSessionDirty
-// checks it.
-func (s *Session) Dirty() bool {
+// and after it has ended. Only tests ask (the unified test format's
+// assertSessionDirty), through testhook.SessionDirty.
+func (s *Session) dirty() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sc.Server != nil && s.sc.Server.Dirty

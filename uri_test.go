@@ -20,6 +20,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 )
 
 func TestParseURIMapsEveryOption(t *testing.T) {
@@ -476,10 +478,7 @@ func TestParseURITLSHandshakes(t *testing.T) {
 
 // Every URI the specification calls invalid is also refused by ParseURI.
 func TestParseURIRejectsSpecInvalidURIs(t *testing.T) {
-	dir := os.Getenv("SPEC_TESTS")
-	if dir == "" {
-		dir = filepath.Join("..", "shared", "specs")
-	}
+	dir := testsupport.SpecDir(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "connection-string", "tests", "invalid-uris.json"))
 	if len(files) == 0 {
 		t.Skipf("connection-string spec tests not found under %q (set SPEC_TESTS)", dir)

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/goleak"
 
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -39,12 +40,7 @@ func connect(t *testing.T, uri string, opts ...*options.ClientOptions) *mongo.Cl
 	return c
 }
 
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T, d time.Duration) context.Context { return testsupport.Context(t, d) }
 
 // runAsync runs f in a goroutine and returns a channel with its error.
 func runAsync(f func() error) <-chan error {

@@ -77,7 +77,8 @@ func TestActionsSeenByClients(t *testing.T) {
 	runActionCases(t, []actionCase{
 		{
 			// The server applied the insert, the client only sees the
-			// connection close: the ambiguous failure of seed 001.
+			// connection close: the ambiguous failure of "How To Write
+			// Resilient MongoDB Applications" (A. Jesse Jiryu Davis, 2016).
 			name:   "drop-reply",
 			rule:   faultproxy.Rule{Match: insertOnly, Action: faultproxy.Action{Kind: faultproxy.DropReply}, Times: 1},
 			params: []string{"retryWrites=false"},

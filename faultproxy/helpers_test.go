@@ -16,17 +16,13 @@ import (
 
 	"github.com/sturdy-go/sturdy"
 	"github.com/sturdy-go/sturdy/faultproxy"
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testsupport.Context(t, 30*time.Second) }
 
 // logBuf collects the proxy's log lines for failure messages.
 type logBuf struct {

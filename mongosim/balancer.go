@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -18,7 +19,12 @@ import (
 // to one router, chosen round-robin among the running ones when the
 // connection opens, for its whole life, as a TCP balancer binds a client
 // socket to one backend socket. Everything on the connection is that
-// router's: its fail points, its ingress limiter, its connection limit.
+// router's: its fail points and ingress limiter. The balancer also opens a
+// real backend connection to the router for each client connection (the
+// requests themselves are handed to the router in process): the router's
+// MaxConnections counts and refuses it, and when the router stops and
+// closes it, the balancer closes the client's connection at once, as a TCP
+// balancer does when its backend socket dies.
 //
 // The router answers the connection's first hello as a mongos started
 // with loadBalancerPort answers a connection arriving through the
@@ -30,9 +36,12 @@ type Balancer struct {
 	routers []*Router // the backends
 	addr    string
 
-	mu   sync.Mutex
-	srv  *blackpipe.Server
-	next int // round-robin position
+	mu       sync.Mutex
+	srv      *blackpipe.Server
+	stopped  bool
+	next     int                   // round-robin position
+	backends map[net.Conn]struct{} // open backend connections
+	wg       sync.WaitGroup        // backend watchers
 }
 
 // codeLoadBalancerSupportMismatch is mongos' answer to a driver that
@@ -44,10 +53,13 @@ type lbConnKey struct{}
 
 // lbConn is a client connection's binding to its router.
 type lbConn struct {
-	r *Router
+	r       *Router
+	backend net.Conn
 
 	mu      sync.Mutex
 	helloed bool // the first hello was answered
+	served  bool // a request was handed to the router
+	closing bool // the client connection is closing
 }
 
 // validateBalancerOptions checks LoadBalanced against the router options.
@@ -92,7 +104,7 @@ func (c *Cluster) listenBalancer(routers []*Router, i int) (*Balancer, error) {
 		}
 		addr = net.JoinHostPort(c.opts.Host, strconv.Itoa(port))
 	}
-	b := &Balancer{cluster: c, routers: routers}
+	b := &Balancer{cluster: c, routers: routers, backends: map[net.Conn]struct{}{}}
 	bo := blackpipe.Options{
 		Addr:                  addr,
 		Compressors:           c.opts.Compressors,
@@ -110,7 +122,9 @@ func (c *Cluster) listenBalancer(routers []*Router, i int) (*Balancer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mongosim: load balancer: %w", err)
 	}
+	b.mu.Lock()
 	b.srv, b.addr = srv, srv.Addr()
+	b.mu.Unlock()
 	return b, nil
 }
 
@@ -140,45 +154,88 @@ func (b *Balancer) Addr() string { return b.addr }
 // URI is the connection string a load-balancer-aware driver uses.
 func (b *Balancer) URI() string { return "mongodb://" + b.addr + "/?loadBalanced=true" }
 
-// close stops the listener and closes every client connection.
+// close stops the listener, closes every client connection and its
+// backend connection, and waits for the backend watchers.
 func (b *Balancer) close() error {
 	b.mu.Lock()
 	srv := b.srv
-	b.srv = nil
+	b.srv, b.stopped = nil, true
 	b.mu.Unlock()
-	if srv == nil {
-		return nil
+	var err error
+	if srv != nil {
+		err = srv.Close()
 	}
-	return srv.Close()
+	b.mu.Lock()
+	for nc := range b.backends {
+		_ = nc.Close()
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+	return err
 }
 
 // accept binds a new client connection to the next running router, round
-// robin; with no router running, or the chosen router at its
-// MaxConnections, the connection is refused (closed), as a balancer with
-// no healthy backend, or a backend refusing it, does.
+// robin, and opens its backend connection; with no router running, or
+// none accepting a connection, the client's connection is refused
+// (closed), as a balancer with no healthy backend does.
 func (b *Balancer) accept(conn *blackpipe.Conn) bool {
 	routers := b.routers
-	b.mu.Lock()
-	var r *Router
 	for range routers {
-		cand := routers[b.next%len(routers)]
-		b.next++
-		if cand.running() {
-			r = cand
-			break
+		b.mu.Lock()
+		if b.stopped {
+			b.mu.Unlock()
+			return false
 		}
+		r := routers[b.next%len(routers)]
+		b.next++
+		b.mu.Unlock()
+		if !r.running() {
+			continue
+		}
+		nc, err := net.DialTimeout("tcp", r.addr, 5*time.Second)
+		if err != nil {
+			continue
+		}
+		lc := &lbConn{r: r, backend: nc}
+		b.mu.Lock()
+		b.backends[nc] = struct{}{}
+		b.wg.Add(1)
+		b.mu.Unlock()
+		conn.SetValue(lbConnKey{}, lc)
+		go b.watch(conn, lc)
+		return true
 	}
+	return false
+}
+
+// watch reads the backend connection, on which the router never sends
+// anything, until it ends: closed by the router (stopped, or over its
+// MaxConnections) it closes the client's connection too. A backend the
+// router drops while still running after serving requests (its
+// IdleTimeout: the requests do not pass on the backend connection) is let
+// go without closing the client's.
+func (b *Balancer) watch(conn *blackpipe.Conn, lc *lbConn) {
+	defer b.wg.Done()
+	var buf [1]byte
+	_, _ = lc.backend.Read(buf[:])
+	_ = lc.backend.Close()
+	b.mu.Lock()
+	delete(b.backends, lc.backend)
 	b.mu.Unlock()
-	if r == nil || !r.acceptConn(conn) {
-		return false
+	lc.mu.Lock()
+	closing, served := lc.closing, lc.served
+	lc.mu.Unlock()
+	if !closing && (!lc.r.running() || !served) {
+		_ = conn.Close()
 	}
-	conn.SetValue(lbConnKey{}, &lbConn{r: r})
-	return true
 }
 
 func (b *Balancer) closed(conn *blackpipe.Conn) {
 	if lc, ok := conn.Value(lbConnKey{}).(*lbConn); ok {
-		lc.r.conns.Add(-1)
+		lc.mu.Lock()
+		lc.closing = true
+		lc.mu.Unlock()
+		_ = lc.backend.Close()
 	}
 }
 
@@ -199,11 +256,13 @@ func (b *Balancer) handle(br *blackpipe.Request) bool {
 	}
 	r := lc.r
 	if !r.running() {
-		// The router went away: so did the balancer's backend socket,
-		// and the balancer closes the client's.
+		// The router went away (its watcher is closing the connection).
 		_ = br.Hangup()
 		return true
 	}
+	lc.mu.Lock()
+	lc.served = true
+	lc.mu.Unlock()
 	if isHelloName(br.Name) {
 		lc.mu.Lock()
 		first := !lc.helloed

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	mevent "go.mongodb.org/mongo-driver/v2/event"
@@ -121,8 +122,11 @@ func TestBalancerRouterStop(t *testing.T) {
 	if err := bound.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.msg(bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}}); !errors.Is(err, io.EOF) && err == nil {
-		t.Fatal("a connection bound to a stopped router still answers")
+	// Closed at once, as a balancer closes the client's socket when its
+	// backend socket dies: a read ends without sending anything.
+	_ = a.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := a.nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read on a connection bound to a stopped router: %v, want EOF", err)
 	}
 	for i := 0; i < 2; i++ {
 		b := dialRaw(t, c.Balancer().Addr())
@@ -271,35 +275,59 @@ func TestBalancerFailPointFollowsBinding(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Several connections at once, so both routers get some.
+	// Several inserts at once, so the driver opens several connections and
+	// both routers get some; rounds repeat until both have (goroutines may
+	// run one after another on a loaded machine and share one connection).
 	client, ev := lbClient(t, c, options.Client().SetRetryWrites(false))
 	coll := client.Database("lb").Collection("fp")
-	var wg sync.WaitGroup
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = coll.InsertOne(context.Background(), bson.D{})
-		}()
-	}
-	wg.Wait()
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	if len(ev.failed) != 8 {
-		t.Fatalf("%d failed inserts, want 8", len(ev.failed))
-	}
 	used := map[bson.ObjectID]bool{}
-	for _, e := range ev.failed {
-		if e.ServiceID != nil {
+	for round := 0; round < 50 && len(used) < 2; round++ {
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = coll.InsertOne(context.Background(), bson.D{})
+			}()
+		}
+		wg.Wait()
+		ev.mu.Lock()
+		if len(ev.failed) != 8*(round+1) {
+			ev.mu.Unlock()
+			t.Fatalf("%d failed inserts after round %d, want %d", len(ev.failed), round, 8*(round+1))
+		}
+		for _, e := range ev.failed {
+			// The event's failure is the driver's internal error type,
+			// which prints the code as "(Location<code>)".
+			if e.ServiceID == nil || !strings.Contains(e.Failure.Error(), fmt.Sprintf("Location%d)", codes[*e.ServiceID])) {
+				ev.mu.Unlock()
+				t.Fatalf("insert on service %v failed with %v, want that router's code", e.ServiceID, e.Failure)
+			}
 			used[*e.ServiceID] = true
 		}
-		// The event's failure is the driver's internal error type,
-		// which prints the code as "(Location<code>)".
-		if e.ServiceID == nil || !strings.Contains(e.Failure.Error(), fmt.Sprintf("Location%d)", codes[*e.ServiceID])) {
-			t.Fatalf("insert on service %v failed with %v, want that router's code", e.ServiceID, e.Failure)
-		}
+		ev.mu.Unlock()
 	}
 	if len(used) != 2 {
-		t.Fatalf("the inserts went to %d routers, want both", len(used))
+		t.Fatalf("the inserts went to %d routers in 50 rounds, want both", len(used))
+	}
+}
+
+// A router's MaxConnections counts the balancer's connections to it: over
+// the limit, the client's connection is closed.
+func TestBalancerRouterMaxConnections(t *testing.T) {
+	c := StartWithOptions(t, Options{Routers: 1, LoadBalanced: true})
+	c.Routers()[0].SetLimiter(LimiterOptions{MaxConnections: 1})
+	lbHello := bson.D{{Key: "hello", Value: 1}, {Key: "loadBalanced", Value: true}, {Key: "$db", Value: "admin"}}
+	a := dialRaw(t, c.Balancer().Addr())
+	if _, err := a.msg(lbHello); err != nil {
+		t.Fatal(err)
+	}
+	b := dialRaw(t, c.Balancer().Addr())
+	_ = b.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := b.nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("second connection over the router's MaxConnections: %v, want EOF", err)
+	}
+	if _, err := a.msg(lbHello); err != nil {
+		t.Fatalf("the first connection broke: %v", err)
 	}
 }

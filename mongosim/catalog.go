@@ -8,6 +8,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/collation"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
@@ -72,6 +73,7 @@ func (k catalog) Out(db, coll string, docs []bson.D) error {
 		// The documents go through the target's validator, as mongod's
 		// temporary collection copies the target's options.
 		tmp.validator, tmp.bypass, tmp.logger = c.validator, c.bypass, c.logger
+		tmp.indexes[0] = c.indexes[0] // the _id index (clustered, collated) as it is
 		for _, ix := range c.indexes[1:] {
 			cp := *ix
 			if cp.entries != nil {
@@ -351,7 +353,7 @@ func cmdListCollections(r *request) (bson.D, error) {
 				d[3].Value = bson.D{{Key: "readOnly", Value: true}}
 			} else if !clustered {
 				// A clustered collection has no separate _id index.
-				d = append(d, bson.E{Key: "idIndex", Value: value.CloneDoc(idIndex().spec)})
+				d = append(d, bson.E{Key: "idIndex", Value: value.CloneDoc(c.indexes[0].spec)})
 			}
 		}
 		if f.Match(d) {
@@ -404,6 +406,7 @@ func cmdCreate(r *request) (bson.D, error) {
 		val = nil
 	}
 	var options bson.D // as listCollections reports them
+	var defColl *collation.Collation
 	var clustered, timeseries bson.D
 	var images, capped bool
 	var size, maxDocs int64
@@ -442,6 +445,7 @@ func cmdCreate(r *request) (bson.D, error) {
 			if c != nil {
 				options = append(options, bson.E{Key: "collation", Value: c.Spec()})
 			}
+			defColl = c
 		case "changeStreamPreAndPostImages":
 			on, err := preAndPostImagesArg("create", e.Value)
 			if err != nil {
@@ -529,6 +533,13 @@ func cmdCreate(r *request) (bson.D, error) {
 			ix.name = name.(string)
 			ix.spec = bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "name", Value: ix.name}, {Key: "unique", Value: true}, {Key: "clustered", Value: true}}
 			c.indexes[0] = ix
+		}
+		if defColl != nil {
+			// The _id index has the collection's default collation too.
+			ix := *c.indexes[0]
+			ix.coll = defColl
+			ix.spec = append(value.CloneDoc(ix.spec), bson.E{Key: "collation", Value: defColl.Spec()})
+			c.indexes[0] = &ix
 		}
 	}
 	c, created, err := r.cluster.data.ensureWith(r.db, coll, init)

@@ -575,7 +575,7 @@ func (st *streamState) event(s *storage, ch change) (bson.D, error) {
 			var cur any // null when the document is gone
 			_ = s.read(ch.db, ch.coll, func(c *collection) error {
 				if c != nil {
-					if rec := c.byID[keyOf(ch.id)]; rec != nil {
+					if rec := c.byID[c.idKeyOf(ch.id)]; rec != nil {
 						cur = value.CloneDoc(rec.doc)
 					}
 				}

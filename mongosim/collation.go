@@ -45,15 +45,6 @@ func (e opEnv) compileSort(spec bson.D) (*query.Sort, error) {
 	return query.CompileSortWith(spec, e.collator())
 }
 
-// lookupDoc is the filter document used for the _id index lookup: none
-// under a collation, where {_id: "a"} may match "A".
-func (e opEnv) lookupDoc(filterDoc bson.D) bson.D {
-	if e.coll != nil {
-		return nil
-	}
-	return filterDoc
-}
-
 // withStatement returns e with a statement's own collation (update and
 // delete statements, bulkWrite operations) when it has one.
 func (r *request) withStatement(e opEnv, db, coll string, v any, present bool, where string) (opEnv, error) {

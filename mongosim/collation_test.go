@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"context"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -148,6 +149,19 @@ func TestCollationNumericOrderingSort(t *testing.T) {
 	if got := names(docs); !sameStrings(got, []string{"file20", "file10", "file2", "file1"}) {
 		t.Fatalf("numericOrdering $sort: %v", got)
 	}
+	cur, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil},
+		{Key: "top", Value: bson.D{{Key: "$topN", Value: bson.D{{Key: "n", Value: 2}, {Key: "sortBy", Value: bson.D{{Key: "name", Value: -1}}}, {Key: "output", Value: "$name"}}}}},
+		{Key: "max", Value: bson.D{{Key: "$max", Value: "$name"}}}}}}},
+		options.Aggregate().SetCollation(&options.Collation{Locale: "en", NumericOrdering: true}))
+	sdNoErr(t, err)
+	var grp []struct {
+		Top []string `bson:"top"`
+		Max string   `bson:"max"`
+	}
+	sdNoErr(t, cur.All(ctx, &grp))
+	if len(grp) != 1 || !sameStrings(grp[0].Top, []string{"file20", "file10"}) || grp[0].Max != "file20" {
+		t.Fatalf("numericOrdering $topN/$max: %+v", grp)
+	}
 }
 
 func TestCollationUniqueIndexAndDefault(t *testing.T) {
@@ -218,6 +232,31 @@ func TestCollationUniqueIndexAndDefault(t *testing.T) {
 	if err == nil {
 		t.Fatal("unique index inheriting strength 2 built over Go/go without a duplicate-key error")
 	}
+	// The _id index has the default collation too: "k1" and "K1" collide.
+	_, err = tags.InsertOne(ctx, bson.D{{Key: "_id", Value: "k1"}})
+	sdNoErr(t, err)
+	_, err = tags.InsertOne(ctx, bson.D{{Key: "_id", Value: "K1"}})
+	if codes := sdWriteCodes(err); len(codes) != 1 || codes[0] != 11000 {
+		t.Fatalf("case-variant _id in a strength-2 collection: %v", err)
+	}
+	icur, err := tags.Indexes().List(ctx)
+	sdNoErr(t, err)
+	var idx []struct {
+		Name      string `bson:"name"`
+		Collation struct {
+			Locale string `bson:"locale"`
+		} `bson:"collation"`
+	}
+	sdNoErr(t, icur.All(ctx, &idx))
+	if len(idx) == 0 || idx[0].Name != "_id_" || idx[0].Collation.Locale != "en" {
+		t.Fatalf("listIndexes of a collated collection: %+v", idx)
+	}
+	if got := sdFindAll(t, ctx, tags, bson.D{{Key: "_id", Value: "K1"}}); len(got) != 1 {
+		t.Fatalf("find by case-variant _id: %v", got)
+	}
+	if got := sdFindAll(t, ctx, tags, bson.D{{Key: "_id", Value: "K1"}}, options.Find().SetCollation(&options.Collation{Locale: "simple"})); len(got) != 0 {
+		t.Fatalf("simple-collation find by case-variant _id: %v", got)
+	}
 	colls, err := db.ListCollectionSpecifications(ctx, bson.D{{Key: "name", Value: "tags"}})
 	sdNoErr(t, err)
 	if len(colls) != 1 {
@@ -231,6 +270,9 @@ func TestCollationUniqueIndexAndDefault(t *testing.T) {
 		} `bson:"collation"`
 	}
 	sdNoErr(t, bson.Unmarshal(colls[0].Options, &opts))
+	if colls[0].IDIndex.Name != "_id_" {
+		t.Fatalf("listCollections idIndex = %+v", colls[0].IDIndex)
+	}
 	if opts.Collation.Locale != "en" || opts.Collation.Strength != 2 || opts.Collation.Version != "57.1" {
 		t.Fatalf("listCollections options = %v", colls[0].Options)
 	}
@@ -359,6 +401,11 @@ func TestLetErrors(t *testing.T) {
 	_, err = db.Collection("empty").Find(ctx, bson.D{{Key: "$expr", Value: bson.D{{Key: "$let", Value: bson.D{
 		{Key: "vars", Value: bson.D{{Key: "x", Value: 1}}}, {Key: "in", Value: bson.D{{Key: "$eq", Value: bson.A{"$n", "$$x"}}}}}}}}})
 	sdNoErr(t, err)
+	// So is one in a pipeline update, even when nothing matches.
+	_, err = db.Collection("empty").UpdateOne(ctx, bson.D{}, bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: "$$nope"}}}}})
+	if codes := sdWriteCodes(err); len(codes) != 1 || codes[0] != 17276 {
+		t.Fatalf("undefined variable in a pipeline update: %v", err)
+	}
 	// A let expression may not read the document.
 	_, err = coll.Find(ctx, bson.D{}, options.Find().SetLet(bson.D{{Key: "v", Value: "$n"}}))
 	if sdCode(err) != 4890500 {
@@ -517,5 +564,93 @@ func TestCollationLookup(t *testing.T) {
 	}
 	if n := count(options.Aggregate().SetCollation(&options.Collation{Locale: "en", Strength: 2})); n != 2 {
 		t.Fatalf("strength-2 $lookup joined %d items, want 2", n)
+	}
+}
+
+func TestCollationIDInTransaction(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("db")
+	sdNoErr(t, db.CreateCollection(ctx, "txc", options.CreateCollection().SetCollation(&options.Collation{Locale: "en", Strength: 2})))
+	coll := db.Collection("txc")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "x"}})
+	sdNoErr(t, err)
+	sess, err := client.StartSession()
+	sdNoErr(t, err)
+	defer sess.EndSession(ctx)
+	_, err = sess.WithTransaction(ctx, func(sc context.Context) (any, error) {
+		return coll.InsertOne(sc, bson.D{{Key: "_id", Value: "X"}})
+	})
+	if codes := sdWriteCodes(err); len(codes) != 1 || codes[0] != 11000 {
+		t.Fatalf("case-variant _id inside a transaction: %v", err)
+	}
+	_, err = sess.WithTransaction(ctx, func(sc context.Context) (any, error) {
+		if _, err := coll.InsertOne(sc, bson.D{{Key: "_id", Value: "y"}}); err != nil {
+			return nil, err
+		}
+		return coll.UpdateOne(sc, bson.D{{Key: "_id", Value: "Y"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}})
+	})
+	sdNoErr(t, err)
+	var doc bson.M
+	sdNoErr(t, coll.FindOne(ctx, bson.D{{Key: "_id", Value: "Y"}}).Decode(&doc))
+	if doc["_id"] != "y" || doc["v"] != int32(1) {
+		t.Fatalf("after the transaction: %v", doc)
+	}
+}
+
+// An _id equality uses the _id index only where that is exact: a query
+// collation other than the index's scans instead.
+func TestCollationIDLookup(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("db")
+	plain := db.Collection("idplain")
+	_, err := plain.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: "e"}}, bson.D{{Key: "_id", Value: "é"}}, bson.D{{Key: "_id", Value: "E"}}})
+	sdNoErr(t, err)
+	s1 := options.Find().SetCollation(&options.Collation{Locale: "fr", Strength: 1})
+	if got := sdFindAll(t, ctx, plain, bson.D{{Key: "_id", Value: "E"}}, s1); len(got) != 3 {
+		t.Fatalf("strength-1 _id find on a binary collection: %v", got)
+	}
+	if got := sdFindAll(t, ctx, plain, bson.D{{Key: "_id", Value: "E"}}); len(got) != 1 {
+		t.Fatalf("binary _id find: %v", got)
+	}
+	sdNoErr(t, db.CreateCollection(ctx, "ids2", options.CreateCollection().SetCollation(&options.Collation{Locale: "fr", Strength: 2})))
+	s2 := db.Collection("ids2")
+	_, err = s2.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: "e"}}, bson.D{{Key: "_id", Value: "é"}}})
+	sdNoErr(t, err)
+	if got := sdFindAll(t, ctx, s2, bson.D{{Key: "_id", Value: "E"}}); len(got) != 1 {
+		t.Fatalf("default-collation _id find: %v", got)
+	}
+	if got := sdFindAll(t, ctx, s2, bson.D{{Key: "_id", Value: "E"}}, s1); len(got) != 2 {
+		t.Fatalf("strength-1 _id find on a strength-2 collection: %v", got)
+	}
+	n, err := s2.CountDocuments(ctx, bson.D{{Key: "_id", Value: "É"}})
+	sdNoErr(t, err)
+	if n != 1 {
+		t.Fatalf("count by _id under the default collation = %d", n)
+	}
+}
+
+func TestCollationProjectionElemMatch(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("db").Collection("pem")
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "tags", Value: bson.A{
+		bson.D{{Key: "t", Value: "x"}}, bson.D{{Key: "t", Value: "GO"}}}}})
+	sdNoErr(t, err)
+	proj := bson.D{{Key: "tags", Value: bson.D{{Key: "$elemMatch", Value: bson.D{{Key: "t", Value: "go"}}}}}}
+	var doc struct {
+		Tags []struct {
+			T string `bson:"t"`
+		} `bson:"tags"`
+	}
+	sdNoErr(t, coll.FindOne(ctx, bson.D{}, options.FindOne().SetProjection(proj).SetCollation(&options.Collation{Locale: "en", Strength: 2})).Decode(&doc))
+	if len(doc.Tags) != 1 || doc.Tags[0].T != "GO" {
+		t.Fatalf("collated $elemMatch projection: %+v", doc)
+	}
+	doc.Tags = nil
+	sdNoErr(t, coll.FindOne(ctx, bson.D{}, options.FindOne().SetProjection(proj)).Decode(&doc))
+	if len(doc.Tags) != 0 {
+		t.Fatalf("binary $elemMatch projection: %+v", doc)
 	}
 }

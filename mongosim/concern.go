@@ -311,6 +311,9 @@ func (s *storage) snapshotAt(db, coll string, f *query.Filter, hint any, at bson
 		}
 		for _, ch := range undo {
 			k := keyOf(ch.id)
+			if c != nil {
+				k = c.idKeyOf(ch.id)
+			}
 			i, present := pos[k]
 			switch {
 			case ch.before == nil && present: // an insert: remove it

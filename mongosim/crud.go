@@ -156,7 +156,7 @@ func optionalProjection(spec bson.D, env opEnv) (*query.Projection, error) {
 	if len(spec) == 0 {
 		return nil, nil
 	}
-	return query.CompileProjectionWith(spec, env.vars)
+	return query.CompileProjectionWith(spec, query.Options{Collator: env.collator(), Vars: env.vars})
 }
 
 // commandArgs reads what most collection commands start with: the
@@ -415,6 +415,12 @@ func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
 			cu.updVars[e.Key] = e.Value
 		}
 	}
+	if u.IsPipeline() && cu.updVars != nil {
+		// As the filter's $expr: an undefined variable fails at parse time.
+		if err := expr.CheckVariables(st.updateSpec, cu.updVars); err != nil {
+			return nil, err
+		}
+	}
 	if len(st.sort) > 0 {
 		if st.multi {
 			return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify sort with multi=true")
@@ -543,7 +549,7 @@ func (s *storage) execUpdate(ctx context.Context, db, coll string, st *updateStm
 		if st.multi || cu.sorter != nil {
 			limit = 0
 		}
-		matched, err := c.match(cu.filter, env.lookupDoc(st.filterDoc), limit)
+		matched, err := c.match(cu.filter, st.filterDoc, limit)
 		if err != nil {
 			return err
 		}
@@ -698,7 +704,7 @@ func (s *storage) execDelete(ctx context.Context, db, coll string, st *deleteStm
 		if st.multi {
 			limit = 0
 		}
-		matched, err := c.match(f, env.lookupDoc(st.filterDoc), limit)
+		matched, err := c.match(f, st.filterDoc, limit)
 		if err != nil {
 			return err
 		}
@@ -818,7 +824,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 				if sorter != nil {
 					limit = 0
 				}
-				m, err := c.match(f, env.lookupDoc(filterDoc), limit)
+				m, err := c.match(f, filterDoc, limit)
 				if err != nil {
 					return err
 				}

@@ -711,8 +711,8 @@ func TestIndexes(t *testing.T) {
 	}
 }
 
-// TestSeed001Counter runs the two-step exactly-once counter of seed 001 and
-// its clean-up pass.
+// TestSeed001Counter runs the two-step exactly-once counter of "How To Write
+// Resilient MongoDB Applications" and its clean-up pass.
 func TestSeed001Counter(t *testing.T) {
 	client, _ := dataClient(t)
 	ctx := sdCtx(t)
@@ -769,8 +769,9 @@ func TestSeed001Counter(t *testing.T) {
 	}
 }
 
-// TestSeed004VersionedUpsert runs seed 004's optimistic-locking upsert: a
-// stale version finds no match, tries to insert and hits the _id index.
+// TestSeed004VersionedUpsert runs the optimistic-locking upsert of
+// "Optimistic Locking in MongoDB": a stale version finds no match, tries to
+// insert and hits the _id index.
 func TestSeed004VersionedUpsert(t *testing.T) {
 	client, _ := dataClient(t)
 	ctx := sdCtx(t)

@@ -113,7 +113,7 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 		if _, ok := idEquality(s.filter); ok && len(s.filter) == 1 && !c.timeseries {
 			idHack = true
 		}
-		examined = int64(len(c.candidates(s.filter)))
+		examined = int64(len(c.candidates(s.filter, f)))
 		if !idHack && !c.timeseries {
 			ixPlans = indexPlans(c, s.filter, s.hint)
 			ixPlans, sortByIndex = sortPlan(c, ixPlans, s.sort, s.hint != nil && c.findIndex(s.hint) != nil)
@@ -131,7 +131,7 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 			// The scan stops once the limit is met.
 			examined = 0
 			var matched int64
-			for _, rec := range c.candidates(s.filter) {
+			for _, rec := range c.candidates(s.filter, f) {
 				examined++
 				ok, err := f.MatchErr(rec.doc)
 				if err != nil {

@@ -29,7 +29,7 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 		if err := checkHint(c, hint); err != nil {
 			return err
 		}
-		for _, rec := range c.candidates(filterDoc) {
+		for _, rec := range c.candidates(filterDoc, f) {
 			ok, err := f.MatchErr(rec.doc)
 			if err != nil {
 				return err
@@ -168,7 +168,7 @@ func cmdFind(r *request) (bson.D, error) {
 	if sorter == nil && !reverse && limit > 0 {
 		early = int(skip + limit)
 	}
-	docs, err := r.readDocs(coll, f, env.lookupDoc(filterDoc), early, hint)
+	docs, err := r.readDocs(coll, f, filterDoc, early, hint)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +279,7 @@ func cmdCount(r *request) (bson.D, error) {
 		if err := checkHint(c, hint); err != nil {
 			return err
 		}
-		for _, rec := range c.candidates(env.lookupDoc(filterDoc)) {
+		for _, rec := range c.candidates(filterDoc, f) {
 			ok, err := f.MatchErr(rec.doc)
 			if err != nil {
 				return err
@@ -326,7 +326,7 @@ func cmdDistinct(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	docs, err := r.readDocs(coll, f, env.lookupDoc(filterDoc), 0, hint)
+	docs, err := r.readDocs(coll, f, filterDoc, 0, hint)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 )
 
@@ -56,11 +57,7 @@ func init() {
 	register(&command{name: "simcoreTestWrite", run: simcoreTestWriteCmd, write: true, retryableWrite: true})
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testsupport.Context(t, 20*time.Second) }
 
 // connect returns an official-driver client for uri, disconnected when the
 // test ends.
@@ -74,13 +71,7 @@ func connect(t *testing.T, uri string, opts ...*options.ClientOptions) *mongo.Cl
 	if err != nil {
 		t.Fatalf("connect %s: %v", uri, err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := client.Disconnect(ctx); err != nil {
-			t.Errorf("disconnect: %v", err)
-		}
-	})
+	testsupport.CloseOnCleanup(t, client.Disconnect)
 	return client
 }
 

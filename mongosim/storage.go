@@ -11,11 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/collation"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
@@ -48,6 +50,11 @@ type storage struct {
 	txn *transaction
 	// logger receives validationAction "warn" failures; nil discards them.
 	logger *slog.Logger
+	// views counts the views in the store, so reads skip view resolution
+	// while there are none (views.go).
+	views atomic.Int64
+	// ttlPasses and ttlDeleted are serverStatus metrics.ttl (ttl.go).
+	ttlPasses, ttlDeleted atomic.Int64
 }
 
 type database struct {
@@ -294,6 +301,9 @@ func (s *storage) dropCollection(db, coll string) (bool, int) {
 	c.mu.Lock()
 	c.dropped = true
 	n := len(c.indexes)
+	if c.view != nil {
+		s.views.Add(-1)
+	}
 	c.recordDDL(changeDrop)
 	c.mu.Unlock()
 	s.cursors.killNS(db + "." + coll)
@@ -318,6 +328,9 @@ func (s *storage) dropDatabase(db string) {
 		c := d.colls[n]
 		c.mu.Lock()
 		c.dropped = true
+		if c.view != nil {
+			s.views.Add(-1)
+		}
 		c.recordDDL(changeDrop)
 		c.mu.Unlock()
 		s.cursors.killNS(c.ns())
@@ -381,9 +394,9 @@ func (c *collection) each(fn func(r *record) bool) {
 // candidates returns the records filter may match, in natural order: the
 // one record named by a top-level _id equality when the filter has one,
 // else all of them. The caller still runs the filter.
-func (c *collection) candidates(filterDoc bson.D) []*record {
-	if id, ok := idEquality(filterDoc); ok && !c.timeseries {
-		k := keyOf(id)
+func (c *collection) candidates(filterDoc bson.D, f *query.Filter) []*record {
+	if id, ok := idEquality(filterDoc); ok && !c.timeseries && c.idLookupFits(f, id) {
+		k := c.idKeyOf(id)
 		c.fetch(k)
 		if r := c.byID[k]; r != nil {
 			return []*record{r}
@@ -419,6 +432,48 @@ func idEquality(filterDoc bson.D) (any, bool) {
 	return v, true
 }
 
+// idLookupFits reports whether the _id index can answer f's equality on
+// id: always without strings in id; with them, when f compares binary (the
+// one record the index finds is the only candidate) or under the index's
+// own collation.
+func (c *collection) idLookupFits(f *query.Filter, id any) bool {
+	fc := f.Collator()
+	if fc == nil || !hasString(id) {
+		return true
+	}
+	ic, _ := c.indexes[0].collator().(*collation.Collation)
+	fcc, _ := fc.(*collation.Collation)
+	return ic != nil && collation.Equal(ic, fcc)
+}
+
+// hasString reports whether v is or contains a string or symbol.
+func hasString(v any) bool {
+	switch x := v.(type) {
+	case string, bson.Symbol:
+		return true
+	case bson.D:
+		for _, e := range x {
+			if hasString(e.Value) {
+				return true
+			}
+		}
+	case bson.A:
+		for _, e := range x {
+			if hasString(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// idKeyOf is the byID key of an _id value: under the _id index's
+// collation (a collection default collation), so that _id values it deems
+// equal are duplicates, as on mongod.
+func (c *collection) idKeyOf(id any) string {
+	return keyOfWith(id, c.indexes[0].collator())
+}
+
 // match returns the records matching f (in natural order), at most limit
 // when limit > 0. An error evaluating a $expr (such as an undefined
 // variable) fails the whole operation, as on mongod.
@@ -439,8 +494,8 @@ func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*rec
 		}
 		return true
 	}
-	if _, ok := idEquality(filterDoc); ok {
-		for _, r := range c.candidates(filterDoc) {
+	if id, ok := idEquality(filterDoc); ok && c.idLookupFits(f, id) {
+		for _, r := range c.candidates(filterDoc, f) {
 			if !visit(r) {
 				break
 			}
@@ -500,7 +555,7 @@ func checkID(id any) error {
 // insert stores doc (already prepared) after checking every unique index.
 func (c *collection) insert(doc bson.D) error {
 	id, _ := value.Get(doc, "_id")
-	idKey := keyOf(id)
+	idKey := c.idKeyOf(id)
 	if c.timeseries {
 		if t, _ := value.Get(doc, c.timeField); bsonTypeName(t) != "date" {
 			return cmderr.New(cmderr.BadValue, "'%s' must be present and contain a valid BSON UTC datetime value", c.timeField)

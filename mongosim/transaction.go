@@ -261,7 +261,8 @@ func (t *transaction) ensure(db, coll string) (*collection, bool, error) {
 // keys are checked against the snapshot.
 func snapshotOf(base *collection, t *transaction) *collection {
 	c := &collection{db: base.db, name: base.name, uuid: base.uuid, byID: map[string]*record{},
-		txn: t, base: base, dirty: map[string]bool{}, validator: base.validator, logger: base.logger, view: base.view}
+		txn: t, base: base, dirty: map[string]bool{}, validator: base.validator, logger: base.logger, view: base.view,
+		options: base.options} // options: the default collation
 	uniques := false
 	for i, ix := range base.indexes {
 		cp := *ix

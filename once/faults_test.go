@@ -19,6 +19,7 @@ import (
 	"github.com/sturdy-go/sturdy"
 	"github.com/sturdy-go/sturdy/adapt"
 	"github.com/sturdy-go/sturdy/adapt/mongov2"
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
@@ -444,12 +445,7 @@ func bothRetryModes(t *testing.T, fn func(t *testing.T, e *env)) {
 	}
 }
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testsupport.Context(t, 0) }
 
 func mustNoErr(t *testing.T, err error) {
 	t.Helper()

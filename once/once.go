@@ -84,9 +84,10 @@ var (
 	ErrInvalidIncrement = errors.New("once: invalid increment")
 )
 
-// notPrimaryCodes are the server errors of seed 002 that mean the primary
-// went away (step-down, shutdown, network trouble on the server side): the
-// write was not applied and the driver is rediscovering the primary.
+// notPrimaryCodes are the server errors of the Retryable Writes spec 1.0 that
+// mean the primary went away (step-down, shutdown, network trouble on the
+// server side): the write was not applied and the driver is rediscovering the
+// primary.
 var notPrimaryCodes = map[int32]bool{
 	11600: true, 11602: true, 10107: true, 13435: true, 13436: true,
 	189: true, 91: true, 7: true, 6: true, 89: true, 9001: true,

@@ -23,16 +23,16 @@ const (
 	// and increments the fields, and also raises the cutoff. It is correct
 	// while incrementers and other reconcilers run.
 	PerToken ReconcileMode = iota
-	// SetUnset is the seed's nightly pass: read each document with pending
-	// tokens, add up the amounts, and write the totals with one idempotent
-	// $set while $unset'ing the folded tokens. The seed requires the
-	// documents to be quiescent (no increments in flight). sturdy adds a
-	// guard — the update is filtered on the pending array and the field
-	// values it read — so a concurrent writer makes the update miss (counted
-	// in Changed) instead of being overwritten; but a busy document may be
-	// skipped every time, and the raised cutoff can refuse in-flight
-	// increments with older tokens. Use it on documents nobody is writing,
-	// such as yesterday's counters.
+	// SetUnset is the nightly pass of "How To Write Resilient MongoDB
+	// Applications": read each document with pending tokens, add up the
+	// amounts, and write the totals with one idempotent $set while $unset'ing
+	// the folded tokens. The article requires the documents to be quiescent (no
+	// increments in flight). sturdy adds a guard — the update is filtered on
+	// the pending array and the field values it read — so a concurrent writer
+	// makes the update miss (counted in Changed) instead of being
+	// overwritten; but a busy document may be skipped every time, and the
+	// raised cutoff can refuse in-flight increments with older tokens. Use it
+	// on documents nobody is writing, such as yesterday's counters.
 	SetUnset
 )
 

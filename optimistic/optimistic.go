@@ -29,11 +29,11 @@ type Options struct {
 	ModifiedField string
 	// Now is the clock for the stamps. Default time.Now.
 	Now func() time.Time
-	// KeepDeleted makes a save of version v > 0 fail with a conflict when
-	// the document no longer exists, instead of recreating it. The update
-	// is then sent without upsert and matching nothing is the conflict
-	// signal. Default false: the seed's single upsert path, which recreates
-	// a deleted document.
+	// KeepDeleted makes a save of version v > 0 fail with a conflict when the
+	// document no longer exists, instead of recreating it. The update is then
+	// sent without upsert and matching nothing is the conflict signal.
+	// Default false: the single upsert path of "Optimistic Locking in
+	// MongoDB" (2015), which recreates a deleted document.
 	KeepDeleted bool
 }
 
@@ -139,11 +139,11 @@ func (c *Collection) Save(ctx context.Context, doc any) (*SaveResult, error) {
 	return res, nil
 }
 
-// Write is the seed's single statement: it $set's set and $setOnInsert's
-// onInsert (either may be nil) on the document with _id id, if it is at
-// version (0: it does not exist yet or has no version), and increments the
-// version. It returns a *ConflictError if the document is at another
-// version.
+// Write is the single statement of "Optimistic Locking in MongoDB": it $set's
+// set and $setOnInsert's onInsert (either may be nil) on the document with
+// _id id, if it is at version (0: it does not exist yet or has no version),
+// and increments the version. It returns a *ConflictError if the document is
+// at another version.
 func (c *Collection) Write(ctx context.Context, id any, version int64, set, onInsert any) (*SaveResult, error) {
 	if version < 0 {
 		return nil, fmt.Errorf("%w: negative version %d", sturdy.ErrInvalidArgument, version)

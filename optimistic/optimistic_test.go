@@ -15,6 +15,7 @@ import (
 	"github.com/sturdy-go/sturdy"
 	"github.com/sturdy-go/sturdy/adapt"
 	"github.com/sturdy-go/sturdy/adapt/mongov2"
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/mongosim"
 	"github.com/sturdy-go/sturdy/optimistic"
 )
@@ -58,13 +59,7 @@ func connect(t *testing.T, d driver, retryWrites bool) (*sturdy.Collection, adap
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := oc.Disconnect(ctx); err != nil {
-			t.Errorf("Disconnect: %v", err)
-		}
-	})
+	testsupport.CloseOnCleanup(t, oc.Disconnect)
 	return coll, mongov2.Collection(oc.Database("app").Collection("articles"))
 }
 
@@ -82,21 +77,11 @@ func connectSturdy(t *testing.T, retryWrites bool) (*sturdy.Collection, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := client.Disconnect(ctx); err != nil {
-			t.Errorf("Disconnect: %v", err)
-		}
-	})
+	testsupport.CloseOnCleanup(t, client.Disconnect)
 	return client.Database("app").Collection("articles"), sim.URI()
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testsupport.Context(t, 0) }
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -192,7 +177,7 @@ func TestSaveStaleVersionConflicts(t *testing.T) {
 }
 
 // A delete is version-checked too; with KeepDeleted a stale writer cannot
-// resurrect the document, without it the seed's upsert recreates it.
+// resurrect the document, without it the article's upsert recreates it.
 func TestDeleteAndResurrection(t *testing.T) {
 	eachDriver(t, func(t *testing.T, drv driver) {
 		for _, keep := range []bool{false, true} {

@@ -13,15 +13,12 @@ import (
 	"github.com/sturdy-go/sturdy"
 	"github.com/sturdy-go/sturdy/adapt/mongov2"
 	"github.com/sturdy-go/sturdy/blackpipe"
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/mongosim"
 	"github.com/sturdy-go/sturdy/once"
 )
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testsupport.Context(t, 30*time.Second) }
 
 func officialClient(t *testing.T, uri string) *mongo.Client {
 	t.Helper()
@@ -29,13 +26,7 @@ func officialClient(t *testing.T, uri string) *mongo.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := c.Disconnect(ctx); err != nil {
-			t.Errorf("Disconnect: %v", err)
-		}
-	})
+	testsupport.CloseOnCleanup(t, c.Disconnect)
 	return c
 }
 

@@ -31,11 +31,13 @@ import (
 	"github.com/sturdy-go/sturdy/once"
 )
 
-// The demo runs seed 001's workload — count events by incrementing a counter
-// in one document — under each kind of failure the seed describes, with each
+// The demo runs the workload of "How To Write Resilient MongoDB Applications"
+// (A. Jesse Jiryu Davis, 2016) — count events by incrementing a counter in
+// one document — under each kind of failure the article describes, with each
 // application strategy, and measures what really landed. Every increment also
 // bumps a per-operation field ops.<i>, so the demo can tell exactly which
-// operations were lost (applied 0 times) or duplicated (applied more than once).
+// operations were lost (applied 0 times) or duplicated (applied more than
+// once).
 
 const demoDB, demoColl = "sturdy_demo", "counters"
 
@@ -90,8 +92,8 @@ type clientKind int
 
 const (
 	appRetriesOnly  clientKind = iota // the driver retries nothing; the application decides
-	retryableWrites                   // seed 002: retry once with the same lsid + txnNumber
-	sturdyDefault                     // retryable writes plus seed 003's overload retries
+	retryableWrites                   // Retryable Writes spec: retry once with the same lsid + txnNumber
+	sturdyDefault                     // retryable writes plus the Client Backpressure spec's overload retries
 )
 
 type strategy struct {
@@ -168,7 +170,7 @@ func incFields(op int) bson.D {
 	return bson.D{{Key: "counter", Value: int32(1)}, {Key: "ops." + strconv.Itoa(op), Value: int32(1)}}
 }
 
-// inc is the seed's updateOne: $inc the counter (and this operation's
+// inc is the article's updateOne: $inc the counter (and this operation's
 // field) in today's document, upsert.
 func (e *cellEnv) inc(ctx context.Context, op int) error {
 	_, err := e.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: demoDay}},
@@ -445,8 +447,8 @@ func runCell(ctx context.Context, t *demoTarget, proxy *faultproxy.Proxy, admin 
 		return res, err
 	}
 	if s.twoStep {
-		// The seed's clean-up pass: fold tokens whose second step never
-		// completed. Nothing runs concurrently now, as the seed requires.
+		// The article's clean-up pass: fold tokens whose second step never
+		// completed. Nothing runs concurrently now, as the article requires.
 		if _, err := once.New(coll).Reconcile(ctx); err != nil {
 			return res, fmt.Errorf("reconcile: %w", err)
 		}

@@ -1,6 +1,6 @@
 // Command sturdy is the project's command line:
 //
-//	sturdy demo    the seed-001 counter workload under injected faults, strategy by strategy
+//	sturdy demo    the exactly-once counter workload under injected faults, strategy by strategy
 //	sturdy sim     run mongosim, the in-memory MongoDB-compatible server, as a process
 //	sturdy proxy   a MongoDB-aware fault-injection proxy in front of a real deployment
 //	sturdy bench   benchmarks: "bench overload" measures retries against an overloaded server

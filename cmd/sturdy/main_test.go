@@ -16,7 +16,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The demo's measurements must show what seed 001 predicts, cell by cell.
+// The demo's measurements must show what "How To Write Resilient MongoDB
+// Applications" (A. Jesse Jiryu Davis, 2016) predicts, cell by cell.
 func TestDemoMeasuresSeedOutcomes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -55,7 +56,7 @@ func TestDemoMeasuresSeedOutcomes(t *testing.T) {
 			t.Errorf("%s: lost %d duplicated %d; want lost>0=%v duplicated>0=%v", cell, r.Lost, r.Duplicated, lost, dup)
 		}
 	}
-	// Transient error after the write applied: the seed's table.
+	// Transient error after the write applied: the article's table.
 	expect("transient/no retry", true, false)
 	expect("transient/always retry (5x)", false, true)
 	expect("transient/retry once", false, true)
@@ -78,8 +79,8 @@ func TestDemoMeasuresSeedOutcomes(t *testing.T) {
 	}
 	expect("overload/no retry", true, false)
 	expect("overload/always retry (5x)", false, false)
-	// Seed 002 does not retry overload errors; seed 003's policy does, with
-	// backoff, and loses nothing.
+	// Retryable Writes 1.0 does not retry overload errors; the Client
+	// Backpressure spec's policy does, with backoff, and loses nothing.
 	expect("overload/retryable writes", true, false)
 	expect("overload/sturdy (+ backpressure)", false, false)
 	expect("overload/transaction", false, false)

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// sturdy demo --sharded runs the seed's table through two mongos routers:
-// the strategies keep their outcomes there.
+// sturdy demo --sharded runs the demo's table through two mongos routers: the
+// strategies keep their outcomes there.
 func TestDemoSharded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

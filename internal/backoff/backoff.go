@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Defaults of the overload retry policy (seed 003).
+// Defaults of the overload retry policy (Client Backpressure spec, as first
+// accepted; docs/retry-policy.md).
 const (
 	// Base is the backoff before the first retry, before jitter.
 	Base = 100 * time.Millisecond

@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"math"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -18,6 +19,9 @@ type Description struct {
 	Passive           bool
 	ReadOnly          bool
 	HelloOK           bool
+	// IsReplicaSet is set by a replica set member not yet initiated (an
+	// RSGhost in SDAM's terms).
+	IsReplicaSet bool
 	// Msg is "isdbgrid" when the server is a mongos.
 	Msg string
 
@@ -28,7 +32,7 @@ type Description struct {
 	MaxMessageSizeBytes int32
 	MaxWriteBatchSize   int32
 
-	LogicalSessionTimeoutMinutes *int32
+	LogicalSessionTimeoutMinutes *int64
 	ConnectionID                 *int64
 
 	SetName    string
@@ -41,8 +45,8 @@ type Description struct {
 	Arbiters   []string
 	Tags       map[string]string
 
-	// TopologyVersion is the raw {processId, counter} document, nil if absent.
-	TopologyVersion bson.Raw
+	// TopologyVersion is nil if absent or malformed.
+	TopologyVersion *TopologyVersion
 	LastWriteDate   time.Time
 
 	// Compression is the compressor both sides agreed on ("" for none).
@@ -56,23 +60,48 @@ type Description struct {
 	ServiceID *bson.ObjectID
 }
 
+// TopologyVersion orders hello replies and state-change errors from one
+// server process.
+type TopologyVersion struct {
+	ProcessID bson.ObjectID
+	Counter   int64
+}
+
 // IsMongos reports whether the server said it is a mongos.
 func (d Description) IsMongos() bool { return d.Msg == "isdbgrid" }
 
-// parseDescription reads a hello reply. Fields of the wrong type are ignored
-// rather than failing the handshake: the description is advisory and SDAM
-// treats missing fields as absent.
-func parseDescription(raw bson.Raw) (Description, error) {
+// ParseDescription reads a hello or legacy hello reply. It is the one
+// parser of hello replies: the handshake and the topology monitor both use
+// it. A malformed document is an error; fields of the wrong type are
+// ignored rather than failing, as the description is advisory and SDAM
+// treats missing fields as absent. Where the specifications are silent it
+// reads values as mongod itself would:
+//   - isWritablePrimary wins over the legacy ismaster, whichever comes first
+//     (SDAM: check isWritablePrimary, fall back to ismaster);
+//   - a boolean field may be any BSON number, non-zero meaning true (0.5 too);
+//   - an integer field may be an int32, an int64 or a double (truncated);
+//     a value outside the field's range counts as absent, not wrapped.
+//
+// It does not look at ok: callers get a *CommandError for {ok: 0} from Send.
+func ParseDescription(raw bson.Raw) (Description, error) {
 	d := Description{Raw: raw}
+	if err := raw.Validate(); err != nil {
+		return d, err
+	}
 	elems, err := raw.Elements()
 	if err != nil {
 		return d, err
 	}
+	writableSeen := false
 	for _, e := range elems {
 		v := e.Value()
 		switch e.Key() {
-		case "isWritablePrimary", "ismaster":
-			d.IsWritablePrimary = truthy(v)
+		case "isWritablePrimary":
+			d.IsWritablePrimary, writableSeen = truthy(v), true
+		case "ismaster":
+			if !writableSeen {
+				d.IsWritablePrimary = truthy(v)
+			}
 		case "secondary":
 			d.Secondary = truthy(v)
 		case "arbiterOnly":
@@ -85,6 +114,8 @@ func parseDescription(raw bson.Raw) (Description, error) {
 			d.ReadOnly = truthy(v)
 		case "helloOk":
 			d.HelloOK = truthy(v)
+		case "isreplicaset":
+			d.IsReplicaSet = truthy(v)
 		case "msg":
 			d.Msg, _ = v.StringValueOK()
 		case "minWireVersion":
@@ -98,20 +129,13 @@ func parseDescription(raw bson.Raw) (Description, error) {
 		case "maxWriteBatchSize":
 			d.MaxWriteBatchSize = int32Value(v)
 		case "logicalSessionTimeoutMinutes":
-			if n, ok := v.AsInt64OK(); ok {
-				m := int32(n)
-				d.LogicalSessionTimeoutMinutes = &m
-			}
+			d.LogicalSessionTimeoutMinutes = int64Ptr(v)
 		case "connectionId":
-			if n, ok := v.AsInt64OK(); ok {
-				d.ConnectionID = &n
-			}
+			d.ConnectionID = int64Ptr(v)
 		case "setName":
 			d.SetName, _ = v.StringValueOK()
 		case "setVersion":
-			if n, ok := v.AsInt64OK(); ok {
-				d.SetVersion = &n
-			}
+			d.SetVersion = int64Ptr(v)
 		case "electionId":
 			if oid, ok := v.ObjectIDOK(); ok {
 				d.ElectionID = &oid
@@ -138,9 +162,7 @@ func parseDescription(raw bson.Raw) (Description, error) {
 				}
 			}
 		case "topologyVersion":
-			if doc, ok := v.DocumentOK(); ok {
-				d.TopologyVersion = doc
-			}
+			d.TopologyVersion = ParseTopologyVersion(v)
 		case "lastWrite":
 			if doc, ok := v.DocumentOK(); ok {
 				if lw, err := doc.LookupErr("lastWriteDate"); err == nil {
@@ -168,25 +190,73 @@ func parseDescription(raw bson.Raw) (Description, error) {
 	return d, nil
 }
 
+// ParseTopologyVersion reads a {processId, counter} document, as found in
+// hello replies and state-change errors; nil if v is not one.
+func ParseTopologyVersion(v bson.RawValue) *TopologyVersion {
+	doc, ok := v.DocumentOK()
+	if !ok {
+		return nil
+	}
+	// Lookup gives an empty value for an absent field, which no OK accessor
+	// accepts.
+	oid, ok := doc.Lookup("processId").ObjectIDOK()
+	if !ok {
+		return nil
+	}
+	n, ok := intValue(doc.Lookup("counter"))
+	if !ok {
+		return nil
+	}
+	return &TopologyVersion{ProcessID: oid, Counter: n}
+}
+
+// truthy is a field's value as a condition, as mongod reads one: a boolean,
+// or any non-zero number.
 func truthy(v bson.RawValue) bool {
 	if b, ok := v.BooleanOK(); ok {
 		return b
+	}
+	if d, ok := v.Decimal128OK(); ok {
+		return !d.IsZero()
 	}
 	n, ok := v.AsFloat64OK()
 	return ok && n != 0
 }
 
-func int32Value(v bson.RawValue) int32 {
-	n, ok := v.AsInt64OK()
-	if !ok {
-		if f, fok := v.AsFloat64OK(); fok {
-			n = int64(f)
+// intValue is a numeric field's value as an integer: an int32, an int64,
+// or a double truncated toward zero if it lies within int64's range (NaN
+// does not).
+func intValue(v bson.RawValue) (int64, bool) {
+	switch v.Type {
+	case bson.TypeInt32:
+		n, ok := v.Int32OK()
+		return int64(n), ok
+	case bson.TypeInt64:
+		return v.Int64OK()
+	case bson.TypeDouble:
+		f, ok := v.DoubleOK()
+		if ok && f >= -(1<<63) && f < 1<<63 {
+			return int64(f), true
 		}
 	}
-	if n > 1<<31-1 || n < -1<<31 {
+	return 0, false
+}
+
+// int32Value is an int32 field's value, 0 (absent) when it is not a number
+// or does not fit.
+func int32Value(v bson.RawValue) int32 {
+	n, ok := intValue(v)
+	if !ok || n > math.MaxInt32 || n < math.MinInt32 {
 		return 0
 	}
 	return int32(n)
+}
+
+func int64Ptr(v bson.RawValue) *int64 {
+	if n, ok := intValue(v); ok {
+		return &n
+	}
+	return nil
 }
 
 func stringArray(v bson.RawValue) []string {

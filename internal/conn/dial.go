@@ -170,7 +170,7 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 		return nil, netError(ctx, addr, "handshake", err)
 	}
 	c.handshakeRTT = time.Since(start)
-	desc, err := parseDescription(reply.Body)
+	desc, err := ParseDescription(reply.Body)
 	if err != nil {
 		c.Close()
 		return nil, netError(ctx, addr, "handshake", fmt.Errorf("conn: decoding hello reply: %w", err))

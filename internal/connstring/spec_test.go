@@ -9,30 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// specDir finds the MongoDB specifications directory: $SPEC_TESTS, else
-// <module root>/../shared/specs.
-func specDir(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv("SPEC_TESTS"); d != "" {
-		return d
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared", "specs")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
+	"github.com/sturdy-go/sturdy/internal/testsupport"
+)
 
 type specHost struct {
 	Type string `json:"type"`
@@ -57,7 +36,7 @@ type specCase struct {
 }
 
 func TestSpecJSON(t *testing.T) {
-	root := specDir(t)
+	root := testsupport.SpecDir(t)
 	var files []string
 	for _, sub := range []string{"connection-string/tests", "uri-options/tests"} {
 		m, _ := filepath.Glob(filepath.Join(root, sub, "*.json"))

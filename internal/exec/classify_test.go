@@ -10,9 +10,9 @@ import (
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 )
 
-// The topology refuses servers before 4.4 (wire < 9) as incompatible, so
-// seed 002's code-based classification cannot be reached end to end; this
-// checks it on replies as such servers send them.
+// The topology refuses servers before 4.4 (wire < 9) as incompatible, so the
+// Retryable Writes spec 1.0's code-based classification cannot be reached end
+// to end; this checks it on replies as such servers send them.
 func TestPre44ClassificationByCodeAndMessage(t *testing.T) {
 	reply := func(d bson.D) error {
 		raw, err := bson.Marshal(d)

@@ -3,15 +3,19 @@
 // $readPreference, $clusterTime; $db via conn.Request), command monitoring
 // events, error classification and SDAM error handoff, and check-in.
 //
-// Execute runs an operation as a loop of attempts; retry.go's policy
-// decides after each failure whether to run another: retryable writes
-// (seed 002: once, same txnNumber), retryable reads, and the overload
-// policy (seed 003: RetryableError label, backoff with jitter, the retry
-// token bucket, deprioritized servers), combined as DESIGN.md's table
-// says. Everything an operation keeps between attempts — the operation
-// id, the session and the transaction number a retry must reuse, the
-// servers to deprioritize, the error to report — lives in one opState.
-// The backoff's sleep, jitter and clock are injectable on the Executor.
+// Execute runs an operation as a loop of attempts; retry.go's policy decides
+// after each failure whether to run another: retryable writes (Retryable
+// Writes spec 1.0: once, same txnNumber), retryable reads, and the overload
+// policy (Client Backpressure spec: RetryableError label, backoff with
+// jitter, the retry token bucket, deprioritized servers), combined as
+// docs/retry-policy.md says. The specifications:
+// https://github.com/mongodb/specifications/blob/master/source/retryable-writes/retryable-writes.md
+// and
+// https://github.com/mongodb/specifications/blob/master/source/client-backpressure/client-backpressure.md.
+// Everything an operation keeps between attempts — the operation id, the
+// session and the transaction number a retry must reuse, the servers to
+// deprioritize, the error to report — lives in one opState. The backoff's
+// sleep, jitter and clock are injectable on the Executor.
 //
 // Under a client-side operation timeout (package csot: timeoutMS at any
 // level) each command carries maxTimeMS = time left − the server's minimum

@@ -54,11 +54,11 @@ type Executor struct {
 	Sessions *session.Pool
 	Monitor  *event.Monitor
 	Logger   *slog.Logger // nil: no logging
-	// RetryWrites enables retryable writes (seed 002: a transaction number
-	// on eligible writes and one retry after a retryable error) and the
-	// overload retries of write commands; RetryReads enables retryable
-	// reads and the overload retries of read commands. Operations marked
-	// RunCommand need both for overload retries.
+	// RetryWrites enables retryable writes (Retryable Writes spec: a
+	// transaction number on eligible writes and one retry after a retryable
+	// error) and the overload retries of write commands; RetryReads enables
+	// retryable reads and the overload retries of read commands. Operations
+	// marked RunCommand need both for overload retries.
 	RetryWrites, RetryReads bool
 	// MaxAdaptiveRetries caps the retries of an operation once an overload
 	// error (RetryableError / SystemOverloadedError label) has been seen.
@@ -107,8 +107,8 @@ type Operation struct {
 	// $readPreference when every available server is 5.0+ (wire version
 	// 13) or none is available; otherwise a writable server is selected.
 	WriteStage bool
-	// RetryableWrite marks a write command eligible for a transaction
-	// number (seed 002's whitelist, judged per command after batch
+	// RetryableWrite marks a write command eligible for a transaction number
+	// (the Retryable Writes spec's whitelist, judged per command after batch
 	// splitting): it is sent when Executor.RetryWrites is set and the
 	// selected server supports retryable writes.
 	RetryableWrite bool
@@ -181,7 +181,8 @@ type opState struct {
 	txnNumber *int64
 	// attempts counts finished attempts (including failed selection).
 	attempts int
-	// deprioritized lists servers selection should avoid (seed 003).
+	// deprioritized lists servers selection should avoid (Client Backpressure
+	// spec).
 	deprioritized []string
 	// server is the server of the last attempt, nil if selection failed.
 	server *topology.Server
@@ -306,8 +307,8 @@ func (e *Executor) run(ctx context.Context, op *Operation, st *opState) (bson.Ra
 				srv.Dec()
 				err = ErrServerNoLongerWritable
 			case !sd.SupportsRetryableWrites():
-				// Seed 002: the server selected for the retry no longer
-				// supports retryable writes (a downgrade in progress).
+				// Retryable Writes spec: the server selected for the retry no
+				// longer supports retryable writes (a downgrade in progress).
 				srv.Dec()
 				err = errRetryUnsupported
 			}
@@ -476,6 +477,9 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 				st.sess.AdvanceOperationTime(bson.Timestamp{T: t, I: i})
 			}
 		}
+		if st.sess != nil && st.sess.Snapshot && err == nil {
+			recordSnapshotTime(st.sess, reply)
+		}
 		if st.inTxn {
 			if tok, ok := reply.Lookup("recoveryToken").DocumentOK(); ok {
 				st.sess.Txn.RecoveryToken = append(bson.Raw(nil), tok...)
@@ -546,16 +550,12 @@ func (e *Executor) sessionTimeout(cd conn.Description) *int64 {
 	if t := d.LogicalSessionTimeoutMinutes; t != nil {
 		return t
 	}
-	if cd.LogicalSessionTimeoutMinutes != nil {
-		n := int64(*cd.LogicalSessionTimeoutMinutes)
-		return &n
-	}
-	return nil
+	return cd.LogicalSessionTimeoutMinutes
 }
 
-// supportsRetryableWrites is seed 002's test, on the selected server's
-// description and on the connection's own handshake: wire version 6+,
-// sessions supported, not a standalone.
+// supportsRetryableWrites is the Retryable Writes spec's test, on the
+// selected server's description and on the connection's own handshake: wire
+// version 6+, sessions supported, not a standalone.
 func supportsRetryableWrites(sd topology.ServerDescription, cd conn.Description) bool {
 	return sd.SupportsRetryableWrites() && cd.MaxWireVersion >= 6 && cd.LogicalSessionTimeoutMinutes != nil
 }
@@ -570,6 +570,9 @@ func (e *Executor) assemble(op *Operation, st *opState, srv *topology.Server, cd
 		cmd = append(cmd, op.Command...)
 		if ss != nil && st.sess.Causal && causalCommand(op) {
 			cmd = withAfterClusterTime(cmd, st.sess)
+		}
+		if ss != nil && st.sess.Snapshot && snapshotCommand(op) {
+			cmd = withSnapshotReadConcern(cmd, st.sess)
 		}
 		if ss != nil {
 			cmd = append(cmd, bson.E{Key: "lsid", Value: ss.ID})
@@ -846,7 +849,11 @@ func timeoutError(ctx context.Context, err error) error {
 	if errors.As(err, &sel) && ctx.Err() == nil {
 		return err // serverSelectionTimeoutMS, shorter than the time left, ran out
 	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) || mongoerr.IsTimeout(err) || mongoerr.IsMaxTimeExpired(err) {
+	// The deadline may have passed before the context's timer fired and
+	// set ctx.Err: the retry loop stops on the clock, not on ctx.Err.
+	dl, ok := ctx.Deadline()
+	expired := ok && !time.Now().Before(dl)
+	if expired || errors.Is(ctx.Err(), context.DeadlineExceeded) || mongoerr.IsTimeout(err) || mongoerr.IsMaxTimeExpired(err) {
 		return &mongoerr.TimeoutError{Err: err}
 	}
 	return err

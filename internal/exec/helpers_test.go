@@ -14,6 +14,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/session"
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/internal/topology"
 )
 
@@ -73,13 +74,7 @@ func newEnv(t *testing.T, o topology.Options) *env {
 	if err := topo.Connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := topo.Disconnect(ctx); err != nil {
-			t.Errorf("disconnect: %v", err)
-		}
-	})
+	testsupport.CloseOnCleanup(t, topo.Disconnect)
 	sp := session.NewPool(nil)
 	return &env{
 		exec:     &exec.Executor{Topology: topo, Sessions: sp, Monitor: rec.monitor(), RetryWrites: true, RetryReads: true},

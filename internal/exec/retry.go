@@ -19,8 +19,9 @@ import (
 	"github.com/sturdy-go/sturdy/internal/topology"
 )
 
-// DefaultMaxAdaptiveRetries is the retry cap once an overload error has
-// been seen (seed 003's MAX_ATTEMPTS).
+// DefaultMaxAdaptiveRetries is the retry cap once an overload error has been
+// seen (the first accepted Client Backpressure spec's MAX_ATTEMPTS; newer
+// text says 2, see docs/retry-policy.md).
 const DefaultMaxAdaptiveRetries = 5
 
 // MaxUnsentRetries caps the retries of attempts that never reached the
@@ -100,18 +101,19 @@ func (e *Executor) retryTokens() *backoff.TokenBucket {
 	return e.Tokens
 }
 
-// retrier is the one retry policy, combining (as DESIGN.md's table says):
+// retrier is the one retry policy, combining (as docs/retry-policy.md says):
 //
-//   - retryable writes (seed 002): an eligible write that carried a
-//     txnNumber is retried once, with the same txnNumber, after a
-//     retryable write error (network error, pool cleared, the
-//     RetryableWriteError label from 4.4+ servers, the seed's codes and
+//   - retryable writes (Retryable Writes spec 1.0): an eligible write
+//     that carried a txnNumber is retried once, with the same txnNumber,
+//     after a retryable write error (network error, pool cleared, the
+//     RetryableWriteError label from 4.4+ servers, the spec's codes and
 //     messages from older ones);
 //   - retryable reads: an eligible read is retried once after a network
 //     error, a pool-cleared error or one of the retryable read codes;
-//   - overload (seed 003): any command whose error carries RetryableError
-//     is retried (writes need RetryWrites, reads RetryReads, runCommand
-//     both), and once such an error or a SystemOverloadedError has been
+//   - overload (Client Backpressure spec): any command whose error
+//     carries RetryableError is retried (writes need RetryWrites, reads
+//     RetryReads, runCommand both), and once such an error or a
+//     SystemOverloadedError has been
 //     seen the operation may retry up to MaxAdaptiveRetries times in all,
 //     for any retryable error. A SystemOverloadedError is followed by a
 //     backoff of jitter × min(10 s, base × 2^i) (i = retries so far, base
@@ -300,9 +302,10 @@ func (r *retrier) overloadAllowed() bool {
 	}
 }
 
-// retryableWrite reports whether the operation runs under seed 002: an
-// eligible write with retryWrites on that carries a txnNumber, or that
-// has not yet reached a server to learn whether it supports one.
+// retryableWrite reports whether the operation runs under the Retryable
+// Writes spec: an eligible write with retryWrites on that carries a
+// txnNumber, or that has not yet reached a server to learn whether it
+// supports one.
 func (r *retrier) retryableWrite(st *opState) bool {
 	if st.inTxn {
 		// Transactions spec: only commit and abort are retried as
@@ -381,9 +384,9 @@ func writeAttempted(st *opState, err error) bool {
 	return st.sent && !mongoerr.HasErrorLabel(err, mongoerr.LabelNoWritesPerformed)
 }
 
-// retryableWriteCodes are seed 002's retryable error codes, which decide
-// for servers before 4.4 (maxWireVersion < 9); newer servers label their
-// retryable errors themselves.
+// retryableWriteCodes are the Retryable Writes spec 1.0's retryable error
+// codes, which decide for servers before 4.4 (maxWireVersion < 9); newer
+// servers label their retryable errors themselves.
 var retryableWriteCodes = []int32{11600, 11602, 10107, 13435, 13436, 189, 91, 7, 6, 89, 9001}
 
 // retryableReadCodes are the retryable-reads spec's codes.
@@ -409,9 +412,9 @@ func isRetryableReadError(err error) bool {
 	return errors.As(err, &ce) && slices.Contains(retryableReadCodes, ce.Code)
 }
 
-// pre44Retryable is seed 002's test for servers that do not label: a
-// listed code, or a "not master" / "node is recovering" message, at top
-// level or in the writeConcernError. WriteConcernFailed (64) is not
+// pre44Retryable is the Retryable Writes spec 1.0's test for servers that do
+// not label: a listed code, or a "not master" / "node is recovering" message,
+// at top level or in the writeConcernError. WriteConcernFailed (64) is not
 // listed and so never retryable.
 func pre44Retryable(err error) bool {
 	match := func(code int32, msg string) bool {
@@ -427,9 +430,10 @@ func pre44Retryable(err error) bool {
 		match(wex.WriteConcernError.Code, wex.WriteConcernError.Message)
 }
 
-// labelNetworkError adds the RetryableWriteError label, as drivers do, to
-// a network error met by a write eligible for retry and, for servers
-// before 4.4, to server errors seed 002 classifies as retryable.
+// labelNetworkError adds the RetryableWriteError label, as drivers do, to a
+// network error met by a write eligible for retry and, for servers before
+// 4.4, to server errors the Retryable Writes spec 1.0 classifies as
+// retryable.
 func (e *Executor) labelNetworkError(op *Operation, st *opState, err error) error {
 	if err == nil || op.Unacknowledged {
 		return err

@@ -849,8 +849,9 @@ func TestConnectionEstablishmentOverloadRetried(t *testing.T) {
 	}
 }
 
-// Seed 002 and the newer spec: once an overload error was seen, retryable
-// write errors are retried up to MaxAdaptiveRetries too, without backoff.
+// Retryable Writes 1.0 and the Client Backpressure spec: once an overload
+// error was seen, retryable write errors are retried up to MaxAdaptiveRetries
+// too, without backoff.
 func TestOverloadThenRetryableWriteErrors(t *testing.T) {
 	srv, env := replicaSet(t)
 	clk := &clock{jitter: 1}
@@ -1017,8 +1018,9 @@ func TestShardedRetryDeprioritizesFailedMongos(t *testing.T) {
 	})
 }
 
-// Seed 002: when the server selected for the retry no longer supports
-// retryable writes, the original error is returned and nothing is resent.
+// Retryable Writes spec: when the server selected for the retry no longer
+// supports retryable writes, the original error is returned and nothing is
+// resent.
 func TestRetryServerNoLongerSupportsRetryableWrites(t *testing.T) {
 	srv, env := replicaSet(t)
 	srv.Autorespond(blackpipe.Command("insert"), func(r *blackpipe.Request) bool {

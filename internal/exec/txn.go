@@ -237,3 +237,49 @@ func withAfterClusterTime(cmd bson.D, sess *session.Client) bson.D {
 	}
 	return append(cmd, bson.E{Key: "readConcern", Value: bson.D{{Key: "afterClusterTime", Value: ts}}})
 }
+
+// snapshotCommand: a command of op is sent with the snapshot session's
+// readConcern. Every command is, reads and writes alike (the server refuses
+// those that cannot read from a snapshot), except the ones that continue or
+// end what an earlier command began.
+func snapshotCommand(op *Operation) bool {
+	switch op.Command[0].Key {
+	case "getMore", "killCursors", "endSessions", "commitTransaction", "abortTransaction":
+		return false
+	}
+	return !op.Unacknowledged
+}
+
+// withSnapshotReadConcern replaces cmd's readConcern (a copy of cmd is
+// returned) with {level: "snapshot"} and, once the session's snapshot time
+// is known, atClusterTime: a snapshot session reads one snapshot whatever
+// the collection's read concern says.
+func withSnapshotReadConcern(cmd bson.D, sess *session.Client) bson.D {
+	rc := bson.D{{Key: "level", Value: "snapshot"}}
+	if ts, ok := sess.SnapshotTime(); ok {
+		rc = append(rc, bson.E{Key: "atClusterTime", Value: ts})
+	}
+	out := make(bson.D, 0, len(cmd)+1)
+	for _, el := range cmd {
+		if el.Key != "readConcern" {
+			out = append(out, el)
+		}
+	}
+	return append(out, bson.E{Key: "readConcern", Value: rc})
+}
+
+// recordSnapshotTime fixes a snapshot session's time from its first
+// successful reply: cursor.atClusterTime (find, aggregate) or atClusterTime
+// (distinct).
+func recordSnapshotTime(sess *session.Client, reply bson.Raw) {
+	if _, ok := sess.SnapshotTime(); ok {
+		return
+	}
+	if t, i, ok := reply.Lookup("cursor", "atClusterTime").TimestampOK(); ok {
+		sess.SetSnapshotTime(bson.Timestamp{T: t, I: i})
+		return
+	}
+	if t, i, ok := reply.Lookup("atClusterTime").TimestampOK(); ok {
+		sess.SetSnapshotTime(bson.Timestamp{T: t, I: i})
+	}
+}

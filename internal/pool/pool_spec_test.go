@@ -17,28 +17,8 @@ import (
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 )
-
-// specDir finds the shared MongoDB spec tests: $SPEC_TESTS, or
-// <module root>/../shared/specs.
-func specDir(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv("SPEC_TESTS"); d != "" {
-		return d
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Skipf("spec tests: %v", err)
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return filepath.Join(filepath.Dir(d), "shared", "specs")
-		}
-		if filepath.Dir(d) == d {
-			t.Skip("spec tests: no go.mod above the working directory and SPEC_TESTS unset")
-		}
-	}
-}
 
 type cmapTest struct {
 	Description string          `json:"description"`
@@ -67,7 +47,7 @@ type cmapTest struct {
 }
 
 func TestCMAPSpec(t *testing.T) {
-	dir := filepath.Join(specDir(t), "connection-monitoring-and-pooling", "tests", "cmap-format")
+	dir := testsupport.SpecDir(t, "connection-monitoring-and-pooling", "tests", "cmap-format")
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	if len(files) == 0 {
 		t.Skipf("CMAP spec tests not found in %s (set SPEC_TESTS)", dir)

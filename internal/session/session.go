@@ -193,6 +193,13 @@ type Client struct {
 	// first command of its transactions, ask for a readConcern with
 	// afterClusterTime = the session's operationTime.
 	Causal bool
+	// Snapshot makes every command of the session read from one snapshot:
+	// readConcern {level: "snapshot"}, with atClusterTime once the first
+	// reply has fixed it (or SetSnapshotTime has).
+	Snapshot bool
+
+	snapshotTime    bson.Timestamp
+	hasSnapshotTime bool
 
 	pool        *Pool
 	pendingTxns int64    // transactions started before a server session was acquired
@@ -415,5 +422,18 @@ func (c *Client) OperationTime() (ts bson.Timestamp, ok bool) {
 func (c *Client) AdvanceOperationTime(ts bson.Timestamp) {
 	if !c.hasOpTime || ts.After(c.operationTime) {
 		c.operationTime, c.hasOpTime = ts, true
+	}
+}
+
+// SnapshotTime returns the time a snapshot session reads at, once known.
+func (c *Client) SnapshotTime() (bson.Timestamp, bool) {
+	return c.snapshotTime, c.hasSnapshotTime
+}
+
+// SetSnapshotTime fixes the time a snapshot session reads at; the first
+// time set wins, as the session reads one snapshot throughout.
+func (c *Client) SetSnapshotTime(ts bson.Timestamp) {
+	if !c.hasSnapshotTime {
+		c.snapshotTime, c.hasSnapshotTime = ts, true
 	}
 }

@@ -176,6 +176,19 @@ func (tr *testRun) createEntity(ctx context.Context, desc bson.Raw) error {
 					n, _ := asInt(e.Value())
 					d := time.Duration(n) * time.Millisecond
 					sopts.DefaultTimeout = &d
+				case "snapshot":
+					sopts.Snapshot = e.Value().Boolean()
+				case "snapshotTime":
+					// The id of an entity saved from getSnapshotTime.
+					v, err := tr.entities.value(e.Value().StringValue())
+					if err != nil {
+						return err
+					}
+					t, i, ok := v.TimestampOK()
+					if !ok {
+						return fmt.Errorf("session option snapshotTime: entity %q is not a timestamp", e.Value().StringValue())
+					}
+					sopts.SnapshotTime = &bson.Timestamp{T: t, I: i}
 				case "defaultTransactionOptions":
 					d, err := docValue(e.Value(), "defaultTransactionOptions")
 					if err != nil {

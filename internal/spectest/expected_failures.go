@@ -28,12 +28,6 @@ const (
 	// Not run: on a loaded machine the 40 ms margin can run out and the test pass by chance.
 	reasonRCCFailure   = "spec test bug DRIVERS-2965: expects a timeout although its one blocked getMore (60 ms) is shorter than the 100 ms timeoutMS each next gets"
 	reasonMaxAttempts2 = "sturdy's default maxAdaptiveRetries is seed 003's 5 (DESIGN.md, 'overload retries'), not the newer spec's 2, and the test's client sets none"
-	// The router failures the load-balanced run shares with the sharded
-	// run (SPEC_TOPOLOGY=sharded): the load balancer hands commands to the
-	// routers unchanged, so they fail the same way through it.
-	reasonRouterTxnLabels = "mongosim: the router labels failCommand errors of transaction commands with RetryableWriteError only, not TransientTransactionError/UnknownTransactionCommitResult as mongos does (router.go replyErr; fails the sharded run too)"
-	reasonRouterCSLabels  = "mongosim: the router does not add the ResumableChangeStreamError label mongos adds to a resumable getMore error, so the change stream does not resume (fails the sharded run too)"
-	reasonRouterRecovery  = "mongosim: the router returns no recoveryToken, so commit retries cannot send one (fails the sharded run too)"
 )
 
 // expectedFailures lists the known failures: sturdy client behaviour that
@@ -54,31 +48,6 @@ var expectedFailures = []expectedFailure{
 	{File: "transactions/backpressure-retryable-writes.json", Test: "writes are retried maxAttempts=2 times if backpressure labels are added", Reason: reasonMaxAttempts2},
 
 	// Load-balanced mode (SPEC_TOPOLOGY=load-balanced).
-	{File: "load-balancers/transactions.json", Test: "pinned connection is released after a transient non-network CRUD error", Reason: reasonRouterTxnLabels, Topology: "load-balanced"},
-	{File: "load-balancers/transactions.json", Test: "pinned connection is released after a transient non-network commit error", Reason: reasonRouterTxnLabels, Topology: "load-balanced"},
-	{File: "transactions/error-labels.json", Test: "NotWritablePrimary errors contain transient label", Reason: reasonRouterTxnLabels, Topology: "load-balanced"},
-	{File: "transactions/error-labels.json", Test: "WriteConflict errors contain transient label", Reason: reasonRouterTxnLabels, Topology: "load-balanced"},
-	{File: "transactions/error-labels.json", Test: "NoSuchTransaction errors contain transient label", Reason: reasonRouterTxnLabels, Topology: "load-balanced"},
-	{File: "transactions/error-labels.json", Test: "NoSuchTransaction errors on commit contain transient label", Reason: reasonRouterTxnLabels, Topology: "load-balanced"},
-	{File: "transactions/error-labels.json", Test: "do not add RetryableWriteError label to writeConcernError ShutdownInProgress that occurs within transaction", Reason: reasonRouterTxnLabels, Topology: "load-balanced"},
-	{File: "transactions-convenient-api/commit-transienttransactionerror.json", Test: "", Reason: reasonRouterTxnLabels, Topology: "load-balanced"},
-	{File: "transactions-convenient-api/commit-transienttransactionerror-4.2.json", Test: "", Reason: reasonRouterTxnLabels, Topology: "load-balanced"},
-	{File: "transactions/mongos-recovery-token.json", Test: "commitTransaction explicit retries include recoveryToken", Reason: reasonRouterRecovery, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after HostUnreachable", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after HostNotFound", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after NetworkTimeout", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after ShutdownInProgress", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after PrimarySteppedDown", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after ExceededTimeLimit", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after SocketException", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after NotWritablePrimary", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after InterruptedAtShutdown", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after InterruptedDueToReplStateChange", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after NotPrimaryNoSecondaryOk", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after NotPrimaryOrSecondary", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after StaleEpoch", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after RetryChangeStream", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
-	{File: "change-streams/change-streams-resume-errorLabels.json", Test: "change stream resumes after FailedToSatisfyReadPreference", Reason: reasonRouterCSLabels, Topology: "load-balanced"},
 	{File: "client-side-operations-timeout/close-cursors.json", Test: "timeoutMS is refreshed for close", Topology: "load-balanced",
 		Reason: "a getMore that times out closes the cursor's pinned connection (sturdy does not drain a pending reply), and the load balancer specification forbids killCursors on any other connection, so Close sends none"},
 }

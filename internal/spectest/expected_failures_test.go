@@ -14,7 +14,7 @@ func TestKnownFailuresOfMongosimApplyOnlyToMongosim(t *testing.T) {
 	if !r.Mongosim() {
 		t.Fatal("the runner does not recognise mongosim")
 	}
-	const file, test = "crud/find-let.json", "Find with let option"
+	const file, test = "command-logging-and-monitoring/find.json", "A successful find with options"
 	if knownFailure(file, test, "replicaset", r.Mongosim()) == "" {
 		t.Errorf("%s is not a known failure against mongosim", file)
 	}

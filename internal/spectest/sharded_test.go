@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
@@ -17,17 +18,38 @@ import (
 var shardedDirs = []string{"retryable-writes", "retryable-reads", "crud", "sessions", "command-logging-and-monitoring", "run-command", "transactions", "transactions-convenient-api", "change-streams"}
 
 // TestUnifiedSharded runs shardedDirs against an embedded mongosim with two
-// mongos routers in front of a three-member shard (about 20 s). It is
-// skipped when TestUnified itself runs sharded (SPEC_TOPOLOGY=sharded) or
+// mongos routers in front of a three-member shard (about 10 s). It is
+// skipped when TestUnified itself runs another topology (SPEC_TOPOLOGY) or
 // against MONGODB_URI.
 func TestUnifiedSharded(t *testing.T) {
+	runEmbedded(t, shardedDirs, mongosim.Options{Members: 3, Routers: 2}, "sharded")
+}
+
+// TestUnifiedLoadBalanced runs every spec directory against an embedded
+// mongosim load balancer in front of two mongos routers (most tests are
+// skipped by their runOnRequirements; about 20 s): the load-balancers
+// directory and every test that runs on a load-balanced topology.
+func TestUnifiedLoadBalanced(t *testing.T) {
+	runEmbedded(t, nil, mongosim.Options{Members: 3, Routers: 2, LoadBalanced: true}, "load-balanced")
+}
+
+// runEmbedded runs the unified tests of dirs (nil: every directory) against
+// an embedded deployment started with opts, whose topology must be want.
+func runEmbedded(t *testing.T, dirs []string, opts mongosim.Options, want string) {
 	if os.Getenv("MONGODB_URI") != "" || os.Getenv("SPEC_TOPOLOGY") != "" {
 		t.Skip("TestUnified runs the chosen deployment")
 	}
 	var files []specFile
-	for _, dir := range specDirs(t) {
-		for _, sub := range shardedDirs {
-			paths, err := FindFiles(filepath.Join(dir, sub))
+	for _, dir := range testsupport.SpecDirs(t) {
+		roots := []string{dir}
+		if dirs != nil {
+			roots = nil
+			for _, sub := range dirs {
+				roots = append(roots, filepath.Join(dir, sub))
+			}
+		}
+		for _, root := range roots {
+			paths, err := FindFiles(root)
 			if err != nil {
 				continue // that directory is not in this checkout
 			}
@@ -46,15 +68,15 @@ func TestUnifiedSharded(t *testing.T) {
 	if len(files) == 0 {
 		t.Skip("spec tests: no unified test files found (set SPEC_TESTS)")
 	}
-	sim := mongosim.StartWithOptions(t, mongosim.Options{Members: 3, Routers: 2})
-	cfg := Config{URI: sim.URI(), ClientDefaults: os.Getenv("SPEC_CLIENT_DEFAULTS")}
+	sim := mongosim.StartWithOptions(t, opts)
+	cfg := simConfig(Config{ClientDefaults: os.Getenv("SPEC_CLIENT_DEFAULTS")}, sim, nil)
 	r := startRunner(t, cfg)
-	if r.Topology() != "sharded" {
-		t.Fatalf("the runner sees topology %q through the routers, want sharded", r.Topology())
+	if r.Topology() != want {
+		t.Fatalf("the runner sees topology %q, want %s", r.Topology(), want)
 	}
 	// Tests that need auth: true run against a second, auth-enabled
-	// sharded deployment, started on first use.
-	runnerFor := withAuthRunner(t, r, cfg, mongosim.Options{Members: 3, Routers: 2})
+	// deployment of the same shape, started on first use.
+	runnerFor := withAuthRunner(t, r, cfg, opts)
 	var sum Summary
 	for _, sf := range files {
 		f := sf.file

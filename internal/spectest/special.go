@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/internal/testhook"
 )
 
 // special runs a testRunner operation.
@@ -84,7 +85,7 @@ func (tr *testRun) special(ctx context.Context, name string, a *args) error {
 			return err
 		}
 		want := name == "assertSessionDirty"
-		if got := s.sess.Dirty(); got != want {
+		if got := testhook.SessionDirty(s.sess); got != want {
 			return fmt.Errorf("%s: session dirty is %v", name, got)
 		}
 		return nil

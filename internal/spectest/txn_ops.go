@@ -70,6 +70,17 @@ func (tr *testRun) sessionOps(e *sessionEntity) map[string]opFunc {
 			e.ended = true
 			return opResult{}, a.check()
 		},
+		"getSnapshotTime": func(ctx context.Context, a *args) (opResult, error) {
+			ts, ok := e.sess.SnapshotTime()
+			if !ok {
+				return opResult{}, errors.New("getSnapshotTime: the session has no snapshot time")
+			}
+			v, err := toRawValue(ts)
+			if err != nil {
+				return opResult{}, err
+			}
+			return opResult{v: v}, a.check()
+		},
 		"startTransaction": func(ctx context.Context, a *args) (opResult, error) {
 			o, err := transactionOptions(a.d, a)
 			if err != nil {

@@ -11,36 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
-
-// specDirs returns the spec test locations from SPEC_TESTS (colon-separated)
-// or, if unset, <module root>/../shared/specs.
-func specDirs(t *testing.T) []string {
-	if env := os.Getenv("SPEC_TESTS"); env != "" {
-		var out []string
-		for _, d := range strings.Split(env, string(os.PathListSeparator)) {
-			if d != "" {
-				out = append(out, d)
-			}
-		}
-		return out
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Skipf("spec tests: cannot find the working directory: %v", err)
-	}
-	for dir := wd; ; {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return []string{filepath.Join(dir, "..", "shared", "specs")}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("spec tests: SPEC_TESTS is unset and no module root was found")
-		}
-		dir = parent
-	}
-}
 
 // specGroup names the specification a test file belongs to: the directory
 // above its "tests" directory (".../crud/tests/unified/x.json" → "crud").
@@ -66,7 +39,7 @@ type specFile struct {
 // entity that does not set them.
 func TestUnified(t *testing.T) {
 	var files []specFile
-	for _, dir := range specDirs(t) {
+	for _, dir := range testsupport.SpecDirs(t) {
 		st, err := os.Stat(dir)
 		if err != nil || !st.IsDir() {
 			t.Skipf("spec tests: %s is not a directory (set SPEC_TESTS)", dir)
@@ -91,7 +64,8 @@ func TestUnified(t *testing.T) {
 	}
 
 	cfg := Config{URI: os.Getenv("MONGODB_URI"), ClientDefaults: os.Getenv("SPEC_CLIENT_DEFAULTS"),
-		Auth: os.Getenv("SPEC_AUTH") == "true", Serverless: os.Getenv("SPEC_SERVERLESS") == "true"}
+		Auth: os.Getenv("SPEC_AUTH") == "true", Serverless: os.Getenv("SPEC_SERVERLESS") == "true",
+		ShardCollections: os.Getenv("SPEC_SHARD_COLLECTIONS") == "true"}
 	embedded := cfg.URI == ""
 	var simOpts mongosim.Options
 	if embedded {
@@ -239,6 +213,14 @@ func runOne(t *testing.T, r *Runner, sum *Summary, group, key string, f *File, i
 	defer cancel()
 	out := r.Run(ctx, f, i)
 	known := knownFailure(key, desc, r.Topology(), r.Mongosim())
+	// The timeout tests leave margins of tens of milliseconds (a 150 ms
+	// block under a 200 ms timeout); on a loaded machine the margin can
+	// run out. A failing one gets two more tries: a real defect fails all
+	// three, and every retry is logged.
+	for try := 2; group == "client-side-operations-timeout" && out.Err != nil && known == "" && try <= 3; try++ {
+		t.Logf("attempt %d failed (%v); timing-sensitive, trying again", try-1, out.Err)
+		out = r.Run(ctx, f, i)
+	}
 	switch {
 	case out.Skipped:
 		sum.Add(group, out, false)

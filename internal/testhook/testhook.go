@@ -2,7 +2,8 @@
 // applications must not: the SDAM spec fixes the minimum time between two
 // checks of a server at 500 ms and forbids making it configurable, so it is
 // no Option; failover-heavy tests and the demo shorten it here so that each
-// rediscovery does not cost half a second.
+// rediscovery does not cost half a second. SessionDirty exposes a session
+// state only the unified test runner asserts.
 package testhook
 
 import (
@@ -21,3 +22,9 @@ func SetMinHeartbeatInterval(d time.Duration) (restore func()) {
 	old := minHeartbeat.Swap(int64(d))
 	return func() { minHeartbeat.Store(old) }
 }
+
+// SessionDirty reports whether a *sturdy.Session's server session is
+// marked dirty (it saw a network error and will be discarded, not pooled).
+// Package sturdy sets it at init; it takes any because sturdy imports this
+// package. Only tests call it.
+var SessionDirty func(session any) bool

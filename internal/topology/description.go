@@ -96,8 +96,8 @@ func (d Description) SupportsSessions() bool {
 }
 
 // SupportsRetryableWrites reports whether writes may carry a transaction
-// number (seed 002): sessions are supported, no data-bearing server is a
-// standalone and all speak wire version 6 or later.
+// number (Retryable Writes spec): sessions are supported, no data-bearing
+// server is a standalone and all speak wire version 6 or later.
 func (d Description) SupportsRetryableWrites() bool {
 	if !d.SupportsSessions() {
 		return false

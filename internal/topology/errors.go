@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
 )
@@ -57,7 +58,7 @@ func classifyStateChange(err error) (stateChange, bool) {
 	sc := stateChange{shutdown: code != 0 && containsCode(shutdownCodes, code)}
 	if len(reply) > 0 {
 		if v, err := reply.LookupErr("topologyVersion"); err == nil {
-			sc.topologyVersion = parseTopologyVersion(v)
+			sc.topologyVersion = conn.ParseTopologyVersion(v)
 		}
 	}
 	return sc, true

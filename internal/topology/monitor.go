@@ -250,6 +250,7 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 	start := time.Now()
 	var (
 		reply bson.Raw
+		hs    *conn.Description // the handshake's reply, already parsed
 		err   error
 	)
 	switch {
@@ -266,7 +267,8 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 				m.conn = c
 			}
 			m.mu.Unlock()
-			reply = c.Description().Raw
+			d := c.Description()
+			hs, reply = &d, d.Raw
 			m.rtt.add(c.HandshakeRTT())
 		}
 	case awaited:
@@ -299,7 +301,11 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 		return unknownServer(addr, err), cancelled, restart
 	}
 	avg, minRTT := m.rtt.get()
-	sd = NewServerDescription(addr, reply, avg)
+	if hs != nil {
+		sd = fromHello(addr, *hs, avg)
+	} else {
+		sd = NewServerDescription(addr, reply, avg)
+	}
 	sd.MinRTT = minRTT
 	m.lastTV = nil
 	if sd.Err == nil {

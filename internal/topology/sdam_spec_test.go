@@ -14,7 +14,9 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 )
 
 // applyHello is the test seam for a monitor check outcome: a hello reply,
@@ -88,7 +90,7 @@ func readExtJSON(t *testing.T, path string, v any) {
 func TestSDAMSpec(t *testing.T) {
 	for _, dir := range []string{"single", "rs", "sharded", "errors"} {
 		t.Run(dir, func(t *testing.T) {
-			root := specDir(t, "server-discovery-and-monitoring", "tests", dir)
+			root := testsupport.SpecDir(t, "server-discovery-and-monitoring", "tests", dir)
 			files, _ := filepath.Glob(filepath.Join(root, "*.json"))
 			if len(files) == 0 {
 				t.Skipf("no JSON tests in %s", root)
@@ -262,7 +264,7 @@ func checkServer(topo *Topology, sd ServerDescription, want bson.Raw) error {
 	if v, err := want.LookupErr("topologyVersion"); err == nil {
 		var w *TopologyVersion
 		if v.Type != bson.TypeNull {
-			w = parseTopologyVersion(v)
+			w = conn.ParseTopologyVersion(v)
 		}
 		if !eqPtr(w, sd.TopologyVersion) {
 			return fmt.Errorf("topologyVersion = %v, want %v", sd.TopologyVersion, w)

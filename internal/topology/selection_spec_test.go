@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 )
 
 type ssServer struct {
@@ -97,7 +99,7 @@ func ssAddrs(servers []ssServer) []string {
 }
 
 func TestServerSelectionSpec(t *testing.T) {
-	root := specDir(t, "server-selection", "tests", "server_selection")
+	root := testsupport.SpecDir(t, "server-selection", "tests", "server_selection")
 	var files []string
 	_ = filepath.WalkDir(root, func(p string, de os.DirEntry, err error) error {
 		if err == nil && !de.IsDir() && strings.HasSuffix(p, ".json") {
@@ -178,7 +180,7 @@ type inWindowFile struct {
 }
 
 func TestInWindowSpec(t *testing.T) {
-	root := specDir(t, "server-selection", "tests", "in_window")
+	root := testsupport.SpecDir(t, "server-selection", "tests", "in_window")
 	files, _ := filepath.Glob(filepath.Join(root, "*.json"))
 	if len(files) == 0 {
 		t.Skipf("no JSON tests in %s", root)
@@ -222,7 +224,7 @@ type rttFile struct {
 }
 
 func TestRTTSpec(t *testing.T) {
-	root := specDir(t, "server-selection", "tests", "rtt")
+	root := testsupport.SpecDir(t, "server-selection", "tests", "rtt")
 	files, _ := filepath.Glob(filepath.Join(root, "*.json"))
 	if len(files) == 0 {
 		t.Skipf("no JSON tests in %s", root)

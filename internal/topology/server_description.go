@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 )
 
@@ -68,10 +69,7 @@ func (k ServerKind) DataBearing() bool {
 
 // TopologyVersion orders hello replies and state-change errors from one
 // server process.
-type TopologyVersion struct {
-	ProcessID bson.ObjectID
-	Counter   int64
-}
+type TopologyVersion = conn.TopologyVersion
 
 // compareTopologyVersion returns -1 when incoming is newer than cur (or the
 // two cannot be compared, which counts as newer), 0 when they are equal and
@@ -113,7 +111,6 @@ type ServerDescription struct {
 	MaxBSONObjectSize            int32
 	MaxMessageSizeBytes          int32
 	MaxWriteBatchSize            int32
-	Compression                  []string
 	HelloOK                      bool
 }
 
@@ -125,185 +122,87 @@ func unknownServer(addr string, err error) ServerDescription {
 
 // NewServerDescription builds a description from a hello (or legacy
 // isMaster) reply. A reply without ok: 1 gives an Unknown server carrying
-// the error. Fields of the wrong BSON type are ignored: a server's reply
-// never makes this panic.
+// the error, as does a malformed one. Fields of the wrong BSON type are
+// ignored (conn.ParseDescription): a server's reply never makes this panic.
 func NewServerDescription(addr string, hello bson.Raw, rtt time.Duration) ServerDescription {
-	sd := ServerDescription{Addr: NormalizeAddr(addr), LastUpdateTime: time.Now()}
-	if err := hello.Validate(); err != nil {
-		sd.Err = fmt.Errorf("topology: malformed hello reply from %s: %w", addr, err)
+	d, err := conn.ParseDescription(hello)
+	if err != nil {
+		sd := unknownServer(NormalizeAddr(addr), fmt.Errorf("topology: malformed hello reply from %s: %w", addr, err))
+		sd.LastUpdateTime = time.Now()
 		return sd
 	}
 	if err := mongoerr.FromReply(hello); err != nil {
-		sd.Err = err
+		sd := unknownServer(NormalizeAddr(addr), err)
+		sd.LastUpdateTime = time.Now()
 		return sd
 	}
-	var (
-		writablePrimary, secondary, arbiterOnly, hidden, isReplicaSet bool
-		msg                                                           string
-	)
-	elems, _ := hello.Elements()
-	writableSeen := false
-	for _, e := range elems {
-		v := e.Value()
-		switch e.Key() {
-		case "isWritablePrimary":
-			writablePrimary, writableSeen = asBool(v), true
-		case "ismaster":
-			if !writableSeen {
-				writablePrimary = asBool(v)
-			}
-		case "secondary":
-			secondary = asBool(v)
-		case "arbiterOnly":
-			arbiterOnly = asBool(v)
-		case "hidden":
-			hidden = asBool(v)
-		case "isreplicaset":
-			isReplicaSet = asBool(v)
-		case "msg":
-			msg, _ = v.StringValueOK()
-		case "setName":
-			sd.SetName, _ = v.StringValueOK()
-		case "me":
-			s, _ := v.StringValueOK()
-			sd.Me = NormalizeAddr(s)
-		case "primary":
-			s, _ := v.StringValueOK()
-			sd.Primary = NormalizeAddr(s)
-		case "hosts":
-			sd.Hosts = addrList(v)
-		case "passives":
-			sd.Passives = addrList(v)
-		case "arbiters":
-			sd.Arbiters = addrList(v)
-		case "tags":
-			if doc, ok := v.DocumentOK(); ok {
-				sd.Tags = map[string]string{}
-				tagElems, _ := doc.Elements()
-				for _, te := range tagElems {
-					if s, ok := te.Value().StringValueOK(); ok {
-						sd.Tags[te.Key()] = s
-					}
-				}
-			}
-		case "setVersion":
-			if n, ok := v.AsInt64OK(); ok {
-				sd.SetVersion = &n
-			}
-		case "electionId":
-			if oid, ok := v.ObjectIDOK(); ok {
-				sd.ElectionID = &oid
-			}
-		case "minWireVersion":
-			sd.MinWireVersion = asInt32(v)
-		case "maxWireVersion":
-			sd.MaxWireVersion = asInt32(v)
-		case "logicalSessionTimeoutMinutes":
-			if n, ok := v.AsInt64OK(); ok {
-				sd.LogicalSessionTimeoutMinutes = &n
-			}
-		case "topologyVersion":
-			sd.TopologyVersion = parseTopologyVersion(v)
-		case "lastWrite":
-			if doc, ok := v.DocumentOK(); ok {
-				if dv, err := doc.LookupErr("lastWriteDate"); err == nil {
-					if dt, ok := dv.DateTimeOK(); ok {
-						sd.LastWriteDate = time.UnixMilli(dt).UTC()
-					}
-				}
-			}
-		case "maxBsonObjectSize":
-			sd.MaxBSONObjectSize = asInt32(v)
-		case "maxMessageSizeBytes":
-			sd.MaxMessageSizeBytes = asInt32(v)
-		case "maxWriteBatchSize":
-			sd.MaxWriteBatchSize = asInt32(v)
-		case "compression":
-			sd.Compression = stringList(v)
-		case "helloOk":
-			sd.HelloOK = asBool(v)
-		}
+	return fromHello(addr, d, rtt)
+}
+
+// fromHello builds the description of a server whose hello reply (ok: 1)
+// conn parsed: SDAM's server kind, the RTT, and addresses normalised so
+// that they compare equal however the server spelled them.
+func fromHello(addr string, d conn.Description, rtt time.Duration) ServerDescription {
+	sd := ServerDescription{
+		Addr:                         NormalizeAddr(addr),
+		Kind:                         serverKind(d),
+		RTT:                          rtt,
+		MinWireVersion:               d.MinWireVersion,
+		MaxWireVersion:               d.MaxWireVersion,
+		Me:                           NormalizeAddr(d.Me),
+		SetName:                      d.SetName,
+		Primary:                      NormalizeAddr(d.Primary),
+		Hosts:                        normalizeAddrs(d.Hosts),
+		Passives:                     normalizeAddrs(d.Passives),
+		Arbiters:                     normalizeAddrs(d.Arbiters),
+		Tags:                         d.Tags,
+		SetVersion:                   d.SetVersion,
+		ElectionID:                   d.ElectionID,
+		LogicalSessionTimeoutMinutes: d.LogicalSessionTimeoutMinutes,
+		TopologyVersion:              d.TopologyVersion,
+		LastWriteDate:                d.LastWriteDate,
+		LastUpdateTime:               time.Now(),
+		MaxBSONObjectSize:            d.MaxBSONObjectSize,
+		MaxMessageSizeBytes:          d.MaxMessageSizeBytes,
+		MaxWriteBatchSize:            d.MaxWriteBatchSize,
+		HelloOK:                      d.HelloOK,
 	}
-	switch {
-	case isReplicaSet:
-		sd.Kind = RSGhost
-	case sd.SetName != "":
-		switch {
-		case writablePrimary:
-			sd.Kind = RSPrimary
-		case hidden:
-			sd.Kind = RSOther
-		case secondary:
-			sd.Kind = RSSecondary
-		case arbiterOnly:
-			sd.Kind = RSArbiter
-		default:
-			sd.Kind = RSOther
-		}
-	case msg == "isdbgrid":
-		sd.Kind = Mongos
-	default:
-		sd.Kind = Standalone
-	}
-	sd.RTT = rtt
 	return sd
 }
 
-func asBool(v bson.RawValue) bool {
-	if b, ok := v.BooleanOK(); ok {
-		return b
-	}
-	if n, ok := v.AsInt64OK(); ok {
-		return n != 0
-	}
-	return false
-}
-
-// asInt32 is a numeric field's value, 0 when it is not a number.
-func asInt32(v bson.RawValue) int32 {
-	n, _ := v.AsInt64OK()
-	return int32(n)
-}
-
-func parseTopologyVersion(v bson.RawValue) *TopologyVersion {
-	doc, ok := v.DocumentOK()
-	if !ok {
-		return nil
-	}
-	// Lookup gives an empty value for an absent field, which no OK accessor
-	// accepts.
-	oid, ok := doc.Lookup("processId").ObjectIDOK()
-	if !ok {
-		return nil
-	}
-	n, ok := doc.Lookup("counter").AsInt64OK()
-	if !ok {
-		return nil
-	}
-	return &TopologyVersion{ProcessID: oid, Counter: n}
-}
-
-func stringList(v bson.RawValue) []string {
-	arr, ok := v.ArrayOK()
-	if !ok {
-		return nil
-	}
-	vals, _ := arr.Values()
-	out := make([]string, 0, len(vals))
-	for _, x := range vals {
-		if s, ok := x.StringValueOK(); ok {
-			out = append(out, s)
+// serverKind is the SDAM server type a hello reply describes.
+func serverKind(d conn.Description) ServerKind {
+	switch {
+	case d.IsReplicaSet:
+		return RSGhost
+	case d.SetName != "":
+		switch {
+		case d.IsWritablePrimary:
+			return RSPrimary
+		case d.Hidden:
+			return RSOther
+		case d.Secondary:
+			return RSSecondary
+		case d.ArbiterOnly:
+			return RSArbiter
 		}
+		return RSOther
+	case d.IsMongos():
+		return Mongos
+	}
+	return Standalone
+}
+
+// normalizeAddrs returns a normalised copy of addrs.
+func normalizeAddrs(addrs []string) []string {
+	if addrs == nil {
+		return nil
+	}
+	out := make([]string, len(addrs))
+	for i, s := range addrs {
+		out[i] = NormalizeAddr(s)
 	}
 	return out
-}
-
-func addrList(v bson.RawValue) []string {
-	l := stringList(v)
-	for i, s := range l {
-		l[i] = NormalizeAddr(s)
-	}
-	return l
 }
 
 // NormalizeAddr lower-cases a host name and adds the default port 27017
@@ -334,8 +233,8 @@ func (s ServerDescription) Available() bool {
 }
 
 // SupportsRetryableWrites reports whether writes sent to this server can
-// carry a transaction number (seed 002: wire version 6+, sessions on, not a
-// standalone).
+// carry a transaction number (Retryable Writes spec: wire version 6+,
+// sessions on, not a standalone).
 func (s ServerDescription) SupportsRetryableWrites() bool {
 	if s.Kind == LoadBalancer {
 		// Its description has no fields: each connection's handshake

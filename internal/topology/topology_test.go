@@ -14,6 +14,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
@@ -27,13 +28,7 @@ func connect(t *testing.T, o Options) *Topology {
 	if err := topo.Connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := topo.Disconnect(ctx); err != nil {
-			t.Errorf("disconnect: %v", err)
-		}
-	})
+	testsupport.CloseOnCleanup(t, topo.Disconnect)
 	return topo
 }
 

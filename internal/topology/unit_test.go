@@ -70,8 +70,17 @@ func TestServerKinds(t *testing.T) {
 }
 
 func FuzzNewServerDescription(f *testing.F) {
-	seed, _ := bson.Marshal(bson.D{{Key: "ok", Value: 1}, {Key: "setName", Value: "rs"}, {Key: "hosts", Value: bson.A{"a:1"}}})
-	f.Add([]byte(seed))
+	// The one fuzz target over hello parsing: conn.ParseDescription (which
+	// the handshake uses too), the server kind, and the SDAM state machine.
+	for _, d := range []bson.D{
+		{{Key: "ok", Value: 1}, {Key: "setName", Value: "rs"}, {Key: "hosts", Value: bson.A{"a:1"}}},
+		{{Key: "ok", Value: 1}, {Key: "isWritablePrimary", Value: true}, {Key: "ismaster", Value: false}, {Key: "setName", Value: "rs"}},
+		{{Key: "ok", Value: 1}, {Key: "secondary", Value: 0.5}, {Key: "setName", Value: "rs"}, {Key: "maxWireVersion", Value: 1e300}},
+		{{Key: "ok", Value: 1}, {Key: "maxWireVersion", Value: int64(1<<32 + 25)}, {Key: "logicalSessionTimeoutMinutes", Value: int64(1 << 40)}},
+	} {
+		seed, _ := bson.Marshal(d)
+		f.Add([]byte(seed))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sd := NewServerDescription("a:1", b, 0)
 		d, _ := New(Options{Hosts: []string{"a:1"}})

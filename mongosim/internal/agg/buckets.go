@@ -49,10 +49,13 @@ func groupExpr(stageName string, v any) (*expr.Expr, error) {
 	return nil, cmderr.New(40202, "The %s 'groupBy' field must be defined as a $-prefixed path or an expression, but found: %s", stageName, expr.Render(v))
 }
 
-func newAccs(specs []accSpec) []accumulator {
+func newAccs(specs []accSpec, coll value.Collator) []accumulator {
 	accs := make([]accumulator, len(specs))
 	for k, a := range specs {
 		accs[k] = a.newAcc()
+		if ca, ok := accs[k].(collatedAcc); ok && coll != nil {
+			ca.setCollator(coll)
+		}
 	}
 	return accs
 }
@@ -160,7 +163,7 @@ func (b *bucketStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		slot := n
 		if value.TypeOrder(v) == value.TypeOrder(b.boundaries[0]) {
 			// The bucket whose [lower, upper) holds v.
-			j, found := slices.BinarySearchFunc(b.boundaries, v, func(bound, target any) int { return value.Compare(bound, target) })
+			j, found := slices.BinarySearchFunc(b.boundaries, v, func(bound, target any) int { return value.CompareWith(bound, target, rt.env.Collator) })
 			switch {
 			case found && j < n:
 				slot = j // v is the lower bound of bucket j
@@ -172,7 +175,7 @@ func (b *bucketStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 			return nil, cmderr.New(40066, "$switch could not find a matching branch for an input, and no default was specified.")
 		}
 		if groups[slot] == nil {
-			groups[slot] = newAccs(b.output)
+			groups[slot] = newAccs(b.output, rt.env.Collator)
 		}
 		if err := accumulate(rt, b.output, groups[slot], doc); err != nil {
 			return nil, err
@@ -280,7 +283,8 @@ func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
-	slices.SortStableFunc(items, func(x, y item) int { return value.Compare(x.key, y.key) })
+	coll := rt.env.Collator
+	slices.SortStableFunc(items, func(x, y item) int { return value.CompareWith(x.key, y.key, coll) })
 	size := max(int(math.Round(float64(len(items))/float64(b.buckets))), 1)
 	var out []bson.D
 	var prevMax any
@@ -298,7 +302,7 @@ func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 				mn = r
 			}
 		}
-		accs := newAccs(b.output)
+		accs := newAccs(b.output, coll)
 		end := i + size
 		if n == b.buckets || end > len(items) {
 			end = len(items)
@@ -309,7 +313,7 @@ func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 			if err != nil {
 				return nil, err
 			}
-			for end < len(items) && (value.Compare(bound, items[end].key) > 0 || value.Compare(mx, items[end].key) == 0) {
+			for end < len(items) && (value.CompareWith(bound, items[end].key, coll) > 0 || value.CompareWith(mx, items[end].key, coll) == 0) {
 				mx = items[end].key
 				end++
 			}
@@ -321,7 +325,7 @@ func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 			}
 			mx = bound
 		} else {
-			for end < len(items) && value.Compare(mx, items[end].key) == 0 {
+			for end < len(items) && value.CompareWith(mx, items[end].key, coll) == 0 {
 				end++
 			}
 			if end < len(items) {
@@ -387,6 +391,7 @@ type graphLookupStage struct {
 	maxDepth             int64 // -1: unlimited
 	depthField           string
 	restrict             *query.Filter
+	restrictSpec         bson.D // to compile under a collation
 	fromPath, toPathExpr *expr.Expr
 }
 
@@ -441,6 +446,7 @@ func compileGraphLookup(arg any) (stage, error) {
 			if !ok {
 				return nil, cmderr.New(40185, "restrictSearchWithMatch must be an object, found %s", value.TypeName(e.Value))
 			}
+			g.restrictSpec = d
 			if g.restrict, err = query.CompileFilter(d); err != nil {
 				return nil, err
 			}
@@ -475,9 +481,15 @@ func (g *graphLookupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		return nil, err
 	}
 	if g.restrict != nil {
+		restrict := g.restrict
+		if rt.env.Collator != nil {
+			if restrict, err = query.CompileFilterWith(g.restrictSpec, query.Options{Collator: rt.env.Collator}); err != nil {
+				return nil, err
+			}
+		}
 		var kept []bson.D
 		for _, d := range foreign {
-			if g.restrict.Match(d) {
+			if restrict.Match(d) {
 				kept = append(kept, d)
 			}
 		}

@@ -109,12 +109,15 @@ type nEntry struct {
 }
 
 type nAcc struct {
+	coll   value.Collator // the collation of $minN/$maxN/$top/$bottom orderings
 	op     string
 	n      int
 	single bool
 	keys   []sortKey
 	items  []nEntry
 }
+
+func (a *nAcc) setCollator(c value.Collator) { a.coll = c }
 
 func (a *nAcc) add(v any) error {
 	d, _ := value.ToDoc(v)
@@ -163,12 +166,12 @@ func (a *nAcc) sortItems() {
 	slices.SortStableFunc(a.items, func(x, y nEntry) int {
 		switch a.op {
 		case "$maxN":
-			return -expr.CompareValues(x.v, y.v)
+			return -expr.CompareValuesWith(x.v, y.v, a.coll)
 		case "$minN":
-			return expr.CompareValues(x.v, y.v)
+			return expr.CompareValuesWith(x.v, y.v, a.coll)
 		}
 		for i, k := range a.keys {
-			c := expr.CompareValues(x.keys[i], y.keys[i])
+			c := expr.CompareValuesWith(x.keys[i], y.keys[i], a.coll)
 			if k.desc {
 				c = -c
 			}

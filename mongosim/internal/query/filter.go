@@ -18,6 +18,16 @@ type Filter struct {
 	root  node
 	exprs []*expr.Expr // every $expr, for MatchErr
 	vars  map[string]any
+	coll  value.Collator
+}
+
+// Collator returns the collation the filter compares strings with (nil:
+// simple); a nil Filter has none.
+func (f *Filter) Collator() value.Collator {
+	if f == nil {
+		return nil
+	}
+	return f.coll
 }
 
 // Options are what a filter depends on besides its document. The zero
@@ -68,7 +78,7 @@ func CompileFilter(filter bson.D) (*Filter, error) {
 
 // CompileFilterWith is CompileFilter with a collation and variables.
 func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
-	f := &Filter{vars: expr.WithCollator(o.Vars, o.Collator)}
+	f := &Filter{vars: expr.WithCollator(o.Vars, o.Collator), coll: o.Collator}
 	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil})
 	if err != nil {
 		return nil, err

@@ -58,7 +58,11 @@ const (
 // positional field.$. Computed fields (aggregation expressions) need
 // package expr.
 func CompileProjection(spec bson.D) (*Projection, error) {
-	p := &Projection{root: newProjNode(), empty: len(spec) == 0}
+	return compileProjection(spec, Options{})
+}
+
+func compileProjection(spec bson.D, o Options) (*Projection, error) {
+	p := &Projection{root: newProjNode(), empty: len(spec) == 0, vars: o.Vars}
 	inclusionSeen, exclusionSeen, sliceSeen := false, false, false
 	mark := func(path string, inclusion bool) error {
 		if inclusion {
@@ -139,7 +143,7 @@ func CompileProjection(spec bson.D) (*Projection, error) {
 					if _, ok := d[0].Value.(bson.D); !ok {
 						return cmderr.New(cmderr.BadValue, "elemMatch: Invalid argument, object required.")
 					}
-					flt, err := CompileFilter(bson.D{{Key: path, Value: bson.D{{Key: "$elemMatch", Value: d[0].Value}}}})
+					flt, err := CompileFilterWith(bson.D{{Key: path, Value: bson.D{{Key: "$elemMatch", Value: d[0].Value}}}}, Options{Collator: o.Collator})
 					if err != nil {
 						return err
 					}
@@ -379,14 +383,10 @@ func (a *applier) includeField(f *projField, v any) (any, bool) {
 }
 
 // CompileProjectionWith is CompileProjection whose computed fields see
-// the command's variables (let, $$NOW).
-func CompileProjectionWith(spec bson.D, vars map[string]any) (*Projection, error) {
-	p, err := CompileProjection(spec)
-	if err != nil {
-		return nil, err
-	}
-	p.vars = vars
-	return p, nil
+// the command's variables (let, $$NOW) and whose $elemMatch compares under
+// the command's collation.
+func CompileProjectionWith(spec bson.D, o Options) (*Projection, error) {
+	return compileProjection(spec, o)
 }
 
 // includeValue applies an inclusion sub-projection to a value: into

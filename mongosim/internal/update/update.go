@@ -30,7 +30,8 @@ type Env struct {
 	// for pipeline-style updates.
 	Vars map[string]any
 	// Collator is the command's collation, for arrayFilters, $min/$max,
-	// $addToSet and $pullAll; nil is the simple collation.
+	// $addToSet, $pull, $pullAll and $push's $sort; nil is the simple
+	// collation.
 	Collator value.Collator
 }
 
@@ -143,8 +144,8 @@ func (u *Update) Apply(doc bson.D, env Env) (bson.D, bool, error) {
 }
 
 // Upsert builds the document an upsert inserts from seed (query.UpsertSeed):
-// the update applied with env.Insert set, or the replacement with the seed's
-// _id. A missing _id is generated; _id is always the first field.
+// the update applied with env.Insert set, or the replacement with the
+// article's _id. A missing _id is generated; _id is always the first field.
 func (u *Update) Upsert(seed bson.D, env Env) (bson.D, error) {
 	env.Insert = true
 	out, err := u.apply(seed, env, hasID(seed))
