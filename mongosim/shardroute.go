@@ -553,6 +553,11 @@ func (r *Router) routeSharded(rq *request, cmd *command, out *outcome, wce bson.
 	if wce != nil {
 		reply = setField(reply, "writeConcernError", wce)
 	}
+	if out.inTxn && shardOK(reply) {
+		if sh := r.pinnedShard(rq.cmd); sh != nil {
+			reply = setField(reply, "recoveryToken", bson.D{{Key: "recoveryShardId", Value: sh.setName}})
+		}
+	}
 	if out.labelsSet {
 		if len(out.explicitLabels) > 0 {
 			reply = setField(reply, "errorLabels", out.explicitLabels)
