@@ -564,6 +564,10 @@ func (r *Router) routeSharded(rq *request, cmd *command, out *outcome, wce bson.
 		} else {
 			reply = deleteField(reply, "errorLabels")
 		}
+	} else if wce != nil && out.inTxn {
+		if labels := txnReplyLabels(rq.name, wce); labels != nil {
+			reply = setField(reply, "errorLabels", labels)
+		}
 	} else if wce != nil && out.hasTxnNumber {
 		if code, ok := wceCode(reply); ok && slices.Contains(retryableWriteCodes, code) {
 			reply = setField(reply, "errorLabels", []string{labelRetryableWrite})
