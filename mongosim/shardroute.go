@@ -550,6 +550,7 @@ func (r *Router) routeSharded(rq *request, cmd *command, out *outcome, wce bson.
 	if _, ok := lookupD(reply, "ok"); !ok {
 		reply = append(reply, bson.E{Key: "ok", Value: 1.0})
 	}
+	r.noteStreamCursor(rq, reply) // change stream cursors relayed (router_cursor.go)
 	if wce != nil {
 		reply = setField(reply, "writeConcernError", wce)
 	}
