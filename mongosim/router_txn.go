@@ -154,7 +154,7 @@ func (r *Router) recoverCommit(rq *request, out *outcome) {
 // shardCommand sends doc (with its $db) to the shard's primary on a pooled
 // connection and returns the reply.
 func (r *Router) shardCommand(ctx context.Context, doc bson.D) (bson.D, error) {
-	p := r.cluster.Primary()
+	p := r.recoveryPrimary(doc) // shardtxn.go
 	if p == nil {
 		return nil, errNoTarget
 	}

@@ -808,3 +808,41 @@ func TestShardedClientBulkWrite(t *testing.T) {
 		t.Fatalf("the other inserts: %d, want 2", n)
 	}
 }
+
+// A transaction on shard 1 returns that shard as its recovery token; a
+// commit sent with it to another router recovers from that shard (which
+// has no commit decision: the transaction is aborted there).
+func TestShardedTransactionRecoveryShard(t *testing.T) {
+	_, c := shardedClient(t, 2, nil)
+	ctx := testCtx(t)
+	r0 := connect(t, c.Routers()[0].URI()+"?directConnection=true")
+	r1 := connect(t, c.Routers()[1].URI()+"?directConnection=true")
+	admin0 := r0.Database("admin")
+	if err := admin0.RunCommand(ctx, bson.D{{Key: "enableSharding", Value: "tdb"}, {Key: "primaryShard", Value: "shard1"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lsid := bson.D{{Key: "id", Value: newUUID()}}
+	var ins bson.M
+	if err := r0.Database("tdb").RunCommand(ctx, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "x", Value: 1}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "startTransaction", Value: true}, {Key: "autocommit", Value: false}}).Decode(&ins); err != nil {
+		t.Fatal(err)
+	}
+	token, _ := ins["recoveryToken"].(bson.D)
+	if id, _ := lookupD(token, "recoveryShardId"); id != c.Shards()[1].setName {
+		t.Fatalf("recoveryToken = %v, want shard 1's set %s", ins["recoveryToken"], c.Shards()[1].setName)
+	}
+	err := r1.Database("admin").RunCommand(ctx, bson.D{{Key: "commitTransaction", Value: 1}, {Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)},
+		{Key: "autocommit", Value: false}, {Key: "recoveryToken", Value: token}}).Err()
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 251 {
+		t.Fatalf("commit on another router = %v, want NoSuchTransaction", err)
+	}
+	// The recovery aborted it on shard 1: the first router cannot commit.
+	err = admin0.RunCommand(ctx, bson.D{{Key: "commitTransaction", Value: 1}, {Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}}).Err()
+	if !errors.As(err, &ce) || ce.Code != 251 {
+		t.Fatalf("commit after the recovery aborted it = %v, want NoSuchTransaction", err)
+	}
+	if n, err := shardDirect(t, c, 1).Database("tdb").Collection("c").CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
+		t.Fatalf("shard 1 holds %d documents (%v), want 0", n, err)
+	}
+}

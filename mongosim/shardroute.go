@@ -550,14 +550,24 @@ func (r *Router) routeSharded(rq *request, cmd *command, out *outcome, wce bson.
 	if _, ok := lookupD(reply, "ok"); !ok {
 		reply = append(reply, bson.E{Key: "ok", Value: 1.0})
 	}
+	r.noteStreamCursor(rq, reply) // change stream cursors relayed (router_cursor.go)
 	if wce != nil {
 		reply = setField(reply, "writeConcernError", wce)
+	}
+	if out.inTxn && shardOK(reply) {
+		if sh := r.pinnedShard(rq.cmd); sh != nil {
+			reply = setField(reply, "recoveryToken", bson.D{{Key: "recoveryShardId", Value: sh.setName}})
+		}
 	}
 	if out.labelsSet {
 		if len(out.explicitLabels) > 0 {
 			reply = setField(reply, "errorLabels", out.explicitLabels)
 		} else {
 			reply = deleteField(reply, "errorLabels")
+		}
+	} else if wce != nil && out.inTxn {
+		if labels := txnReplyLabels(rq.name, wce); labels != nil {
+			reply = setField(reply, "errorLabels", labels)
 		}
 	} else if wce != nil && out.hasTxnNumber {
 		if code, ok := wceCode(reply); ok && slices.Contains(retryableWriteCodes, code) {

@@ -167,3 +167,32 @@ func containsInt(s []int, x int) bool {
 	}
 	return false
 }
+
+// recoveryPrimary is the primary of the shard a transaction command (doc,
+// with its lsid and txnNumber) belongs to: the shard it is pinned to on
+// several shards, else the one shard.
+func (r *Router) recoveryPrimary(doc bson.D) *Member {
+	if sh := r.pinnedShard(doc); sh != nil {
+		return sh.Primary()
+	}
+	return r.cluster.Primary()
+}
+
+// pinnedShard is the shard doc's transaction is pinned to, nil when there
+// is one shard or no pin.
+func (r *Router) pinnedShard(doc bson.D) *Cluster {
+	ss := r.cluster.sharding
+	if ss == nil {
+		return nil
+	}
+	lsid, _ := lookupD(doc, "lsid")
+	tv, _ := lookupD(doc, "txnNumber")
+	txn, _ := tv.(int64)
+	ss.mu.Lock()
+	pin, ok := ss.txnPins[keyOf(lsid)]
+	ss.mu.Unlock()
+	if !ok || pin.txnNumber != txn {
+		return nil
+	}
+	return ss.shards[pin.shard]
+}
