@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 // Options configures a Client. The zero value of every field means its
@@ -218,35 +218,25 @@ func (wc *WriteConcern) validate() error {
 	return nil
 }
 
-// ReadMode says which members of a replica set may serve a read.
-type ReadMode int
+// ReadMode says which members of a replica set may serve a read. Its
+// String method gives the name the server and connection strings use, e.g.
+// "secondaryPreferred".
+type ReadMode = readpref.Mode
 
 // The read preference modes. The zero value is PrimaryMode.
 const (
-	PrimaryMode ReadMode = iota
-	PrimaryPreferredMode
-	SecondaryMode
-	SecondaryPreferredMode
-	NearestMode
+	PrimaryMode            = readpref.Primary
+	PrimaryPreferredMode   = readpref.PrimaryPreferred
+	SecondaryMode          = readpref.Secondary
+	SecondaryPreferredMode = readpref.SecondaryPreferred
+	NearestMode            = readpref.Nearest
 )
 
-var readModeNames = [...]string{"primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest"}
-
-// String returns the mode as the server and connection strings spell it,
-// e.g. "secondaryPreferred".
-func (m ReadMode) String() string {
-	if m >= 0 && int(m) < len(readModeNames) {
-		return readModeNames[m]
-	}
-	return fmt.Sprintf("ReadMode(%d)", int(m))
-}
-
-// ParseReadMode parses a mode name such as "primaryPreferred" (ignoring case).
+// ParseReadMode parses a mode name such as "primaryPreferred" (ignoring
+// ASCII case).
 func ParseReadMode(s string) (ReadMode, error) {
-	for i, n := range readModeNames {
-		if strings.EqualFold(n, s) {
-			return ReadMode(i), nil
-		}
+	if m, ok := readpref.ParseMode(s); ok {
+		return m, nil
 	}
 	return 0, fmt.Errorf("sturdy: unknown read preference mode %q", s)
 }
@@ -267,19 +257,11 @@ type ReadPreference struct {
 	MaxStaleness time.Duration
 }
 
-// minMaxStaleness is the smallest maxStalenessSeconds the server selection
-// rules accept; idleWritePeriod is the primary's idle write interval they
-// add to the heartbeat interval.
-const (
-	minMaxStaleness = 90 * time.Second
-	idleWritePeriod = 10 * time.Second
-)
-
 func (rp *ReadPreference) validate(heartbeat time.Duration) error {
 	if rp == nil {
 		return nil
 	}
-	if rp.Mode < PrimaryMode || rp.Mode > NearestMode {
+	if !rp.Mode.Valid() {
 		return fmt.Errorf("sturdy: invalid read preference mode %d", int(rp.Mode))
 	}
 	if rp.Mode == PrimaryMode && len(rp.TagSets) > 0 {
@@ -298,8 +280,7 @@ func (rp *ReadPreference) validate(heartbeat time.Duration) error {
 		if heartbeat <= 0 {
 			heartbeat = optionDefaults.HeartbeatInterval
 		}
-		least := max(minMaxStaleness, heartbeat+idleWritePeriod)
-		if rp.MaxStaleness < least {
+		if least := readpref.MinMaxStaleness(heartbeat); rp.MaxStaleness < least {
 			return fmt.Errorf("sturdy: invalid read preference: maxStaleness %v is below the minimum %v", rp.MaxStaleness, least)
 		}
 	}

@@ -660,7 +660,7 @@ func (s *writeStageSelector) Select(d topology.Description, candidates []topolog
 
 // readPrefDoc encodes rp as a $readPreference document.
 func readPrefDoc(rp topology.ReadPref) bson.D {
-	d := bson.D{{Key: "mode", Value: modeName(rp.Mode)}}
+	d := bson.D{{Key: "mode", Value: rp.Mode.String()}} // selection rejected unknown modes
 	if rp.Mode == topology.Primary {
 		return d
 	}
@@ -679,20 +679,6 @@ func readPrefDoc(rp topology.ReadPref) bson.D {
 		d = append(d, bson.E{Key: "maxStalenessSeconds", Value: int64(rp.MaxStaleness / time.Second)})
 	}
 	return d
-}
-
-func modeName(m topology.ReadMode) string {
-	switch m {
-	case topology.PrimaryPreferred:
-		return "primaryPreferred"
-	case topology.Secondary:
-		return "secondary"
-	case topology.SecondaryPreferred:
-		return "secondaryPreferred"
-	case topology.Nearest:
-		return "nearest"
-	}
-	return "primary"
 }
 
 // clusterTimeFor is the $clusterTime to send: the later of the client's and

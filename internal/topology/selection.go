@@ -4,59 +4,23 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"time"
+
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
-// ReadMode is a read preference mode.
-type ReadMode int
+// ReadMode is a read preference mode (package readpref's, shared with the
+// client's options).
+type ReadMode = readpref.Mode
 
 // Read preference modes; the zero value is Primary.
 const (
-	Primary ReadMode = iota
-	PrimaryPreferred
-	Secondary
-	SecondaryPreferred
-	Nearest
+	Primary            = readpref.Primary
+	PrimaryPreferred   = readpref.PrimaryPreferred
+	Secondary          = readpref.Secondary
+	SecondaryPreferred = readpref.SecondaryPreferred
+	Nearest            = readpref.Nearest
 )
-
-var readModeNames = [...]string{"primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest"}
-
-func (m ReadMode) String() string {
-	if m >= 0 && int(m) < len(readModeNames) {
-		return readModeNames[m]
-	}
-	return "ReadMode(" + strconv.Itoa(int(m)) + ")"
-}
-
-// ParseReadMode accepts the mode names of the connection string, in any case.
-func ParseReadMode(s string) (ReadMode, bool) {
-	for i, n := range readModeNames {
-		if equalFold(n, s) {
-			return ReadMode(i), true
-		}
-	}
-	return Primary, false
-}
-
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
 
 // ReadPref is a read preference. The zero value reads from the primary.
 type ReadPref struct {
@@ -69,12 +33,6 @@ type ReadPref struct {
 	// interval plus 10 s.
 	MaxStaleness time.Duration
 }
-
-// Minimums for MaxStaleness from the max-staleness spec.
-const (
-	smallestMaxStaleness = 90 * time.Second
-	idleWritePeriod      = 10 * time.Second
-)
 
 // ReadPrefError is a read preference that can never be satisfied as given.
 type ReadPrefError struct{ Reason string }
@@ -185,11 +143,8 @@ func (s readPrefSelector) Select(d Description, candidates []ServerDescription) 
 		return nil, nil
 	}
 	if s.rp.MaxStaleness > 0 {
-		if s.rp.MaxStaleness < smallestMaxStaleness {
-			return nil, &ReadPrefError{Reason: fmt.Sprintf("maxStaleness %v is below the minimum of %v", s.rp.MaxStaleness, smallestMaxStaleness)}
-		}
-		if s.rp.MaxStaleness < s.heartbeat+idleWritePeriod {
-			return nil, &ReadPrefError{Reason: fmt.Sprintf("maxStaleness %v is below the heartbeat interval plus %v (%v)", s.rp.MaxStaleness, idleWritePeriod, s.heartbeat+idleWritePeriod)}
+		if least := readpref.MinMaxStaleness(s.heartbeat); s.rp.MaxStaleness < least {
+			return nil, &ReadPrefError{Reason: fmt.Sprintf("maxStaleness %v is below the minimum %v", s.rp.MaxStaleness, least)}
 		}
 	}
 	primaries := ofKind(candidates, RSPrimary)

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/internal/testsupport"
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 type ssServer struct {
@@ -124,7 +125,7 @@ func TestServerSelectionSpec(t *testing.T) {
 			if tf.Operation == "read" {
 				rp := ReadPref{}
 				if tf.ReadPreference != nil {
-					mode, ok := ParseReadMode(tf.ReadPreference.Mode)
+					mode, ok := readpref.ParseMode(tf.ReadPreference.Mode)
 					if !ok {
 						t.Fatalf("unknown mode %q", tf.ReadPreference.Mode)
 					}

@@ -1,0 +1,7 @@
+// Package readpref holds the read preference vocabulary that the client
+// and its server selection share: the modes with their names as the server
+// and connection strings spell them, and the maxStalenessSeconds minimum of
+// the Server Selection specification
+// (https://github.com/mongodb/specifications/blob/master/source/server-selection/server-selection.md).
+// It imports nothing of the module.
+package readpref
