@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -365,27 +366,15 @@ func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (e
 	return res, err
 }
 
-// readPref converts a public read preference (nil: primary) to the
-// topology's.
+// readPref is the read preference an operation selects by: nil for
+// primary, else a copy the caller cannot change under the operation.
 func readPref(rp *ReadPreference) *topology.ReadPref {
 	if rp == nil || rp.Mode == PrimaryMode {
 		return nil
 	}
-	out := &topology.ReadPref{MaxStaleness: rp.MaxStaleness}
-	switch rp.Mode {
-	case PrimaryPreferredMode:
-		out.Mode = topology.PrimaryPreferred
-	case SecondaryMode:
-		out.Mode = topology.Secondary
-	case SecondaryPreferredMode:
-		out.Mode = topology.SecondaryPreferred
-	case NearestMode:
-		out.Mode = topology.Nearest
-	}
-	for _, ts := range rp.TagSets {
-		out.TagSets = append(out.TagSets, map[string]string(ts))
-	}
-	return out
+	out := *rp
+	out.TagSets = slices.Clone(rp.TagSets)
+	return &out
 }
 
 // writeConcernDoc is the writeConcern field of a write command, or an

@@ -243,40 +243,24 @@ func ParseReadMode(s string) (ReadMode, error) {
 
 // TagSet is one set of server tags a read may be routed by; an empty set
 // matches every server.
-type TagSet map[string]string
+type TagSet = readpref.TagSet
 
-// ReadPreference routes reads to replica set members.
-type ReadPreference struct {
-	// Mode selects the eligible members. Default PrimaryMode.
-	Mode ReadMode
-	// TagSets are tried in order; the first that matches a member wins.
-	// Not allowed with PrimaryMode. Default nil: any member.
-	TagSets []TagSet
-	// MaxStaleness excludes secondaries lagging further behind the primary;
-	// at least 90 s. Not allowed with PrimaryMode. Default 0: no limit.
-	MaxStaleness time.Duration
-}
+// ReadPreference routes reads to replica set members: its Mode, TagSets
+// tried in order, and MaxStaleness (at least 90 s; 0: no limit). Neither
+// tag sets nor maxStaleness go with PrimaryMode. The zero value reads
+// from the primary.
+type ReadPreference = readpref.ReadPref
 
-func (rp *ReadPreference) validate(heartbeat time.Duration) error {
+// validateReadPref checks rp (nil: primary) against the heartbeat interval
+// the client will use.
+func validateReadPref(rp *ReadPreference, heartbeat time.Duration) error {
 	if rp == nil {
 		return nil
 	}
-	if !rp.Mode.Valid() {
-		return fmt.Errorf("sturdy: invalid read preference mode %d", int(rp.Mode))
-	}
-	if rp.Mode == PrimaryMode && len(rp.TagSets) > 0 {
-		// One empty tag set is the same as none.
-		if len(rp.TagSets) > 1 || len(rp.TagSets[0]) > 0 {
-			return errors.New("sturdy: invalid read preference: tag sets cannot be used with mode primary")
-		}
-	}
-	if rp.MaxStaleness < 0 {
-		return fmt.Errorf("sturdy: invalid read preference: negative maxStaleness %v", rp.MaxStaleness)
+	if err := rp.Validate(); err != nil {
+		return fmt.Errorf("sturdy: invalid read preference: %w", err)
 	}
 	if rp.MaxStaleness > 0 {
-		if rp.Mode == PrimaryMode {
-			return errors.New("sturdy: invalid read preference: maxStaleness cannot be used with mode primary")
-		}
 		if heartbeat <= 0 {
 			heartbeat = optionDefaults.HeartbeatInterval
 		}
@@ -408,7 +392,7 @@ func (o Options) validate() error {
 	if err := o.WriteConcern.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := o.ReadPreference.validate(o.HeartbeatInterval); err != nil {
+	if err := validateReadPref(o.ReadPreference, o.HeartbeatInterval); err != nil {
 		errs = append(errs, err)
 	}
 	if err := o.Auth.validate(); err != nil {

@@ -1,6 +1,8 @@
 package readpref
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -74,4 +76,47 @@ const (
 // interval plus the primary's 10 s idle write period if that is more.
 func MinMaxStaleness(heartbeat time.Duration) time.Duration {
 	return max(SmallestMaxStaleness, heartbeat+IdleWritePeriod)
+}
+
+// TagSet is one set of server tags a read may be routed by; an empty set
+// matches every server.
+type TagSet map[string]string
+
+// ReadPref routes reads to replica set members. The zero value reads from
+// the primary.
+type ReadPref struct {
+	// Mode selects the eligible members. Default Primary.
+	Mode Mode
+	// TagSets are tried in order; the first that matches an eligible
+	// member wins. Not allowed with Primary. Default nil: any member.
+	TagSets []TagSet
+	// MaxStaleness excludes secondaries lagging further behind the
+	// primary; at least MinMaxStaleness. Not allowed with Primary.
+	// Default 0: no limit.
+	MaxStaleness time.Duration
+}
+
+// Validate checks the rules that do not depend on the deployment: a known
+// mode, no negative maxStaleness, and neither tag sets (other than empty
+// ones) nor maxStaleness with Primary. The error says which rule; callers
+// add their context. The minimum maxStaleness depends on the heartbeat
+// interval: see MinMaxStaleness.
+func (rp ReadPref) Validate() error {
+	if !rp.Mode.Valid() {
+		return errors.New("unknown mode " + rp.Mode.String())
+	}
+	if rp.MaxStaleness < 0 {
+		return fmt.Errorf("negative maxStaleness %v", rp.MaxStaleness)
+	}
+	if rp.Mode == Primary {
+		if rp.MaxStaleness > 0 {
+			return errors.New("maxStaleness cannot be used with mode primary")
+		}
+		for _, ts := range rp.TagSets {
+			if len(ts) > 0 {
+				return errors.New("tag sets cannot be used with mode primary")
+			}
+		}
+	}
+	return nil
 }

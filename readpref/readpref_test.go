@@ -32,3 +32,27 @@ func TestMinMaxStaleness(t *testing.T) {
 		t.Errorf("heartbeat 100 s: %v, want 110 s", got)
 	}
 }
+
+func TestValidate(t *testing.T) {
+	ok := []ReadPref{
+		{},
+		{Mode: Primary, TagSets: []TagSet{{}, {}}}, // empty tag sets match every server
+		{Mode: Nearest, TagSets: []TagSet{{"dc": "ny"}}, MaxStaleness: 90 * time.Second},
+	}
+	for _, rp := range ok {
+		if err := rp.Validate(); err != nil {
+			t.Errorf("%+v: %v", rp, err)
+		}
+	}
+	bad := map[string]ReadPref{
+		"unknown mode":                 {Mode: Mode(42)},
+		"negative maxStaleness":        {Mode: Secondary, MaxStaleness: -time.Second},
+		"maxStaleness cannot be used":  {MaxStaleness: 120 * time.Second},
+		"tag sets cannot be used with": {TagSets: []TagSet{{}, {"dc": "ny"}}},
+	}
+	for want, rp := range bad {
+		if err := rp.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: got %v, want %q", rp, err, want)
+		}
+	}
+}

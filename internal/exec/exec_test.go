@@ -19,6 +19,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/session"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/readpref"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -147,7 +148,7 @@ func TestReadPreferenceOnMongos(t *testing.T) {
 	if cmd := find(&topology.ReadPref{Mode: topology.Primary}); has(cmd, "$readPreference") {
 		t.Errorf("explicit primary read to mongos carries $readPreference: %v", cmd)
 	}
-	cmd := find(&topology.ReadPref{Mode: topology.SecondaryPreferred, TagSets: []map[string]string{{"dc": "ny", "rack": "1"}, {}}, MaxStaleness: 120 * time.Second})
+	cmd := find(&topology.ReadPref{Mode: topology.SecondaryPreferred, TagSets: []readpref.TagSet{{"dc": "ny", "rack": "1"}, {}}, MaxStaleness: 120 * time.Second})
 	want, _ := bson.Marshal(bson.D{
 		{Key: "mode", Value: "secondaryPreferred"},
 		{Key: "tags", Value: bson.A{bson.D{{Key: "dc", Value: "ny"}, {Key: "rack", Value: "1"}}, bson.D{}}},

@@ -22,44 +22,14 @@ const (
 	Nearest            = readpref.Nearest
 )
 
-// ReadPref is a read preference. The zero value reads from the primary.
-type ReadPref struct {
-	Mode ReadMode
-	// TagSets are tried in order; the first that matches any eligible
-	// server wins. An empty tag set matches every server.
-	TagSets []map[string]string
-	// MaxStaleness excludes secondaries lagging more than this; 0 means no
-	// limit. When set it must be at least 90 s and at least the heartbeat
-	// interval plus 10 s.
-	MaxStaleness time.Duration
-}
+// ReadPref is a read preference (package readpref's, the client's too).
+// The zero value reads from the primary.
+type ReadPref = readpref.ReadPref
 
 // ReadPrefError is a read preference that can never be satisfied as given.
 type ReadPrefError struct{ Reason string }
 
 func (e *ReadPrefError) Error() string { return "topology: invalid read preference: " + e.Reason }
-
-// Validate checks the parts of a read preference that do not depend on the
-// deployment.
-func (rp ReadPref) Validate() error {
-	if rp.Mode < Primary || rp.Mode > Nearest {
-		return &ReadPrefError{Reason: "unknown mode " + rp.Mode.String()}
-	}
-	if rp.MaxStaleness < 0 {
-		return &ReadPrefError{Reason: "negative maxStaleness"}
-	}
-	if rp.Mode == Primary {
-		if rp.MaxStaleness > 0 {
-			return &ReadPrefError{Reason: "maxStaleness is not allowed with mode primary"}
-		}
-		for _, ts := range rp.TagSets {
-			if len(ts) > 0 {
-				return &ReadPrefError{Reason: "tag sets are not allowed with mode primary"}
-			}
-		}
-	}
-	return nil
-}
 
 // Selector picks the servers suitable for an operation from candidates,
 // which are servers of d (some may have been left out because they are
@@ -127,7 +97,7 @@ func (s readPrefSelector) String() string {
 
 func (s readPrefSelector) Select(d Description, candidates []ServerDescription) ([]ServerDescription, error) {
 	if err := s.rp.Validate(); err != nil {
-		return nil, err
+		return nil, &ReadPrefError{Reason: err.Error()}
 	}
 	switch d.Kind {
 	case Single:

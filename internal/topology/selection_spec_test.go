@@ -36,9 +36,9 @@ type ssTopology struct {
 }
 
 type ssReadPref struct {
-	Mode                string              `bson:"mode"`
-	TagSets             []map[string]string `bson:"tag_sets"`
-	MaxStalenessSeconds *int64              `bson:"maxStalenessSeconds"`
+	Mode                string            `bson:"mode"`
+	TagSets             []readpref.TagSet `bson:"tag_sets"`
+	MaxStalenessSeconds *int64            `bson:"maxStalenessSeconds"`
 }
 
 type ssFile struct {

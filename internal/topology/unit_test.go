@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 func TestNormalizeAddr(t *testing.T) {
@@ -114,7 +115,7 @@ func TestClassifyStateChange(t *testing.T) {
 func TestReadPrefValidation(t *testing.T) {
 	d := Description{Kind: ReplicaSetWithPrimary}
 	bad := []ReadPref{
-		{Mode: Primary, TagSets: []map[string]string{{"dc": "ny"}}},
+		{Mode: Primary, TagSets: []readpref.TagSet{{"dc": "ny"}}},
 		{Mode: Primary, MaxStaleness: 120 * time.Second},
 		{Mode: Secondary, MaxStaleness: 60 * time.Second}, // below 90 s
 		{Mode: Nearest, MaxStaleness: -time.Second},       // negative
@@ -132,7 +133,7 @@ func TestReadPrefValidation(t *testing.T) {
 		t.Errorf("maxStaleness below heartbeat+10s accepted: %v", err)
 	}
 	// Primary with the default empty tag set is fine.
-	if _, err := ReadPrefSelector(ReadPref{TagSets: []map[string]string{{}}}, 0).Select(d, nil); err != nil {
+	if _, err := ReadPrefSelector(ReadPref{TagSets: []readpref.TagSet{{}}}, 0).Select(d, nil); err != nil {
 		t.Errorf("primary with [{}] rejected: %v", err)
 	}
 }
