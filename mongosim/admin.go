@@ -283,6 +283,7 @@ func serverStatusCmd(r *request) (bson.D, error) {
 		d = append(d, bson.E{Key: "repl", Value: replSetInfo(r)})
 	}
 	return append(d,
+		bson.E{Key: "metrics", Value: c.ttlMetrics()},
 		bson.E{Key: "transactions", Value: bson.D{
 			{Key: "currentOpen", Value: r.cluster.data.clock.active.Load()},
 			{Key: "totalStarted", Value: st.TxnStarted},

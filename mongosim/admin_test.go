@@ -739,3 +739,44 @@ func TestKillOpAwaitDataGetMore(t *testing.T) {
 		t.Fatal("killOp did not interrupt the getMore")
 	}
 }
+
+func TestFindNaturalReverse(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("db").Collection("nat")
+	for _, x := range []int32{3, 1, 2} {
+		_, err := coll.InsertOne(ctx, bson.D{{Key: "x", Value: x}})
+		sdNoErr(t, err)
+	}
+	got := sdFindAll(t, ctx, coll, bson.D{}, options.Find().SetSort(bson.D{{Key: "$natural", Value: -1}}).SetLimit(2).SetProjection(bson.D{{Key: "_id", Value: 0}}))
+	if fmt.Sprint(got) != `[{"x":{"$numberInt":"2"}} {"x":{"$numberInt":"1"}}]` {
+		t.Fatalf("$natural: -1 = %v", got)
+	}
+}
+
+func TestRolesInfoAndPrivileges(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("app")
+	all := mustValues(mustRun(t, ctx, db, bson.D{{Key: "rolesInfo", Value: 1}, {Key: "showBuiltinRoles", Value: true}}).Lookup("roles"))
+	names := []string{}
+	for _, r := range all {
+		names = append(names, r.Document().Lookup("role").StringValue())
+	}
+	if !strings.Contains(strings.Join(names, ","), "readWrite") || strings.Contains(strings.Join(names, ","), "root") {
+		t.Fatalf("built-in roles on app: %v", names)
+	}
+	if n := len(mustValues(mustRun(t, ctx, db, bson.D{{Key: "rolesInfo", Value: 1}}).Lookup("roles"))); n != 0 {
+		t.Fatalf("rolesInfo without built-in roles lists %d", n)
+	}
+	one := mustValues(mustRun(t, ctx, db, bson.D{{Key: "rolesInfo", Value: bson.D{{Key: "role", Value: "root"}, {Key: "db", Value: "admin"}}}}).Lookup("roles"))
+	if len(one) != 1 || !one[0].Document().Lookup("isBuiltin").Boolean() {
+		t.Fatalf("rolesInfo root@admin %v", one)
+	}
+	_, err := runCmd(ctx, db, bson.D{{Key: "createRole", Value: "r"}, {Key: "privileges", Value: bson.A{}}, {Key: "roles", Value: bson.A{}}})
+	commandError(t, err, 238)
+	cs := mustRun(t, ctx, db, bson.D{{Key: "connectionStatus", Value: 1}, {Key: "showPrivileges", Value: true}})
+	if _, err := cs.LookupErr("authInfo", "authenticatedUserPrivileges"); err != nil {
+		t.Fatalf("connectionStatus showPrivileges %v", cs)
+	}
+}

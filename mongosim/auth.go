@@ -320,13 +320,15 @@ func connectionStatusCmd(r *request) (bson.D, error) {
 			roles = append(roles, u.roles...)
 		}
 	}
-	return bson.D{
-		{Key: "authInfo", Value: bson.D{
-			{Key: "authenticatedUsers", Value: users},
-			{Key: "authenticatedUserRoles", Value: roles},
-		}},
-		{Key: "ok", Value: 1.0},
-	}, nil
+	info := bson.D{
+		{Key: "authenticatedUsers", Value: users},
+		{Key: "authenticatedUserRoles", Value: roles},
+	}
+	if v, ok := r.get("showPrivileges"); ok && asBool(v) {
+		// Roles are not enforced, so there are no privileges to list.
+		info = append(info, bson.E{Key: "authenticatedUserPrivileges", Value: bson.A{}})
+	}
+	return bson.D{{Key: "authInfo", Value: info}, {Key: "ok", Value: 1.0}}, nil
 }
 
 func init() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -339,8 +340,21 @@ func TestShardedWritesAndShardKeyErrors(t *testing.T) {
 	ctx := testCtx(t)
 	shardCollection(t, ctx, client, "db.w", bson.D{{Key: "k", Value: "hashed"}})
 	coll := client.Database("db").Collection("w")
-	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "u", Value: 1}}, Options: options.Index().SetUnique(true)}); err != nil {
-		t.Fatal(err)
+	// A unique index must start with the shard key (a shard enforces it
+	// alone); u is unique per shard only here, through a plain index
+	// created on the shards directly.
+	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "u", Value: 1}}, Options: options.Index().SetUnique(true)})
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 67 {
+		t.Fatalf("unique index without the shard key prefix = %v, want CannotCreateIndex (67)", err)
+	}
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "k", Value: 1}, {Key: "u", Value: 1}}, Options: options.Index().SetUnique(true)}); err != nil {
+		t.Fatalf("unique index prefixed by the shard key: %v", err)
+	}
+	for i := range c.Shards() {
+		if _, err := shardDirect(t, c, i).Database("db").Collection("w").Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "u", Value: 1}}, Options: options.Index().SetUnique(true)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var docs []any
 	for i := 0; i < 30; i++ {
@@ -358,7 +372,7 @@ func TestShardedWritesAndShardKeyErrors(t *testing.T) {
 		bson.D{{Key: "k", Value: 102}, {Key: "u", Value: 102}},
 		bson.D{{Key: "k", Value: 9}, {Key: "u", Value: 9}}, // duplicate
 	}
-	_, err := coll.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
+	_, err = coll.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
 	var bwe mongo.BulkWriteException
 	if !errors.As(err, &bwe) {
 		t.Fatalf("InsertMany with duplicates = %v", err)
@@ -415,7 +429,6 @@ func TestShardedWritesAndShardKeyErrors(t *testing.T) {
 	}
 	// Upsert without the full shard key.
 	_, err = coll.UpdateOne(ctx, bson.D{{Key: "u", Value: 999}}, bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: 1}}}}, options.UpdateOne().SetUpsert(true))
-	var ce mongo.CommandError
 	if !(errors.As(err, &we) && len(we.WriteErrors) == 1 && we.WriteErrors[0].Code == 61) && !(errors.As(err, &ce) && ce.Code == 61) {
 		t.Fatalf("upsert without shard key = %v, want ShardKeyNotFound (61)", err)
 	}
@@ -439,7 +452,14 @@ func TestShardedWritesAndShardKeyErrors(t *testing.T) {
 	if err != nil || dr.DeletedCount < 29 {
 		t.Fatalf("DeleteMany = %+v, %v", dr, err)
 	}
-	_ = c
+	// A replacement upsert without the key in its filter is targeted by
+	// the replacement's own full shard key.
+	if ur, err := coll.ReplaceOne(ctx, bson.D{{Key: "u", Value: 5000}}, bson.D{{Key: "k", Value: 5000}, {Key: "u", Value: 5000}}, options.Replace().SetUpsert(true)); err != nil || ur.UpsertedCount != 1 {
+		t.Fatalf("replacement upsert = %+v, %v", ur, err)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{{Key: "k", Value: 5000}}); err != nil || n != 1 {
+		t.Fatalf("replacement upsert landed where a targeted read cannot find it: %d, %v", n, err)
+	}
 }
 
 // Retryable writes through the routers: a shard's step-down error is
@@ -447,7 +467,13 @@ func TestShardedWritesAndShardKeyErrors(t *testing.T) {
 // the driver, whose retry replays on every shard instead of inserting
 // twice.
 func TestShardedRetryableWrite(t *testing.T) {
-	client, c := shardedClient(t, 2, nil)
+	var fams atomic.Int32
+	mon := &mevent.CommandMonitor{Started: func(_ context.Context, e *mevent.CommandStartedEvent) {
+		if e.CommandName == "findAndModify" {
+			fams.Add(1)
+		}
+	}}
+	client, c := shardedClient(t, 2, options.Client().SetMonitor(mon))
 	ctx := testCtx(t)
 	shardCollection(t, ctx, client, "db.rw", bson.D{{Key: "k", Value: "hashed"}})
 	coll := client.Database("db").Collection("rw")
@@ -490,6 +516,47 @@ func TestShardedRetryableWrite(t *testing.T) {
 			t.Errorf("shard %d replayed nothing: the driver's retry ran the insert again", i)
 		}
 	}
+	// A sorted findOneAndDelete without the shard key, retried by the
+	// driver after the shard's writeConcernError: the retry goes to the
+	// same shard and document, which replays; one document is deleted.
+	// The next document in sort order is on the other shard, where a
+	// retry choosing afresh would delete it.
+	shard0 := shardDirect(t, c, 0).Database("db").Collection("rw")
+	on0 := func(k int) bool {
+		n, err := shard0.CountDocuments(ctx, bson.D{{Key: "k", Value: k}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	next := 101
+	for on0(next) == on0(100) {
+		next++
+	}
+	if _, err := coll.DeleteMany(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$gt", Value: 100}, {Key: "$lt", Value: next}}}}); err != nil {
+		t.Fatal(err)
+	}
+	left, err := coll.CountDocuments(ctx, bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range c.Shards() {
+		if err := sh.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+			{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"findAndModify"}},
+				{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 91}, {Key: "errmsg", Value: "Replication is being shut down"}}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var deleted bson.M
+	if err := coll.FindOneAndDelete(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$gte", Value: 100}}}}, options.FindOneAndDelete().SetSort(bson.D{{Key: "k", Value: 1}})).Decode(&deleted); err != nil || deleted["k"] != int32(100) {
+		t.Fatalf("FindOneAndDelete = %v, %v; want k 100", deleted, err)
+	}
+	if got := fams.Load(); got != 2 {
+		t.Fatalf("findAndModify sent %d times, want 2 (the driver's retry)", got)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != left-1 {
+		t.Fatalf("after the retried findOneAndDelete: %d documents, %v; want %d", n, err, left-1)
+	}
 }
 
 // A transaction that stays on one shard commits there, through either
@@ -531,9 +598,43 @@ func TestShardedTransactionsAndUnsupported(t *testing.T) {
 	if n, _ := coll.CountDocuments(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$gte", Value: 10}}}}); n != 0 {
 		t.Fatalf("the refused transaction left %d documents", n)
 	}
-	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "x"}}})
+	// $out from a sharded collection writes the merged result to an
+	// unsharded one; $merge into a sharded collection is refused.
+	if _, err := coll.InsertMany(ctx, []any{bson.D{{Key: "k", Value: 2}, {Key: "g", Value: "a"}}, bson.D{{Key: "k", Value: 3}, {Key: "g", Value: "a"}}, bson.D{{Key: "k", Value: 4}, {Key: "g", Value: "b"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "g", Value: bson.D{{Key: "$exists", Value: true}}}}}},
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$g"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}}, {{Key: "$out", Value: "summary"}}}); err != nil {
+		t.Fatalf("$out: %v", err)
+	}
+	var summary []bson.M
+	cur, err := client.Database("db").Collection("summary").Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.All(ctx, &summary); err != nil || len(summary) != 2 || summary[0]["n"] != int32(2) || summary[1]["n"] != int32(1) {
+		t.Fatalf("$out result = %v, %v", summary, err)
+	}
+	// An unsharded collection's pipeline reading a sharded one runs on
+	// the router: $lookup sees every shard's documents.
+	cur, err = client.Database("db").Collection("summary").Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "u"}, {Key: "localField", Value: "_id"}, {Key: "foreignField", Value: "g"}, {Key: "as", Value: "docs"}}}},
+		{{Key: "$project", Value: bson.D{{Key: "n", Value: bson.D{{Key: "$size", Value: "$docs"}}}}}},
+		{{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary = nil
+	if err := cur.All(ctx, &summary); err != nil || len(summary) != 2 || summary[0]["n"] != int32(2) || summary[1]["n"] != int32(1) {
+		t.Fatalf("$lookup into a sharded collection = %v, %v", summary, err)
+	}
+	_, err = client.Database("db").Collection("summary").Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: bson.D{{Key: "into", Value: "u"}}}}})
 	if !errors.As(err, &ce) || ce.Code != 238 {
-		t.Fatalf("$out = %v, want NotImplemented (238)", err)
+		t.Fatalf("$merge from an unsharded into a sharded collection = %v, want NotImplemented (238)", err)
+	}
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: bson.D{{Key: "into", Value: "u"}}}}})
+	if !errors.As(err, &ce) || ce.Code != 238 {
+		t.Fatalf("$merge into a sharded collection = %v, want NotImplemented (238)", err)
 	}
 	_, err = client.Database("db").Watch(ctx, mongo.Pipeline{})
 	if !errors.As(err, &ce) || ce.Code != 238 {
@@ -664,5 +765,46 @@ func TestShardedCursorsGetMoreAndKill(t *testing.T) {
 		if err := db0.RunCommand(ctx, gm).Err(); !errors.As(err, &ce) || ce.Code != 43 {
 			t.Fatalf("%s: getMore after killCursors = %v, want CursorNotFound", name, err)
 		}
+	}
+}
+
+// The client-level bulkWrite across a sharded and an unsharded namespace:
+// each op goes to its shard, and the counts cover all of them.
+func TestShardedClientBulkWrite(t *testing.T) {
+	client, c := shardedClient(t, 2, nil)
+	ctx := testCtx(t)
+	shardCollection(t, ctx, client, "db.cb", bson.D{{Key: "k", Value: "hashed"}})
+	var writes []mongo.ClientBulkWrite
+	for i := 0; i < 20; i++ {
+		writes = append(writes, mongo.ClientBulkWrite{Database: "db", Collection: "cb", Model: &mongo.ClientInsertOneModel{Document: bson.D{{Key: "k", Value: i}}}})
+	}
+	writes = append(writes,
+		mongo.ClientBulkWrite{Database: "other", Collection: "plain", Model: &mongo.ClientInsertOneModel{Document: bson.D{{Key: "x", Value: 1}}}},
+		mongo.ClientBulkWrite{Database: "db", Collection: "cb", Model: &mongo.ClientUpdateManyModel{Filter: bson.D{}, Update: bson.D{{Key: "$set", Value: bson.D{{Key: "seen", Value: true}}}}}},
+		mongo.ClientBulkWrite{Database: "db", Collection: "cb", Model: &mongo.ClientDeleteOneModel{Filter: bson.D{{Key: "k", Value: bson.D{{Key: "$gte", Value: 15}}}}}},
+	)
+	res, err := client.BulkWrite(ctx, writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.InsertedCount != 21 || res.MatchedCount != 20 || res.ModifiedCount != 20 || res.DeletedCount != 1 {
+		t.Fatalf("BulkWrite = %+v", res)
+	}
+	if counts := directCounts(t, ctx, c, "db", "cb"); counts[0] == 0 || counts[1] == 0 || counts[0]+counts[1] != 19 {
+		t.Fatalf("documents per shard: %v, want 19 over both", counts)
+	}
+	// An array shard key value fails that op only (unordered), with its
+	// index in the client's batch.
+	_, err = client.BulkWrite(ctx, []mongo.ClientBulkWrite{
+		{Database: "db", Collection: "cb", Model: &mongo.ClientInsertOneModel{Document: bson.D{{Key: "k", Value: 100}}}},
+		{Database: "db", Collection: "cb", Model: &mongo.ClientInsertOneModel{Document: bson.D{{Key: "k", Value: bson.A{1}}}}},
+		{Database: "db", Collection: "cb", Model: &mongo.ClientInsertOneModel{Document: bson.D{{Key: "k", Value: 101}}}},
+	}, options.ClientBulkWrite().SetOrdered(false))
+	var cbe mongo.ClientBulkWriteException
+	if !errors.As(err, &cbe) || len(cbe.WriteErrors) != 1 || cbe.WriteErrors[1].Code != 61 {
+		t.Fatalf("BulkWrite with an array key = %v", err)
+	}
+	if n, _ := client.Database("db").Collection("cb").CountDocuments(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$in", Value: bson.A{100, 101}}}}}); n != 2 {
+		t.Fatalf("the other inserts: %d, want 2", n)
 	}
 }

@@ -45,6 +45,11 @@ func (r *Router) routeShardedColl(rq *request, cmd *command, out *outcome, sc *s
 		ss.mu.Unlock()
 		return replies[0], nil
 	case "createIndexes", "dropIndexes", "collMod":
+		if rq.name == "createIndexes" {
+			if err := sc.checkUniqueIndexes(rq); err != nil {
+				return nil, err
+			}
+		}
 		primary := ss.primaryOf(rq.db, false)
 		order := append([]int{primary}, slices.DeleteFunc(allShards(len(ss.shards)), func(i int) bool { return i == primary })...)
 		replies, err := r.forEachShard(rq, order, rq.cmd, true, true)
@@ -417,6 +422,13 @@ func (r *Router) shardedDistinct(rq *request, cmd *command, out *outcome, sc *sh
 // shardedAggregate runs the pipeline's leading $match stages on the shards
 // and the rest on the router over their merged output.
 func (r *Router) shardedAggregate(rq *request, cmd *command, out *outcome, sc *shardedColl) (bson.D, error) {
+	return r.routerAggregate(rq, cmd, out, sc, false)
+}
+
+// routerAggregate runs an aggregate with the router finishing the
+// pipeline; force keeps it on the router even when one shard could answer
+// (the pipeline reads or writes sharded collections).
+func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *shardedColl, force bool) (bson.D, error) {
 	pipeline := pipelineOf(rq)
 	if isChangeStream(pipeline) {
 		return nil, cmderr.Unsupported("change streams on a sharded collection")
@@ -435,8 +447,10 @@ func (r *Router) shardedAggregate(rq *request, cmd *command, out *outcome, sc *s
 		leadFilter = append(leadFilter, bson.E{Key: "$and", Value: bson.A{m}})
 		lead++
 	}
-	if reply, ok, err := r.relayTargeted(rq, cmd, out, sc.targetShards(leadFilter)); ok {
-		return reply, err
+	if !force {
+		if reply, ok, err := r.relayTargeted(rq, cmd, out, sc.targetShards(leadFilter)); ok {
+			return reply, err
+		}
 	}
 	batchSize := -1
 	if cv, ok := rq.get("cursor"); ok {
@@ -448,18 +462,23 @@ func (r *Router) shardedAggregate(rq *request, cmd *command, out *outcome, sc *s
 			}
 		}
 	}
-	rest, err := agg.Compile(pipeline[lead:])
+	restStages := pipeline[lead:]
+	var write bson.D // a final $out/$merge, run on the target's primary shard
+	if n := len(restStages); n > 0 {
+		if d, ok := restStages[n-1].(bson.D); ok && len(d) == 1 && (d[0].Key == "$out" || d[0].Key == "$merge") {
+			write, restStages = d, restStages[:n-1]
+		}
+	}
+	rest, err := agg.Compile(restStages)
 	if err != nil {
 		return nil, err
-	}
-	if rest.HasWriteStage() {
-		return nil, cmderr.Unsupported("$out and $merge on a sharded collection")
 	}
 	env, err := routerEnv(rq)
 	if err != nil {
 		return nil, err
 	}
-	shardCmd := withField(rq.cmd, "pipeline", pipeline[:lead])
+	// The shards only read: a $out/$merge's writeConcern is for the write.
+	shardCmd := withField(without(rq.cmd, "writeConcern"), "pipeline", pipeline[:lead])
 	shardCmd = withField(shardCmd, "cursor", bson.D{})
 	docs, err := r.gather(rq, sc.owners(), shardCmd)
 	if err != nil {
@@ -469,7 +488,58 @@ func (r *Router) shardedAggregate(rq *request, cmd *command, out *outcome, sc *s
 	if err != nil {
 		return errorReply(err)
 	}
+	if write != nil {
+		return r.writeStage(rq, write, res)
+	}
 	return r.cursorReply(sc.ns, res, batchSize, false), nil
+}
+
+// writeStage runs a sharded aggregate's final $out or $merge: the merged
+// results go, as a $documents stage, to the target collection's primary
+// shard. The target must be unsharded.
+func (r *Router) writeStage(rq *request, stage bson.D, docs []bson.D) (bson.D, error) {
+	ss := r.cluster.sharding
+	db, coll := rq.db, ""
+	switch v := stage[0].Value.(type) {
+	case string:
+		coll = v
+	case bson.D:
+		for _, e := range v {
+			switch e.Key {
+			case "db":
+				db, _ = e.Value.(string)
+			case "coll", "into":
+				switch x := e.Value.(type) {
+				case string:
+					coll = x
+				case bson.D:
+					if d, ok := lookupD(x, "db"); ok {
+						db, _ = d.(string)
+					}
+					if c, ok := lookupD(x, "coll"); ok {
+						coll, _ = c.(string)
+					}
+				}
+			}
+		}
+	}
+	if coll == "" {
+		return nil, cmderr.Unsupported(stage[0].Key + " with this target on a sharded collection")
+	}
+	if ss.coll(db+"."+coll) != nil {
+		return nil, cmderr.Unsupported(stage[0].Key + " into a sharded collection")
+	}
+	cmd := withField(without(rq.cmd, "let", "hint"), "pipeline", bson.A{bson.D{{Key: "$documents", Value: toArray(docs)}}, stage})
+	cmd[0] = bson.E{Key: "aggregate", Value: int32(1)}
+	cmd = withField(cmd, "cursor", bson.D{})
+	reply, err := r.shardCmd(rq, ss.primaryOf(db, true), cmd, nil, true, false)
+	if err != nil {
+		return nil, err
+	}
+	if !shardOK(reply) {
+		return nil, &shardError{reply: reply}
+	}
+	return bson.D{{Key: "cursor", Value: bson.D{{Key: "firstBatch", Value: bson.A{}}, {Key: "id", Value: int64(0)}, {Key: "ns", Value: rq.db + "." + rq.cmd[0].Value.(string)}}}, {Key: "ok", Value: 1.0}}, nil
 }
 
 // routerCatalog lets a pipeline the router finishes read other
@@ -574,6 +644,78 @@ func (r *Router) configFind(rq *request) (bson.D, bool, error) {
 		}
 	}
 	return r.cursorReply("config."+coll, docs, -1, single), true, nil
+}
+
+// checkUniqueIndexes refuses, as mongos does, a unique index a shard
+// cannot enforce alone: its key must start with the shard key's fields.
+func (sc *shardedColl) checkUniqueIndexes(rq *request) error {
+	v, _ := rq.get("indexes")
+	specs, _ := v.(bson.A)
+	for _, x := range specs {
+		spec, _ := x.(bson.D)
+		u, _ := lookupD(spec, "unique")
+		if !asBool(u) {
+			continue
+		}
+		kv, _ := lookupD(spec, "key")
+		key, _ := kv.(bson.D)
+		if len(key) == 1 && key[0].Key == "_id" {
+			continue
+		}
+		ok := len(key) >= len(sc.fields)
+		for i := 0; ok && i < len(sc.fields); i++ {
+			ok = key[i].Key == sc.fields[i]
+		}
+		if !ok {
+			return cmderr.New(codeCannotCreateIndex, "cannot create unique index over %s with shard key pattern %s", shellString(key), shellString(sc.key))
+		}
+	}
+	return nil
+}
+
+// codeCannotCreateIndex is mongod's CannotCreateIndex.
+const codeCannotCreateIndex = 67
+
+// crossCollectionStages read or write collections other than the
+// aggregate's own.
+var crossCollectionStages = []string{"$lookup", "$graphLookup", "$unionWith", "$out", "$merge"}
+
+// needsRouter reports whether an aggregate on an unsharded collection must
+// run on the router: it names another collection while some collection is
+// sharded, so its primary shard alone may not hold what it reads or
+// writes.
+func (ss *shardSet) needsRouter(pipeline bson.A) bool {
+	ss.mu.Lock()
+	sharded := len(ss.colls) > 0
+	ss.mu.Unlock()
+	return sharded && mentionsStage(pipeline)
+}
+
+func mentionsStage(v any) bool {
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			if slices.Contains(crossCollectionStages, e.Key) || mentionsStage(e.Value) {
+				return true
+			}
+		}
+	case bson.A:
+		for _, y := range x {
+			if mentionsStage(y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unshardedColl describes an unsharded collection as one chunk on its
+// database's primary shard, for the router's aggregate.
+func (ss *shardSet) unshardedColl(db, coll string) *shardedColl {
+	sc := &shardedColl{ns: db + "." + coll}
+	chunks := []chunk{{shard: ss.primaryOf(db, false)}}
+	sc.chunks.Store(&chunks)
+	return sc
 }
 
 // routerEnv is what a router merges shards' results under: the command's

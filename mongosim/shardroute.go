@@ -44,6 +44,7 @@ type shardSet struct {
 	cursors   map[int64]*routerCursor
 	lastSweep time.Time
 	txnPins   map[string]txnPin // by lsid: the shard a transaction runs on (shardtxn.go)
+	famPins   map[string]famPin // by lsid: a retryable findAndModify's target (shardwrite.go)
 }
 
 type shardedDB struct {
@@ -577,6 +578,9 @@ func errShardedTxn(why string) error {
 // route runs rq and returns the reply to send.
 func (r *Router) route(rq *request, cmd *command, out *outcome) (bson.D, error) {
 	ss := r.cluster.sharding
+	if len(rq.cmd) == 0 {
+		return r.forwardTo(rq, cmd, out, 0) // the shard answers the empty command
+	}
 	if _, ok := rq.get("autocommit"); ok || rq.name == "commitTransaction" || rq.name == "abortTransaction" {
 		return r.routeTxn(rq, cmd, out)
 	}
@@ -635,6 +639,9 @@ func (r *Router) route(rq *request, cmd *command, out *outcome) (bson.D, error) 
 		if sc := ss.coll(rq.db + "." + coll); sc != nil {
 			return r.routeShardedColl(rq, cmd, out, sc)
 		}
+	}
+	if rq.name == "aggregate" && coll != "" && !isChangeStream(pipelineOf(rq)) && ss.needsRouter(pipelineOf(rq)) {
+		return r.routerAggregate(rq, cmd, out, ss.unshardedColl(rq.db, coll), true)
 	}
 	if rq.name == "aggregate" && isChangeStream(pipelineOf(rq)) && coll == "" {
 		return nil, cmderr.Unsupported("database- or cluster-wide change streams on a multi-shard deployment")
@@ -995,6 +1002,7 @@ func (r *Router) broadcastAdmin(rq *request) (bson.D, error) {
 		ss.mu.Lock()
 		for _, id := range ids {
 			delete(ss.txnPins, keyOf(id))
+			delete(ss.famPins, keyOf(id))
 		}
 		ss.mu.Unlock()
 	}
@@ -1004,8 +1012,8 @@ func (r *Router) broadcastAdmin(rq *request) (bson.D, error) {
 	return bson.D{{Key: "ok", Value: 1.0}}, nil
 }
 
-// bulkWrite (the client-level command) runs on a multi-shard deployment
-// only when every namespace is unsharded and on one primary shard.
+// bulkWrite (the client-level command) is relayed whole when its
+// namespaces are unsharded and on one primary shard, else split by shard.
 func (r *Router) bulkWrite(rq *request, cmd *command, out *outcome) (bson.D, error) {
 	ss := r.cluster.sharding
 	v, _ := rq.get("nsInfo")
@@ -1015,13 +1023,10 @@ func (r *Router) bulkWrite(rq *request, cmd *command, out *outcome) (bson.D, err
 		d, _ := x.(bson.D)
 		nsv, _ := lookupD(d, "ns")
 		ns, _ := nsv.(string)
-		if ss.coll(ns) != nil {
-			return nil, cmderr.Unsupported("bulkWrite on a sharded collection (" + ns + ")")
-		}
 		db, _, _ := strings.Cut(ns, ".")
 		p := ss.primaryOf(db, true)
-		if target >= 0 && p != target {
-			return nil, cmderr.Unsupported("bulkWrite across databases on different primary shards")
+		if ss.coll(ns) != nil || (target >= 0 && p != target) {
+			return r.shardedBulkWrite(rq) // shardbulk.go
 		}
 		target = p
 	}

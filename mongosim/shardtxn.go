@@ -82,6 +82,9 @@ func (r *Router) txnShard(rq *request) (int, error) {
 	if rq.name == "bulkWrite" {
 		return -1, errShardedTxn("client bulkWrite")
 	}
+	if rq.name == "aggregate" && ss.needsRouter(pipelineOf(rq)) {
+		return -1, errShardedTxn("an aggregate naming other collections while some are sharded")
+	}
 	coll, _ := rq.cmd[0].Value.(string)
 	if coll == "" || rq.db == "admin" {
 		return ss.primaryOf(rq.db, false), nil

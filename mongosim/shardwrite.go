@@ -40,6 +40,30 @@ type wresult struct {
 	labels       []string // the shards' errorLabels (RetryableWriteError on a wce)
 }
 
+// hasKeyFields reports whether doc has every shard key field.
+func (sc *shardedColl) hasKeyFields(doc bson.D) bool {
+	for _, f := range sc.fields {
+		var cur any = doc
+		for _, p := range strings.Split(f, ".") {
+			d, ok := cur.(bson.D)
+			if !ok {
+				return false
+			}
+			if cur, ok = value.Get(d, p); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// isReplacement reports whether an update's u is a replacement document
+// (no update operators, not a pipeline).
+func isReplacement(u any) bool {
+	d, ok := u.(bson.D)
+	return ok && (len(d) == 0 || !strings.HasPrefix(d[0].Key, "$"))
+}
+
 func errUpsertNoKey() error {
 	return cmderr.New(codeShardKeyNotFound, "Failed to target upsert by query :: could not extract exact shard key")
 }
@@ -79,7 +103,15 @@ func (r *Router) shardedWrite(rq *request, sc *shardedColl) (bson.D, error) {
 			qd, _ := q.(bson.D)
 			multi, _ := lookupD(d, "multi")
 			upsert, _ := lookupD(d, "upsert")
-			switch t := sc.targetFilter(qd); {
+			t := sc.targetFilter(qd)
+			if u, ok := lookupD(d, "u"); ok && t < 0 && isReplacement(u) && sc.hasKeyFields(u.(bson.D)) {
+				// A replacement keeps the shard key (it may not change):
+				// its own full key names the document's shard.
+				if key, err := sc.keyOfDoc(u.(bson.D)); err == nil {
+					t = sc.shardFor(key)
+				}
+			}
+			switch {
 			case t >= 0:
 				op.shard = t
 			case asBool(upsert):
@@ -333,6 +365,21 @@ func (r *Router) shardedFindAndModify(rq *request, cmd *command, out *outcome, s
 		if err != nil {
 			return nil, err
 		}
+		// A retry of a retryable findAndModify goes where the first
+		// attempt went, with the same document, so the shard replays it
+		// (mongos keeps this in the write's history).
+		lsid, _ := rq.get("lsid")
+		tv, _ := rq.get("txnNumber")
+		txn, _ := tv.(int64)
+		ss := r.cluster.sharding
+		if hasTxn && lsid != nil {
+			ss.mu.Lock()
+			pin, ok := ss.famPins[keyOf(lsid)]
+			ss.mu.Unlock()
+			if ok && pin.txnNumber == txn {
+				return r.shardCmd(rq, pin.shard, withField(rq.cmd, "query", pin.query), nil, true, hasTxn)
+			}
+		}
 		var best bson.D
 		bestShard := -1
 		for _, s := range shards {
@@ -350,8 +397,16 @@ func (r *Router) shardedFindAndModify(rq *request, cmd *command, out *outcome, s
 		}
 		if best != nil {
 			id, _ := value.Get(best, "_id")
-			c := withField(rq.cmd, "query", bson.D{{Key: "$and", Value: bson.A{q, bson.D{{Key: "_id", Value: id}}}}})
-			return r.shardCmd(rq, bestShard, c, nil, true, hasTxn)
+			query := bson.D{{Key: "$and", Value: bson.A{q, bson.D{{Key: "_id", Value: id}}}}}
+			if hasTxn && lsid != nil {
+				ss.mu.Lock()
+				if ss.famPins == nil {
+					ss.famPins = map[string]famPin{}
+				}
+				ss.famPins[keyOf(lsid)] = famPin{txnNumber: txn, shard: bestShard, query: query}
+				ss.mu.Unlock()
+			}
+			return r.shardCmd(rq, bestShard, withField(rq.cmd, "query", query), nil, true, hasTxn)
 		}
 	}
 	var last bson.D
@@ -372,6 +427,13 @@ func (r *Router) shardedFindAndModify(rq *request, cmd *command, out *outcome, s
 		}
 	}
 	return last, nil
+}
+
+// famPin is where a retryable findAndModify without the shard key went.
+type famPin struct {
+	txnNumber int64
+	shard     int
+	query     bson.D
 }
 
 // --- chunk management ---

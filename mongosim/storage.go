@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -49,6 +50,11 @@ type storage struct {
 	txn *transaction
 	// logger receives validationAction "warn" failures; nil discards them.
 	logger *slog.Logger
+	// views counts the views in the store, so reads skip view resolution
+	// while there are none (views.go).
+	views atomic.Int64
+	// ttlPasses and ttlDeleted are serverStatus metrics.ttl (ttl.go).
+	ttlPasses, ttlDeleted atomic.Int64
 }
 
 type database struct {
@@ -295,6 +301,9 @@ func (s *storage) dropCollection(db, coll string) (bool, int) {
 	c.mu.Lock()
 	c.dropped = true
 	n := len(c.indexes)
+	if c.view != nil {
+		s.views.Add(-1)
+	}
 	c.recordDDL(changeDrop)
 	c.mu.Unlock()
 	s.cursors.killNS(db + "." + coll)
@@ -319,6 +328,9 @@ func (s *storage) dropDatabase(db string) {
 		c := d.colls[n]
 		c.mu.Lock()
 		c.dropped = true
+		if c.view != nil {
+			s.views.Add(-1)
+		}
 		c.recordDDL(changeDrop)
 		c.mu.Unlock()
 		s.cursors.killNS(c.ns())

@@ -36,10 +36,15 @@ func (c *Cluster) startTTLMonitor(interval time.Duration) {
 }
 
 // ExpireTTL runs one pass of the TTL monitor now, on the deployment's
-// clock (Options.Now), and returns how many documents it deleted. Tests
-// that advance the clock call it instead of waiting for the monitor.
+// clock (Options.Now), on every shard, and returns how many documents it
+// deleted. Tests that advance the clock call it instead of waiting for the
+// monitor.
 func (c *Cluster) ExpireTTL(ctx context.Context) int {
-	return c.data.expireTTL(ctx)
+	n := 0
+	for _, shard := range c.Shards() {
+		n += shard.data.expireTTL(ctx)
+	}
+	return n
 }
 
 // expireTTL deletes, in every collection with TTL indexes, the documents
@@ -49,6 +54,8 @@ func (c *Cluster) ExpireTTL(ctx context.Context) int {
 func (s *storage) expireTTL(ctx context.Context) int {
 	now := s.now()
 	deleted := 0
+	s.ttlPasses.Add(1)
+	defer func() { s.ttlDeleted.Add(int64(deleted)) }()
 	for _, db := range s.databaseNames() {
 		for _, name := range s.collectionNames(db) {
 			if ctx.Err() != nil {
@@ -91,6 +98,16 @@ func (s *storage) expireTTL(ctx context.Context) int {
 		}
 	}
 	return deleted
+}
+
+// ttlMetrics is serverStatus metrics.ttl, summed over the shards.
+func (c *Cluster) ttlMetrics() bson.D {
+	var passes, deleted int64
+	for _, shard := range c.Shards() {
+		passes += shard.data.ttlPasses.Load()
+		deleted += shard.data.ttlDeleted.Load()
+	}
+	return bson.D{{Key: "ttl", Value: bson.D{{Key: "deletedDocuments", Value: deleted}, {Key: "passes", Value: passes}}}}
 }
 
 // ttlArg validates an expireAfterSeconds value as mongod does: a number,

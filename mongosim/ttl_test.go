@@ -81,6 +81,11 @@ func TestTTLExpiresOnTheDeploymentClock(t *testing.T) {
 	if got := ids(); len(got) != 2 || got[0] != "missing" || got[1] != "notADate" {
 		t.Fatalf("documents without a date must stay: %v", got)
 	}
+	var status bson.M
+	sdNoErr(t, client.Database("admin").RunCommand(ctx, bson.D{{Key: "serverStatus", Value: 1}}).Decode(&status))
+	if ttl := dm(dm(status["metrics"])["ttl"]); ttl["passes"] != int64(3) || ttl["deletedDocuments"] != int64(3) {
+		t.Fatalf("serverStatus metrics.ttl = %v", ttl)
+	}
 	var deleted []any
 	for len(deleted) < 3 && cs.Next(ctx) {
 		deleted = append(deleted, cs.Current.Lookup("documentKey", "_id").StringValue())
@@ -241,5 +246,30 @@ func TestTTLTimeSeriesAndClusteredCollections(t *testing.T) {
 		if n != want {
 			t.Fatalf("%s has %d documents, want %d", coll, n, want)
 		}
+	}
+}
+
+func TestTTLOnEveryShard(t *testing.T) {
+	clock := &skewedClock{}
+	client, sim := routedClient(t, Options{Shards: 2, Routers: 1, Now: clock.now, TTLMonitorInterval: -1}, options.Client())
+	ctx := sdCtx(t)
+	shardCollection(t, ctx, client, "ttl.s", bson.D{{Key: "k", Value: "hashed"}})
+	coll := client.Database("ttl").Collection("s")
+	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(60)})
+	sdNoErr(t, err)
+	docs := make([]any, 20)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "k", Value: i}, {Key: "at", Value: clock.now()}}
+	}
+	_, err = coll.InsertMany(ctx, docs)
+	sdNoErr(t, err)
+	clock.advance(2 * time.Minute)
+	if n := sim.ExpireTTL(ctx); n != 20 {
+		t.Fatalf("deleted %d across the shards, want 20", n)
+	}
+	n, err := coll.CountDocuments(ctx, bson.D{})
+	sdNoErr(t, err)
+	if n != 0 {
+		t.Fatalf("%d documents left", n)
 	}
 }

@@ -428,8 +428,87 @@ func cmdUsersInfo(r *request) (bson.D, error) {
 	return bson.D{{Key: "users", Value: out}, {Key: "ok", Value: 1.0}}, nil
 }
 
+// cmdRolesInfo lists roles: mongosim has only the built-in ones, listed
+// with showBuiltinRoles (rolesInfo: 1) or by name.
+func cmdRolesInfo(r *request) (bson.D, error) {
+	if err := checkFields(r, "showBuiltinRoles", "showPrivileges", "showAuthenticationRestrictions"); err != nil {
+		return nil, err
+	}
+	if v, ok := r.get("showPrivileges"); ok && asBool(v) {
+		return nil, cmderr.Unsupported("rolesInfo with showPrivileges")
+	}
+	builtin := false
+	if v, ok := r.get("showBuiltinRoles"); ok {
+		builtin = asBool(v)
+	}
+	role := func(name, db string) bson.D {
+		return bson.D{
+			{Key: "_id", Value: db + "." + name}, {Key: "role", Value: name}, {Key: "db", Value: db},
+			{Key: "isBuiltin", Value: true}, {Key: "roles", Value: bson.A{}}, {Key: "inheritedRoles", Value: bson.A{}},
+		}
+	}
+	exists := func(name, db string) bool {
+		adminOnly, ok := builtinRoles[name]
+		return ok && (!adminOnly || db == "admin")
+	}
+	var names []string
+	for n := range builtinRoles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := bson.A{}
+	want := func(x any) error {
+		switch t := x.(type) {
+		case string:
+			if exists(t, r.db) {
+				out = append(out, role(t, r.db))
+			}
+		case bson.D:
+			rv, _ := lookupD(t, "role")
+			dv, _ := lookupD(t, "db")
+			rs, ok1 := rv.(string)
+			ds, ok2 := dv.(string)
+			if !ok1 || !ok2 {
+				return cmderr.New(cmderr.BadValue, "Role name must contain a string field named: role and db")
+			}
+			if exists(rs, ds) {
+				out = append(out, role(rs, ds))
+			}
+		default:
+			return cmderr.New(cmderr.BadValue, "Role names must be either strings or objects")
+		}
+		return nil
+	}
+	switch v := r.cmd[0].Value.(type) {
+	case bson.A:
+		for _, x := range v {
+			if err := want(x); err != nil {
+				return nil, err
+			}
+		}
+	case string, bson.D:
+		if err := want(v); err != nil {
+			return nil, err
+		}
+	default:
+		if n, ok := asInt64(v); !ok || n != 1 {
+			return nil, cmderr.New(cmderr.BadValue, "Role names must be either strings or objects")
+		}
+		if builtin {
+			for _, n := range names {
+				if exists(n, r.db) {
+					out = append(out, role(n, r.db))
+				}
+			}
+		}
+	}
+	return bson.D{{Key: "roles", Value: out}, {Key: "ok", Value: 1.0}}, nil
+}
+
 func init() {
 	register(
+		&command{name: "rolesInfo", run: cmdRolesInfo},
+		&command{name: "createRole", run: unsupportedCmd("user-defined roles (createRole)")},
 		&command{name: "createUser", run: cmdCreateUser},
 		&command{name: "updateUser", run: cmdUpdateUser},
 		&command{name: "dropUser", run: cmdDropUser},

@@ -83,7 +83,7 @@ func aggregateArgs(r *request) error {
 	if isChangeStream(user) {
 		return errNotCollection(r.db, name)
 	}
-	cmd := make(bson.D, 0, len(r.cmd))
+	cmd := make(bson.D, 0, len(r.cmd)+1)
 	cmd = append(cmd, bson.E{Key: r.cmd[0].Key, Value: base})
 	for _, e := range r.cmd[1:] {
 		switch e.Key {
@@ -93,6 +93,11 @@ func aggregateArgs(r *request) error {
 			e.Value = append(viewPipeline, user...)
 		}
 		cmd = append(cmd, e)
+	}
+	if _, ok := r.get("collation"); !ok {
+		// A view has its own default collation (the simple one here),
+		// not its base collection's.
+		cmd = append(cmd, bson.E{Key: "collation", Value: bson.D{{Key: "locale", Value: "simple"}}})
 	}
 	r.cmd, r.cursorNS = cmd, r.db+"."+name
 	return nil
@@ -152,6 +157,13 @@ func (s *storage) sharded(db, coll string) bool {
 // the base collection and the pipeline to run over it (the innermost
 // view's stages first). isView is false for a collection.
 func (s *storage) resolveView(db, coll string) (base string, pipeline bson.A, isView bool, err error) {
+	root := s
+	if s.txn != nil {
+		root = s.txn.parent
+	}
+	if root.views.Load() == 0 {
+		return coll, nil, false, nil // no views: reads pay nothing for them
+	}
 	name := coll
 	var seen []string
 	for depth := 0; ; depth++ {
@@ -286,7 +298,9 @@ func createView(r *request, coll string) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !created {
+	if created {
+		r.cluster.data.views.Add(1)
+	} else {
 		c.mu.RLock()
 		cur, opts := c.view, value.CloneDoc(c.options)
 		c.mu.RUnlock()

@@ -417,3 +417,38 @@ func TestViewsThroughRouters(t *testing.T) {
 		t.Fatalf("find on a view of a sharded collection: %v", err)
 	}
 }
+
+func TestViewIgnoresBaseCollation(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("vwcoll")
+	sdNoErr(t, db.CreateCollection(ctx, "names", options.CreateCollection().SetCollation(&options.Collation{Locale: "en", Strength: 2})))
+	_, err := db.Collection("names").InsertMany(ctx, []any{bson.D{{Key: "n", Value: "abc"}}, bson.D{{Key: "n", Value: "ABC"}}})
+	sdNoErr(t, err)
+	sdNoErr(t, db.CreateView(ctx, "v", "names", mongo.Pipeline{}))
+	// The base's case-insensitive default matches both; the view's simple
+	// collation matches one, through find and aggregate alike.
+	n, err := db.Collection("names").CountDocuments(ctx, bson.D{{Key: "n", Value: "abc"}})
+	sdNoErr(t, err)
+	if n != 2 {
+		t.Fatalf("base count = %d", n)
+	}
+	for what, count := range map[string]func() (int64, error){
+		"countDocuments": func() (int64, error) { return db.Collection("v").CountDocuments(ctx, bson.D{{Key: "n", Value: "abc"}}) },
+		"find": func() (int64, error) {
+			cur, err := db.Collection("v").Find(ctx, bson.D{{Key: "n", Value: "abc"}})
+			if err != nil {
+				return 0, err
+			}
+			var docs []bson.M
+			err = cur.All(ctx, &docs)
+			return int64(len(docs)), err
+		},
+	} {
+		n, err := count()
+		sdNoErr(t, err)
+		if n != 1 {
+			t.Errorf("%s through the view = %d, want 1", what, n)
+		}
+	}
+}

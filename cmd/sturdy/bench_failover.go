@@ -23,17 +23,24 @@ import (
 // set whose primary steps down (replSetStepDown) every few seconds. For each step-down the
 // write-unavailability window is the time from the step-down (its reply)
 // to the first success of a write started after it (which the new primary
-// served);
-// each client runs the same workload in turn, with its default options.
+// served). By default the clients run at the same time against the same
+// step-downs, each on a collection of its own, so that every window of one
+// client has a window of the other from the same election and the load of
+// the (shared) machine falls on both alike; -sequential runs them one after
+// the other instead. Each client uses its default options.
 
 type failoverResult struct {
 	Client           string  `json:"client"`
 	StepDowns        int     `json:"stepdowns"`
 	UnavailableP50ms float64 `json:"unavailable_ms_p50"`
+	UnavailableP90ms float64 `json:"unavailable_ms_p90"`
 	UnavailableMaxms float64 `json:"unavailable_ms_max"`
 	FailedOps        int64   `json:"failed_ops"`
 	Ops              int64   `json:"ops"`
 	P99ms            float64 `json:"p99_ms"`
+	// Windows are the windows in ms, one per step-down in order (with the
+	// clients run together, the same step-downs for every client).
+	Windows []float64 `json:"unavailable_ms"`
 	// Errors counts the failures by kind.
 	Errors map[string]int64 `json:"errors,omitempty"`
 }
@@ -47,7 +54,8 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 	keys := fs.Int("keys", 64, "distinct documents the $inc upserts spread over")
 	fault := fs.String("fault", "", "also inject this fault (as in bench faults: reply-lost, close-before, error:CODE); none by default")
 	rate := fs.Float64("rate", 0.1, "with -fault, the fraction of writes that meet it")
-	clientsFlag := fs.String("clients", strings.Join(faultClients, ","), "clients to run, in order")
+	clientsFlag := fs.String("clients", strings.Join(faultClients, ","), "clients to run")
+	sequential := fs.Bool("sequential", false, "run the clients one after the other (each for -duration) instead of at the same time against the same step-downs")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -78,9 +86,13 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		fmt.Fprintf(stderr, "failover: with fault %s at rate %g\n", *fault, *rate)
 	}
-	fmt.Fprintf(stderr, "failover: %d members, %d goroutines, a step-down every %v, %v per client; "+
-		"both clients use their default options (no heartbeat or timeout is shortened)\n",
-		*members, *goroutines, *every, *duration)
+	mode := "the clients at the same time, against the same step-downs"
+	if *sequential {
+		mode = "one client after the other"
+	}
+	fmt.Fprintf(stderr, "failover: %d members, %d goroutines per client, a step-down every %v, %v, %s; "+
+		"every client uses its default options (no heartbeat or timeout is shortened)\n",
+		*members, *goroutines, *every, *duration, mode)
 
 	// replSetStepDown goes to the primary over a direct connection of its
 	// own, as an operator's shell would send it; not through a measured client.
@@ -106,22 +118,42 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 
-	var results []failoverResult
-	for _, name := range clients {
-		c, err := newIncClient(ctx, name, sim.URI(), "f_"+name)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+	var groups [][]string
+	if *sequential {
+		for _, name := range clients {
+			groups = append(groups, []string{name})
 		}
-		fmt.Fprintf(stderr, "failover: running %s\n", name)
-		res, err := runFailover(ctx, stepDown, c, *goroutines, *keys, *duration, *every)
-		c.close(ctx)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		res.Client = name
-		results = append(results, res)
+	} else {
+		groups = [][]string{clients}
 	}
-	printFailoverTable(stdout, results, *every, *duration)
+	var results []failoverResult
+	for _, names := range groups {
+		var cs []incClient
+		closeAll := func() {
+			for _, c := range cs {
+				c.close(ctx)
+			}
+		}
+		for _, name := range names {
+			c, err := newIncClient(ctx, name, sim.URI(), "f_"+name)
+			if err != nil {
+				closeAll()
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			cs = append(cs, c)
+		}
+		fmt.Fprintf(stderr, "failover: running %s\n", strings.Join(names, " and "))
+		res, err := runFailover(ctx, stepDown, cs, *goroutines, *keys, *duration, *every)
+		closeAll()
+		if err != nil {
+			return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
+		}
+		for i := range res {
+			res[i].Client = names[i]
+		}
+		results = append(results, res...)
+	}
+	printFailoverTable(stdout, results, *every, *duration, *sequential)
 	return writeJSON(*jsonOut, results)
 }
 
@@ -131,39 +163,48 @@ type opRecord struct {
 	ok         bool
 }
 
-func runFailover(ctx context.Context, stepDown func(context.Context) error, c incClient, g, keys int, d, every time.Duration) (failoverResult, error) {
-	var (
-		res  failoverResult
-		mu   sync.Mutex
-		recs []opRecord
-		errs = map[string]int64{}
-		wg   sync.WaitGroup
-	)
+// clientLoad is what one client's goroutines recorded.
+type clientLoad struct {
+	mu   sync.Mutex
+	recs []opRecord
+	errs map[string]int64
+}
+
+// runFailover runs g writing goroutines per client, all clients at once,
+// while the primary steps down every `every`; it returns one result per
+// client, measured against the same step-downs.
+func runFailover(ctx context.Context, stepDown func(context.Context) error, cs []incClient, g, keys int, d, every time.Duration) ([]failoverResult, error) {
+	loads := make([]*clientLoad, len(cs))
+	var wg sync.WaitGroup
 	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	for i := 0; i < g; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(i), 2))
-			var local []opRecord
-			for runCtx.Err() == nil {
-				t0 := time.Now()
-				err := c.inc(ctx, r.IntN(keys))
-				local = append(local, opRecord{start: t0, end: time.Now(), ok: err == nil})
-				if err != nil {
-					if benchVerbose {
-						fmt.Printf("failure after %v: %v\n", time.Since(t0).Round(time.Millisecond), err)
+	for ci, c := range cs {
+		ld := &clientLoad{errs: map[string]int64{}}
+		loads[ci] = ld
+		for i := 0; i < g; i++ {
+			wg.Add(1)
+			go func(c incClient, i int) {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(i), 2))
+				var local []opRecord
+				for runCtx.Err() == nil {
+					t0 := time.Now()
+					err := c.inc(ctx, r.IntN(keys))
+					local = append(local, opRecord{start: t0, end: time.Now(), ok: err == nil})
+					if err != nil {
+						if benchVerbose {
+							fmt.Printf("failure after %v: %v\n", time.Since(t0).Round(time.Millisecond), err)
+						}
+						ld.mu.Lock()
+						ld.errs[errorKind(err)]++
+						ld.mu.Unlock()
 					}
-					mu.Lock()
-					errs[errorKind(err)]++
-					mu.Unlock()
 				}
-			}
-			mu.Lock()
-			recs = append(recs, local...)
-			mu.Unlock()
-		}(i)
+				ld.mu.Lock()
+				ld.recs = append(ld.recs, local...)
+				ld.mu.Unlock()
+			}(c, i)
+		}
 	}
 
 	// Step down every `every`, leaving the last interval free of step-downs
@@ -193,43 +234,62 @@ func runFailover(ctx context.Context, stepDown func(context.Context) error, c in
 	tick.Stop()
 	wg.Wait()
 	if stepErr != nil {
-		return res, stepErr
+		return nil, stepErr
 	}
+	results := make([]failoverResult, len(cs))
+	for i, ld := range loads {
+		res, err := failoverStats(ld, downs)
+		if err != nil {
+			return nil, err
+		}
+		results[i] = res
+	}
+	return results, nil
+}
 
+// failoverStats measures one client's windows: for each step-down, the time
+// from its reply to the first end of a successful write started after it.
+func failoverStats(ld *clientLoad, downs []time.Time) (failoverResult, error) {
+	var res failoverResult
 	var lat []time.Duration
-	for _, r := range recs {
+	var ok []opRecord
+	for _, r := range ld.recs {
 		res.Ops++
 		if !r.ok {
 			res.FailedOps++
 			continue
 		}
+		ok = append(ok, r)
 		lat = append(lat, r.end.Sub(r.start))
 	}
 	slices.Sort(lat)
 	res.P99ms = percentileMS(lat, 0.99)
 	res.StepDowns = len(downs)
 	var windows []time.Duration
+	res.Windows = []float64{}
 	for _, t := range downs {
 		first := time.Time{}
-		for _, r := range recs {
-			if r.ok && !r.start.Before(t) && (first.IsZero() || r.end.Before(first)) {
+		for _, r := range ok {
+			if !r.start.Before(t) && (first.IsZero() || r.end.Before(first)) {
 				first = r.end
 			}
 		}
 		if !first.IsZero() {
 			windows = append(windows, first.Sub(t))
+			res.Windows = append(res.Windows, float64(first.Sub(t).Microseconds())/1000)
 		}
 	}
 	slices.Sort(windows)
 	res.UnavailableP50ms = percentileMS(windows, 0.5)
+	res.UnavailableP90ms = percentileMS(windows, 0.9)
 	if len(windows) > 0 {
 		res.UnavailableMaxms = float64(windows[len(windows)-1].Microseconds()) / 1000
 	}
 	if len(windows) < len(downs) {
 		return res, fmt.Errorf("no write succeeded after %d of %d step-downs", len(downs)-len(windows), len(downs))
 	}
-	if len(errs) > 0 {
-		res.Errors = errs
+	if len(ld.errs) > 0 {
+		res.Errors = ld.errs
 	}
 	return res, nil
 }
@@ -239,15 +299,22 @@ func deadlineOf(ctx context.Context) time.Time {
 	return dl
 }
 
-func printFailoverTable(w io.Writer, results []failoverResult, every, d time.Duration) {
-	fmt.Fprintf(w, "a step-down every %v for %v per client; unavailable = step-down → first success of a write started after it\n\n", every, d)
+func printFailoverTable(w io.Writer, results []failoverResult, every, d time.Duration, sequential bool) {
+	how := "all clients at the same time, against the same step-downs"
+	if sequential {
+		how = "per client, one after the other"
+	}
+	fmt.Fprintf(w, "a step-down every %v for %v, %s; unavailable = step-down → first success of a write started after it\n\n", every, d, how)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "client\tstep-downs\tunavailable p50\tunavailable max\tops\tfailed ops\tp99\t")
+	fmt.Fprintln(tw, "client\tstep-downs\tunavailable p50\tp90\tmax\tops\tfailed ops\tp99\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%.1fms\t%.1fms\t%d\t%d\t%.1fms\t\n",
-			r.Client, r.StepDowns, r.UnavailableP50ms, r.UnavailableMaxms, r.Ops, r.FailedOps, r.P99ms)
+		fmt.Fprintf(tw, "%s\t%d\t%.2fms\t%.2fms\t%.2fms\t%d\t%d\t%.1fms\t\n",
+			r.Client, r.StepDowns, r.UnavailableP50ms, r.UnavailableP90ms, r.UnavailableMaxms, r.Ops, r.FailedOps, r.P99ms)
 	}
 	tw.Flush()
+	if !sequential && len(results) == 2 {
+		printPaired(w, results[0], results[1])
+	}
 	for _, r := range results {
 		if len(r.Errors) == 0 {
 			continue
@@ -258,4 +325,30 @@ func printFailoverTable(w io.Writer, results []failoverResult, every, d time.Dur
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// printPaired compares two clients run together step-down by step-down:
+// both met the same election and the same load at that moment, so the
+// per-step-down difference is a fairer comparison than the two
+// distributions, whose tails are set by the machine's stalls.
+func printPaired(w io.Writer, a, b failoverResult) {
+	n := min(len(a.Windows), len(b.Windows))
+	if n == 0 {
+		return
+	}
+	aShorter, bShorter := 0, 0
+	diffs := make([]float64, n)
+	for i := range n {
+		diffs[i] = a.Windows[i] - b.Windows[i]
+		switch {
+		case diffs[i] < 0:
+			aShorter++
+		case diffs[i] > 0:
+			bShorter++
+		}
+	}
+	slices.Sort(diffs)
+	fmt.Fprintf(w, "\nper step-down: %s shorter %d times, %s shorter %d times; %s − %s: median %+.2fms, p10 %+.2fms, p90 %+.2fms\n",
+		a.Client, aShorter, b.Client, bShorter, a.Client, b.Client,
+		diffs[n/2], diffs[int(0.1*float64(n-1))], diffs[int(0.9*float64(n-1))])
 }

@@ -148,29 +148,54 @@ func TestBenchFaultsWithTimeout(t *testing.T) {
 	}
 }
 
-// bench failover steps the primary down and measures every window.
+// bench failover steps the primary down and measures every window; by
+// default both clients run at once and are measured against the same
+// step-downs, with -sequential one after the other.
 func TestBenchFailoverSmoke(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out := filepath.Join(t.TempDir(), "failover.json")
-	var stdout, stderr bytes.Buffer
-	args := []string{"bench", "failover", "-duration", "1500ms", "-every", "500ms", "-goroutines", "2", "-clients", "sturdy", "-json", out}
-	if code := run(ctx, args, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rs []failoverResult
-	if err := json.Unmarshal(b, &rs); err != nil {
-		t.Fatal(err)
-	}
-	if len(rs) != 1 || rs[0].StepDowns == 0 || rs[0].Ops == 0 {
-		t.Fatalf("results %+v", rs)
-	}
-	if rs[0].UnavailableMaxms < rs[0].UnavailableP50ms || rs[0].UnavailableP50ms <= 0 {
-		t.Errorf("windows p50 %v max %v", rs[0].UnavailableP50ms, rs[0].UnavailableMaxms)
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{{"together", nil}, {"sequential", []string{"-sequential"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			out := filepath.Join(t.TempDir(), "failover.json")
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"bench", "failover", "-duration", "1500ms", "-every", "500ms", "-goroutines", "2", "-json", out}, tc.extra...)
+			if code := run(ctx, args, &stdout, &stderr); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr.String())
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rs []failoverResult
+			if err := json.Unmarshal(b, &rs); err != nil {
+				t.Fatal(err)
+			}
+			if len(rs) != 2 || rs[0].Client != "sturdy" || rs[1].Client != "official" {
+				t.Fatalf("results %+v", rs)
+			}
+			for _, r := range rs {
+				if r.StepDowns == 0 || r.Ops == 0 {
+					t.Fatalf("%s: results %+v", r.Client, r)
+				}
+				if len(r.Windows) != r.StepDowns {
+					t.Errorf("%s: %d windows for %d step-downs", r.Client, len(r.Windows), r.StepDowns)
+				}
+				if r.UnavailableMaxms < r.UnavailableP90ms || r.UnavailableP90ms < r.UnavailableP50ms || r.UnavailableP50ms <= 0 {
+					t.Errorf("%s: windows p50 %v p90 %v max %v", r.Client, r.UnavailableP50ms, r.UnavailableP90ms, r.UnavailableMaxms)
+				}
+			}
+			if tc.extra == nil {
+				if rs[0].StepDowns != rs[1].StepDowns {
+					t.Errorf("run together, the clients saw %d and %d step-downs", rs[0].StepDowns, rs[1].StepDowns)
+				}
+				if !strings.Contains(stdout.String(), "per step-down: sturdy shorter") {
+					t.Errorf("no paired comparison in the output:\n%s", stdout.String())
+				}
+			}
+		})
 	}
 }
 

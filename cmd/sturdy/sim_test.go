@@ -220,7 +220,6 @@ func TestSimShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Disconnect(ctx)
 	var shards struct {
 		Shards []bson.M `bson:"shards"`
 	}
@@ -271,6 +270,11 @@ func TestSimShards(t *testing.T) {
 	if total != 50 {
 		t.Fatalf("shards hold %d documents, want 50", total)
 	}
+	// Disconnect before the sim stops, or the driver waits out its
+	// monitors' timeouts.
+	if err := client.Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if code := sim.stop(t); code != 0 {
 		t.Fatalf("sim exited %d", code)
 	}
@@ -299,5 +303,39 @@ func TestSimLoadBalanced(t *testing.T) {
 	}
 	if code := sim.stop(t); code != 0 {
 		t.Fatalf("sim exited %d", code)
+	}
+}
+
+// -ttl-interval sets how often the TTL monitor runs: a document already
+// past its TTL disappears within a few passes.
+func TestSimTTLInterval(t *testing.T) {
+	sim := startSim(t, io.Discard, "-port", "0", "-ttl-interval", "20ms")
+	defer sim.stop(t)
+	client, err := mongo.Connect(options.Client().ApplyURI(sim.uri).SetHeartbeatInterval(500 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	defer client.Disconnect(ctx)
+	coll := client.Database("db").Collection("sessions")
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "at", Value: time.Now().Add(-time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := coll.CountDocuments(ctx, bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the expired document was not deleted")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

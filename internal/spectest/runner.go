@@ -28,6 +28,12 @@ type Config struct {
 	Auth bool
 	// Serverless says the deployment is Atlas Serverless.
 	Serverless bool
+	// ShardCollections shards each initialData collection on {_id:
+	// "hashed"} before its documents are inserted (sharded deployments
+	// only), to run the tests against sharded collections. Tests that
+	// rely on natural order or on unique indexes without the shard key
+	// then fail as they would on mongos.
+	ShardCollections bool
 	// MultiURI, for a load-balanced deployment, is the load balancer in
 	// front of several mongoses, for clients with useMultipleMongoses
 	// (URI then fronts one mongos, as the load-balancer spec's test setup
@@ -457,6 +463,12 @@ func (r *Runner) loadData(ctx context.Context, v bson.RawValue) error {
 			cmd = append(cmd, bson.E{Key: "writeConcern", Value: majority})
 			if _, err := db.RunCommand(ctx, cmd); err != nil {
 				return fmt.Errorf("create %s.%s: %w", dbName, collName, err)
+			}
+		}
+		if r.cfg.ShardCollections && r.topology == "sharded" {
+			cmd := bson.D{{Key: "shardCollection", Value: dbName + "." + collName}, {Key: "key", Value: bson.D{{Key: "_id", Value: "hashed"}}}}
+			if _, err := r.internal.Database("admin").RunCommand(ctx, cmd); err != nil {
+				return fmt.Errorf("shardCollection %s.%s: %w", dbName, collName, err)
 			}
 		}
 		if len(dv) > 0 {

@@ -64,7 +64,8 @@ func TestUnified(t *testing.T) {
 	}
 
 	cfg := Config{URI: os.Getenv("MONGODB_URI"), ClientDefaults: os.Getenv("SPEC_CLIENT_DEFAULTS"),
-		Auth: os.Getenv("SPEC_AUTH") == "true", Serverless: os.Getenv("SPEC_SERVERLESS") == "true"}
+		Auth: os.Getenv("SPEC_AUTH") == "true", Serverless: os.Getenv("SPEC_SERVERLESS") == "true",
+		ShardCollections: os.Getenv("SPEC_SHARD_COLLECTIONS") == "true"}
 	embedded := cfg.URI == ""
 	var simOpts mongosim.Options
 	if embedded {
