@@ -17,6 +17,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/session"
 	"github.com/sturdy-go/sturdy/internal/testhook"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 // Client is a handle to a MongoDB deployment: it monitors the servers, pools
@@ -217,7 +218,7 @@ func (c *Client) endSessions(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rp := &topology.ReadPref{Mode: topology.PrimaryPreferred}
+	rp := &topology.ReadPref{Mode: readpref.PrimaryPreferred}
 	for len(ids) > 0 {
 		n := min(len(ids), endSessionsBatch)
 		batch := make(bson.A, n)
@@ -252,7 +253,7 @@ func (c *Client) hasSelectableServer() bool {
 // whether the deployment supports sessions.
 func (c *Client) sessionsSupported(ctx context.Context) (bool, error) {
 	if !c.hasSelectableServer() {
-		sel := topology.ReadPrefSelector(topology.ReadPref{Mode: topology.PrimaryPreferred}, c.opts.HeartbeatInterval)
+		sel := topology.ReadPrefSelector(topology.ReadPref{Mode: readpref.PrimaryPreferred}, c.opts.HeartbeatInterval)
 		if _, err := c.topo.SelectServer(ctx, sel, nil); err != nil {
 			return false, err
 		}

@@ -9,19 +9,6 @@ import (
 	"github.com/sturdy-go/sturdy/readpref"
 )
 
-// ReadMode is a read preference mode (package readpref's, shared with the
-// client's options).
-type ReadMode = readpref.Mode
-
-// Read preference modes; the zero value is Primary.
-const (
-	Primary            = readpref.Primary
-	PrimaryPreferred   = readpref.PrimaryPreferred
-	Secondary          = readpref.Secondary
-	SecondaryPreferred = readpref.SecondaryPreferred
-	Nearest            = readpref.Nearest
-)
-
 // ReadPref is a read preference (package readpref's, the client's too).
 // The zero value reads from the primary.
 type ReadPref = readpref.ReadPref
@@ -119,21 +106,21 @@ func (s readPrefSelector) Select(d Description, candidates []ServerDescription) 
 	}
 	primaries := ofKind(candidates, RSPrimary)
 	switch s.rp.Mode {
-	case Primary:
+	case readpref.Primary:
 		return primaries, nil
-	case PrimaryPreferred:
+	case readpref.PrimaryPreferred:
 		if len(primaries) > 0 {
 			return primaries, nil
 		}
 		return s.eligible(d, ofKind(candidates, RSSecondary)), nil
-	case Secondary:
+	case readpref.Secondary:
 		return s.eligible(d, ofKind(candidates, RSSecondary)), nil
-	case SecondaryPreferred:
+	case readpref.SecondaryPreferred:
 		if sec := s.eligible(d, ofKind(candidates, RSSecondary)); len(sec) > 0 {
 			return sec, nil
 		}
 		return primaries, nil
-	case Nearest:
+	case readpref.Nearest:
 		return s.eligible(d, filter(candidates, func(sd ServerDescription) bool {
 			return sd.Kind == RSPrimary || sd.Kind == RSSecondary
 		})), nil

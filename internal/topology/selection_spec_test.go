@@ -195,7 +195,7 @@ func TestInWindowSpec(t *testing.T) {
 			for _, m := range tf.Mocked {
 				ops[NormalizeAddr(m.Address)] = m.OperationCount
 			}
-			cands, err := suitable(d, ReadPrefSelector(ReadPref{Mode: Nearest}, 0), nil)
+			cands, err := suitable(d, ReadPrefSelector(ReadPref{Mode: readpref.Nearest}, 0), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
