@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/session"
 	"github.com/sturdy-go/sturdy/internal/testhook"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 // Client is a handle to a MongoDB deployment: it monitors the servers, pools
@@ -216,7 +218,7 @@ func (c *Client) endSessions(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rp := &topology.ReadPref{Mode: topology.PrimaryPreferred}
+	rp := &topology.ReadPref{Mode: readpref.PrimaryPreferred}
 	for len(ids) > 0 {
 		n := min(len(ids), endSessionsBatch)
 		batch := make(bson.A, n)
@@ -251,7 +253,7 @@ func (c *Client) hasSelectableServer() bool {
 // whether the deployment supports sessions.
 func (c *Client) sessionsSupported(ctx context.Context) (bool, error) {
 	if !c.hasSelectableServer() {
-		sel := topology.ReadPrefSelector(topology.ReadPref{Mode: topology.PrimaryPreferred}, c.opts.HeartbeatInterval)
+		sel := topology.ReadPrefSelector(topology.ReadPref{Mode: readpref.PrimaryPreferred}, c.opts.HeartbeatInterval)
 		if _, err := c.topo.SelectServer(ctx, sel, nil); err != nil {
 			return false, err
 		}
@@ -365,27 +367,15 @@ func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (e
 	return res, err
 }
 
-// readPref converts a public read preference (nil: primary) to the
-// topology's.
+// readPref is the read preference an operation selects by: nil for
+// primary, else a copy the caller cannot change under the operation.
 func readPref(rp *ReadPreference) *topology.ReadPref {
 	if rp == nil || rp.Mode == PrimaryMode {
 		return nil
 	}
-	out := &topology.ReadPref{MaxStaleness: rp.MaxStaleness}
-	switch rp.Mode {
-	case PrimaryPreferredMode:
-		out.Mode = topology.PrimaryPreferred
-	case SecondaryMode:
-		out.Mode = topology.Secondary
-	case SecondaryPreferredMode:
-		out.Mode = topology.SecondaryPreferred
-	case NearestMode:
-		out.Mode = topology.Nearest
-	}
-	for _, ts := range rp.TagSets {
-		out.TagSets = append(out.TagSets, map[string]string(ts))
-	}
-	return out
+	out := *rp
+	out.TagSets = slices.Clone(rp.TagSets)
+	return &out
 }
 
 // writeConcernDoc is the writeConcern field of a write command, or an

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 // Options configures a Client. The zero value of every field means its
@@ -218,88 +218,53 @@ func (wc *WriteConcern) validate() error {
 	return nil
 }
 
-// ReadMode says which members of a replica set may serve a read.
-type ReadMode int
+// ReadMode says which members of a replica set may serve a read. Its
+// String method gives the name the server and connection strings use, e.g.
+// "secondaryPreferred".
+type ReadMode = readpref.Mode
 
 // The read preference modes. The zero value is PrimaryMode.
 const (
-	PrimaryMode ReadMode = iota
-	PrimaryPreferredMode
-	SecondaryMode
-	SecondaryPreferredMode
-	NearestMode
+	PrimaryMode            = readpref.Primary
+	PrimaryPreferredMode   = readpref.PrimaryPreferred
+	SecondaryMode          = readpref.Secondary
+	SecondaryPreferredMode = readpref.SecondaryPreferred
+	NearestMode            = readpref.Nearest
 )
 
-var readModeNames = [...]string{"primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest"}
-
-// String returns the mode as the server and connection strings spell it,
-// e.g. "secondaryPreferred".
-func (m ReadMode) String() string {
-	if m >= 0 && int(m) < len(readModeNames) {
-		return readModeNames[m]
-	}
-	return fmt.Sprintf("ReadMode(%d)", int(m))
-}
-
-// ParseReadMode parses a mode name such as "primaryPreferred" (ignoring case).
+// ParseReadMode parses a mode name such as "primaryPreferred" (ignoring
+// ASCII case).
 func ParseReadMode(s string) (ReadMode, error) {
-	for i, n := range readModeNames {
-		if strings.EqualFold(n, s) {
-			return ReadMode(i), nil
-		}
+	if m, ok := readpref.ParseMode(s); ok {
+		return m, nil
 	}
 	return 0, fmt.Errorf("sturdy: unknown read preference mode %q", s)
 }
 
 // TagSet is one set of server tags a read may be routed by; an empty set
 // matches every server.
-type TagSet map[string]string
+type TagSet = readpref.TagSet
 
-// ReadPreference routes reads to replica set members.
-type ReadPreference struct {
-	// Mode selects the eligible members. Default PrimaryMode.
-	Mode ReadMode
-	// TagSets are tried in order; the first that matches a member wins.
-	// Not allowed with PrimaryMode. Default nil: any member.
-	TagSets []TagSet
-	// MaxStaleness excludes secondaries lagging further behind the primary;
-	// at least 90 s. Not allowed with PrimaryMode. Default 0: no limit.
-	MaxStaleness time.Duration
-}
+// ReadPreference routes reads to replica set members: its Mode, TagSets
+// tried in order, and MaxStaleness (at least 90 s; 0: no limit). Neither
+// tag sets nor maxStaleness go with PrimaryMode. The zero value reads
+// from the primary.
+type ReadPreference = readpref.ReadPref
 
-// minMaxStaleness is the smallest maxStalenessSeconds the server selection
-// rules accept; idleWritePeriod is the primary's idle write interval they
-// add to the heartbeat interval.
-const (
-	minMaxStaleness = 90 * time.Second
-	idleWritePeriod = 10 * time.Second
-)
-
-func (rp *ReadPreference) validate(heartbeat time.Duration) error {
+// validateReadPref checks rp (nil: primary) against the heartbeat interval
+// the client will use.
+func validateReadPref(rp *ReadPreference, heartbeat time.Duration) error {
 	if rp == nil {
 		return nil
 	}
-	if rp.Mode < PrimaryMode || rp.Mode > NearestMode {
-		return fmt.Errorf("sturdy: invalid read preference mode %d", int(rp.Mode))
-	}
-	if rp.Mode == PrimaryMode && len(rp.TagSets) > 0 {
-		// One empty tag set is the same as none.
-		if len(rp.TagSets) > 1 || len(rp.TagSets[0]) > 0 {
-			return errors.New("sturdy: invalid read preference: tag sets cannot be used with mode primary")
-		}
-	}
-	if rp.MaxStaleness < 0 {
-		return fmt.Errorf("sturdy: invalid read preference: negative maxStaleness %v", rp.MaxStaleness)
+	if err := rp.Validate(); err != nil {
+		return fmt.Errorf("sturdy: invalid read preference: %w", err)
 	}
 	if rp.MaxStaleness > 0 {
-		if rp.Mode == PrimaryMode {
-			return errors.New("sturdy: invalid read preference: maxStaleness cannot be used with mode primary")
-		}
 		if heartbeat <= 0 {
 			heartbeat = optionDefaults.HeartbeatInterval
 		}
-		least := max(minMaxStaleness, heartbeat+idleWritePeriod)
-		if rp.MaxStaleness < least {
+		if least := readpref.MinMaxStaleness(heartbeat); rp.MaxStaleness < least {
 			return fmt.Errorf("sturdy: invalid read preference: maxStaleness %v is below the minimum %v", rp.MaxStaleness, least)
 		}
 	}
@@ -427,7 +392,7 @@ func (o Options) validate() error {
 	if err := o.WriteConcern.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := o.ReadPreference.validate(o.HeartbeatInterval); err != nil {
+	if err := validateReadPref(o.ReadPreference, o.HeartbeatInterval); err != nil {
 		errs = append(errs, err)
 	}
 	if err := o.Auth.validate(); err != nil {

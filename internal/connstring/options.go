@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 // valueKind is the data type of an option's value.
@@ -98,6 +100,15 @@ func enumOpt(name string, values []string, dst func(*ConnString) *string) option
 	}}
 }
 
+// readPreferenceRule lists readpref's mode names.
+var readPreferenceRule = func() string {
+	var names []string
+	for m := readpref.Primary; m.Valid(); m++ {
+		names = append(names, m.String())
+	}
+	return "must be one of " + strings.Join(names, ", ")
+}()
+
 const (
 	ruleNonNeg   = "must be a non-negative integer"
 	rulePositive = "must be a positive integer"
@@ -187,8 +198,14 @@ func init() {
 		stringOpt("proxyUsername", func(cs *ConnString) *string { return &cs.ProxyUsername }),
 		stringOpt("proxyPassword", func(cs *ConnString) *string { return &cs.ProxyPassword }),
 		stringOpt("readConcernLevel", func(cs *ConnString) *string { return &cs.ReadConcernLevel }),
-		enumOpt("readPreference", []string{"primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest"},
-			func(cs *ConnString) *string { return &cs.ReadPreference }),
+		{name: "readPreference", kind: kindString, apply: func(cs *ConnString, v, _ string) string {
+			m, ok := readpref.ParseMode(v)
+			if !ok {
+				return readPreferenceRule
+			}
+			cs.ReadPreference = m.String()
+			return ""
+		}},
 		{name: "readPreferenceTags", kind: kindList, apply: func(cs *ConnString, _, raw string) string {
 			m, ok := parseKeyValues(raw, true)
 			if !ok {

@@ -23,6 +23,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/session"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/readpref"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -351,7 +352,7 @@ func (e *Executor) selectServer(ctx context.Context, op *Operation, st *opState)
 	}
 	var sel topology.Selector
 	st.stageReadPref = false
-	if op.WriteStage && op.ReadPref != nil && op.ReadPref.Mode != topology.Primary {
+	if op.WriteStage && op.ReadPref != nil && op.ReadPref.Mode != readpref.Primary {
 		sel = &writeStageSelector{
 			read: topology.ReadPrefSelector(*op.ReadPref, e.Topology.Options().HeartbeatInterval),
 			st:   st,
@@ -359,7 +360,7 @@ func (e *Executor) selectServer(ctx context.Context, op *Operation, st *opState)
 	} else if op.Write {
 		sel = topology.WriteSelector()
 	} else {
-		rp := topology.ReadPref{Mode: topology.Primary}
+		rp := topology.ReadPref{Mode: readpref.Primary}
 		if op.ReadPref != nil {
 			rp = *op.ReadPref
 		}
@@ -599,7 +600,7 @@ func readPrefFor(op *Operation, stageReadPref bool, tk topology.TopologyKind, sk
 	if (op.Write && !stageReadPref) || (op.Server != nil && op.ReadPref == nil) {
 		return nil
 	}
-	rp := topology.ReadPref{Mode: topology.Primary}
+	rp := topology.ReadPref{Mode: readpref.Primary}
 	if op.ReadPref != nil {
 		rp = *op.ReadPref
 	}
@@ -607,7 +608,7 @@ func readPrefFor(op *Operation, stageReadPref bool, tk topology.TopologyKind, sk
 	switch {
 	case mongos:
 		// Sent for every mode but primary.
-		if rp.Mode == topology.Primary {
+		if rp.Mode == readpref.Primary {
 			return nil
 		}
 		return readPrefDoc(rp)
@@ -616,11 +617,11 @@ func readPrefFor(op *Operation, stageReadPref bool, tk topology.TopologyKind, sk
 	case tk == topology.Single:
 		// A direct connection to a replica-set member: make any member
 		// accept the read.
-		if rp.Mode == topology.Primary {
+		if rp.Mode == readpref.Primary {
 			return bson.D{{Key: "mode", Value: "primaryPreferred"}}
 		}
 		return readPrefDoc(rp)
-	case rp.Mode == topology.Primary:
+	case rp.Mode == readpref.Primary:
 		return nil
 	default:
 		return readPrefDoc(rp)
@@ -660,8 +661,8 @@ func (s *writeStageSelector) Select(d topology.Description, candidates []topolog
 
 // readPrefDoc encodes rp as a $readPreference document.
 func readPrefDoc(rp topology.ReadPref) bson.D {
-	d := bson.D{{Key: "mode", Value: modeName(rp.Mode)}}
-	if rp.Mode == topology.Primary {
+	d := bson.D{{Key: "mode", Value: rp.Mode.String()}} // selection rejected unknown modes
+	if rp.Mode == readpref.Primary {
 		return d
 	}
 	if len(rp.TagSets) > 0 {
@@ -679,20 +680,6 @@ func readPrefDoc(rp topology.ReadPref) bson.D {
 		d = append(d, bson.E{Key: "maxStalenessSeconds", Value: int64(rp.MaxStaleness / time.Second)})
 	}
 	return d
-}
-
-func modeName(m topology.ReadMode) string {
-	switch m {
-	case topology.PrimaryPreferred:
-		return "primaryPreferred"
-	case topology.Secondary:
-		return "secondary"
-	case topology.SecondaryPreferred:
-		return "secondaryPreferred"
-	case topology.Nearest:
-		return "nearest"
-	}
-	return "primary"
 }
 
 // clusterTimeFor is the $clusterTime to send: the later of the client's and

@@ -17,6 +17,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 // clock is an injected sleep and jitter: sleeps are recorded, not slept.
@@ -714,7 +715,7 @@ func TestOverloadDeadlineShorterThanBackoff(t *testing.T) {
 }
 
 func TestOverloadDeprioritizesServerForReads(t *testing.T) {
-	for _, mode := range []topology.ReadMode{topology.SecondaryPreferred, topology.Nearest, topology.Secondary} {
+	for _, mode := range []readpref.Mode{readpref.SecondaryPreferred, readpref.Nearest, readpref.Secondary} {
 		t.Run(mode.String(), func(t *testing.T) {
 			members := blackpipe.StartReplicaSet(t, "rs0", 3, blackpipe.Options{})
 			env := newEnv(t, topology.Options{Hosts: []string{members[0].Addr()}, SetName: "rs0", LocalThreshold: time.Hour})

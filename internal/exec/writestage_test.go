@@ -8,6 +8,7 @@ import (
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 // outAggregate is an aggregate ending in $out, as the root package builds
@@ -26,7 +27,7 @@ func TestWriteStageAggregateFollowsReadPreferenceOn50(t *testing.T) {
 	onPrimary := autoReply(members[0], "aggregate", emptyCursor)
 	onSecondary := autoReply(members[1], "aggregate", emptyCursor)
 
-	res, err := env.exec.Execute(ctx10(t), outAggregate(&topology.ReadPref{Mode: topology.Secondary}))
+	res, err := env.exec.Execute(ctx10(t), outAggregate(&topology.ReadPref{Mode: readpref.Secondary}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,13 +60,13 @@ func TestWriteStageAggregateUsesPrimaryBefore50(t *testing.T) {
 	onSecondary := autoReply(members[1], "aggregate", emptyCursor)
 	// Wait until the secondary is known, or secondaryPreferred would pick
 	// the primary anyway.
-	sec, err := env.topo.SelectServer(ctx10(t), topology.ReadPrefSelector(topology.ReadPref{Mode: topology.Secondary}, 0), nil)
+	sec, err := env.topo.SelectServer(ctx10(t), topology.ReadPrefSelector(topology.ReadPref{Mode: readpref.Secondary}, 0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sec.Dec()
 
-	res, err := env.exec.Execute(ctx10(t), outAggregate(&topology.ReadPref{Mode: topology.SecondaryPreferred}))
+	res, err := env.exec.Execute(ctx10(t), outAggregate(&topology.ReadPref{Mode: readpref.SecondaryPreferred}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/mongosim"
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 // Load-balanced mode publishes the SDAM events the load balancer
@@ -48,7 +49,7 @@ func TestLoadBalancedEventsAndSelection(t *testing.T) {
 	if err := topo.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, sel := range []Selector{WriteSelector(), ReadPrefSelector(ReadPref{Mode: Secondary}, 0), ReadPrefSelector(ReadPref{Mode: Nearest}, 0)} {
+	for _, sel := range []Selector{WriteSelector(), ReadPrefSelector(ReadPref{Mode: readpref.Secondary}, 0), ReadPrefSelector(ReadPref{Mode: readpref.Nearest}, 0)} {
 		s, err := topo.SelectServer(ctx, sel, nil)
 		if err != nil {
 			t.Fatalf("%v: %v", sel, err)

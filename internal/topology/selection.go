@@ -4,104 +4,19 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"time"
+
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
-// ReadMode is a read preference mode.
-type ReadMode int
-
-// Read preference modes; the zero value is Primary.
-const (
-	Primary ReadMode = iota
-	PrimaryPreferred
-	Secondary
-	SecondaryPreferred
-	Nearest
-)
-
-var readModeNames = [...]string{"primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest"}
-
-func (m ReadMode) String() string {
-	if m >= 0 && int(m) < len(readModeNames) {
-		return readModeNames[m]
-	}
-	return "ReadMode(" + strconv.Itoa(int(m)) + ")"
-}
-
-// ParseReadMode accepts the mode names of the connection string, in any case.
-func ParseReadMode(s string) (ReadMode, bool) {
-	for i, n := range readModeNames {
-		if equalFold(n, s) {
-			return ReadMode(i), true
-		}
-	}
-	return Primary, false
-}
-
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
-// ReadPref is a read preference. The zero value reads from the primary.
-type ReadPref struct {
-	Mode ReadMode
-	// TagSets are tried in order; the first that matches any eligible
-	// server wins. An empty tag set matches every server.
-	TagSets []map[string]string
-	// MaxStaleness excludes secondaries lagging more than this; 0 means no
-	// limit. When set it must be at least 90 s and at least the heartbeat
-	// interval plus 10 s.
-	MaxStaleness time.Duration
-}
-
-// Minimums for MaxStaleness from the max-staleness spec.
-const (
-	smallestMaxStaleness = 90 * time.Second
-	idleWritePeriod      = 10 * time.Second
-)
+// ReadPref is a read preference (package readpref's, the client's too).
+// The zero value reads from the primary.
+type ReadPref = readpref.ReadPref
 
 // ReadPrefError is a read preference that can never be satisfied as given.
 type ReadPrefError struct{ Reason string }
 
 func (e *ReadPrefError) Error() string { return "topology: invalid read preference: " + e.Reason }
-
-// Validate checks the parts of a read preference that do not depend on the
-// deployment.
-func (rp ReadPref) Validate() error {
-	if rp.Mode < Primary || rp.Mode > Nearest {
-		return &ReadPrefError{Reason: "unknown mode " + rp.Mode.String()}
-	}
-	if rp.MaxStaleness < 0 {
-		return &ReadPrefError{Reason: "negative maxStaleness"}
-	}
-	if rp.Mode == Primary {
-		if rp.MaxStaleness > 0 {
-			return &ReadPrefError{Reason: "maxStaleness is not allowed with mode primary"}
-		}
-		for _, ts := range rp.TagSets {
-			if len(ts) > 0 {
-				return &ReadPrefError{Reason: "tag sets are not allowed with mode primary"}
-			}
-		}
-	}
-	return nil
-}
 
 // Selector picks the servers suitable for an operation from candidates,
 // which are servers of d (some may have been left out because they are
@@ -169,7 +84,7 @@ func (s readPrefSelector) String() string {
 
 func (s readPrefSelector) Select(d Description, candidates []ServerDescription) ([]ServerDescription, error) {
 	if err := s.rp.Validate(); err != nil {
-		return nil, err
+		return nil, &ReadPrefError{Reason: err.Error()}
 	}
 	switch d.Kind {
 	case Single:
@@ -185,30 +100,27 @@ func (s readPrefSelector) Select(d Description, candidates []ServerDescription) 
 		return nil, nil
 	}
 	if s.rp.MaxStaleness > 0 {
-		if s.rp.MaxStaleness < smallestMaxStaleness {
-			return nil, &ReadPrefError{Reason: fmt.Sprintf("maxStaleness %v is below the minimum of %v", s.rp.MaxStaleness, smallestMaxStaleness)}
-		}
-		if s.rp.MaxStaleness < s.heartbeat+idleWritePeriod {
-			return nil, &ReadPrefError{Reason: fmt.Sprintf("maxStaleness %v is below the heartbeat interval plus %v (%v)", s.rp.MaxStaleness, idleWritePeriod, s.heartbeat+idleWritePeriod)}
+		if least := readpref.MinMaxStaleness(s.heartbeat); s.rp.MaxStaleness < least {
+			return nil, &ReadPrefError{Reason: fmt.Sprintf("maxStaleness %v is below the minimum %v", s.rp.MaxStaleness, least)}
 		}
 	}
 	primaries := ofKind(candidates, RSPrimary)
 	switch s.rp.Mode {
-	case Primary:
+	case readpref.Primary:
 		return primaries, nil
-	case PrimaryPreferred:
+	case readpref.PrimaryPreferred:
 		if len(primaries) > 0 {
 			return primaries, nil
 		}
 		return s.eligible(d, ofKind(candidates, RSSecondary)), nil
-	case Secondary:
+	case readpref.Secondary:
 		return s.eligible(d, ofKind(candidates, RSSecondary)), nil
-	case SecondaryPreferred:
+	case readpref.SecondaryPreferred:
 		if sec := s.eligible(d, ofKind(candidates, RSSecondary)); len(sec) > 0 {
 			return sec, nil
 		}
 		return primaries, nil
-	case Nearest:
+	case readpref.Nearest:
 		return s.eligible(d, filter(candidates, func(sd ServerDescription) bool {
 			return sd.Kind == RSPrimary || sd.Kind == RSSecondary
 		})), nil

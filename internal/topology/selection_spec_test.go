@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/internal/testsupport"
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 type ssServer struct {
@@ -35,9 +36,9 @@ type ssTopology struct {
 }
 
 type ssReadPref struct {
-	Mode                string              `bson:"mode"`
-	TagSets             []map[string]string `bson:"tag_sets"`
-	MaxStalenessSeconds *int64              `bson:"maxStalenessSeconds"`
+	Mode                string            `bson:"mode"`
+	TagSets             []readpref.TagSet `bson:"tag_sets"`
+	MaxStalenessSeconds *int64            `bson:"maxStalenessSeconds"`
 }
 
 type ssFile struct {
@@ -124,7 +125,7 @@ func TestServerSelectionSpec(t *testing.T) {
 			if tf.Operation == "read" {
 				rp := ReadPref{}
 				if tf.ReadPreference != nil {
-					mode, ok := ParseReadMode(tf.ReadPreference.Mode)
+					mode, ok := readpref.ParseMode(tf.ReadPreference.Mode)
 					if !ok {
 						t.Fatalf("unknown mode %q", tf.ReadPreference.Mode)
 					}
@@ -194,7 +195,7 @@ func TestInWindowSpec(t *testing.T) {
 			for _, m := range tf.Mocked {
 				ops[NormalizeAddr(m.Address)] = m.OperationCount
 			}
-			cands, err := suitable(d, ReadPrefSelector(ReadPref{Mode: Nearest}, 0), nil)
+			cands, err := suitable(d, ReadPrefSelector(ReadPref{Mode: readpref.Nearest}, 0), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 // Defaults for zero Options fields.
@@ -625,7 +626,7 @@ func (t *Topology) selectOnly(desc Description, sel Selector, deprioritized []st
 	switch x := sel.(type) {
 	case writeSelector:
 	case readPrefSelector:
-		if x.rp.Mode != Primary || len(x.rp.TagSets) > 0 || x.rp.MaxStaleness != 0 {
+		if x.rp.Mode != readpref.Primary || len(x.rp.TagSets) > 0 || x.rp.MaxStaleness != 0 {
 			return nil
 		}
 	default:

@@ -16,6 +16,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/mongosim"
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 // connect starts a topology and disconnects it when the test ends.
@@ -266,7 +267,7 @@ func TestSelectionHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
-	_, err := topo.SelectServer(ctx, ReadPrefSelector(ReadPref{Mode: Nearest}, 0), nil)
+	_, err := topo.SelectServer(ctx, ReadPrefSelector(ReadPref{Mode: readpref.Nearest}, 0), nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
@@ -291,7 +292,7 @@ func TestDeprioritizedServersSkippedWhileOthersRemain(t *testing.T) {
 		}
 		return n == 3
 	})
-	nearest := ReadPrefSelector(ReadPref{Mode: Nearest}, 0)
+	nearest := ReadPrefSelector(ReadPref{Mode: readpref.Nearest}, 0)
 	ctx := context.Background()
 	for range 20 {
 		s, err := topo.SelectServer(ctx, nearest, []string{ms[0].Addr(), ms[1].Addr()})
