@@ -493,45 +493,8 @@ const codeFailedToSatisfyReadPreference = 133
 // every write, a secondary for secondary, either for the preferred modes
 // and nearest.
 func (r *Router) target(rq *request) *Member {
-	mode := "primary"
-	if rp, ok := rq.get("$readPreference"); ok {
-		if d, ok := rp.(bson.D); ok {
-			if m, ok := lookupD(d, "mode"); ok {
-				mode, _ = m.(string)
-			}
-		}
-	}
-	c := r.cluster
-	primary := c.Primary()
-	if cmd := lookupCommand(rq.raw.Name); cmd == nil || cmd.write || mode == "primary" {
-		return primary
-	}
-	var secondaries []*Member
-	for _, m := range c.Members() {
-		if m != primary {
-			secondaries = append(secondaries, m)
-		}
-	}
-	pick := func() *Member {
-		if len(secondaries) == 0 {
-			return nil
-		}
-		return secondaries[int(r.commands.Load())%len(secondaries)]
-	}
-	switch mode {
-	case "primaryPreferred":
-		if primary != nil {
-			return primary
-		}
-		return pick()
-	case "secondary":
-		return pick()
-	default: // secondaryPreferred, nearest
-		if m := pick(); m != nil {
-			return m
-		}
-		return primary
-	}
+	cmd := lookupCommand(rq.raw.Name)
+	return r.shardTarget(rq, r.cluster, cmd == nil || cmd.write)
 }
 
 // roundTrip sends rq's command, as received, to the shard member its read
@@ -543,34 +506,29 @@ func (r *Router) roundTrip(rq *request) (bson.D, error) {
 	if p == nil {
 		return nil, errNoTarget
 	}
-	nc, err := r.conn(rq.ctx, p.addr)
+	br := rq.raw
+	return r.exchange(rq.ctx, p, br.RequestID, &wire.Msg{Body: br.Command, Sequences: br.Sequences})
+}
+
+// exchange sends msg to shard member p on a pooled connection and returns
+// the reply. A connection that failed, or whose deadline ctx may have set,
+// is closed rather than reused.
+func (r *Router) exchange(ctx context.Context, p *Member, requestID int32, msg *wire.Msg) (bson.D, error) {
+	nc, err := r.conn(ctx, p.addr)
 	if err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(rq.ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	_ = nc.SetDeadline(time.Now().Add(routerShardTimeout))
-	br := rq.raw
-	msg := &wire.Msg{Body: br.Command, Sequences: br.Sequences}
-	b := wire.AppendMsg(nil, br.RequestID, 0, msg)
-	if _, err := nc.Write(b); err != nil {
+	if _, err := nc.Write(wire.AppendMsg(nil, requestID, 0, msg)); err != nil {
 		_ = nc.Close()
 		return nil, err
 	}
-	raw, err := wire.ReadMessage(nc, nil, 0)
+	reply, err := readShardReply(nc)
 	if err != nil {
 		_ = nc.Close()
 		return nil, err
-	}
-	m, err := wire.Decode(raw, 0)
-	if err != nil || m.Msg == nil {
-		_ = nc.Close()
-		return nil, fmt.Errorf("bad reply from the shard: %v", err)
-	}
-	var reply bson.D
-	if err := bson.Unmarshal(m.Msg.Body, &reply); err != nil {
-		_ = nc.Close()
-		return nil, fmt.Errorf("bad reply from the shard: %w", err)
 	}
 	if !stop() {
 		_ = nc.Close() // the deadline may have been set: do not reuse it

@@ -2,10 +2,8 @@ package mongosim
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -162,38 +160,7 @@ func (r *Router) shardCommand(ctx context.Context, doc bson.D) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc, err := r.conn(ctx, p.addr)
-	if err != nil {
-		return nil, err
-	}
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	_ = nc.SetDeadline(time.Now().Add(routerShardTimeout))
-	if _, err := nc.Write(wire.AppendMsg(nil, 1, 0, &wire.Msg{Body: body})); err != nil {
-		_ = nc.Close()
-		return nil, err
-	}
-	raw, err := wire.ReadMessage(nc, nil, 0)
-	if err != nil {
-		_ = nc.Close()
-		return nil, err
-	}
-	m, err := wire.Decode(raw, 0)
-	if err != nil || m.Msg == nil {
-		_ = nc.Close()
-		return nil, fmt.Errorf("bad reply from the shard: %v", err)
-	}
-	var reply bson.D
-	if err := bson.Unmarshal(m.Msg.Body, &reply); err != nil {
-		_ = nc.Close()
-		return nil, fmt.Errorf("bad reply from the shard: %w", err)
-	}
-	if !stop() {
-		_ = nc.Close()
-		return reply, nil
-	}
-	r.release(p.addr, nc)
-	return reply, nil
+	return r.exchange(ctx, p, 1, &wire.Msg{Body: body})
 }
 
 // txnReplyLabels are the labels of a relayed reply in a transaction that

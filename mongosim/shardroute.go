@@ -433,7 +433,10 @@ func awaitShardPrimary(ctx context.Context, sc *Cluster) bool {
 	}
 }
 
-// shardTarget picks a member of shard sc as target does for the one shard.
+// shardTarget picks the member of shard sc for rq as mongos does from its
+// $readPreference: the primary for mode primary (the default) and for
+// every write, a secondary for secondary, either for the preferred modes
+// and nearest.
 func (r *Router) shardTarget(rq *request, sc *Cluster, write bool) *Member {
 	mode := "primary"
 	if rp, ok := rq.get("$readPreference"); ok {
@@ -480,29 +483,7 @@ func (r *Router) shardTrip(rq *request, sc *Cluster, body bson.Raw, seqs []wire.
 	if p == nil {
 		return nil, errNoTarget
 	}
-	nc, err := r.conn(rq.ctx, p.addr)
-	if err != nil {
-		return nil, err
-	}
-	stop := context.AfterFunc(rq.ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	_ = nc.SetDeadline(time.Now().Add(routerShardTimeout))
-	b := wire.AppendMsg(nil, rq.raw.RequestID, 0, &wire.Msg{Body: body, Sequences: seqs})
-	if _, err := nc.Write(b); err != nil {
-		_ = nc.Close()
-		return nil, err
-	}
-	reply, err := readShardReply(nc)
-	if err != nil {
-		_ = nc.Close()
-		return nil, err
-	}
-	if !stop() {
-		_ = nc.Close()
-		return reply, nil
-	}
-	r.release(p.addr, nc)
-	return reply, nil
+	return r.exchange(rq.ctx, p, rq.raw.RequestID, &wire.Msg{Body: body, Sequences: seqs})
 }
 
 func readShardReply(nc net.Conn) (bson.D, error) {
