@@ -23,14 +23,8 @@ func TestBenchOverloadCountsAttempts(t *testing.T) {
 	if code := run(ctx, args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rs []overloadResult
-	if err := json.Unmarshal(b, &rs); err != nil {
-		t.Fatal(err)
-	}
+	readJSON(t, out, &rs)
 	if len(rs) != 2 {
 		t.Fatalf("%d results", len(rs))
 	}
@@ -84,14 +78,8 @@ func TestBenchFaultsSmoke(t *testing.T) {
 	if !strings.Contains(stderr.String(), "default options") {
 		t.Errorf("the tool does not say which options the clients run with: %s", stderr.String())
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rs []faultsResult
-	if err := json.Unmarshal(b, &rs); err != nil {
-		t.Fatal(err)
-	}
+	readJSON(t, out, &rs)
 	if len(rs) != 2 || rs[0].Client != "sturdy" || rs[1].Client != "official" {
 		t.Fatalf("results %+v", rs)
 	}
@@ -165,14 +153,8 @@ func TestBenchFailoverSmoke(t *testing.T) {
 			if code := run(ctx, args, &stdout, &stderr); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
-			b, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var rs []failoverResult
-			if err := json.Unmarshal(b, &rs); err != nil {
-				t.Fatal(err)
-			}
+			readJSON(t, out, &rs)
 			if len(rs) != 2 || rs[0].Client != "sturdy" || rs[1].Client != "official" {
 				t.Fatalf("results %+v", rs)
 			}
@@ -227,14 +209,8 @@ func TestBenchOverloadSpikeSmoke(t *testing.T) {
 	if code := run(ctx, args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rows []map[string]any
-	if err := json.Unmarshal(b, &rows); err != nil {
-		t.Fatal(err)
-	}
+	readJSON(t, out, &rows)
 	if len(rows) != 2 || rows[0]["client"] != "no-retries" || rows[1]["client"] != "sturdy" {
 		t.Fatalf("rows %v", rows)
 	}
@@ -266,14 +242,8 @@ func TestBenchConnectSmoke(t *testing.T) {
 	if code := run(ctx, args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rs []connectResult
-	if err := json.Unmarshal(b, &rs); err != nil {
-		t.Fatal(err)
-	}
+	readJSON(t, out, &rs)
 	if len(rs) != 2 || rs[0].Client != "sturdy" || rs[1].Client != "official" {
 		t.Fatalf("results %+v", rs)
 	}

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,14 +19,8 @@ func TestDemoOfficialDriver(t *testing.T) {
 	if code := run(ctx, []string{"demo", "-driver", "official", "-ops", "10", "-json", out}, &stdout, &stderr); code != 0 {
 		t.Fatalf("demo exited %d: %s", code, stderr.String())
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var results []cellResult
-	if err := json.Unmarshal(b, &results); err != nil {
-		t.Fatal(err)
-	}
+	readJSON(t, out, &results)
 	cells := map[string]cellResult{}
 	for _, r := range results {
 		cells[r.Fault+"/"+r.Strategy] = r

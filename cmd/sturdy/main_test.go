@@ -27,14 +27,8 @@ func TestDemoMeasuresSeedOutcomes(t *testing.T) {
 	if code := run(ctx, []string{"demo", "-ops", "100", "-json", out, "-html", page}, &stdout, &stderr); code != 0 {
 		t.Fatalf("demo exited %d: %s", code, stderr.String())
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var results []cellResult
-	if err := json.Unmarshal(b, &results); err != nil {
-		t.Fatal(err)
-	}
+	readJSON(t, out, &results)
 	cells := map[string]cellResult{}
 	for _, r := range results {
 		cells[r.Fault+"/"+r.Strategy] = r
@@ -115,5 +109,17 @@ func TestUnknownCommandAndUsage(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"demo", "-uri", "postgres://x"}, &out, &errb); code != 1 {
 		t.Errorf("bad -uri exited %d", code)
+	}
+}
+
+// readJSON decodes the JSON file a command wrote (its -json output) into v.
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }

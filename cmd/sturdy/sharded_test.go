@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,14 +22,8 @@ func TestDemoSharded(t *testing.T) {
 	if !strings.Contains(stderr.String(), "sharded cluster: mongos routers at mongodb://") || !strings.Contains(stdout.String(), "two mongos routers") {
 		t.Fatalf("the demo did not say it ran through routers:\n%s\n%s", stderr.String(), stdout.String())
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var results []cellResult
-	if err := json.Unmarshal(b, &results); err != nil {
-		t.Fatal(err)
-	}
+	readJSON(t, out, &results)
 	cells := map[string]cellResult{}
 	for _, r := range results {
 		cells[r.Fault+"/"+r.Strategy] = r
@@ -65,14 +57,8 @@ func TestBenchOverloadRouters(t *testing.T) {
 	if code := run(ctx, args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rs []routersResult
-	if err := json.Unmarshal(b, &rs); err != nil {
-		t.Fatal(err)
-	}
+	readJSON(t, out, &rs)
 	if len(rs) != 2 || rs[0].Client != "sturdy" || rs[1].Client != "official" {
 		t.Fatalf("results %+v", rs)
 	}

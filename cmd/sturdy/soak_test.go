@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,14 +26,8 @@ func TestSoakCommandSmoke(t *testing.T) {
 	if !strings.Contains(stdout.String(), "OK: nothing lost") {
 		t.Errorf("no verdict in the table:\n%s", stdout.String())
 	}
-	b, err := os.ReadFile(jsonOut)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rep map[string]any
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	readJSON(t, jsonOut, &rep)
 	for _, k := range []string{"ops", "succeeded", "failed", "failed_applied", "lost", "duplicated", "stuck", "linearizable", "faults", "heap_max_mb", "p50_ms", "p99_ms"} {
 		if _, ok := rep[k]; !ok {
 			t.Errorf("JSON report lacks %q", k)
