@@ -535,8 +535,9 @@ func TestClientBulkWriteSplitsByMessageSize(t *testing.T) {
 // holds. (Every pair of API and fault would move 300 MB; each API meets
 // one fault, Client.BulkWrite both.)
 func TestBulkPartialResultOnLaterBatchFailure(t *testing.T) {
-	blob := strings.Repeat("x", 1<<20)
-	const docs = 50 // of 1 MB: two commands under maxMessageSizeBytes 48 MB
+	// The server advertises maxWriteBatchSize 10, so 25 writes take three
+	// commands: small documents keep the test quick under -race.
+	const docs = 25
 	commandError := d("errorCode", 8)
 	failedRetry := d("closeConnection", true)
 	isFault := func(fault bson.D, err error) bool {
@@ -554,7 +555,7 @@ func TestBulkPartialResultOnLaterBatchFailure(t *testing.T) {
 	insertMany := func(ctx context.Context, coll *sturdy.Collection) (int64, error) {
 		many := make([]any, docs)
 		for i := range many {
-			many[i] = d("_id", i, "blob", blob)
+			many[i] = d("_id", i)
 		}
 		_, err := coll.InsertMany(ctx, many)
 		var bwe *sturdy.BulkWriteException
@@ -566,7 +567,7 @@ func TestBulkPartialResultOnLaterBatchFailure(t *testing.T) {
 	collBulk := func(ctx context.Context, coll *sturdy.Collection) (int64, error) {
 		models := make([]sturdy.WriteModel, docs)
 		for i := range models {
-			models[i] = &sturdy.InsertOneModel{Document: d("_id", i, "blob", blob)}
+			models[i] = &sturdy.InsertOneModel{Document: d("_id", i)}
 		}
 		_, err := coll.BulkWrite(ctx, models)
 		var bwe *sturdy.BulkWriteException
@@ -578,7 +579,7 @@ func TestBulkPartialResultOnLaterBatchFailure(t *testing.T) {
 	clientBulk := func(ctx context.Context, coll *sturdy.Collection) (int64, error) {
 		models := make([]sturdy.ClientWriteModel, docs)
 		for i := range models {
-			models[i] = sturdy.ClientWriteModel{Database: "db", Collection: coll.Name(), Model: &sturdy.InsertOneModel{Document: d("_id", i, "blob", blob)}}
+			models[i] = sturdy.ClientWriteModel{Database: "db", Collection: coll.Name(), Model: &sturdy.InsertOneModel{Document: d("_id", i)}}
 		}
 		_, err := coll.Database().Client().BulkWrite(ctx, models, &sturdy.ClientBulkWriteOptions{VerboseResults: true})
 		var cbe *sturdy.ClientBulkWriteException
@@ -592,7 +593,7 @@ func TestBulkPartialResultOnLaterBatchFailure(t *testing.T) {
 	}
 
 	ctx := testCtx(t)
-	cluster := mongosim.Start(t)
+	cluster := mongosim.StartWithOptions(t, mongosim.Options{MaxWriteBatchSize: 10})
 	c := connect(t, cluster.URI(), nil)
 	for _, tc := range []struct {
 		name    string

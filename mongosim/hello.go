@@ -249,7 +249,7 @@ func (m *Member) helloReply(r *request) bson.D {
 	d = append(d,
 		bson.E{Key: "maxBsonObjectSize", Value: int32(maxBSONObjectSize)},
 		bson.E{Key: "maxMessageSizeBytes", Value: int32(maxMessageSizeBytes)},
-		bson.E{Key: "maxWriteBatchSize", Value: int32(maxWriteBatchSize)},
+		bson.E{Key: "maxWriteBatchSize", Value: c.maxWriteBatch()},
 		bson.E{Key: "localTime", Value: bson.NewDateTimeFromTime(now)},
 	)
 	// Standalone servers support sessions too (not retryable writes or
@@ -324,4 +324,12 @@ func init() {
 	for _, name := range []string{"hello", "isMaster", "ismaster"} {
 		register(&command{name: name, run: helloCmd, noAuth: true, exempt: true})
 	}
+}
+
+// maxWriteBatch is the maxWriteBatchSize hello advertises.
+func (c *Cluster) maxWriteBatch() int32 {
+	if n := c.opts.MaxWriteBatchSize; n > 0 {
+		return int32(min(n, maxWriteBatchSize))
+	}
+	return maxWriteBatchSize
 }

@@ -64,6 +64,10 @@ type Options struct {
 	// IdleTimeout one that sends nothing between messages for that long
 	// (default 0: never, as mongod). See blackpipe.Options.
 	PartialMessageTimeout time.Duration
+	// MaxWriteBatchSize is the maxWriteBatchSize hello advertises (0: mongod's
+	// 100 000), so a test can make a driver split a small bulk write into
+	// several commands. mongosim does not refuse larger batches.
+	MaxWriteBatchSize int
 	IdleTimeout           time.Duration
 }
 

@@ -801,7 +801,7 @@ func (r *Router) helloReply(rq *request) bson.D {
 		bson.E{Key: "topologyVersion", Value: bson.D{{Key: "processId", Value: r.pid()}, {Key: "counter", Value: int64(0)}}},
 		bson.E{Key: "maxBsonObjectSize", Value: int32(maxBSONObjectSize)},
 		bson.E{Key: "maxMessageSizeBytes", Value: int32(maxMessageSizeBytes)},
-		bson.E{Key: "maxWriteBatchSize", Value: int32(maxWriteBatchSize)},
+		bson.E{Key: "maxWriteBatchSize", Value: c.maxWriteBatch()},
 		bson.E{Key: "localTime", Value: bson.NewDateTimeFromTime(now)},
 		bson.E{Key: "logicalSessionTimeoutMinutes", Value: int32(sessionTimeoutMins)},
 		bson.E{Key: "connectionId", Value: int32(rq.raw.Conn.ID())},
