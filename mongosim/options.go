@@ -68,7 +68,7 @@ type Options struct {
 	// 100 000), so a test can make a driver split a small bulk write into
 	// several commands. mongosim does not refuse larger batches.
 	MaxWriteBatchSize int
-	IdleTimeout           time.Duration
+	IdleTimeout       time.Duration
 }
 
 // AuthOptions holds the one user mongosim knows when auth is on.
