@@ -12,7 +12,8 @@ import (
 )
 
 // The overload benchmark counts every attempt: a client without retries
-// sends exactly one insert per operation, and a naive retrying one sends
+// sends at most one insert per operation (on a loaded machine an operation
+// can time out before its insert is sent), and a naive retrying one sends
 // more once the server sheds load.
 func TestBenchOverloadCountsAttempts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -29,7 +30,7 @@ func TestBenchOverloadCountsAttempts(t *testing.T) {
 		t.Fatalf("%d results", len(rs))
 	}
 	none, naive := rs[0], rs[1]
-	if none.Attempts != none.Started || none.Started == 0 {
+	if none.Attempts > none.Started || none.Attempts == 0 {
 		t.Errorf("no-retries: %d attempts for %d operations", none.Attempts, none.Started)
 	}
 	if none.Failed == 0 {
