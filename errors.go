@@ -10,13 +10,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/internal/conn"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
-	"github.com/sturdy-go/sturdy/internal/pool"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // The error types every operation can return. They are aliases of the types
-// the driver core produces, so errors.As works with these names whichever
-// layer the error came from.
+// in package mongoerr (where go doc shows their fields), which every layer of
+// the driver produces, so errors.As works with either name.
 type (
 	// CommandError is a command the server answered with {ok: 0}.
 	CommandError = mongoerr.CommandError
@@ -33,13 +32,20 @@ type (
 	ServerSelectionError = mongoerr.ServerSelectionError
 	// PoolClearedError is a connection check-out refused because the pool
 	// was cleared after an error: nothing was sent to the server.
-	PoolClearedError = pool.PoolClearedError
+	PoolClearedError = mongoerr.PoolClearedError
 	// WaitQueueTimeoutError is a check-out that waited too long for a
 	// connection: nothing was sent to the server.
-	WaitQueueTimeoutError = pool.WaitQueueTimeoutError
+	WaitQueueTimeoutError = mongoerr.WaitQueueTimeoutError
 	// InUseCounts are a load-balanced pool's checked-out connections by
 	// purpose (cursors, transactions, other), in WaitQueueTimeoutError.
-	InUseCounts = pool.InUseCounts
+	InUseCounts = mongoerr.InUseCounts
+	// AuthError is a failed authentication; Err is usually the server's
+	// CommandError (AuthenticationFailed, 18).
+	AuthError = mongoerr.AuthError
+	// RetryableWritesUnsupportedError is a retryable write whose
+	// transaction number the server rejected; it unwraps to the server's
+	// CommandError.
+	RetryableWritesUnsupportedError = mongoerr.RetryableWritesUnsupportedError
 )
 
 // Error labels a server or the client attaches to errors.

@@ -14,9 +14,9 @@ import (
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/csot"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // DefaultMaxAdaptiveRetries is the retry cap once an overload error has been
@@ -38,18 +38,12 @@ const DefaultMaxAdaptiveRetries = 5
 const MaxUnsentRetries = 100
 
 // RetryableWritesUnsupportedMessage replaces the server's message when it
-// rejects a transaction number (IllegalOperation 20, "Transaction numbers
-// are only allowed on ..."), e.g. with the MMAPv1 storage engine.
-const RetryableWritesUnsupportedMessage = "This MongoDB deployment does not support retryable writes. " +
-	"Please add retryWrites=false to your connection string."
+// rejects a transaction number.
+const RetryableWritesUnsupportedMessage = mongoerr.RetryableWritesUnsupportedMessage
 
 // RetryableWritesUnsupportedError is returned when the server rejected the
-// transaction number of a retryable write. It unwraps to the server's
-// error (a *mongoerr.CommandError with code 20).
-type RetryableWritesUnsupportedError struct{ Err error }
-
-func (e *RetryableWritesUnsupportedError) Error() string { return RetryableWritesUnsupportedMessage }
-func (e *RetryableWritesUnsupportedError) Unwrap() error { return e.Err }
+// transaction number of a retryable write.
+type RetryableWritesUnsupportedError = mongoerr.RetryableWritesUnsupportedError
 
 // errRetryUnsupported is the driver-side failure of a retry whose server
 // no longer supports retryable writes; the policy then returns the
