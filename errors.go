@@ -203,7 +203,7 @@ func IsDuplicateKey(err error) bool {
 	var cbwe *ClientBulkWriteException
 	if errors.As(err, &cbwe) {
 		for _, we := range cbwe.WriteErrors {
-			if isDupCode(we.Code) {
+			if mongoerr.IsDuplicateKeyCode(we.Code) {
 				return true
 			}
 		}
@@ -211,11 +211,11 @@ func IsDuplicateKey(err error) bool {
 	var bwe *BulkWriteException
 	if errors.As(err, &bwe) {
 		for _, we := range bwe.WriteErrors {
-			if isDupCode(we.Code) {
+			if mongoerr.IsDuplicateKeyCode(we.Code) {
 				return true
 			}
 		}
-		if bwe.WriteConcernError != nil && isDupCode(bwe.WriteConcernError.Code) {
+		if bwe.WriteConcernError != nil && mongoerr.IsDuplicateKeyCode(bwe.WriteConcernError.Code) {
 			return true
 		}
 	}
@@ -240,7 +240,7 @@ func DuplicateKeyIndex(err error) (index string, ok bool) {
 	var cbwe *ClientBulkWriteException
 	if errors.As(err, &cbwe) {
 		for _, w := range cbwe.WriteErrors {
-			if isDupCode(w.Code) {
+			if mongoerr.IsDuplicateKeyCode(w.Code) {
 				reports = append(reports, report{w.Raw, w.Message})
 			}
 		}
@@ -273,8 +273,6 @@ func DuplicateKeyIndex(err error) (index string, ok bool) {
 	}
 	return "", true
 }
-
-func isDupCode(code int32) bool { return code == 11000 || code == 11001 || code == 12582 }
 
 // TimeoutError is an operation that ran out of its timeoutMS (see
 // Options.Timeout): errors.Is(err, context.DeadlineExceeded) holds, and Err

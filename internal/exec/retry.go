@@ -378,14 +378,6 @@ func writeAttempted(st *opState, err error) bool {
 	return st.sent && !mongoerr.HasErrorLabel(err, mongoerr.LabelNoWritesPerformed)
 }
 
-// retryableWriteCodes are the Retryable Writes spec 1.0's retryable error
-// codes, which decide for servers before 4.4 (maxWireVersion < 9); newer
-// servers label their retryable errors themselves.
-var retryableWriteCodes = []int32{11600, 11602, 10107, 13435, 13436, 189, 91, 7, 6, 89, 9001}
-
-// retryableReadCodes are the retryable-reads spec's codes.
-var retryableReadCodes = []int32{262, 11600, 11602, 10107, 13435, 13436, 189, 134, 91, 7, 6, 89, 9001}
-
 // isRetryableWriteError: a network error, a pool-cleared error, or the
 // RetryableWriteError label (set by 4.4+ servers, by labelNetworkError,
 // and by labelPre44 for older servers).
@@ -403,7 +395,7 @@ func isRetryableReadError(err error) bool {
 		return true
 	}
 	var ce *mongoerr.CommandError
-	return errors.As(err, &ce) && slices.Contains(retryableReadCodes, ce.Code)
+	return errors.As(err, &ce) && mongoerr.IsRetryableReadCode(ce.Code)
 }
 
 // pre44Retryable is the Retryable Writes spec 1.0's test for servers that do
@@ -412,7 +404,7 @@ func isRetryableReadError(err error) bool {
 // listed and so never retryable.
 func pre44Retryable(err error) bool {
 	match := func(code int32, msg string) bool {
-		return slices.Contains(retryableWriteCodes, code) ||
+		return mongoerr.IsRetryableWriteCode(code) ||
 			strings.Contains(msg, "not master") || strings.Contains(msg, "node is recovering")
 	}
 	var ce *mongoerr.CommandError
@@ -484,7 +476,7 @@ func (e *labelledError) HasErrorLabel(label string) bool {
 // writes (MMAPv1).
 func transactionNumbersRejected(err error) bool {
 	var ce *mongoerr.CommandError
-	return errors.As(err, &ce) && ce.Code == 20 && strings.HasPrefix(ce.Message, "Transaction numbers") &&
+	return errors.As(err, &ce) && ce.Code == mongoerr.CodeIllegalOperation && strings.HasPrefix(ce.Message, "Transaction numbers") &&
 		!ce.HasErrorLabel(mongoerr.LabelRetryableWrite)
 }
 

@@ -369,5 +369,5 @@ func (m *monitor) awaitHello(c *conn.Conn, timeout time.Duration) (bson.Raw, err
 
 func isCommandNotFound(err error) bool {
 	var ce *mongoerr.CommandError
-	return errors.As(err, &ce) && ce.Code == 59
+	return errors.As(err, &ce) && ce.Code == mongoerr.CodeCommandNotFound
 }
