@@ -60,7 +60,7 @@ var (
 	// ErrNoDocuments is returned by SingleResult when the query matched nothing.
 	ErrNoDocuments = errors.New("sturdy: no documents in result")
 	// ErrClientDisconnected is returned by operations on a client after Disconnect.
-	ErrClientDisconnected = errors.New("sturdy: client is disconnected")
+	ErrClientDisconnected = mongoerr.ErrClientDisconnected
 	// ErrSessionEnded is returned when an ended session is used.
 	ErrSessionEnded = errors.New("sturdy: session has ended")
 	// ErrNilDocument is returned when a required document is nil.

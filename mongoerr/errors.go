@@ -20,6 +20,11 @@ const (
 	LabelTransientTxn      = "TransientTransactionError"
 )
 
+// ErrClientDisconnected is the error of an operation on a client after
+// Disconnect, including one that was waiting for a server when Disconnect
+// ran.
+var ErrClientDisconnected = errors.New("sturdy: client is disconnected")
+
 // CommandError is a command the server answered with {ok: 0}.
 type CommandError struct {
 	Code    int32

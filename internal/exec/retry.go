@@ -48,7 +48,7 @@ type RetryableWritesUnsupportedError = mongoerr.RetryableWritesUnsupportedError
 // errRetryUnsupported is the driver-side failure of a retry whose server
 // no longer supports retryable writes; the policy then returns the
 // previous error.
-var errRetryUnsupported = errors.New("exec: the server selected for the retry does not support retryable writes")
+var errRetryUnsupported = errors.New("the server selected for the retry does not support retryable writes")
 
 // retryPolicy decides, after a failed attempt, whether the operation runs
 // another one: Execute calls retry after every failed attempt and

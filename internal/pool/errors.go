@@ -11,7 +11,7 @@ import (
 )
 
 // ErrPoolClosed is returned by CheckOut once the pool has been closed.
-var ErrPoolClosed = errors.New("pool: attempted to check out a connection from a closed connection pool")
+var ErrPoolClosed = errors.New("attempted to check out a connection from a closed connection pool")
 
 // The pool's errors are defined in the public mongoerr package so callers
 // see their fields; these names keep the pool's code reading naturally.

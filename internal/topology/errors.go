@@ -11,8 +11,10 @@ import (
 	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
-// ErrTopologyClosed is returned by SelectServer after Disconnect.
-var ErrTopologyClosed = errors.New("topology: client is disconnected")
+// ErrTopologyClosed is returned by SelectServer after Disconnect. It is the
+// client's ErrClientDisconnected, so an operation racing Disconnect reports
+// that and nothing else.
+var ErrTopologyClosed = mongoerr.ErrClientDisconnected
 
 // stateChange is a "not writable primary" or "node is recovering" error
 // found in a reply.
