@@ -189,6 +189,14 @@ func (e *ClientBulkWriteException) HasErrorLabel(label string) bool {
 // HasErrorLabel reports whether err, or an error it wraps, carries label.
 func HasErrorLabel(err error, label string) bool { return mongoerr.HasErrorLabel(err, label) }
 
+// SafeToRetry reports whether err is known to have occurred before anything
+// of the operation was sent to a server (server selection, connection
+// check-out or dial, encoding), so the operation had no effect. False means
+// it may have been sent. Like pgconn's SafeToRetry, the executor marks the
+// error where it knows; the error's type alone cannot tell (a server
+// selection error can follow an attempt that was sent).
+func SafeToRetry(err error) bool { return mongoerr.SafeToRetry(err) }
+
 // IsNetworkError reports whether err is (or wraps) a network error.
 func IsNetworkError(err error) bool { return mongoerr.IsNetworkError(err) }
 

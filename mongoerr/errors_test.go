@@ -81,3 +81,22 @@ func TestDriverErrorsClassify(t *testing.T) {
 		t.Errorf("retryable-writes-unsupported: %v", rw)
 	}
 }
+
+func TestNotSentMarksSafeToRetry(t *testing.T) {
+	base := &NetworkError{Addr: "h:1", Op: "dial", Err: errors.New("refused"), Labels: []string{LabelRetryableWrite}}
+	if SafeToRetry(base) || SafeToRetry(nil) || NotSent(nil) != nil {
+		t.Fatal("an unmarked error is not known to be unsent")
+	}
+	err := NotSent(base)
+	var ne *NetworkError
+	if !SafeToRetry(err) || !SafeToRetry(fmt.Errorf("op: %w", err)) || err.Error() != base.Error() ||
+		!errors.As(err, &ne) || ne != base || !HasErrorLabel(err, LabelRetryableWrite) {
+		t.Errorf("marked error changed or not safe: %v", err)
+	}
+	if NotSent(err) != err {
+		t.Error("marking twice wraps twice")
+	}
+	if !errors.Is(NotSent(&TimeoutError{Detail: "x"}), context.DeadlineExceeded) {
+		t.Error("a marked timeout is no longer a deadline")
+	}
+}

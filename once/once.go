@@ -122,23 +122,18 @@ func IsTransient(err error) bool {
 // its request may have reached the server and the reply was lost, or the
 // server applied it but could not satisfy the write concern.
 func mayHaveApplied(err error) bool {
-	// A check-out from a cleared pool fails before anything is sent; it
-	// wraps the network error of the operation that cleared the pool, so it
-	// must be recognised before that error is.
-	var pce *sturdy.PoolClearedError
-	var wqt *sturdy.WaitQueueTimeoutError
-	if errors.As(err, &pce) || errors.As(err, &wqt) || sturdy.HasErrorLabel(err, sturdy.LabelNoWritesPerformed) {
+	// The executor says when nothing was sent (a pool-cleared check-out,
+	// a failed dial, server selection); it must be asked before the network
+	// error a pool-cleared error wraps is seen.
+	if sturdy.SafeToRetry(err) || sturdy.HasErrorLabel(err, sturdy.LabelNoWritesPerformed) {
 		return false
 	}
-	var ne *sturdy.NetworkError
-	if errors.As(err, &ne) {
-		return ne.Op != "dial" && ne.Op != "handshake"
+	if sturdy.IsNetworkError(err) {
+		return true
 	}
-	var sse *sturdy.ServerSelectionError
 	var ce *sturdy.CommandError
 	switch {
-	case errors.As(err, &sse), errors.As(err, &ce), errors.Is(err, sturdy.ErrInvalidArgument),
-		errors.Is(err, sturdy.ErrClientDisconnected):
+	case errors.As(err, &ce), errors.Is(err, sturdy.ErrInvalidArgument), errors.Is(err, sturdy.ErrClientDisconnected):
 		return false
 	}
 	var we *sturdy.WriteException

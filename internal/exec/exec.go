@@ -274,6 +274,9 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	if err != nil && csot.Active(ctx) {
 		err = timeoutError(ctx, err)
 	}
+	if err != nil && !st.everSent {
+		err = mongoerr.NotSent(err) // for SafeToRetry: only here is it known
+	}
 
 	res := Result{Reply: reply, Server: st.server, OperationID: st.opID, Pin: st.pin}
 	if st.ownSession {
