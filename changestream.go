@@ -9,6 +9,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // LabelResumableChangeStream marks a getMore error after which a change
@@ -314,7 +315,7 @@ func (cs *ChangeStream) getMore(ctx context.Context) error {
 	res, err := cs.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess, Pin: c.pin}, nil)
 	if err != nil {
 		var ce *CommandError
-		if errors.As(err, &ce) && ce.Code == 43 { // CursorNotFound: gone on the server
+		if errors.As(err, &ce) && ce.Code == mongoerr.CodeCursorNotFound { // CursorNotFound: gone on the server
 			c.id = 0
 		}
 		return err
@@ -353,7 +354,7 @@ func resumableChangeStreamError(err error) bool {
 	if !errors.As(err, &ce) {
 		return false
 	}
-	return ce.HasErrorLabel(LabelResumableChangeStream) || ce.Code == 43
+	return ce.HasErrorLabel(LabelResumableChangeStream) || ce.Code == mongoerr.CodeCursorNotFound
 }
 
 // Decode unmarshals Current into v.

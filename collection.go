@@ -12,6 +12,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // Collection is a handle to a collection. It is cheap to create and safe for
@@ -648,7 +649,7 @@ func (coll *Collection) EstimatedDocumentCount(ctx context.Context, optList ...*
 	res, err := coll.client.execute(ctx, &exec.Operation{Name: "count", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), RetryableRead: true}, opts.Session)
 	if err != nil {
 		var ce *CommandError
-		if errors.As(err, &ce) && ce.Code == 26 { // NamespaceNotFound: no collection, no documents
+		if errors.As(err, &ce) && ce.Code == mongoerr.CodeNamespaceNotFound { // NamespaceNotFound: no collection, no documents
 			return 0, nil
 		}
 		return 0, err
@@ -749,7 +750,7 @@ func (coll *Collection) Drop(ctx context.Context, optList ...*DropCollectionOpti
 	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
 	_, err := coll.client.execute(ctx, &exec.Operation{Name: "drop", DB: coll.db, Command: bson.D(cmd), Write: true}, s)
 	var ce *CommandError
-	if errors.As(err, &ce) && ce.Code == 26 { // NamespaceNotFound
+	if errors.As(err, &ce) && ce.Code == mongoerr.CodeNamespaceNotFound { // NamespaceNotFound
 		return nil
 	}
 	return err

@@ -10,13 +10,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/internal/conn"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
-	"github.com/sturdy-go/sturdy/internal/pool"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // The error types every operation can return. They are aliases of the types
-// the driver core produces, so errors.As works with these names whichever
-// layer the error came from.
+// in package mongoerr (where go doc shows their fields), which every layer of
+// the driver produces, so errors.As works with either name.
 type (
 	// CommandError is a command the server answered with {ok: 0}.
 	CommandError = mongoerr.CommandError
@@ -33,13 +32,20 @@ type (
 	ServerSelectionError = mongoerr.ServerSelectionError
 	// PoolClearedError is a connection check-out refused because the pool
 	// was cleared after an error: nothing was sent to the server.
-	PoolClearedError = pool.PoolClearedError
+	PoolClearedError = mongoerr.PoolClearedError
 	// WaitQueueTimeoutError is a check-out that waited too long for a
 	// connection: nothing was sent to the server.
-	WaitQueueTimeoutError = pool.WaitQueueTimeoutError
+	WaitQueueTimeoutError = mongoerr.WaitQueueTimeoutError
 	// InUseCounts are a load-balanced pool's checked-out connections by
 	// purpose (cursors, transactions, other), in WaitQueueTimeoutError.
-	InUseCounts = pool.InUseCounts
+	InUseCounts = mongoerr.InUseCounts
+	// AuthError is a failed authentication; Err is usually the server's
+	// CommandError (AuthenticationFailed, 18).
+	AuthError = mongoerr.AuthError
+	// RetryableWritesUnsupportedError is a retryable write whose
+	// transaction number the server rejected; it unwraps to the server's
+	// CommandError.
+	RetryableWritesUnsupportedError = mongoerr.RetryableWritesUnsupportedError
 )
 
 // Error labels a server or the client attaches to errors.
@@ -54,7 +60,7 @@ var (
 	// ErrNoDocuments is returned by SingleResult when the query matched nothing.
 	ErrNoDocuments = errors.New("sturdy: no documents in result")
 	// ErrClientDisconnected is returned by operations on a client after Disconnect.
-	ErrClientDisconnected = errors.New("sturdy: client is disconnected")
+	ErrClientDisconnected = mongoerr.ErrClientDisconnected
 	// ErrSessionEnded is returned when an ended session is used.
 	ErrSessionEnded = errors.New("sturdy: session has ended")
 	// ErrNilDocument is returned when a required document is nil.
@@ -183,6 +189,14 @@ func (e *ClientBulkWriteException) HasErrorLabel(label string) bool {
 // HasErrorLabel reports whether err, or an error it wraps, carries label.
 func HasErrorLabel(err error, label string) bool { return mongoerr.HasErrorLabel(err, label) }
 
+// SafeToRetry reports whether err is known to have occurred before anything
+// of the operation was sent to a server (server selection, connection
+// check-out or dial, encoding), so the operation had no effect. False means
+// it may have been sent. Like pgconn's SafeToRetry, the executor marks the
+// error where it knows; the error's type alone cannot tell (a server
+// selection error can follow an attempt that was sent).
+func SafeToRetry(err error) bool { return mongoerr.SafeToRetry(err) }
+
 // IsNetworkError reports whether err is (or wraps) a network error.
 func IsNetworkError(err error) bool { return mongoerr.IsNetworkError(err) }
 
@@ -197,7 +211,7 @@ func IsDuplicateKey(err error) bool {
 	var cbwe *ClientBulkWriteException
 	if errors.As(err, &cbwe) {
 		for _, we := range cbwe.WriteErrors {
-			if isDupCode(we.Code) {
+			if mongoerr.IsDuplicateKeyCode(we.Code) {
 				return true
 			}
 		}
@@ -205,11 +219,11 @@ func IsDuplicateKey(err error) bool {
 	var bwe *BulkWriteException
 	if errors.As(err, &bwe) {
 		for _, we := range bwe.WriteErrors {
-			if isDupCode(we.Code) {
+			if mongoerr.IsDuplicateKeyCode(we.Code) {
 				return true
 			}
 		}
-		if bwe.WriteConcernError != nil && isDupCode(bwe.WriteConcernError.Code) {
+		if bwe.WriteConcernError != nil && mongoerr.IsDuplicateKeyCode(bwe.WriteConcernError.Code) {
 			return true
 		}
 	}
@@ -234,7 +248,7 @@ func DuplicateKeyIndex(err error) (index string, ok bool) {
 	var cbwe *ClientBulkWriteException
 	if errors.As(err, &cbwe) {
 		for _, w := range cbwe.WriteErrors {
-			if isDupCode(w.Code) {
+			if mongoerr.IsDuplicateKeyCode(w.Code) {
 				reports = append(reports, report{w.Raw, w.Message})
 			}
 		}
@@ -267,8 +281,6 @@ func DuplicateKeyIndex(err error) (index string, ok bool) {
 	}
 	return "", true
 }
-
-func isDupCode(code int32) bool { return code == 11000 || code == 11001 || code == 12582 }
 
 // TimeoutError is an operation that ran out of its timeoutMS (see
 // Options.Timeout): errors.Is(err, context.DeadlineExceeded) holds, and Err

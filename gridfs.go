@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/internal/csot"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // GridFS errors; the errors a download returns wrap them with details.
@@ -526,7 +527,7 @@ func hasIndex(ctx context.Context, coll *Collection, keys bson.D) (bool, error) 
 	cur, err := coll.ListIndexes(ctx)
 	if err != nil {
 		var ce *CommandError
-		if errors.As(err, &ce) && ce.Code == 26 { // NamespaceNotFound: no collection yet
+		if errors.As(err, &ce) && ce.Code == mongoerr.CodeNamespaceNotFound { // NamespaceNotFound: no collection yet
 			return false, nil
 		}
 		return false, err

@@ -99,7 +99,7 @@ func TestParseURIInvalidValueIsAnErrorNamingTheOption(t *testing.T) {
 	if !errors.As(err, &ue) || ue.Option != "maxPoolSize" {
 		t.Fatalf("err = %v, want *URIError for maxPoolSize", err)
 	}
-	if want := `connstring: invalid value for maxPoolSize: "abc" (must be a non-negative integer)`; err.Error() != want {
+	if want := `connection string: invalid value for maxPoolSize: "abc" (must be a non-negative integer)`; err.Error() != want {
 		t.Errorf("err = %q, want %q", err, want)
 	}
 	for uri, option := range map[string]string{

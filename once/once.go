@@ -9,6 +9,7 @@ import (
 
 	"github.com/sturdy-go/sturdy"
 	"github.com/sturdy-go/sturdy/adapt"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // Options configures a Collection. The zero value is the default.
@@ -84,15 +85,6 @@ var (
 	ErrInvalidIncrement = errors.New("once: invalid increment")
 )
 
-// notPrimaryCodes are the server errors of the Retryable Writes spec 1.0 that
-// mean the primary went away (step-down, shutdown, network trouble on the
-// server side): the write was not applied and the driver is rediscovering the
-// primary.
-var notPrimaryCodes = map[int32]bool{
-	11600: true, 11602: true, 10107: true, 13435: true, 13436: true,
-	189: true, 91: true, 7: true, 6: true, 89: true, 9001: true,
-}
-
 // IsTransient reports whether err is worth one retry: a network error, an
 // error the server or client labelled RetryableWriteError, or a
 // not-primary / shutting-down error. Server selection errors are not
@@ -117,11 +109,11 @@ func IsTransient(err error) bool {
 	}
 	var ce *sturdy.CommandError
 	if errors.As(err, &ce) {
-		return notPrimaryCodes[ce.Code]
+		return mongoerr.IsRetryableWriteCode(ce.Code)
 	}
 	var we *sturdy.WriteException
 	if errors.As(err, &we) && len(we.WriteErrors) == 0 && we.WriteConcernError != nil {
-		return notPrimaryCodes[we.WriteConcernError.Code]
+		return mongoerr.IsRetryableWriteCode(we.WriteConcernError.Code)
 	}
 	return false
 }
@@ -130,23 +122,18 @@ func IsTransient(err error) bool {
 // its request may have reached the server and the reply was lost, or the
 // server applied it but could not satisfy the write concern.
 func mayHaveApplied(err error) bool {
-	// A check-out from a cleared pool fails before anything is sent; it
-	// wraps the network error of the operation that cleared the pool, so it
-	// must be recognised before that error is.
-	var pce *sturdy.PoolClearedError
-	var wqt *sturdy.WaitQueueTimeoutError
-	if errors.As(err, &pce) || errors.As(err, &wqt) || sturdy.HasErrorLabel(err, sturdy.LabelNoWritesPerformed) {
+	// The executor says when nothing was sent (a pool-cleared check-out,
+	// a failed dial, server selection); it must be asked before the network
+	// error a pool-cleared error wraps is seen.
+	if sturdy.SafeToRetry(err) || sturdy.HasErrorLabel(err, sturdy.LabelNoWritesPerformed) {
 		return false
 	}
-	var ne *sturdy.NetworkError
-	if errors.As(err, &ne) {
-		return ne.Op != "dial" && ne.Op != "handshake"
+	if sturdy.IsNetworkError(err) {
+		return true
 	}
-	var sse *sturdy.ServerSelectionError
 	var ce *sturdy.CommandError
 	switch {
-	case errors.As(err, &sse), errors.As(err, &ce), errors.Is(err, sturdy.ErrInvalidArgument),
-		errors.Is(err, sturdy.ErrClientDisconnected):
+	case errors.As(err, &ce), errors.Is(err, sturdy.ErrInvalidArgument), errors.Is(err, sturdy.ErrClientDisconnected):
 		return false
 	}
 	var we *sturdy.WriteException

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
 	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // Error is an official driver error translated into sturdy's error types.
@@ -55,17 +56,18 @@ func translate(err error) error {
 	case errors.Is(err, mongo.ErrClientDisconnected):
 		return wrap(sturdy.ErrClientDisconnected)
 	case errors.As(err, &sse):
-		return &sturdy.ServerSelectionError{Reason: "suitable server", Topology: sse.Desc.String(), Err: err}
+		// The official driver returns the first error when a retry's
+		// selection fails, so a selection error means nothing was sent.
+		return mongoerr.NotSent(&sturdy.ServerSelectionError{Reason: "suitable server", Topology: sse.Desc.String(), Err: err})
 	case isPoolCleared(err):
-		return wrap(&sturdy.PoolClearedError{Cause: err})
+		return mongoerr.NotSent(wrap(&sturdy.PoolClearedError{Cause: err}))
 	case mongo.IsNetworkError(err):
 		// The official driver labels failures to open a connection
 		// "connection handshake": nothing was sent on them.
-		op := "read"
 		if strings.Contains(err.Error(), "handshake") {
-			op = "handshake"
+			return mongoerr.NotSent(&sturdy.NetworkError{Op: "handshake", Err: err, Labels: labelsOf(err)})
 		}
-		return &sturdy.NetworkError{Op: op, Err: err, Labels: labelsOf(err)}
+		return &sturdy.NetworkError{Op: "read", Err: err, Labels: labelsOf(err)}
 	}
 	var we mongo.WriteException
 	if errors.As(err, &we) {

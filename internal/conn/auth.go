@@ -12,6 +12,8 @@ import (
 
 	"github.com/xdg-go/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // Authentication mechanisms.
@@ -38,20 +40,9 @@ type Credential struct {
 	PasswordSet bool
 }
 
-// AuthError is a failed authentication. Err is usually the server's
-// *CommandError (code 18, AuthenticationFailed).
-type AuthError struct {
-	Mechanism string
-	Err       error
-	// ServiceID is the serviceId of the handshake in load-balanced mode.
-	ServiceID *bson.ObjectID
-}
-
-func (e *AuthError) Error() string {
-	return fmt.Sprintf("authentication with %s failed: %v", e.Mechanism, e.Err)
-}
-
-func (e *AuthError) Unwrap() error { return e.Err }
+// AuthError is a failed authentication (defined in mongoerr so callers
+// see its fields).
+type AuthError = mongoerr.AuthError
 
 // authenticator runs one mechanism on a freshly handshaken connection.
 type authenticator interface {

@@ -15,7 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/internal/csot"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -28,12 +28,12 @@ type (
 var (
 	// ErrClosed is returned (wrapped in a *NetworkError) for round trips on
 	// a closed connection.
-	ErrClosed = errors.New("conn: connection closed")
+	ErrClosed = errors.New("connection closed")
 	// ErrStreaming is returned by Send while the server is still streaming
 	// replies (exhaust): the caller must drain them with ReadReply first.
-	ErrStreaming = errors.New("conn: connection is streaming replies; call ReadReply")
+	ErrStreaming = errors.New("connection is streaming replies; call ReadReply")
 	// ErrNotStreaming is returned by ReadReply when no reply is pending.
-	ErrNotStreaming = errors.New("conn: no streamed reply is pending")
+	ErrNotStreaming = errors.New("no streamed reply is pending")
 )
 
 // Request is one command to send.
@@ -164,7 +164,7 @@ func (c *Conn) Closed() bool { return c.closed.Load() }
 func (c *Conn) RoundTrip(ctx context.Context, db string, cmd bson.D) (bson.Raw, error) {
 	body, err := bson.Marshal(cmd)
 	if err != nil {
-		return nil, fmt.Errorf("conn: encoding command: %w", err)
+		return nil, fmt.Errorf("encoding command: %w", err)
 	}
 	r, err := c.Send(ctx, &Request{DB: db, Command: body})
 	if r == nil {
@@ -216,12 +216,12 @@ func (c *Conn) Send(ctx context.Context, req *Request) (*Reply, error) {
 	if c.compress && compressible(body) {
 		c.cbuf, err = wire.AppendCompressed(c.cbuf[:0], c.wbuf, c.compressor, c.zlibLevel)
 		if err != nil {
-			return nil, fmt.Errorf("conn: compressing with %s: %w", c.compressor, err)
+			return nil, fmt.Errorf("compressing with %s: %w", c.compressor, err)
 		}
 		out = c.cbuf
 	}
 	if len(out) > int(c.maxSendSize) {
-		return nil, fmt.Errorf("conn: message of %d bytes exceeds the server's maxMessageSizeBytes %d", len(out), c.maxSendSize)
+		return nil, fmt.Errorf("message of %d bytes exceeds the server's maxMessageSizeBytes %d", len(out), c.maxSendSize)
 	}
 
 	stop := c.arm(ctx)
@@ -282,10 +282,10 @@ func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
 		return nil, c.fail(ctx, "decode", err)
 	}
 	if m.Header.ResponseTo != responseTo {
-		return nil, c.fail(ctx, "decode", fmt.Errorf("conn: reply answers request %d, expected %d", m.Header.ResponseTo, responseTo))
+		return nil, c.fail(ctx, "decode", fmt.Errorf("reply answers request %d, expected %d", m.Header.ResponseTo, responseTo))
 	}
 	if m.Msg == nil {
-		return nil, c.fail(ctx, "decode", fmt.Errorf("conn: reply is %s, expected OP_MSG", m.Header.OpCode))
+		return nil, c.fail(ctx, "decode", fmt.Errorf("reply is %s, expected OP_MSG", m.Header.OpCode))
 	}
 	body := m.Msg.Body
 	if !own && m.Compressor == wire.CompressorNoop {
@@ -315,7 +315,7 @@ func (c *Conn) readMessage() (msg []byte, own bool, err error) {
 		if err == io.EOF && n == 0 {
 			return nil, false, io.EOF
 		}
-		return nil, false, fmt.Errorf("wire: reading message header: %w", err)
+		return nil, false, fmt.Errorf("reading message header: %w", err)
 	}
 	h, err := wire.ParseHeader(c.hdr[:])
 	if err != nil || h.MessageLength > c.maxMsgSize || h.MessageLength > ownReadMax || h.OpCode == wire.OpCompressed {
@@ -329,7 +329,7 @@ func (c *Conn) readMessage() (msg []byte, own bool, err error) {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, false, fmt.Errorf("wire: reading %s body (%d of %d bytes): %w", h.OpCode, wire.HeaderLen+n, len(msg), err)
+		return nil, false, fmt.Errorf("reading %s body (%d of %d bytes): %w", h.OpCode, wire.HeaderLen+n, len(msg), err)
 	}
 	return msg, true, nil
 }
@@ -423,10 +423,10 @@ func netError(ctx context.Context, addr, op string, err error) *NetworkError {
 // appendDB appends cmd with a trailing $db element to dst.
 func appendDB(dst []byte, cmd bson.Raw, db string) ([]byte, error) {
 	if len(cmd) < 5 || int(binary.LittleEndian.Uint32(cmd)) != len(cmd) || cmd[len(cmd)-1] != 0 {
-		return dst, errors.New("conn: command is not a BSON document")
+		return dst, errors.New("command is not a BSON document")
 	}
 	if db == "" {
-		return dst, errors.New("conn: command has no database")
+		return dst, errors.New("command has no database")
 	}
 	start := len(dst)
 	dst = append(dst, cmd[:len(cmd)-1]...)

@@ -83,14 +83,14 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 		return nil, err
 	}
 	if len(o.AppName) > maxAppNameSize {
-		return nil, fmt.Errorf("conn: application name is %d bytes, more than the %d allowed", len(o.AppName), maxAppNameSize)
+		return nil, fmt.Errorf("application name is %d bytes, more than the %d allowed", len(o.AppName), maxAppNameSize)
 	}
 	zlibLevel := o.ZlibLevel
 	if zlibLevel == 0 {
 		zlibLevel = -1
 	}
 	if zlibLevel < -1 || zlibLevel > 9 {
-		return nil, fmt.Errorf("conn: zlib level %d out of range -1..9", o.ZlibLevel)
+		return nil, fmt.Errorf("zlib level %d out of range -1..9", o.ZlibLevel)
 	}
 	meta, err := clientMetadata(o)
 	if err != nil {
@@ -156,7 +156,7 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 	body, err := bson.Marshal(hello)
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("conn: encoding hello: %w", err)
+		return nil, fmt.Errorf("encoding hello: %w", err)
 	}
 	start := time.Now()
 	reply, err := c.Send(ctx, &Request{DB: "admin", Command: body})
@@ -173,11 +173,11 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 	desc, err := ParseDescription(reply.Body)
 	if err != nil {
 		c.Close()
-		return nil, netError(ctx, addr, "handshake", fmt.Errorf("conn: decoding hello reply: %w", err))
+		return nil, netError(ctx, addr, "handshake", fmt.Errorf("decoding hello reply: %w", err))
 	}
 	if o.LoadBalanced && desc.ServiceID == nil {
 		c.Close()
-		return nil, fmt.Errorf("conn: %s: %w", addr, ErrNoServiceID)
+		return nil, fmt.Errorf("%s: %w", addr, ErrNoServiceID)
 	}
 	c.desc = desc
 	c.serverConnID = desc.ConnectionID
@@ -195,7 +195,7 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 		}
 		if !known || !offered {
 			c.Close()
-			return nil, netError(ctx, addr, "handshake", fmt.Errorf("conn: server chose compressor %q, which was not offered", desc.Compression))
+			return nil, netError(ctx, addr, "handshake", fmt.Errorf("server chose compressor %q, which was not offered", desc.Compression))
 		}
 		c.compressor, c.compress = id, true
 	}
@@ -261,7 +261,7 @@ func offeredCompressors(names []string) (bson.A, error) {
 	for _, n := range names {
 		c, ok := wire.CompressorByName(n)
 		if !ok || c == wire.CompressorNoop {
-			return nil, fmt.Errorf("conn: unknown compressor %q (want zstd, zlib or snappy)", n)
+			return nil, fmt.Errorf("unknown compressor %q (want zstd, zlib or snappy)", n)
 		}
 		out = append(out, c.String())
 	}
@@ -322,7 +322,7 @@ func clientMetadata(o Options) (bson.D, error) {
 	if size(d) <= maxMetadataSize {
 		return d, nil
 	}
-	return nil, fmt.Errorf("conn: client metadata exceeds %d bytes even without optional fields; shorten the driver name or version", maxMetadataSize)
+	return nil, fmt.Errorf("client metadata exceeds %d bytes even without optional fields; shorten the driver name or version", maxMetadataSize)
 }
 
 func connID(id int64) int64 {

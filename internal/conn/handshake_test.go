@@ -16,8 +16,8 @@ import (
 
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/internal/conn"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/testcert"
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/wire"
 )
 

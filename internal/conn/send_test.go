@@ -13,7 +13,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/internal/conn"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/wire"
 )
 

@@ -166,9 +166,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Err != nil {
-		return "connstring: " + e.Msg + ": " + e.Err.Error()
+		return "connection string: " + e.Msg + ": " + e.Err.Error()
 	}
-	return "connstring: " + e.Msg
+	return "connection string: " + e.Msg
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -209,7 +209,7 @@ type Warning struct {
 }
 
 // Error returns the message, so a Warning can be reported as an error.
-func (w Warning) Error() string { return "connstring: " + w.Msg }
+func (w Warning) Error() string { return "connection string: " + w.Msg }
 
 func (w Warning) String() string { return w.Error() }
 

@@ -63,7 +63,7 @@ func TestInvalidValueWarningNamesOption(t *testing.T) {
 	if len(inv) != 4 {
 		t.Fatalf("invalid-value warnings = %v, want 4", inv)
 	}
-	want := `connstring: invalid value for maxPoolSize: "abc" (must be a non-negative integer)`
+	want := `connection string: invalid value for maxPoolSize: "abc" (must be a non-negative integer)`
 	if inv[0].Error() != want || inv[0].Option != "maxPoolSize" || inv[0].Value != "abc" {
 		t.Errorf("warning = %q (%+v), want %q", inv[0].Error(), inv[0], want)
 	}
@@ -163,7 +163,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("Parse(%q) = %v, want *Error", c.uri, err)
 			continue
 		}
-		if ce.Option != c.option || !strings.Contains(err.Error(), c.contains) || !strings.HasPrefix(err.Error(), "connstring: ") {
+		if ce.Option != c.option || !strings.Contains(err.Error(), c.contains) || !strings.HasPrefix(err.Error(), "connection string: ") {
 			t.Errorf("Parse(%q) = %q (option %q), want option %q and %q", c.uri, err, ce.Option, c.option, c.contains)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // The topology refuses servers before 4.4 (wire < 9) as incompatible, so the

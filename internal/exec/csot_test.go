@@ -13,8 +13,8 @@ import (
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // slowHelloReplicaSet starts a one-member blackpipe replica set whose hellos

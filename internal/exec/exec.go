@@ -19,10 +19,10 @@ import (
 	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/csot"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/session"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/readpref"
 	"github.com/sturdy-go/sturdy/wire"
 )
@@ -32,19 +32,19 @@ var (
 	// ErrUnacknowledgedSession: an explicit session cannot be used with an
 	// unacknowledged (w:0) write, since nothing would tell the client when
 	// the server is done with the session.
-	ErrUnacknowledgedSession = errors.New("exec: an explicit session cannot be used with an unacknowledged (w:0) write")
+	ErrUnacknowledgedSession = errors.New("an explicit session cannot be used with an unacknowledged (w:0) write")
 	// ErrSessionsNotSupported: an explicit session was used with a server
 	// that does not support sessions (its hello had no
 	// logicalSessionTimeoutMinutes).
-	ErrSessionsNotSupported = errors.New("exec: the server does not support sessions")
+	ErrSessionsNotSupported = errors.New("the server does not support sessions")
 	// ErrEmptyCommand: Operation.Command is empty.
-	ErrEmptyCommand = errors.New("exec: empty command")
+	ErrEmptyCommand = errors.New("empty command")
 	// ErrServerNoLongerWritable: the server selected for a retryable
 	// write was marked Unknown or seen to step down before the command
 	// was sent, so it was not sent. The operation selects again (a free
 	// retry, see MaxUnsentRetries); this is returned only once those run
 	// out.
-	ErrServerNoLongerWritable = errors.New("exec: the server selected for the write stopped being writable before the command was sent")
+	ErrServerNoLongerWritable = errors.New("the server selected for the write stopped being writable before the command was sent")
 )
 
 // Executor runs operations against a topology. Its zero value is not
@@ -274,6 +274,9 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	if err != nil && csot.Active(ctx) {
 		err = timeoutError(ctx, err)
 	}
+	if err != nil && !st.everSent {
+		err = mongoerr.NotSent(err) // for SafeToRetry: only here is it known
+	}
 
 	res := Result{Reply: reply, Server: st.server, OperationID: st.opID, Pin: st.pin}
 	if st.ownSession {
@@ -453,7 +456,7 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	defer putCommandBuffer(buf)
 	body, err := wire.AppendDocument((*buf)[:0], cmd)
 	if err != nil {
-		return nil, fmt.Errorf("exec: encoding %s command: %w", st.name, err)
+		return nil, fmt.Errorf("encoding %s command: %w", st.name, err)
 	}
 	*buf = body
 	req := &conn.Request{DB: op.DB, Command: body, Sequences: op.Sequences, MoreToCome: op.Unacknowledged}

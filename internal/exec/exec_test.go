@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -16,9 +17,9 @@ import (
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/exec"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/session"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/readpref"
 	"github.com/sturdy-go/sturdy/wire"
 )
@@ -351,6 +352,9 @@ func TestDirtySessionDiscardedAfterNetworkError(t *testing.T) {
 	if !mongoerr.IsNetworkError(o.err) {
 		t.Fatalf("error %v, want a network error", o.err)
 	}
+	if mongoerr.SafeToRetry(o.err) {
+		t.Error("SafeToRetry for a command that was sent")
+	}
 	if env.sessions.Len() != 0 {
 		t.Fatal("dirty session returned to the pool")
 	}
@@ -383,6 +387,9 @@ func TestConnectionReturnedOnCommandError(t *testing.T) {
 	var we *mongoerr.WriteException
 	if !errors.As(err, &we) || len(we.WriteErrors) != 1 || !mongoerr.IsDuplicateKey(err) {
 		t.Fatalf("error %v, want a WriteException with a duplicate key", err)
+	}
+	if mongoerr.SafeToRetry(err) {
+		t.Error("SafeToRetry for a write the server answered")
 	}
 	if res.Reply == nil {
 		t.Error("reply not returned with the write exception")
@@ -561,6 +568,9 @@ func TestServerSelectionErrorPropagates(t *testing.T) {
 	var sse *mongoerr.ServerSelectionError
 	if !errors.As(err, &sse) {
 		t.Fatalf("error %v, want a ServerSelectionError", err)
+	}
+	if !mongoerr.SafeToRetry(err) || !mongoerr.SafeToRetry(fmt.Errorf("op: %w", err)) {
+		t.Errorf("SafeToRetry false for %v, but nothing was sent", err)
 	}
 	if len(env.rec.all()) != 0 {
 		t.Error("events published although nothing was sent")

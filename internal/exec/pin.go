@@ -6,9 +6,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/internal/conn"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // Pin is a connection of a load-balanced topology kept checked out across

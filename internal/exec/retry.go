@@ -14,9 +14,9 @@ import (
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/csot"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // DefaultMaxAdaptiveRetries is the retry cap once an overload error has been
@@ -38,23 +38,17 @@ const DefaultMaxAdaptiveRetries = 5
 const MaxUnsentRetries = 100
 
 // RetryableWritesUnsupportedMessage replaces the server's message when it
-// rejects a transaction number (IllegalOperation 20, "Transaction numbers
-// are only allowed on ..."), e.g. with the MMAPv1 storage engine.
-const RetryableWritesUnsupportedMessage = "This MongoDB deployment does not support retryable writes. " +
-	"Please add retryWrites=false to your connection string."
+// rejects a transaction number.
+const RetryableWritesUnsupportedMessage = mongoerr.RetryableWritesUnsupportedMessage
 
 // RetryableWritesUnsupportedError is returned when the server rejected the
-// transaction number of a retryable write. It unwraps to the server's
-// error (a *mongoerr.CommandError with code 20).
-type RetryableWritesUnsupportedError struct{ Err error }
-
-func (e *RetryableWritesUnsupportedError) Error() string { return RetryableWritesUnsupportedMessage }
-func (e *RetryableWritesUnsupportedError) Unwrap() error { return e.Err }
+// transaction number of a retryable write.
+type RetryableWritesUnsupportedError = mongoerr.RetryableWritesUnsupportedError
 
 // errRetryUnsupported is the driver-side failure of a retry whose server
 // no longer supports retryable writes; the policy then returns the
 // previous error.
-var errRetryUnsupported = errors.New("exec: the server selected for the retry does not support retryable writes")
+var errRetryUnsupported = errors.New("the server selected for the retry does not support retryable writes")
 
 // retryPolicy decides, after a failed attempt, whether the operation runs
 // another one: Execute calls retry after every failed attempt and
@@ -384,14 +378,6 @@ func writeAttempted(st *opState, err error) bool {
 	return st.sent && !mongoerr.HasErrorLabel(err, mongoerr.LabelNoWritesPerformed)
 }
 
-// retryableWriteCodes are the Retryable Writes spec 1.0's retryable error
-// codes, which decide for servers before 4.4 (maxWireVersion < 9); newer
-// servers label their retryable errors themselves.
-var retryableWriteCodes = []int32{11600, 11602, 10107, 13435, 13436, 189, 91, 7, 6, 89, 9001}
-
-// retryableReadCodes are the retryable-reads spec's codes.
-var retryableReadCodes = []int32{262, 11600, 11602, 10107, 13435, 13436, 189, 134, 91, 7, 6, 89, 9001}
-
 // isRetryableWriteError: a network error, a pool-cleared error, or the
 // RetryableWriteError label (set by 4.4+ servers, by labelNetworkError,
 // and by labelPre44 for older servers).
@@ -409,7 +395,7 @@ func isRetryableReadError(err error) bool {
 		return true
 	}
 	var ce *mongoerr.CommandError
-	return errors.As(err, &ce) && slices.Contains(retryableReadCodes, ce.Code)
+	return errors.As(err, &ce) && mongoerr.IsRetryableReadCode(ce.Code)
 }
 
 // pre44Retryable is the Retryable Writes spec 1.0's test for servers that do
@@ -418,7 +404,7 @@ func isRetryableReadError(err error) bool {
 // listed and so never retryable.
 func pre44Retryable(err error) bool {
 	match := func(code int32, msg string) bool {
-		return slices.Contains(retryableWriteCodes, code) ||
+		return mongoerr.IsRetryableWriteCode(code) ||
 			strings.Contains(msg, "not master") || strings.Contains(msg, "node is recovering")
 	}
 	var ce *mongoerr.CommandError
@@ -490,7 +476,7 @@ func (e *labelledError) HasErrorLabel(label string) bool {
 // writes (MMAPv1).
 func transactionNumbersRejected(err error) bool {
 	var ce *mongoerr.CommandError
-	return errors.As(err, &ce) && ce.Code == 20 && strings.HasPrefix(ce.Message, "Transaction numbers") &&
+	return errors.As(err, &ce) && ce.Code == mongoerr.CodeIllegalOperation && strings.HasPrefix(ce.Message, "Transaction numbers") &&
 		!ce.HasErrorLabel(mongoerr.LabelRetryableWrite)
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/exec"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/readpref"
 )
 

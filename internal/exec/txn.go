@@ -5,9 +5,9 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/session"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // Labels the executor adds to errors in transactions.

@@ -12,9 +12,9 @@ import (
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/exec"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // unsentEnv is a one-member blackpipe replica set, discovered, whose

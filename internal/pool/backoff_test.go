@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sturdy-go/sturdy/blackpipe"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // A server that drops new connections (as an overloaded server sheds

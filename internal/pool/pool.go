@@ -12,7 +12,7 @@ import (
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/conn"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // Options configures a Pool. The zero value is an unlimited pool with no

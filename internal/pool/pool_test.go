@@ -15,7 +15,7 @@ import (
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/conn"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // newPool starts a pool against addr, recording its events, and closes it

@@ -14,7 +14,7 @@ import (
 var (
 	// ErrSessionEnded is returned when an operation is attempted with a
 	// client session that has been ended.
-	ErrSessionEnded = errors.New("session: the session has been ended")
+	ErrSessionEnded = errors.New("the session has been ended")
 )
 
 // expiryMargin is how long a server session must still be valid for to be

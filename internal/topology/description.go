@@ -198,7 +198,7 @@ func (d Description) Apply(o Options, sd ServerDescription) Description {
 func (d Description) update(o Options, sd ServerDescription) Description {
 	if d.Kind == Single {
 		if o.SetName != "" && sd.Kind != ServerUnknown && sd.SetName != o.SetName {
-			sd = unknownServer(sd.Addr, fmt.Errorf("topology: server %s reports replica set %q, expected %q", sd.Addr, sd.SetName, o.SetName))
+			sd = unknownServer(sd.Addr, fmt.Errorf("server %s reports replica set %q, expected %q", sd.Addr, sd.SetName, o.SetName))
 		}
 		return d.withServer(sd)
 	}
@@ -333,7 +333,7 @@ func (d Description) updateRSFromPrimary(sd ServerDescription) Description {
 	}
 	for _, s := range d.Servers {
 		if s.Addr != sd.Addr && s.Kind == RSPrimary {
-			d = d.withServer(unknownServer(s.Addr, fmt.Errorf("topology: %s: primary marked stale due to discovery of newer primary %s", s.Addr, sd.Addr)))
+			d = d.withServer(unknownServer(s.Addr, fmt.Errorf("%s: primary marked stale due to discovery of newer primary %s", s.Addr, sd.Addr)))
 		}
 	}
 	d = d.addMembers(sd)
@@ -346,7 +346,7 @@ func (d Description) updateRSFromPrimary(sd ServerDescription) Description {
 }
 
 func (d Description) markStale(sd ServerDescription) Description {
-	err := fmt.Errorf("topology: %s: primary marked stale due to electionId/setVersion mismatch, %s is stale compared to %s",
+	err := fmt.Errorf("%s: primary marked stale due to electionId/setVersion mismatch, %s is stale compared to %s",
 		sd.Addr, versionTuple(sd.ElectionID, sd.SetVersion), versionTuple(d.MaxElectionID, d.MaxSetVersion))
 	return d.withServer(unknownServer(sd.Addr, err))
 }

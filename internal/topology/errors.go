@@ -7,19 +7,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/internal/conn"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
-// ErrTopologyClosed is returned by SelectServer after Disconnect.
-var ErrTopologyClosed = errors.New("topology: client is disconnected")
-
-// Error codes from the SDAM spec.
-var (
-	recoveringCodes         = []int32{11600, 11602, 13436, 189, 91}
-	notWritablePrimaryCodes = []int32{10107, 13435, 10058}
-	shutdownCodes           = []int32{11600, 91}
-)
+// ErrTopologyClosed is returned by SelectServer after Disconnect. It is the
+// client's ErrClientDisconnected, so an operation racing Disconnect reports
+// that and nothing else.
+var ErrTopologyClosed = mongoerr.ErrClientDisconnected
 
 // stateChange is a "not writable primary" or "node is recovering" error
 // found in a reply.
@@ -55,7 +50,7 @@ func classifyStateChange(err error) (stateChange, bool) {
 	if !isRecovering(code, msg) && !isNotWritablePrimary(code, msg) {
 		return stateChange{}, false
 	}
-	sc := stateChange{shutdown: code != 0 && containsCode(shutdownCodes, code)}
+	sc := stateChange{shutdown: code != 0 && mongoerr.IsShutdownCode(code)}
 	if len(reply) > 0 {
 		if v, err := reply.LookupErr("topologyVersion"); err == nil {
 			sc.topologyVersion = conn.ParseTopologyVersion(v)
@@ -64,25 +59,16 @@ func classifyStateChange(err error) (stateChange, bool) {
 	return sc, true
 }
 
-func containsCode(codes []int32, c int32) bool {
-	for _, x := range codes {
-		if x == c {
-			return true
-		}
-	}
-	return false
-}
-
 func isRecovering(code int32, msg string) bool {
 	if code != 0 {
-		return containsCode(recoveringCodes, code)
+		return mongoerr.IsRecoveringCode(code)
 	}
 	return strings.Contains(msg, "not master or secondary") || strings.Contains(msg, "node is recovering")
 }
 
 func isNotWritablePrimary(code int32, msg string) bool {
 	if code != 0 {
-		return containsCode(notWritablePrimaryCodes, code)
+		return mongoerr.IsNotWritablePrimaryCode(code)
 	}
 	if isRecovering(0, msg) {
 		return false

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/conn"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // monitor checks one server on its own connection. With the streaming
@@ -369,5 +369,5 @@ func (m *monitor) awaitHello(c *conn.Conn, timeout time.Duration) (bson.Raw, err
 
 func isCommandNotFound(err error) bool {
 	var ce *mongoerr.CommandError
-	return errors.As(err, &ce) && ce.Code == 59
+	return errors.As(err, &ce) && ce.Code == mongoerr.CodeCommandNotFound
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sturdy-go/sturdy/event"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 

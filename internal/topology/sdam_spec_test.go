@@ -15,8 +15,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/internal/conn"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/testsupport"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // applyHello is the test seam for a monitor check outcome: a hello reply,

@@ -16,7 +16,7 @@ type ReadPref = readpref.ReadPref
 // ReadPrefError is a read preference that can never be satisfied as given.
 type ReadPrefError struct{ Reason string }
 
-func (e *ReadPrefError) Error() string { return "topology: invalid read preference: " + e.Reason }
+func (e *ReadPrefError) Error() string { return "invalid read preference: " + e.Reason }
 
 // Selector picks the servers suitable for an operation from candidates,
 // which are servers of d (some may have been left out because they are

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/conn"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // Wire versions this client speaks: MongoDB 4.4 through 8.x.
@@ -127,7 +127,7 @@ func unknownServer(addr string, err error) ServerDescription {
 func NewServerDescription(addr string, hello bson.Raw, rtt time.Duration) ServerDescription {
 	d, err := conn.ParseDescription(hello)
 	if err != nil {
-		sd := unknownServer(NormalizeAddr(addr), fmt.Errorf("topology: malformed hello reply from %s: %w", addr, err))
+		sd := unknownServer(NormalizeAddr(addr), fmt.Errorf("malformed hello reply from %s: %w", addr, err))
 		sd.LastUpdateTime = time.Now()
 		return sd
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/conn"
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
 	"github.com/sturdy-go/sturdy/internal/pool"
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/readpref"
 )
 
@@ -130,18 +130,18 @@ type Topology struct {
 func New(o Options) (*Topology, error) {
 	o = o.withDefaults()
 	if len(o.Hosts) == 0 {
-		return nil, errors.New("topology: no hosts given")
+		return nil, errors.New("no hosts given")
 	}
 	if o.Direct && len(o.Hosts) > 1 {
-		return nil, fmt.Errorf("topology: a direct connection takes exactly one host, got %d", len(o.Hosts))
+		return nil, fmt.Errorf("a direct connection takes exactly one host, got %d", len(o.Hosts))
 	}
 	switch o.ServerMonitoringMode {
 	case "", "auto", "stream", "poll":
 	default:
-		return nil, fmt.Errorf("topology: serverMonitoringMode must be auto, stream or poll, got %q", o.ServerMonitoringMode)
+		return nil, fmt.Errorf("serverMonitoringMode must be auto, stream or poll, got %q", o.ServerMonitoringMode)
 	}
 	if o.Conn.LoadBalanced && (len(o.Hosts) != 1 || o.Direct || o.SetName != "") {
-		return nil, errors.New("topology: load-balanced mode takes exactly one host, no direct connection and no replica set name")
+		return nil, errors.New("load-balanced mode takes exactly one host, no direct connection and no replica set name")
 	}
 	t := &Topology{
 		o:       o,
@@ -172,7 +172,7 @@ func (t *Topology) Connect(ctx context.Context) error {
 	}
 	if t.connected {
 		t.mu.Unlock()
-		return errors.New("topology: already connected")
+		return errors.New("already connected")
 	}
 	t.connected = true
 	m := t.o.Monitor
@@ -285,7 +285,7 @@ func (t *Topology) Disconnect(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("topology: waiting for monitors to stop: %w", ctx.Err()))
+		errs = append(errs, fmt.Errorf("waiting for monitors to stop: %w", ctx.Err()))
 		<-done // monitors were cancelled; they end promptly
 	}
 	t.mu.Lock()

@@ -9,7 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/sturdy-go/sturdy/internal/mongoerr"
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/readpref"
 )
 

@@ -20,6 +20,11 @@ const (
 	LabelTransientTxn      = "TransientTransactionError"
 )
 
+// ErrClientDisconnected is the error of an operation on a client after
+// Disconnect, including one that was waiting for a server when Disconnect
+// ran.
+var ErrClientDisconnected = errors.New("sturdy: client is disconnected")
+
 // CommandError is a command the server answered with {ok: 0}.
 type CommandError struct {
 	Code    int32
@@ -156,7 +161,7 @@ func IsTimeout(err error) bool {
 		return true
 	}
 	var ce *CommandError
-	return errors.As(err, &ce) && ce.Code == 50
+	return errors.As(err, &ce) && ce.Code == CodeMaxTimeMSExpired
 }
 
 func isTimeout(err error) bool {
@@ -167,7 +172,7 @@ func isTimeout(err error) bool {
 // IsDuplicateKey reports whether err is a duplicate-key error (11000, 11001,
 // 12582), as a command error, a write error or a write concern error.
 func IsDuplicateKey(err error) bool {
-	dup := func(code int32) bool { return code == 11000 || code == 11001 || code == 12582 }
+	dup := IsDuplicateKeyCode
 	var ce *CommandError
 	if errors.As(err, &ce) && dup(ce.Code) {
 		return true
@@ -214,16 +219,16 @@ func (e *TimeoutError) Is(target error) bool { return target == context.Deadline
 // (code 50): as a command error, a write error or a write concern error.
 func IsMaxTimeExpired(err error) bool {
 	var ce *CommandError
-	if errors.As(err, &ce) && ce.Code == 50 {
+	if errors.As(err, &ce) && ce.Code == CodeMaxTimeMSExpired {
 		return true
 	}
 	var we *WriteException
 	if errors.As(err, &we) {
-		if we.WriteConcernError != nil && we.WriteConcernError.Code == 50 {
+		if we.WriteConcernError != nil && we.WriteConcernError.Code == CodeMaxTimeMSExpired {
 			return true
 		}
 		for _, w := range we.WriteErrors {
-			if w.Code == 50 {
+			if w.Code == CodeMaxTimeMSExpired {
 				return true
 			}
 		}

@@ -56,3 +56,47 @@ func TestNetworkAndTimeout(t *testing.T) {
 		t.Error("MaxTimeMSExpired classification")
 	}
 }
+
+func TestDriverErrorsClassify(t *testing.T) {
+	cause := &NetworkError{Addr: "h:1", Op: "read", Err: errors.New("reset")}
+	pc := fmt.Errorf("op: %w", &PoolClearedError{Addr: "h:1", Cause: cause})
+	if !HasErrorLabel(pc, LabelRetryableWrite) {
+		t.Error("a pool-cleared error must carry RetryableWriteError")
+	}
+	var got *PoolClearedError
+	if !errors.As(pc, &got) || got.Cause != cause {
+		t.Errorf("pool-cleared error lost its cause: %v", pc)
+	}
+	wq := &WaitQueueTimeoutError{Addr: "h:1", Err: context.DeadlineExceeded}
+	if !errors.Is(wq, context.DeadlineExceeded) || !wq.Timeout() {
+		t.Error("wait-queue timeout must be a deadline")
+	}
+	server := &CommandError{Code: 18, Name: "AuthenticationFailed", Message: "bad"}
+	var ce *CommandError
+	if !errors.As(&AuthError{Mechanism: "SCRAM-SHA-256", Err: server}, &ce) || ce.Code != 18 {
+		t.Error("auth error must unwrap to the server's error")
+	}
+	rw := &RetryableWritesUnsupportedError{Err: &CommandError{Code: 20}}
+	if rw.Error() != RetryableWritesUnsupportedMessage || !errors.As(rw, &ce) || ce.Code != 20 {
+		t.Errorf("retryable-writes-unsupported: %v", rw)
+	}
+}
+
+func TestNotSentMarksSafeToRetry(t *testing.T) {
+	base := &NetworkError{Addr: "h:1", Op: "dial", Err: errors.New("refused"), Labels: []string{LabelRetryableWrite}}
+	if SafeToRetry(base) || SafeToRetry(nil) || NotSent(nil) != nil {
+		t.Fatal("an unmarked error is not known to be unsent")
+	}
+	err := NotSent(base)
+	var ne *NetworkError
+	if !SafeToRetry(err) || !SafeToRetry(fmt.Errorf("op: %w", err)) || err.Error() != base.Error() ||
+		!errors.As(err, &ne) || ne != base || !HasErrorLabel(err, LabelRetryableWrite) {
+		t.Errorf("marked error changed or not safe: %v", err)
+	}
+	if NotSent(err) != err {
+		t.Error("marking twice wraps twice")
+	}
+	if !errors.Is(NotSent(&TimeoutError{Detail: "x"}), context.DeadlineExceeded) {
+		t.Error("a marked timeout is no longer a deadline")
+	}
+}
