@@ -34,18 +34,6 @@ type Client struct {
 // endSessionsBatch is the most session ids one endSessions command may carry.
 const endSessionsBatch = 10_000
 
-// clientDefaults are what zero-valued Options fields stand for at Connect.
-var clientDefaults = struct {
-	MaxPoolSize, MaxConnecting                                                int
-	ConnectTimeout, ServerSelectionTimeout, HeartbeatInterval, LocalThreshold time.Duration
-	MaxAdaptiveRetries                                                        int
-}{
-	MaxPoolSize: 100, MaxConnecting: 2,
-	ConnectTimeout: 10 * time.Second, ServerSelectionTimeout: 30 * time.Second,
-	HeartbeatInterval: 10 * time.Second, LocalThreshold: 15 * time.Millisecond,
-	MaxAdaptiveRetries: 5,
-}
-
 // Connect parses a connection string and connects. See ConnectWithOptions.
 func Connect(ctx context.Context, uri string) (*Client, error) {
 	o, err := ParseURI(uri)
@@ -101,7 +89,7 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 		SetName:                o.ReplicaSet,
 		Direct:                 o.Direct,
 		HeartbeatInterval:      o.HeartbeatInterval,
-		MinHeartbeatInterval:   testhook.MinHeartbeatInterval(),
+		MinHeartbeatInterval:   cmp.Or(testhook.MinHeartbeatInterval(), defaults.MinHeartbeatInterval),
 		ServerSelectionTimeout: o.ServerSelectionTimeout,
 		SocketTimeout:          o.SocketTimeout,
 		LocalThreshold:         *o.LocalThreshold,
@@ -148,32 +136,31 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 // withDefaults fills every zero-valued option with its default.
 func withDefaults(o Options) Options {
 	if o.MaxPoolSize == 0 {
-		o.MaxPoolSize = clientDefaults.MaxPoolSize
+		o.MaxPoolSize = defaults.MaxPoolSize
 	}
 	if o.MaxConnecting == 0 {
-		o.MaxConnecting = clientDefaults.MaxConnecting
+		o.MaxConnecting = defaults.MaxConnecting
 	}
 	switch {
 	case o.ConnectTimeout == 0:
-		o.ConnectTimeout = clientDefaults.ConnectTimeout
+		o.ConnectTimeout = defaults.ConnectTimeout
 	case o.ConnectTimeout < 0:
-		// No timeout of its own (connectTimeoutMS=0): the operation's
-		// context governs. conn reads 0 as its 10 s default, so use a
-		// bound no dial reaches.
-		o.ConnectTimeout = 24 * time.Hour
+		// No timeout of its own (connectTimeoutMS=0): below the root, 0
+		// means none and the operation's context governs.
+		o.ConnectTimeout = 0
 	}
 	if o.ServerSelectionTimeout == 0 {
-		o.ServerSelectionTimeout = clientDefaults.ServerSelectionTimeout
+		o.ServerSelectionTimeout = defaults.ServerSelectionTimeout
 	}
 	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = clientDefaults.HeartbeatInterval
+		o.HeartbeatInterval = defaults.HeartbeatInterval
 	}
 	if o.LocalThreshold == nil {
-		lt := clientDefaults.LocalThreshold
+		lt := defaults.LocalThreshold
 		o.LocalThreshold = &lt
 	}
 	if o.ZlibLevel == nil {
-		l := -1
+		l := defaults.ZlibLevel
 		o.ZlibLevel = &l
 	}
 	t := true
@@ -190,7 +177,7 @@ func withDefaults(o Options) Options {
 		o.EnableOverloadRetargeting = &t
 	}
 	if o.MaxAdaptiveRetries == nil {
-		n := clientDefaults.MaxAdaptiveRetries
+		n := defaults.MaxAdaptiveRetries
 		o.MaxAdaptiveRetries = &n
 	}
 	return o

@@ -20,23 +20,20 @@ const (
 	DriverVersion = "0.1.0"
 )
 
-// DefaultDialTimeout bounds dialing, TLS and the handshake when
-// Options.DialTimeout is 0.
-const DefaultDialTimeout = 10 * time.Second
-
 // Metadata limits from the handshake specification.
 const (
 	maxMetadataSize = 512
 	maxAppNameSize  = 128
 )
 
-// Options configures Dial. The zero value dials plain TCP with a 10 s timeout,
-// no compression and no authentication.
+// Options configures Dial. The zero value dials plain TCP with no timeout
+// of its own (the ctx given to Dial governs), no compression and no
+// authentication. Values are taken literally: the client resolves defaults.
 type Options struct {
 	// AppName is sent as client.application.name (at most 128 bytes).
 	AppName string
 	// DialTimeout bounds connecting, TLS and the handshake together; 0
-	// means 10 s. The ctx given to Dial can end it sooner.
+	// means no bound but the ctx given to Dial, which can end it sooner.
 	DialTimeout time.Duration
 	// TLSConfig turns on TLS; nil means plain TCP. ServerName defaults to
 	// the host part of the address.
@@ -103,12 +100,11 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 		}
 	}
 
-	timeout := o.DialTimeout
-	if timeout <= 0 {
-		timeout = DefaultDialTimeout
+	if o.DialTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.DialTimeout)
+		defer cancel()
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 
 	nc, err := dialNet(ctx, addr, o)
 	if err != nil {

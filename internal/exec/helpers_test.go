@@ -65,7 +65,7 @@ func newEnv(t *testing.T, o topology.Options) *env {
 		o.ServerSelectionTimeout = 5 * time.Second
 	}
 	if o.Pool.MaxPoolSize == 0 {
-		o.Pool = pool.Options{MaxPoolSize: 10}
+		o.Pool = pool.Options{MaxPoolSize: 10, MaxConnecting: 2}
 	}
 	topo, err := topology.New(o)
 	if err != nil {

@@ -40,7 +40,7 @@ func TestLoadBalancedEventsAndSelection(t *testing.T) {
 		ServerClosed:           func(*event.ServerClosedEvent) { rec("ServerClosed") },
 		TopologyClosed:         func(*event.TopologyClosedEvent) { rec("TopologyClosed") },
 	}
-	topo, err := New(Options{Hosts: []string{addr}, Conn: conn.Options{LoadBalanced: true}, Monitor: m, HeartbeatInterval: 10 * time.Millisecond})
+	topo, err := New(withTestDefaults(Options{Hosts: []string{addr}, Conn: conn.Options{LoadBalanced: true}, Monitor: m, HeartbeatInterval: 10 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}

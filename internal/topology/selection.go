@@ -58,11 +58,8 @@ func (writeSelector) Select(d Description, candidates []ServerDescription) ([]Se
 
 // ReadPrefSelector selects servers for a read with the given preference.
 // heartbeat is the heartbeat interval, used to validate and compute
-// staleness.
+// staleness; it is taken literally (the topology's own is always set).
 func ReadPrefSelector(rp ReadPref, heartbeat time.Duration) Selector {
-	if heartbeat <= 0 {
-		heartbeat = defaultHeartbeat
-	}
 	return readPrefSelector{rp: rp, heartbeat: heartbeat}
 }
 

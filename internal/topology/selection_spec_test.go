@@ -117,7 +117,7 @@ func TestServerSelectionSpec(t *testing.T) {
 			var tf ssFile
 			readExtJSON(t, f, &tf)
 			d := descriptionFrom(t, tf.Topology)
-			heartbeat := defaultHeartbeat
+			heartbeat := 10 * time.Second // the spec tests' default heartbeatFrequencyMS
 			if tf.HeartbeatFrequencyMS != nil {
 				heartbeat = time.Duration(*tf.HeartbeatFrequencyMS) * time.Millisecond
 			}

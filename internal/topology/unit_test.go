@@ -84,7 +84,7 @@ func FuzzNewServerDescription(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sd := NewServerDescription("a:1", b, 0)
-		d, _ := New(Options{Hosts: []string{"a:1"}})
+		d, _ := New(withTestDefaults(Options{Hosts: []string{"a:1"}}))
 		_ = d.desc.Apply(d.o, sd)
 		_ = d.Disconnect(context.Background())
 	})
@@ -175,7 +175,7 @@ func TestPickTwoChoicesPrefersIdle(t *testing.T) {
 }
 
 func TestLogicalSessionTimeoutIsMinimum(t *testing.T) {
-	o := Options{Hosts: []string{"a:1", "b:1"}, SetName: "rs"}.withDefaults()
+	o := Options{Hosts: []string{"a:1", "b:1"}, SetName: "rs"}.normalized()
 	d := initialDescription(o)
 	mk := func(addr string, primary bool, lstm int) ServerDescription {
 		return NewServerDescription(addr, hello(t, bson.D{{Key: "ok", Value: 1}, {Key: "setName", Value: "rs"},
