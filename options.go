@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/internal/connstring"
 	"github.com/sturdy-go/sturdy/readpref"
-	"github.com/sturdy-go/sturdy/wire"
 )
 
 // Options configures a Client. The zero value of every field means its
@@ -385,8 +387,8 @@ func (o Options) validate() error {
 		bad("ServerMonitoringMode must be auto, stream or poll, got %q", o.ServerMonitoringMode)
 	}
 	for _, c := range o.Compressors {
-		if id, ok := wire.CompressorByName(c); !ok || id == wire.CompressorNoop {
-			bad("unknown compressor %q (supported: zstd, zlib, snappy)", c)
+		if !slices.Contains(connstring.SupportedCompressors, c) {
+			bad("unknown compressor %q (supported: %s)", c, strings.Join(connstring.SupportedCompressors, ", "))
 		}
 	}
 	if o.ZlibLevel != nil && (*o.ZlibLevel < -1 || *o.ZlibLevel > 9) {
