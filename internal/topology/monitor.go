@@ -239,9 +239,7 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 
 	addr := m.s.addr
 	mon := m.t.o.Monitor
-	if mon != nil && mon.ServerHeartbeatStarted != nil {
-		mon.ServerHeartbeatStarted(&event.ServerHeartbeatStartedEvent{Address: addr, Awaited: awaited})
-	}
+	mon.PublishServerHeartbeatStarted(&event.ServerHeartbeatStartedEvent{Address: addr, Awaited: awaited})
 	timeout := m.connectTimeout()
 	start := time.Now()
 	var (
@@ -294,9 +292,7 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 		m.mu.Unlock()
 		m.rtt.reset()
 		m.lastTV = nil
-		if mon != nil && mon.ServerHeartbeatFailed != nil {
-			mon.ServerHeartbeatFailed(&event.ServerHeartbeatFailedEvent{Address: addr, Duration: duration, Failure: err, Awaited: awaited})
-		}
+		mon.PublishServerHeartbeatFailed(&event.ServerHeartbeatFailedEvent{Address: addr, Duration: duration, Failure: err, Awaited: awaited})
 		return unknownServer(addr, err), cancelled, restart
 	}
 	avg, minRTT := m.rtt.get()
@@ -310,9 +306,7 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 	if sd.Err == nil {
 		m.lastTV = sd.TopologyVersion
 	}
-	if mon != nil && mon.ServerHeartbeatSucceeded != nil {
-		mon.ServerHeartbeatSucceeded(&event.ServerHeartbeatSucceededEvent{Address: addr, Duration: duration, Reply: reply, Awaited: awaited})
-	}
+	mon.PublishServerHeartbeatSucceeded(&event.ServerHeartbeatSucceededEvent{Address: addr, Duration: duration, Reply: reply, Awaited: awaited})
 	return sd, false, false
 }
 
