@@ -323,7 +323,7 @@ func (e *Executor) run(ctx context.Context, op *Operation, st *opState) (bson.Ra
 			policy.succeeded(st)
 			return reply, nil
 		}
-		again, final, finalReply := policy.retry(ctx, st, err, reply)
+		again, finalReply, final := policy.retry(ctx, st, err, reply)
 		if !again {
 			return finalReply, final
 		}

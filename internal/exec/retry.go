@@ -63,10 +63,10 @@ var errRetryUnsupported = errors.New("exec: the server selected for the retry do
 type retryPolicy interface {
 	// retry is called after attempt number st.attempts failed with err
 	// (reply is that attempt's reply, if any). It reports whether to try
-	// again and otherwise the error (and its reply) Execute returns. A
+	// again and otherwise the reply and error Execute returns. A
 	// policy that retries may wait (honouring ctx), publish a RetryEvent
 	// and add to st.deprioritized first.
-	retry(ctx context.Context, st *opState, err error, reply bson.Raw) (again bool, final error, finalReply bson.Raw)
+	retry(ctx context.Context, st *opState, err error, reply bson.Raw) (again bool, finalReply bson.Raw, final error)
 	// succeeded is called once when an attempt succeeds (token deposits).
 	succeeded(st *opState)
 }
@@ -161,7 +161,7 @@ func (r *retrier) succeeded(*opState) {
 	r.tokens.Deposit(n)
 }
 
-func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.Raw) (bool, error, bson.Raw) {
+func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.Raw) (bool, bson.Raw, error) {
 	overloaded := mongoerr.HasErrorLabel(err, mongoerr.LabelSystemOverloaded)
 	if r.took && !overloaded {
 		r.tokens.Deposit(backoff.RetryCost) // the failed retry's token comes back
@@ -174,12 +174,12 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 		if te.Err == nil && r.prevErr != nil {
 			te.Err = r.prevErr
 		}
-		return false, err, r.prevReply
+		return false, r.prevReply, err
 	}
 	if r.prevErr == nil || writeAttempted(st, err) {
 		r.prevErr, r.prevReply = err, reply
 	}
-	stop := func() (bool, error, bson.Raw) { return false, r.prevErr, r.prevReply }
+	stop := func() (bool, bson.Raw, error) { return false, r.prevReply, r.prevErr }
 
 	var selErr *mongoerr.ServerSelectionError
 	switch {
@@ -188,7 +188,7 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 		return stop()
 	}
 	if st.txnNumber != nil && !st.inTxn && transactionNumbersRejected(err) {
-		return false, &RetryableWritesUnsupportedError{Err: err}, reply
+		return false, reply, &RetryableWritesUnsupportedError{Err: err}
 	}
 
 	if r.neverSent(st, err) {
