@@ -205,7 +205,7 @@ func (c *Client) endSessions(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rp := &topology.ReadPref{Mode: readpref.PrimaryPreferred}
+	rp := &readpref.ReadPref{Mode: readpref.PrimaryPreferred}
 	for len(ids) > 0 {
 		n := min(len(ids), endSessionsBatch)
 		batch := make(bson.A, n)
@@ -240,7 +240,7 @@ func (c *Client) hasSelectableServer() bool {
 // whether the deployment supports sessions.
 func (c *Client) sessionsSupported(ctx context.Context) (bool, error) {
 	if !c.hasSelectableServer() {
-		sel := topology.ReadPrefSelector(topology.ReadPref{Mode: readpref.PrimaryPreferred}, c.opts.HeartbeatInterval)
+		sel := topology.ReadPrefSelector(readpref.ReadPref{Mode: readpref.PrimaryPreferred}, c.opts.HeartbeatInterval)
 		if _, err := c.topo.SelectServer(ctx, sel, nil); err != nil {
 			return false, err
 		}
@@ -356,7 +356,7 @@ func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (e
 
 // readPref is the read preference an operation selects by: nil for
 // primary, else a copy the caller cannot change under the operation.
-func readPref(rp *ReadPreference) *topology.ReadPref {
+func readPref(rp *ReadPreference) *readpref.ReadPref {
 	if rp == nil || rp.Mode == PrimaryMode {
 		return nil
 	}

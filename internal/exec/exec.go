@@ -101,7 +101,7 @@ type Operation struct {
 	Sequences []wire.DocumentSequence
 	// Write selects a writable server; otherwise ReadPref applies.
 	Write    bool
-	ReadPref *topology.ReadPref // nil = primary
+	ReadPref *readpref.ReadPref // nil = primary
 	// WriteStage marks an aggregate whose pipeline ends in $out or $merge
 	// (with Write set). Per the CRUD spec such a write may run on a
 	// secondary: a non-primary ReadPref is used for selection and sent as
@@ -360,7 +360,7 @@ func (e *Executor) selectServer(ctx context.Context, op *Operation, st *opState)
 	} else if op.Write {
 		sel = topology.WriteSelector()
 	} else {
-		rp := topology.ReadPref{Mode: readpref.Primary}
+		rp := readpref.ReadPref{Mode: readpref.Primary}
 		if op.ReadPref != nil {
 			rp = *op.ReadPref
 		}
@@ -600,7 +600,7 @@ func readPrefFor(op *Operation, stageReadPref bool, tk topology.TopologyKind, sk
 	if (op.Write && !stageReadPref) || (op.Server != nil && op.ReadPref == nil) {
 		return nil
 	}
-	rp := topology.ReadPref{Mode: readpref.Primary}
+	rp := readpref.ReadPref{Mode: readpref.Primary}
 	if op.ReadPref != nil {
 		rp = *op.ReadPref
 	}
@@ -660,7 +660,7 @@ func (s *writeStageSelector) Select(d topology.Description, candidates []topolog
 }
 
 // readPrefDoc encodes rp as a $readPreference document.
-func readPrefDoc(rp topology.ReadPref) bson.D {
+func readPrefDoc(rp readpref.ReadPref) bson.D {
 	d := bson.D{{Key: "mode", Value: rp.Mode.String()}} // selection rejected unknown modes
 	if rp.Mode == readpref.Primary {
 		return d

@@ -756,7 +756,7 @@ func TestOverloadDeprioritizesServerForReads(t *testing.T) {
 					}))
 				}
 				op := findOp()
-				op.ReadPref = &topology.ReadPref{Mode: mode}
+				op.ReadPref = &readpref.ReadPref{Mode: mode}
 				if _, err := env.exec.Execute(ctx10(t), op); err != nil {
 					t.Fatal(err)
 				}

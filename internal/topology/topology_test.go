@@ -282,7 +282,7 @@ func TestSelectionHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
-	_, err := topo.SelectServer(ctx, ReadPrefSelector(ReadPref{Mode: readpref.Nearest}, 0), nil)
+	_, err := topo.SelectServer(ctx, ReadPrefSelector(readpref.ReadPref{Mode: readpref.Nearest}, 0), nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
@@ -307,7 +307,7 @@ func TestDeprioritizedServersSkippedWhileOthersRemain(t *testing.T) {
 		}
 		return n == 3
 	})
-	nearest := ReadPrefSelector(ReadPref{Mode: readpref.Nearest}, 0)
+	nearest := ReadPrefSelector(readpref.ReadPref{Mode: readpref.Nearest}, 0)
 	ctx := context.Background()
 	for range 20 {
 		s, err := topo.SelectServer(ctx, nearest, []string{ms[0].Addr(), ms[1].Addr()})
