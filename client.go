@@ -118,14 +118,13 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 		topo:     topo,
 		sessions: sessions,
 		exec: &exec.Executor{
-			Topology:    topo,
-			Sessions:    sessions,
-			Monitor:     o.Monitor,
-			Logger:      o.Logger,
-			RetryWrites: *o.RetryWrites,
-			RetryReads:  *o.RetryReads,
-			// The executor reads 0 as its default; 0 here means none.
-			MaxAdaptiveRetries:         cmp.Or(*o.MaxAdaptiveRetries, -1),
+			Topology:                   topo,
+			Sessions:                   sessions,
+			Monitor:                    o.Monitor,
+			Logger:                     o.Logger,
+			RetryWrites:                *o.RetryWrites,
+			RetryReads:                 *o.RetryReads,
+			MaxAdaptiveRetries:         *o.MaxAdaptiveRetries,
 			DisableRetryTokens:         !*o.AdaptiveRetries,
 			DisableOverloadRetargeting: !*o.EnableOverloadRetargeting,
 		},
@@ -214,7 +213,8 @@ func (c *Client) endSessions(ctx context.Context) {
 		}
 		ids = ids[n:]
 		// An executor without a session pool: endSessions carries no lsid.
-		noSessions := &exec.Executor{Topology: c.topo, Monitor: c.opts.Monitor, Logger: c.opts.Logger}
+		noSessions := &exec.Executor{Topology: c.topo, Monitor: c.opts.Monitor, Logger: c.opts.Logger,
+			MaxAdaptiveRetries: *c.opts.MaxAdaptiveRetries}
 		_, err := noSessions.Execute(ctx, &exec.Operation{
 			Name: "endSessions", DB: "admin",
 			Command:  bson.D{{Key: "endSessions", Value: batch}},

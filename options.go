@@ -287,6 +287,8 @@ var defaults = struct {
 	MinHeartbeatInterval time.Duration
 	MaxAppNameBytes      int
 }{
+	// MaxAdaptiveRetries: the first accepted Client Backpressure spec's
+	// MAX_ATTEMPTS; newer text says 2, see docs/retry-policy.md.
 	MaxPoolSize: 100, MaxConnecting: 2, MaxAdaptiveRetries: 5, ZlibLevel: -1,
 	ConnectTimeout: 10 * time.Second, ServerSelectionTimeout: 30 * time.Second, LocalThreshold: 15 * time.Millisecond,
 	HeartbeatInterval:    10 * time.Second,

@@ -63,8 +63,8 @@ type Executor struct {
 	RetryWrites, RetryReads bool
 	// MaxAdaptiveRetries caps the retries of an operation once an overload
 	// error (RetryableError / SystemOverloadedError label) has been seen.
-	// 0 means DefaultMaxAdaptiveRetries; a negative value disables overload
-	// retries (retryable writes and reads still get their one retry).
+	// It is taken literally: 0 means no overload retries (retryable writes
+	// and reads still get their one retry); the client resolves the default.
 	MaxAdaptiveRetries int
 	// DisableRetryTokens turns off the client-wide retry token bucket
 	// (adaptiveRetries=false): retries are then limited only by

@@ -19,11 +19,6 @@ import (
 	"github.com/sturdy-go/sturdy/internal/topology"
 )
 
-// DefaultMaxAdaptiveRetries is the retry cap once an overload error has been
-// seen (the first accepted Client Backpressure spec's MAX_ATTEMPTS; newer
-// text says 2, see docs/retry-policy.md).
-const DefaultMaxAdaptiveRetries = 5
-
 // MaxUnsentRetries caps the retries of attempts that never reached the
 // server (the pool was cleared or paused at check-out, or a write's server
 // stopped being writable before it was sent). Such an attempt
@@ -73,13 +68,7 @@ type retryPolicy interface {
 
 // policyFor returns the retry policy for op.
 func (e *Executor) policyFor(op *Operation, st *opState) retryPolicy {
-	maxAdaptive := e.MaxAdaptiveRetries
-	switch {
-	case maxAdaptive == 0:
-		maxAdaptive = DefaultMaxAdaptiveRetries
-	case maxAdaptive < 0:
-		maxAdaptive = 0
-	}
+	maxAdaptive := max(e.MaxAdaptiveRetries, 0)
 	st.retry = retrier{e: e, op: op, maxAdaptive: maxAdaptive, tokens: e.retryTokens()}
 	st.retry.start = st.retry.now()
 	return &st.retry
