@@ -34,18 +34,6 @@ type Client struct {
 // endSessionsBatch is the most session ids one endSessions command may carry.
 const endSessionsBatch = 10_000
 
-// clientDefaults are what zero-valued Options fields stand for at Connect.
-var clientDefaults = struct {
-	MaxPoolSize, MaxConnecting                                                int
-	ConnectTimeout, ServerSelectionTimeout, HeartbeatInterval, LocalThreshold time.Duration
-	MaxAdaptiveRetries                                                        int
-}{
-	MaxPoolSize: 100, MaxConnecting: 2,
-	ConnectTimeout: 10 * time.Second, ServerSelectionTimeout: 30 * time.Second,
-	HeartbeatInterval: 10 * time.Second, LocalThreshold: 15 * time.Millisecond,
-	MaxAdaptiveRetries: 5,
-}
-
 // Connect parses a connection string and connects. See ConnectWithOptions.
 func Connect(ctx context.Context, uri string) (*Client, error) {
 	o, err := ParseURI(uri)
@@ -101,7 +89,7 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 		SetName:                o.ReplicaSet,
 		Direct:                 o.Direct,
 		HeartbeatInterval:      o.HeartbeatInterval,
-		MinHeartbeatInterval:   testhook.MinHeartbeatInterval(),
+		MinHeartbeatInterval:   cmp.Or(testhook.MinHeartbeatInterval(), defaults.MinHeartbeatInterval),
 		ServerSelectionTimeout: o.ServerSelectionTimeout,
 		SocketTimeout:          o.SocketTimeout,
 		LocalThreshold:         *o.LocalThreshold,
@@ -130,14 +118,13 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 		topo:     topo,
 		sessions: sessions,
 		exec: &exec.Executor{
-			Topology:    topo,
-			Sessions:    sessions,
-			Monitor:     o.Monitor,
-			Logger:      o.Logger,
-			RetryWrites: *o.RetryWrites,
-			RetryReads:  *o.RetryReads,
-			// The executor reads 0 as its default; 0 here means none.
-			MaxAdaptiveRetries:         cmp.Or(*o.MaxAdaptiveRetries, -1),
+			Topology:                   topo,
+			Sessions:                   sessions,
+			Monitor:                    o.Monitor,
+			Logger:                     o.Logger,
+			RetryWrites:                *o.RetryWrites,
+			RetryReads:                 *o.RetryReads,
+			MaxAdaptiveRetries:         *o.MaxAdaptiveRetries,
 			DisableRetryTokens:         !*o.AdaptiveRetries,
 			DisableOverloadRetargeting: !*o.EnableOverloadRetargeting,
 		},
@@ -148,32 +135,31 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 // withDefaults fills every zero-valued option with its default.
 func withDefaults(o Options) Options {
 	if o.MaxPoolSize == 0 {
-		o.MaxPoolSize = clientDefaults.MaxPoolSize
+		o.MaxPoolSize = defaults.MaxPoolSize
 	}
 	if o.MaxConnecting == 0 {
-		o.MaxConnecting = clientDefaults.MaxConnecting
+		o.MaxConnecting = defaults.MaxConnecting
 	}
 	switch {
 	case o.ConnectTimeout == 0:
-		o.ConnectTimeout = clientDefaults.ConnectTimeout
+		o.ConnectTimeout = defaults.ConnectTimeout
 	case o.ConnectTimeout < 0:
-		// No timeout of its own (connectTimeoutMS=0): the operation's
-		// context governs. conn reads 0 as its 10 s default, so use a
-		// bound no dial reaches.
-		o.ConnectTimeout = 24 * time.Hour
+		// No timeout of its own (connectTimeoutMS=0): below the root, 0
+		// means none and the operation's context governs.
+		o.ConnectTimeout = 0
 	}
 	if o.ServerSelectionTimeout == 0 {
-		o.ServerSelectionTimeout = clientDefaults.ServerSelectionTimeout
+		o.ServerSelectionTimeout = defaults.ServerSelectionTimeout
 	}
 	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = clientDefaults.HeartbeatInterval
+		o.HeartbeatInterval = defaults.HeartbeatInterval
 	}
 	if o.LocalThreshold == nil {
-		lt := clientDefaults.LocalThreshold
+		lt := defaults.LocalThreshold
 		o.LocalThreshold = &lt
 	}
 	if o.ZlibLevel == nil {
-		l := -1
+		l := defaults.ZlibLevel
 		o.ZlibLevel = &l
 	}
 	t := true
@@ -190,7 +176,7 @@ func withDefaults(o Options) Options {
 		o.EnableOverloadRetargeting = &t
 	}
 	if o.MaxAdaptiveRetries == nil {
-		n := clientDefaults.MaxAdaptiveRetries
+		n := defaults.MaxAdaptiveRetries
 		o.MaxAdaptiveRetries = &n
 	}
 	return o
@@ -218,7 +204,7 @@ func (c *Client) endSessions(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rp := &topology.ReadPref{Mode: readpref.PrimaryPreferred}
+	rp := &readpref.ReadPref{Mode: readpref.PrimaryPreferred}
 	for len(ids) > 0 {
 		n := min(len(ids), endSessionsBatch)
 		batch := make(bson.A, n)
@@ -227,7 +213,8 @@ func (c *Client) endSessions(ctx context.Context) {
 		}
 		ids = ids[n:]
 		// An executor without a session pool: endSessions carries no lsid.
-		noSessions := &exec.Executor{Topology: c.topo, Monitor: c.opts.Monitor, Logger: c.opts.Logger}
+		noSessions := &exec.Executor{Topology: c.topo, Monitor: c.opts.Monitor, Logger: c.opts.Logger,
+			MaxAdaptiveRetries: *c.opts.MaxAdaptiveRetries}
 		_, err := noSessions.Execute(ctx, &exec.Operation{
 			Name: "endSessions", DB: "admin",
 			Command:  bson.D{{Key: "endSessions", Value: batch}},
@@ -253,7 +240,7 @@ func (c *Client) hasSelectableServer() bool {
 // whether the deployment supports sessions.
 func (c *Client) sessionsSupported(ctx context.Context) (bool, error) {
 	if !c.hasSelectableServer() {
-		sel := topology.ReadPrefSelector(topology.ReadPref{Mode: readpref.PrimaryPreferred}, c.opts.HeartbeatInterval)
+		sel := topology.ReadPrefSelector(readpref.ReadPref{Mode: readpref.PrimaryPreferred}, c.opts.HeartbeatInterval)
 		if _, err := c.topo.SelectServer(ctx, sel, nil); err != nil {
 			return false, err
 		}
@@ -369,7 +356,7 @@ func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (e
 
 // readPref is the read preference an operation selects by: nil for
 // primary, else a copy the caller cannot change under the operation.
-func readPref(rp *ReadPreference) *topology.ReadPref {
+func readPref(rp *ReadPreference) *readpref.ReadPref {
 	if rp == nil || rp.Mode == PrimaryMode {
 		return nil
 	}

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/internal/connstring"
 	"github.com/sturdy-go/sturdy/readpref"
 )
 
@@ -262,7 +265,7 @@ func validateReadPref(rp *ReadPreference, heartbeat time.Duration) error {
 	}
 	if rp.MaxStaleness > 0 {
 		if heartbeat <= 0 {
-			heartbeat = optionDefaults.HeartbeatInterval
+			heartbeat = defaults.HeartbeatInterval
 		}
 		if least := readpref.MinMaxStaleness(heartbeat); rp.MaxStaleness < least {
 			return fmt.Errorf("sturdy: invalid read preference: maxStaleness %v is below the minimum %v", rp.MaxStaleness, least)
@@ -271,16 +274,23 @@ func validateReadPref(rp *ReadPreference, heartbeat time.Duration) error {
 	return nil
 }
 
-// optionDefaults are the values zero-valued options stand for, and the
-// limits validate enforces. One identifier, so it cannot clash with the
-// other files of the package.
-var optionDefaults = struct {
-	MaxPoolSize          int
-	HeartbeatInterval    time.Duration
+// defaults are what zero-valued Options fields stand for, and the limits
+// validate enforces: the only place the driver's defaults are defined.
+// withDefaults applies them at Connect; the layers below (topology, pool,
+// conn) take the resolved values literally, zero meaning none.
+var defaults = struct {
+	MaxPoolSize, MaxConnecting, MaxAdaptiveRetries, ZlibLevel int
+	ConnectTimeout, ServerSelectionTimeout, LocalThreshold    time.Duration
+	HeartbeatInterval                                         time.Duration
+	// MinHeartbeatInterval is fixed by the SDAM spec (not an option; only
+	// testhook shortens it) and is also the lowest HeartbeatInterval.
 	MinHeartbeatInterval time.Duration
 	MaxAppNameBytes      int
 }{
-	MaxPoolSize:          100,
+	// MaxAdaptiveRetries: the first accepted Client Backpressure spec's
+	// MAX_ATTEMPTS; newer text says 2, see docs/retry-policy.md.
+	MaxPoolSize: 100, MaxConnecting: 2, MaxAdaptiveRetries: 5, ZlibLevel: -1,
+	ConnectTimeout: 10 * time.Second, ServerSelectionTimeout: 30 * time.Second, LocalThreshold: 15 * time.Millisecond,
 	HeartbeatInterval:    10 * time.Second,
 	MinHeartbeatInterval: 500 * time.Millisecond,
 	MaxAppNameBytes:      128,
@@ -342,8 +352,8 @@ func (o Options) validate() error {
 			bad("load-balanced mode cannot be combined with SRVMaxHosts")
 		}
 	}
-	if len(o.AppName) > optionDefaults.MaxAppNameBytes {
-		bad("AppName is %d bytes, at most %d allowed", len(o.AppName), optionDefaults.MaxAppNameBytes)
+	if len(o.AppName) > defaults.MaxAppNameBytes {
+		bad("AppName is %d bytes, at most %d allowed", len(o.AppName), defaults.MaxAppNameBytes)
 	}
 
 	if o.MinPoolSize < 0 {
@@ -351,7 +361,7 @@ func (o Options) validate() error {
 	}
 	maxPool := o.MaxPoolSize
 	if maxPool == 0 {
-		maxPool = optionDefaults.MaxPoolSize
+		maxPool = defaults.MaxPoolSize
 	}
 	if maxPool > 0 && o.MinPoolSize > maxPool {
 		bad("MinPoolSize %d is greater than MaxPoolSize %d", o.MinPoolSize, maxPool)
@@ -367,8 +377,8 @@ func (o Options) validate() error {
 			bad("%s must be non-negative, got %v", name, d)
 		}
 	}
-	if o.HeartbeatInterval > 0 && o.HeartbeatInterval < optionDefaults.MinHeartbeatInterval {
-		bad("HeartbeatInterval must be at least %v, got %v", optionDefaults.MinHeartbeatInterval, o.HeartbeatInterval)
+	if o.HeartbeatInterval > 0 && o.HeartbeatInterval < defaults.MinHeartbeatInterval {
+		bad("HeartbeatInterval must be at least %v, got %v", defaults.MinHeartbeatInterval, o.HeartbeatInterval)
 	}
 	if o.LocalThreshold != nil && *o.LocalThreshold < 0 {
 		bad("LocalThreshold must be non-negative, got %v", *o.LocalThreshold)
@@ -379,8 +389,8 @@ func (o Options) validate() error {
 		bad("ServerMonitoringMode must be auto, stream or poll, got %q", o.ServerMonitoringMode)
 	}
 	for _, c := range o.Compressors {
-		if c != "zstd" && c != "zlib" && c != "snappy" {
-			bad("unknown compressor %q (supported: zstd, zlib, snappy)", c)
+		if !slices.Contains(connstring.SupportedCompressors, c) {
+			bad("unknown compressor %q (supported: %s)", c, strings.Join(connstring.SupportedCompressors, ", "))
 		}
 	}
 	if o.ZlibLevel != nil && (*o.ZlibLevel < -1 || *o.ZlibLevel > 9) {

@@ -13,7 +13,6 @@ import (
 	"github.com/sturdy-go/sturdy"
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/event"
-	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
@@ -397,7 +396,7 @@ func TestRetryOptionsReachTheExecutor(t *testing.T) {
 	cluster := mongosim.Start(t)
 	c := connect(t, cluster.URI()+"&maxAdaptiveRetries=0&adaptiveRetries=false&enableOverloadRetargeting=false&retryReads=false", nil)
 	ex := sturdy.ExecutorOf(c)
-	if ex.MaxAdaptiveRetries >= 0 || !ex.DisableRetryTokens || !ex.DisableOverloadRetargeting || ex.RetryReads || !ex.RetryWrites {
+	if ex.MaxAdaptiveRetries != 0 || !ex.DisableRetryTokens || !ex.DisableOverloadRetargeting || ex.RetryReads || !ex.RetryWrites {
 		t.Fatalf("executor %+v", ex)
 	}
 	c = connect(t, cluster.URI(), func(o *sturdy.Options) { o.MaxAdaptiveRetries = ptr(2) })
@@ -406,7 +405,7 @@ func TestRetryOptionsReachTheExecutor(t *testing.T) {
 		t.Fatalf("executor %+v", ex)
 	}
 	c = connect(t, cluster.URI(), nil)
-	if ex := sturdy.ExecutorOf(c); ex.MaxAdaptiveRetries != exec.DefaultMaxAdaptiveRetries {
+	if ex := sturdy.ExecutorOf(c); ex.MaxAdaptiveRetries != 5 { // the documented default
 		t.Fatalf("default MaxAdaptiveRetries %d", ex.MaxAdaptiveRetries)
 	}
 }

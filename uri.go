@@ -55,12 +55,36 @@ func ParseURI(uri string) (Options, error) {
 }
 
 func (o *Options) fromConnString(cs *connstring.ConnString) error {
-	fail := func(option, format string, args ...any) error {
-		return &URIError{Option: option, Msg: fmt.Sprintf(format, args...)}
-	}
 	if cs.ProxyHost != "" {
-		return fail("proxyHost", "SOCKS5 proxy options (proxyHost, ...) are not supported; use Options.Dialer")
+		return uriError("proxyHost", "SOCKS5 proxy options (proxyHost, ...) are not supported; use Options.Dialer")
 	}
+	o.topologyFrom(cs)
+	if err := o.tlsFrom(cs); err != nil {
+		return err
+	}
+	if err := o.credentialFrom(cs); err != nil {
+		return err
+	}
+	o.AppName = cs.AppName
+	o.poolFrom(cs)
+	o.timeoutsFrom(cs)
+	o.writeConcernFrom(cs)
+	if err := o.readPreferenceFrom(cs); err != nil {
+		return err
+	}
+	o.ReadConcernLevel = cs.ReadConcernLevel
+	o.compressionFrom(cs)
+	o.retriesFrom(cs)
+	o.warningsFrom(cs)
+	return nil
+}
+
+func uriError(option, format string, args ...any) error {
+	return &URIError{Option: option, Msg: fmt.Sprintf(format, args...)}
+}
+
+// topologyFrom takes the hosts and how to treat them.
+func (o *Options) topologyFrom(cs *connstring.ConnString) {
 	if cs.IsSRV() {
 		o.SRVHost = cs.SRVHost
 		o.SRVServiceName = cs.SRVServiceName
@@ -77,23 +101,26 @@ func (o *Options) fromConnString(cs *connstring.ConnString) error {
 		o.LoadBalanced = *cs.LoadBalanced
 		o.uri.loadBalanced = true
 	}
+	o.ServerMonitoringMode = cs.ServerMonitoringMode
+}
 
+func (o *Options) tlsFrom(cs *connstring.ConnString) error {
 	if cs.TLSEnabled() {
 		cfg, err := tlsConfig(cs)
 		if err != nil {
 			return err
 		}
 		o.TLS = cfg
-	} else if cs.TLSCAFile != "" || cs.TLSCertificateKeyFile != "" || isTrue(cs.TLSInsecure) ||
+		return nil
+	}
+	if cs.TLSCAFile != "" || cs.TLSCertificateKeyFile != "" || isTrue(cs.TLSInsecure) ||
 		isTrue(cs.TLSAllowInvalidCertificates) || isTrue(cs.TLSAllowInvalidHostnames) {
-		return fail("tls", "TLS options are given but tls=false")
+		return uriError("tls", "TLS options are given but tls=false")
 	}
+	return nil
+}
 
-	if err := o.credentialFrom(cs); err != nil {
-		return err
-	}
-	o.AppName = cs.AppName
-
+func (o *Options) poolFrom(cs *connstring.ConnString) {
 	if cs.MaxPoolSize != nil {
 		o.MaxPoolSize = *cs.MaxPoolSize
 		if o.MaxPoolSize == 0 { // maxPoolSize=0 means no limit
@@ -103,6 +130,11 @@ func (o *Options) fromConnString(cs *connstring.ConnString) error {
 	setInt(&o.MinPoolSize, cs.MinPoolSize)
 	setInt(&o.MaxConnecting, cs.MaxConnecting)
 	setDuration(&o.MaxIdleTime, cs.MaxIdleTime)
+}
+
+// timeoutsFrom maps the URI's 0 ("none") to Options' negative value, since
+// a zero Options field stands for the default.
+func (o *Options) timeoutsFrom(cs *connstring.ConnString) {
 	if cs.ConnectTimeout != nil {
 		o.ConnectTimeout = *cs.ConnectTimeout
 		if o.ConnectTimeout == 0 { // connectTimeoutMS=0 means no timeout
@@ -120,45 +152,56 @@ func (o *Options) fromConnString(cs *connstring.ConnString) error {
 	if cs.Timeout != nil && *cs.Timeout == 0 {
 		o.Timeout = -1 // timeoutMS=0: set, without a limit
 	}
-	o.ServerMonitoringMode = cs.ServerMonitoringMode
+}
 
-	if cs.W != nil || cs.WTimeout != nil || cs.Journal != nil {
-		wc := &WriteConcern{W: cs.W}
-		setDuration(&wc.WTimeout, cs.WTimeout)
-		if cs.Journal != nil {
-			j := *cs.Journal
-			wc.Journal = &j
-		}
-		o.WriteConcern = wc
+func (o *Options) writeConcernFrom(cs *connstring.ConnString) {
+	if cs.W == nil && cs.WTimeout == nil && cs.Journal == nil {
+		return
 	}
-	if cs.ReadPreference != "" || len(cs.ReadPreferenceTags) > 0 || cs.MaxStalenessSeconds != nil {
-		rp := &ReadPreference{}
-		if cs.ReadPreference != "" {
-			mode, err := ParseReadMode(cs.ReadPreference)
-			if err != nil {
-				return fail("readPreference", "%v", err)
-			}
-			rp.Mode = mode
-		}
-		for _, tags := range cs.ReadPreferenceTags {
-			ts := TagSet{}
-			for k, v := range tags {
-				ts[k] = v
-			}
-			rp.TagSets = append(rp.TagSets, ts)
-		}
-		if s := cs.MaxStalenessSeconds; s != nil && *s > 0 {
-			rp.MaxStaleness = time.Duration(*s) * time.Second
-		}
-		o.ReadPreference = rp
+	wc := &WriteConcern{W: cs.W}
+	setDuration(&wc.WTimeout, cs.WTimeout)
+	if cs.Journal != nil {
+		j := *cs.Journal
+		wc.Journal = &j
 	}
-	o.ReadConcernLevel = cs.ReadConcernLevel
+	o.WriteConcern = wc
+}
 
+func (o *Options) readPreferenceFrom(cs *connstring.ConnString) error {
+	if cs.ReadPreference == "" && len(cs.ReadPreferenceTags) == 0 && cs.MaxStalenessSeconds == nil {
+		return nil
+	}
+	rp := &ReadPreference{}
+	if cs.ReadPreference != "" {
+		mode, err := ParseReadMode(cs.ReadPreference)
+		if err != nil {
+			return uriError("readPreference", "%v", err)
+		}
+		rp.Mode = mode
+	}
+	for _, tags := range cs.ReadPreferenceTags {
+		ts := TagSet{}
+		for k, v := range tags {
+			ts[k] = v
+		}
+		rp.TagSets = append(rp.TagSets, ts)
+	}
+	if s := cs.MaxStalenessSeconds; s != nil && *s > 0 {
+		rp.MaxStaleness = time.Duration(*s) * time.Second
+	}
+	o.ReadPreference = rp
+	return nil
+}
+
+func (o *Options) compressionFrom(cs *connstring.ConnString) {
 	o.Compressors = append([]string(nil), cs.Compressors...)
 	if cs.ZlibCompressionLevel != nil {
 		l := *cs.ZlibCompressionLevel
 		o.ZlibLevel = &l
 	}
+}
+
+func (o *Options) retriesFrom(cs *connstring.ConnString) {
 	o.RetryWrites = copyBool(cs.RetryWrites)
 	o.RetryReads = copyBool(cs.RetryReads)
 	if cs.MaxAdaptiveRetries != nil {
@@ -167,14 +210,16 @@ func (o *Options) fromConnString(cs *connstring.ConnString) error {
 	}
 	o.AdaptiveRetries = copyBool(cs.AdaptiveRetries)
 	o.EnableOverloadRetargeting = copyBool(cs.EnableOverloadRetargeting)
+}
 
+// warningsFrom notes the options that are parsed but do not apply.
+func (o *Options) warningsFrom(cs *connstring.ConnString) {
 	if cs.ServerSelectionTryOnce != nil {
 		o.Warnings = append(o.Warnings, "sturdy: serverSelectionTryOnce ignored: it applies to single-threaded drivers only")
 	}
 	if cs.WaitQueueTimeout != nil {
 		o.Warnings = append(o.Warnings, "sturdy: waitQueueTimeoutMS ignored: bound the wait with the operation's context or timeoutMS")
 	}
-	return nil
 }
 
 // credentialFrom builds the credential, applying the auth specification's

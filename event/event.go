@@ -236,6 +236,30 @@ func (m *Monitor) PublishRetry(ctx context.Context, e *RetryEvent) {
 	}
 }
 
+// PublishServerHeartbeatStarted sends e to the ServerHeartbeatStarted
+// handler, if any.
+func (m *Monitor) PublishServerHeartbeatStarted(e *ServerHeartbeatStartedEvent) {
+	if m != nil && m.ServerHeartbeatStarted != nil {
+		m.ServerHeartbeatStarted(e)
+	}
+}
+
+// PublishServerHeartbeatSucceeded sends e to the ServerHeartbeatSucceeded
+// handler, if any.
+func (m *Monitor) PublishServerHeartbeatSucceeded(e *ServerHeartbeatSucceededEvent) {
+	if m != nil && m.ServerHeartbeatSucceeded != nil {
+		m.ServerHeartbeatSucceeded(e)
+	}
+}
+
+// PublishServerHeartbeatFailed sends e to the ServerHeartbeatFailed
+// handler, if any.
+func (m *Monitor) PublishServerHeartbeatFailed(e *ServerHeartbeatFailedEvent) {
+	if m != nil && m.ServerHeartbeatFailed != nil {
+		m.ServerHeartbeatFailed(e)
+	}
+}
+
 // WantsCommands reports whether any command handler is set, so callers can
 // skip building events nobody reads.
 func (m *Monitor) WantsCommands() bool {

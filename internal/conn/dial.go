@@ -1,12 +1,14 @@
 package conn
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -20,23 +22,20 @@ const (
 	DriverVersion = "0.1.0"
 )
 
-// DefaultDialTimeout bounds dialing, TLS and the handshake when
-// Options.DialTimeout is 0.
-const DefaultDialTimeout = 10 * time.Second
-
 // Metadata limits from the handshake specification.
 const (
 	maxMetadataSize = 512
 	maxAppNameSize  = 128
 )
 
-// Options configures Dial. The zero value dials plain TCP with a 10 s timeout,
-// no compression and no authentication.
+// Options configures Dial. The zero value dials plain TCP with no timeout
+// of its own (the ctx given to Dial governs), no compression and no
+// authentication. Values are taken literally: the client resolves defaults.
 type Options struct {
 	// AppName is sent as client.application.name (at most 128 bytes).
 	AppName string
 	// DialTimeout bounds connecting, TLS and the handshake together; 0
-	// means 10 s. The ctx given to Dial can end it sooner.
+	// means no bound but the ctx given to Dial, which can end it sooner.
 	DialTimeout time.Duration
 	// TLSConfig turns on TLS; nil means plain TCP. ServerName defaults to
 	// the host part of the address.
@@ -78,106 +77,141 @@ var ErrNoServiceID = errors.New("Driver attempted to initialize in load balancin
 // handshake are *NetworkError with Op "dial" or "handshake"; a rejected
 // authentication is an *AuthError. Option mistakes are plain errors.
 func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
-	comp, err := offeredCompressors(o.Compressors)
+	p, err := prepare(o)
 	if err != nil {
 		return nil, err
 	}
-	if len(o.AppName) > maxAppNameSize {
-		return nil, fmt.Errorf("application name is %d bytes, more than the %d allowed", len(o.AppName), maxAppNameSize)
+	if o.DialTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.DialTimeout)
+		defer cancel()
 	}
-	zlibLevel := o.ZlibLevel
-	if zlibLevel == 0 {
-		zlibLevel = -1
-	}
-	if zlibLevel < -1 || zlibLevel > 9 {
-		return nil, fmt.Errorf("zlib level %d out of range -1..9", o.ZlibLevel)
-	}
-	meta, err := clientMetadata(o)
-	if err != nil {
-		return nil, err
-	}
-	var auth authenticator
-	if o.Credential != nil {
-		if auth, err = newAuthenticator(o.Credential); err != nil {
-			return nil, err
-		}
-	}
-
-	timeout := o.DialTimeout
-	if timeout <= 0 {
-		timeout = DefaultDialTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-
 	nc, err := dialNet(ctx, addr, o)
 	if err != nil {
 		return nil, netError(ctx, addr, "dial", err)
 	}
+	c := newConn(nc, addr, o)
+	// The socket timeout applies after the handshake: DialTimeout bounds it.
+	defer func() { c.socketTimeout = o.SocketTimeout }()
+	if err := c.handshake(ctx, o, p); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if p.auth != nil {
+		if err := c.authenticate(ctx, o, p.auth); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// dialPlan is what Dial derives from its Options before connecting.
+type dialPlan struct {
+	comp bson.A // compressor names offered, in order of preference
+	meta bson.D // client metadata
+	auth authenticator
+}
+
+// prepare checks o and derives the handshake's parts, so that option
+// mistakes fail before anything is dialled.
+func prepare(o Options) (dialPlan, error) {
+	var p dialPlan
+	var err error
+	if p.comp, err = offeredCompressors(o.Compressors); err != nil {
+		return p, err
+	}
+	if len(o.AppName) > maxAppNameSize {
+		return p, fmt.Errorf("application name is %d bytes, more than the %d allowed", len(o.AppName), maxAppNameSize)
+	}
+	if o.ZlibLevel < -1 || o.ZlibLevel > 9 {
+		return p, fmt.Errorf("zlib level %d out of range -1..9", o.ZlibLevel)
+	}
+	if p.meta, err = clientMetadata(o); err != nil {
+		return p, err
+	}
+	if o.Credential != nil {
+		if p.auth, err = newAuthenticator(o.Credential); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// newConn wraps an established network connection.
+func newConn(nc net.Conn, addr string, o Options) *Conn {
 	now := time.Now()
 	c := &Conn{
 		nc:          nc,
 		addr:        addr,
 		id:          connID(o.ID),
 		createdAt:   now,
-		zlibLevel:   zlibLevel,
+		zlibLevel:   cmp.Or(o.ZlibLevel, -1), // see Options.ZlibLevel
 		maxMsgSize:  wire.DefaultMaxMessageSize,
 		maxSendSize: wire.DefaultMaxMessageSize,
 	}
 	c.lastUsed.Store(now.UnixNano())
-	defer func() { c.socketTimeout = o.SocketTimeout }() // not during the handshake: DialTimeout bounds it
 	c.abortFn = c.abort
+	return c
+}
 
+// helloCommand is the handshake's hello.
+func helloCommand(o Options, p dialPlan) (bson.D, error) {
 	hello := bson.D{
 		{Key: "hello", Value: int32(1)},
 		{Key: "helloOk", Value: true},
-		{Key: "client", Value: meta},
+		{Key: "client", Value: p.meta},
 	}
-	if len(comp) > 0 {
-		hello = append(hello, bson.E{Key: "compression", Value: comp})
+	if len(p.comp) > 0 {
+		hello = append(hello, bson.E{Key: "compression", Value: p.comp})
 	}
 	hello = append(hello, bson.E{Key: "backpressure", Value: true})
 	if o.LoadBalanced {
 		hello = append(hello, bson.E{Key: "loadBalanced", Value: true})
 	}
-	if auth != nil {
-		if u := auth.mechsQuery(); u != "" {
+	if p.auth != nil {
+		if u := p.auth.mechsQuery(); u != "" {
 			hello = append(hello, bson.E{Key: "saslSupportedMechs", Value: u})
 		}
-		spec, err := auth.speculative()
+		spec, err := p.auth.speculative()
 		if err != nil {
-			c.Close()
 			return nil, err
 		}
 		if spec != nil {
 			hello = append(hello, bson.E{Key: "speculativeAuthenticate", Value: spec})
 		}
 	}
+	return hello, nil
+}
+
+// handshake runs hello and applies the reply: the description, message
+// size limits and the negotiated compressor.
+func (c *Conn) handshake(ctx context.Context, o Options, p dialPlan) error {
+	hello, err := helloCommand(o, p)
+	if err != nil {
+		return err
+	}
 	body, err := bson.Marshal(hello)
 	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("encoding hello: %w", err)
+		return fmt.Errorf("encoding hello: %w", err)
 	}
 	start := time.Now()
 	reply, err := c.Send(ctx, &Request{DB: "admin", Command: body})
 	if err != nil {
-		c.Close()
 		var ne *NetworkError
 		if errors.As(err, &ne) {
 			ne.Op = "handshake"
-			return nil, ne
+			return ne
 		}
-		return nil, netError(ctx, addr, "handshake", err)
+		return netError(ctx, c.addr, "handshake", err)
 	}
 	c.handshakeRTT = time.Since(start)
 	desc, err := ParseDescription(reply.Body)
 	if err != nil {
-		c.Close()
-		return nil, netError(ctx, addr, "handshake", fmt.Errorf("decoding hello reply: %w", err))
+		return netError(ctx, c.addr, "handshake", fmt.Errorf("decoding hello reply: %w", err))
 	}
 	if o.LoadBalanced && desc.ServiceID == nil {
-		c.Close()
-		return nil, fmt.Errorf("%s: %w", addr, ErrNoServiceID)
+		return fmt.Errorf("%s: %w", c.addr, ErrNoServiceID)
 	}
 	c.desc = desc
 	c.serverConnID = desc.ConnectionID
@@ -187,36 +221,40 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 		c.maxSendSize = desc.MaxMessageSizeBytes
 		c.maxMsgSize = max(desc.MaxMessageSizeBytes, wire.DefaultMaxMessageSize)
 	}
-	if desc.Compression != "" {
-		id, known := wire.CompressorByName(desc.Compression)
-		offered := false
-		for _, name := range comp {
-			offered = offered || name == desc.Compression
-		}
-		if !known || !offered {
-			c.Close()
-			return nil, netError(ctx, addr, "handshake", fmt.Errorf("server chose compressor %q, which was not offered", desc.Compression))
-		}
-		c.compressor, c.compress = id, true
+	return c.useCompressor(ctx, p.comp)
+}
+
+// useCompressor turns on the compressor the server chose, which must be
+// one that was offered.
+func (c *Conn) useCompressor(ctx context.Context, offered bson.A) error {
+	name := c.desc.Compression
+	if name == "" {
+		return nil
 	}
-	if auth != nil {
-		if err := auth.authenticate(ctx, c); err != nil {
-			c.Close()
-			if desc.ServiceID != nil {
-				// After the handshake: SDAM error handling clears this
-				// service's connections (load balancer specification),
-				// so the error says which service, network errors too.
-				var ae *AuthError
-				if !errors.As(err, &ae) {
-					ae = &AuthError{Mechanism: o.Credential.Mechanism, Err: err}
-					err = ae
-				}
-				ae.ServiceID = desc.ServiceID
-			}
-			return nil, err
-		}
+	id, known := wire.CompressorByName(name)
+	if !known || !slices.Contains(offered, any(name)) {
+		return netError(ctx, c.addr, "handshake", fmt.Errorf("server chose compressor %q, which was not offered", name))
 	}
-	return c, nil
+	c.compressor, c.compress = id, true
+	return nil
+}
+
+// authenticate runs the credential's conversation after the handshake.
+func (c *Conn) authenticate(ctx context.Context, o Options, auth authenticator) error {
+	err := auth.authenticate(ctx, c)
+	if err == nil || c.desc.ServiceID == nil {
+		return err
+	}
+	// After the handshake: SDAM error handling clears this service's
+	// connections (load balancer specification), so the error says which
+	// service, network errors too.
+	var ae *AuthError
+	if !errors.As(err, &ae) {
+		ae = &AuthError{Mechanism: o.Credential.Mechanism, Err: err}
+		err = ae
+	}
+	ae.ServiceID = c.desc.ServiceID
+	return err
 }
 
 // HandshakeRTT is how long the hello round trip of the handshake took.

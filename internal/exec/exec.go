@@ -63,8 +63,8 @@ type Executor struct {
 	RetryWrites, RetryReads bool
 	// MaxAdaptiveRetries caps the retries of an operation once an overload
 	// error (RetryableError / SystemOverloadedError label) has been seen.
-	// 0 means DefaultMaxAdaptiveRetries; a negative value disables overload
-	// retries (retryable writes and reads still get their one retry).
+	// It is taken literally: 0 means no overload retries (retryable writes
+	// and reads still get their one retry); the client resolves the default.
 	MaxAdaptiveRetries int
 	// DisableRetryTokens turns off the client-wide retry token bucket
 	// (adaptiveRetries=false): retries are then limited only by
@@ -101,7 +101,7 @@ type Operation struct {
 	Sequences []wire.DocumentSequence
 	// Write selects a writable server; otherwise ReadPref applies.
 	Write    bool
-	ReadPref *topology.ReadPref // nil = primary
+	ReadPref *readpref.ReadPref // nil = primary
 	// WriteStage marks an aggregate whose pipeline ends in $out or $merge
 	// (with Write set). Per the CRUD spec such a write may run on a
 	// secondary: a non-primary ReadPref is used for selection and sent as
@@ -326,7 +326,7 @@ func (e *Executor) run(ctx context.Context, op *Operation, st *opState) (bson.Ra
 			policy.succeeded(st)
 			return reply, nil
 		}
-		again, final, finalReply := policy.retry(ctx, st, err, reply)
+		again, finalReply, final := policy.retry(ctx, st, err, reply)
 		if !again {
 			return finalReply, final
 		}
@@ -363,7 +363,7 @@ func (e *Executor) selectServer(ctx context.Context, op *Operation, st *opState)
 	} else if op.Write {
 		sel = topology.WriteSelector()
 	} else {
-		rp := topology.ReadPref{Mode: readpref.Primary}
+		rp := readpref.ReadPref{Mode: readpref.Primary}
 		if op.ReadPref != nil {
 			rp = *op.ReadPref
 		}
@@ -603,7 +603,7 @@ func readPrefFor(op *Operation, stageReadPref bool, tk topology.TopologyKind, sk
 	if (op.Write && !stageReadPref) || (op.Server != nil && op.ReadPref == nil) {
 		return nil
 	}
-	rp := topology.ReadPref{Mode: readpref.Primary}
+	rp := readpref.ReadPref{Mode: readpref.Primary}
 	if op.ReadPref != nil {
 		rp = *op.ReadPref
 	}
@@ -663,7 +663,7 @@ func (s *writeStageSelector) Select(d topology.Description, candidates []topolog
 }
 
 // readPrefDoc encodes rp as a $readPreference document.
-func readPrefDoc(rp topology.ReadPref) bson.D {
+func readPrefDoc(rp readpref.ReadPref) bson.D {
 	d := bson.D{{Key: "mode", Value: rp.Mode.String()}} // selection rejected unknown modes
 	if rp.Mode == readpref.Primary {
 		return d

@@ -135,7 +135,7 @@ func TestReadPreferenceOnMongos(t *testing.T) {
 	env := newEnv(t, topology.Options{Hosts: []string{srv.Addr()}})
 	s := autoReply(srv, "find", bson.D{{Key: "cursor", Value: bson.D{{Key: "id", Value: int64(0)}, {Key: "ns", Value: "db.c"}, {Key: "firstBatch", Value: bson.A{}}}}})
 	ctx := ctx10(t)
-	find := func(rp *topology.ReadPref) bson.Raw {
+	find := func(rp *readpref.ReadPref) bson.Raw {
 		t.Helper()
 		n := s.len()
 		if _, err := env.exec.Execute(ctx, &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}}, ReadPref: rp}); err != nil {
@@ -146,10 +146,10 @@ func TestReadPreferenceOnMongos(t *testing.T) {
 	if cmd := find(nil); has(cmd, "$readPreference") {
 		t.Errorf("primary read to mongos carries $readPreference: %v", cmd)
 	}
-	if cmd := find(&topology.ReadPref{Mode: readpref.Primary}); has(cmd, "$readPreference") {
+	if cmd := find(&readpref.ReadPref{Mode: readpref.Primary}); has(cmd, "$readPreference") {
 		t.Errorf("explicit primary read to mongos carries $readPreference: %v", cmd)
 	}
-	cmd := find(&topology.ReadPref{Mode: readpref.SecondaryPreferred, TagSets: []readpref.TagSet{{"dc": "ny", "rack": "1"}, {}}, MaxStaleness: 120 * time.Second})
+	cmd := find(&readpref.ReadPref{Mode: readpref.SecondaryPreferred, TagSets: []readpref.TagSet{{"dc": "ny", "rack": "1"}, {}}, MaxStaleness: 120 * time.Second})
 	want, _ := bson.Marshal(bson.D{
 		{Key: "mode", Value: "secondaryPreferred"},
 		{Key: "tags", Value: bson.A{bson.D{{Key: "dc", Value: "ny"}, {Key: "rack", Value: "1"}}, bson.D{}}},
@@ -158,7 +158,7 @@ func TestReadPreferenceOnMongos(t *testing.T) {
 	if got, err := cmd.LookupErr("$readPreference"); err != nil || !bytes.Equal(got.Document(), want) {
 		t.Errorf("$readPreference = %v, want %v", got, bson.Raw(want))
 	}
-	cmd = find(&topology.ReadPref{Mode: readpref.Nearest})
+	cmd = find(&readpref.ReadPref{Mode: readpref.Nearest})
 	if got, err := cmd.LookupErr("$readPreference", "mode"); err != nil || got.StringValue() != "nearest" {
 		t.Errorf("nearest: $readPreference = %v", got)
 	}
@@ -176,7 +176,7 @@ func TestDirectConnectionToSecondaryReadsPrimaryPreferred(t *testing.T) {
 	if got, err := s.get(0).Command.LookupErr("$readPreference", "mode"); err != nil || got.StringValue() != "primaryPreferred" {
 		t.Errorf("direct read from a secondary: $readPreference mode %v (%v), want primaryPreferred", got, err)
 	}
-	rp := &topology.ReadPref{Mode: readpref.Secondary}
+	rp := &readpref.ReadPref{Mode: readpref.Secondary}
 	if _, err := env.exec.Execute(ctx, &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}}, ReadPref: rp}); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestDirectStandaloneNeverGetsReadPreference(t *testing.T) {
 	srv := blackpipe.Start(t)
 	env := newEnv(t, topology.Options{Hosts: []string{srv.Addr()}, Direct: true})
 	s := autoReply(srv, "count", bson.D{{Key: "n", Value: 0}})
-	rp := &topology.ReadPref{Mode: readpref.Secondary}
+	rp := &readpref.ReadPref{Mode: readpref.Secondary}
 	if _, err := env.exec.Execute(ctx10(t), &exec.Operation{DB: "db", Command: bson.D{{Key: "count", Value: "c"}}, ReadPref: rp}); err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +447,7 @@ func TestKeepSessionAndPinnedGetMore(t *testing.T) {
 	gets := autoReply(sec, "getMore", bson.D{{Key: "cursor", Value: bson.D{{Key: "id", Value: int64(0)}, {Key: "ns", Value: "db.c"}, {Key: "nextBatch", Value: bson.A{}}}}})
 	ctx := ctx10(t)
 	res, err := env.exec.Execute(ctx, &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}},
-		ReadPref: &topology.ReadPref{Mode: readpref.Secondary}, KeepSession: true})
+		ReadPref: &readpref.ReadPref{Mode: readpref.Secondary}, KeepSession: true})
 	if err != nil {
 		t.Fatal(err)
 	}

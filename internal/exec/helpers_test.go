@@ -65,7 +65,7 @@ func newEnv(t *testing.T, o topology.Options) *env {
 		o.ServerSelectionTimeout = 5 * time.Second
 	}
 	if o.Pool.MaxPoolSize == 0 {
-		o.Pool = pool.Options{MaxPoolSize: 10}
+		o.Pool = pool.Options{MaxPoolSize: 10, MaxConnecting: 2}
 	}
 	topo, err := topology.New(o)
 	if err != nil {
@@ -77,7 +77,8 @@ func newEnv(t *testing.T, o topology.Options) *env {
 	testsupport.CloseOnCleanup(t, topo.Disconnect)
 	sp := session.NewPool(nil)
 	return &env{
-		exec:     &exec.Executor{Topology: topo, Sessions: sp, Monitor: rec.monitor(), RetryWrites: true, RetryReads: true},
+		exec: &exec.Executor{Topology: topo, Sessions: sp, Monitor: rec.monitor(), RetryWrites: true, RetryReads: true,
+			MaxAdaptiveRetries: 5}, // the client's default; the executor takes 0 as none
 		topo:     topo,
 		sessions: sp,
 		rec:      rec,

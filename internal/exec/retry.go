@@ -19,11 +19,6 @@ import (
 	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
-// DefaultMaxAdaptiveRetries is the retry cap once an overload error has been
-// seen (the first accepted Client Backpressure spec's MAX_ATTEMPTS; newer
-// text says 2, see docs/retry-policy.md).
-const DefaultMaxAdaptiveRetries = 5
-
 // MaxUnsentRetries caps the retries of attempts that never reached the
 // server (the pool was cleared or paused at check-out, or a write's server
 // stopped being writable before it was sent). Such an attempt
@@ -57,23 +52,17 @@ var errRetryUnsupported = errors.New("the server selected for the retry does not
 type retryPolicy interface {
 	// retry is called after attempt number st.attempts failed with err
 	// (reply is that attempt's reply, if any). It reports whether to try
-	// again and otherwise the error (and its reply) Execute returns. A
+	// again and otherwise the reply and error Execute returns. A
 	// policy that retries may wait (honouring ctx), publish a RetryEvent
 	// and add to st.deprioritized first.
-	retry(ctx context.Context, st *opState, err error, reply bson.Raw) (again bool, final error, finalReply bson.Raw)
+	retry(ctx context.Context, st *opState, err error, reply bson.Raw) (again bool, finalReply bson.Raw, final error)
 	// succeeded is called once when an attempt succeeds (token deposits).
 	succeeded(st *opState)
 }
 
 // policyFor returns the retry policy for op.
 func (e *Executor) policyFor(op *Operation, st *opState) retryPolicy {
-	maxAdaptive := e.MaxAdaptiveRetries
-	switch {
-	case maxAdaptive == 0:
-		maxAdaptive = DefaultMaxAdaptiveRetries
-	case maxAdaptive < 0:
-		maxAdaptive = 0
-	}
+	maxAdaptive := max(e.MaxAdaptiveRetries, 0)
 	st.retry = retrier{e: e, op: op, maxAdaptive: maxAdaptive, tokens: e.retryTokens()}
 	st.retry.start = st.retry.now()
 	return &st.retry
@@ -155,7 +144,7 @@ func (r *retrier) succeeded(*opState) {
 	r.tokens.Deposit(n)
 }
 
-func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.Raw) (bool, error, bson.Raw) {
+func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.Raw) (bool, bson.Raw, error) {
 	overloaded := mongoerr.HasErrorLabel(err, mongoerr.LabelSystemOverloaded)
 	if r.took && !overloaded {
 		r.tokens.Deposit(backoff.RetryCost) // the failed retry's token comes back
@@ -168,12 +157,12 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 		if te.Err == nil && r.prevErr != nil {
 			te.Err = r.prevErr
 		}
-		return false, err, r.prevReply
+		return false, r.prevReply, err
 	}
 	if r.prevErr == nil || writeAttempted(st, err) {
 		r.prevErr, r.prevReply = err, reply
 	}
-	stop := func() (bool, error, bson.Raw) { return false, r.prevErr, r.prevReply }
+	stop := func() (bool, bson.Raw, error) { return false, r.prevReply, r.prevErr }
 
 	var selErr *mongoerr.ServerSelectionError
 	switch {
@@ -182,7 +171,7 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 		return stop()
 	}
 	if st.txnNumber != nil && !st.inTxn && transactionNumbersRejected(err) {
-		return false, &RetryableWritesUnsupportedError{Err: err}, reply
+		return false, reply, &RetryableWritesUnsupportedError{Err: err}
 	}
 
 	if r.neverSent(st, err) {

@@ -450,11 +450,11 @@ func TestOverloadBackoffSchedule(t *testing.T) {
 		baseBackoff int32
 		want        []time.Duration
 	}{
-		{"default", 0.5, 0, 0, []time.Duration{50 * ms, 100 * ms, 200 * ms, 400 * ms, 800 * ms}},
+		{"default", 0.5, 5, 0, []time.Duration{50 * ms, 100 * ms, 200 * ms, 400 * ms, 800 * ms}},
 		{"capped at 10s", 1, 9, 0, []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 6400 * ms, 10 * time.Second, 10 * time.Second}},
 		{"baseBackoffMS", 1, 3, 50, []time.Duration{50 * ms, 100 * ms, 200 * ms}},
 		{"one retry", 0.5, 1, 0, []time.Duration{50 * ms}},
-		{"no overload retries", 0.5, -1, 0, nil},
+		{"no overload retries", 0.5, 0, 0, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -756,7 +756,7 @@ func TestOverloadDeprioritizesServerForReads(t *testing.T) {
 					}))
 				}
 				op := findOp()
-				op.ReadPref = &topology.ReadPref{Mode: mode}
+				op.ReadPref = &readpref.ReadPref{Mode: mode}
 				if _, err := env.exec.Execute(ctx10(t), op); err != nil {
 					t.Fatal(err)
 				}
@@ -905,11 +905,11 @@ func TestRetryableWriteRetryThenOverload(t *testing.T) {
 	}
 }
 
-// MaxAdaptiveRetries < 0 disables overload retries but not the one
+// MaxAdaptiveRetries 0 disables overload retries but not the one
 // retryable-write retry.
 func TestNoOverloadRetriesKeepsRetryableWrites(t *testing.T) {
 	srv, env := replicaSet(t)
-	env.exec.MaxAdaptiveRetries = -1
+	env.exec.MaxAdaptiveRetries = 0
 	var n atomic.Int64
 	srv.Autorespond(blackpipe.Command("insert"), func(r *blackpipe.Request) bool {
 		if n.Add(1) == 1 {

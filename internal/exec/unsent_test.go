@@ -168,7 +168,7 @@ func TestUnsentRetryNeedsRetryOption(t *testing.T) {
 func TestWriteNotSentToServerThatStoppedBeingWritable(t *testing.T) {
 	srv := blackpipe.StartReplicaSet(t, "rs0", 1, blackpipe.Options{})[0]
 	env := newEnv(t, topology.Options{Hosts: []string{srv.Addr()}, SetName: "rs0",
-		HeartbeatInterval: time.Minute, MinHeartbeatInterval: time.Minute, Pool: pool.Options{MaxPoolSize: 1}})
+		HeartbeatInterval: time.Minute, MinHeartbeatInterval: time.Minute, Pool: pool.Options{MaxPoolSize: 1, MaxConnecting: 2}})
 	s, err := env.topo.SelectServer(ctx10(t), topology.WriteSelector(), nil)
 	if err != nil {
 		t.Fatal(err)

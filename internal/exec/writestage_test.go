@@ -13,7 +13,7 @@ import (
 
 // outAggregate is an aggregate ending in $out, as the root package builds
 // it: a write that may follow a read preference.
-func outAggregate(rp *topology.ReadPref) *exec.Operation {
+func outAggregate(rp *readpref.ReadPref) *exec.Operation {
 	return &exec.Operation{DB: "db", Command: bson.D{{Key: "aggregate", Value: "c"},
 		{Key: "pipeline", Value: bson.A{bson.D{{Key: "$out", Value: "d"}}}}, {Key: "cursor", Value: bson.D{}}},
 		Write: true, WriteStage: true, ReadPref: rp}
@@ -27,7 +27,7 @@ func TestWriteStageAggregateFollowsReadPreferenceOn50(t *testing.T) {
 	onPrimary := autoReply(members[0], "aggregate", emptyCursor)
 	onSecondary := autoReply(members[1], "aggregate", emptyCursor)
 
-	res, err := env.exec.Execute(ctx10(t), outAggregate(&topology.ReadPref{Mode: readpref.Secondary}))
+	res, err := env.exec.Execute(ctx10(t), outAggregate(&readpref.ReadPref{Mode: readpref.Secondary}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,13 +60,13 @@ func TestWriteStageAggregateUsesPrimaryBefore50(t *testing.T) {
 	onSecondary := autoReply(members[1], "aggregate", emptyCursor)
 	// Wait until the secondary is known, or secondaryPreferred would pick
 	// the primary anyway.
-	sec, err := env.topo.SelectServer(ctx10(t), topology.ReadPrefSelector(topology.ReadPref{Mode: readpref.Secondary}, 0), nil)
+	sec, err := env.topo.SelectServer(ctx10(t), topology.ReadPrefSelector(readpref.ReadPref{Mode: readpref.Secondary}, 0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sec.Dec()
 
-	res, err := env.exec.Execute(ctx10(t), outAggregate(&topology.ReadPref{Mode: readpref.SecondaryPreferred}))
+	res, err := env.exec.Execute(ctx10(t), outAggregate(&readpref.ReadPref{Mode: readpref.SecondaryPreferred}))
 	if err != nil {
 		t.Fatal(err)
 	}

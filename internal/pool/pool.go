@@ -15,16 +15,18 @@ import (
 	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
-// Options configures a Pool. The zero value is an unlimited pool with no
-// minimum, two concurrent dials and no idle timeout.
+// Options configures a Pool. Values are taken literally (the client
+// resolves its defaults): the zero value is an unlimited pool with no
+// minimum, no cap on concurrent dials and no idle timeout.
 type Options struct {
 	// MaxPoolSize caps the connections (pending, idle and in use); 0 means
-	// unlimited. The client resolves its own default (100) before this.
+	// unlimited.
 	MaxPoolSize int
 	// MinPoolSize is kept established by a background goroutine while the
 	// pool is ready.
 	MinPoolSize int
-	// MaxConnecting caps concurrent connection establishments; 0 means 2.
+	// MaxConnecting caps concurrent connection establishments; 0 means
+	// no cap.
 	MaxConnecting int
 	// MaxIdleTime closes connections idle for longer; 0 means never.
 	MaxIdleTime time.Duration
@@ -77,7 +79,6 @@ const (
 )
 
 const (
-	defaultMaxConnecting      = 2
 	defaultBackgroundInterval = 100 * time.Millisecond
 )
 
@@ -187,9 +188,6 @@ func New(addr string, o Options) *Pool {
 		pendingSet:    make(map[*member]struct{}),
 		now:           time.Now,
 		svcGen:        make(map[bson.ObjectID]uint64),
-	}
-	if p.maxConnecting <= 0 {
-		p.maxConnecting = defaultMaxConnecting
 	}
 	p.publish(&event.PoolEvent{Type: event.PoolCreated, Options: &event.PoolOptions{
 		MaxPoolSize:   o.MaxPoolSize,
@@ -419,7 +417,7 @@ func (p *Pool) clearedErrLocked() error {
 func (p *Pool) totalLocked() int { return p.pending + len(p.idle) + p.inUse }
 
 func (p *Pool) canDialLocked() bool {
-	return p.state == stateReady && p.pending < p.maxConnecting &&
+	return p.state == stateReady && (p.maxConnecting <= 0 || p.pending < p.maxConnecting) &&
 		(p.opts.MaxPoolSize <= 0 || p.totalLocked() < p.opts.MaxPoolSize) &&
 		!p.backingOffLocked()
 }

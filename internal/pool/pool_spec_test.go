@@ -243,7 +243,8 @@ func runCMAPTest(t *testing.T, tc *cmapTest) {
 	rec := newRecorder()
 
 	po := tc.PoolOptions
-	o := Options{MaxPoolSize: 100, Monitor: &event.Monitor{Pool: rec.add}}
+	// The CMAP spec's defaults: New takes its options literally.
+	o := Options{MaxPoolSize: 100, MaxConnecting: 2, Monitor: &event.Monitor{Pool: rec.add}}
 	if f, ok := num(po["maxPoolSize"]); ok {
 		o.MaxPoolSize = int(f)
 	}

@@ -24,6 +24,9 @@ func newPool(t *testing.T, addr string, o Options) (*Pool, *recorder) {
 	t.Helper()
 	rec := newRecorder()
 	o.Monitor = &event.Monitor{Pool: rec.add}
+	if o.MaxConnecting == 0 {
+		o.MaxConnecting = 2 // the client's default; New takes 0 as no cap
+	}
 	p := New(addr, o)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -229,10 +232,10 @@ func TestCheckOutTimeoutDuringDialKeepsTheConnection(t *testing.T) {
 }
 
 func TestMaxConnectingLimitsConcurrentHandshakes(t *testing.T) {
-	for _, maxConnecting := range []int{0, 3} {
+	for _, maxConnecting := range []int{-1, 2, 3} { // -1: no cap (0 in Options)
 		want := maxConnecting
-		if want == 0 {
-			want = 2
+		if want < 0 {
+			want = 8 // every check-out below dials at once
 		}
 		h, peak := helloDelay(80 * time.Millisecond)
 		srv := blackpipe.StartWithOptions(t, blackpipe.Options{Handler: h})
@@ -529,7 +532,7 @@ func TestHandshakeCommandErrorIsNotLabeledOverload(t *testing.T) {
 func TestCloseWithConnectionsInUse(t *testing.T) {
 	srv := blackpipe.Start(t)
 	rec := newRecorder()
-	p := New(srv.Addr(), Options{Monitor: &event.Monitor{Pool: rec.add}})
+	p := New(srv.Addr(), Options{MaxConnecting: 2, Monitor: &event.Monitor{Pool: rec.add}})
 	p.Ready()
 	a, b := mustCheckOut(t, p), mustCheckOut(t, p)
 	p.CheckIn(b)
@@ -637,7 +640,7 @@ func TestConcurrentCheckOutCheckIn(t *testing.T) {
 			live--
 		}
 	}}
-	p := New(srv.Addr(), Options{MaxPoolSize: maxSize, MinPoolSize: 2, BackgroundInterval: time.Millisecond, Monitor: mon})
+	p := New(srv.Addr(), Options{MaxPoolSize: maxSize, MaxConnecting: 2, MinPoolSize: 2, BackgroundInterval: time.Millisecond, Monitor: mon})
 	p.Ready()
 
 	var wg sync.WaitGroup

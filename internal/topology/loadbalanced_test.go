@@ -40,7 +40,7 @@ func TestLoadBalancedEventsAndSelection(t *testing.T) {
 		ServerClosed:           func(*event.ServerClosedEvent) { rec("ServerClosed") },
 		TopologyClosed:         func(*event.TopologyClosedEvent) { rec("TopologyClosed") },
 	}
-	topo, err := New(Options{Hosts: []string{addr}, Conn: conn.Options{LoadBalanced: true}, Monitor: m, HeartbeatInterval: 10 * time.Millisecond})
+	topo, err := New(withTestDefaults(Options{Hosts: []string{addr}, Conn: conn.Options{LoadBalanced: true}, Monitor: m, HeartbeatInterval: 10 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestLoadBalancedEventsAndSelection(t *testing.T) {
 	if err := topo.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, sel := range []Selector{WriteSelector(), ReadPrefSelector(ReadPref{Mode: readpref.Secondary}, 0), ReadPrefSelector(ReadPref{Mode: readpref.Nearest}, 0)} {
+	for _, sel := range []Selector{WriteSelector(), ReadPrefSelector(readpref.ReadPref{Mode: readpref.Secondary}, 0), ReadPrefSelector(readpref.ReadPref{Mode: readpref.Nearest}, 0)} {
 		s, err := topo.SelectServer(ctx, sel, nil)
 		if err != nil {
 			t.Fatalf("%v: %v", sel, err)

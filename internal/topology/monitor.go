@@ -199,12 +199,8 @@ func (m *monitor) wait() {
 	}
 }
 
-func (m *monitor) connectTimeout() time.Duration {
-	if m.opts.DialTimeout > 0 {
-		return m.opts.DialTimeout
-	}
-	return defaultConnectTimeout
-}
+// connectTimeout bounds each check (connectTimeoutMS); 0 means none.
+func (m *monitor) connectTimeout() time.Duration { return m.opts.DialTimeout }
 
 // check runs one hello, or reads the next streamed one, and returns the
 // resulting description; cancelled reports that an application error
@@ -243,9 +239,7 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 
 	addr := m.s.addr
 	mon := m.t.o.Monitor
-	if mon != nil && mon.ServerHeartbeatStarted != nil {
-		mon.ServerHeartbeatStarted(&event.ServerHeartbeatStartedEvent{Address: addr, Awaited: awaited})
-	}
+	mon.PublishServerHeartbeatStarted(&event.ServerHeartbeatStartedEvent{Address: addr, Awaited: awaited})
 	timeout := m.connectTimeout()
 	start := time.Now()
 	var (
@@ -255,7 +249,7 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 	)
 	switch {
 	case fresh:
-		ctx, cancel := context.WithTimeout(m.ctx, timeout)
+		ctx, cancel := withTimeout(m.ctx, timeout)
 		c, err = conn.Dial(ctx, addr, m.opts)
 		cancel()
 		if err == nil {
@@ -274,7 +268,10 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 	case awaited:
 		// The server may wait up to maxAwaitTimeMS (the heartbeat
 		// interval) before it replies.
-		reply, err = m.awaitHello(c, timeout+m.t.o.HeartbeatInterval)
+		if timeout > 0 {
+			timeout += m.t.o.HeartbeatInterval
+		}
+		reply, err = m.awaitHello(c, timeout)
 		m.mu.Lock()
 		m.awaiting = false
 		m.mu.Unlock()
@@ -295,9 +292,7 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 		m.mu.Unlock()
 		m.rtt.reset()
 		m.lastTV = nil
-		if mon != nil && mon.ServerHeartbeatFailed != nil {
-			mon.ServerHeartbeatFailed(&event.ServerHeartbeatFailedEvent{Address: addr, Duration: duration, Failure: err, Awaited: awaited})
-		}
+		mon.PublishServerHeartbeatFailed(&event.ServerHeartbeatFailedEvent{Address: addr, Duration: duration, Failure: err, Awaited: awaited})
 		return unknownServer(addr, err), cancelled, restart
 	}
 	avg, minRTT := m.rtt.get()
@@ -311,9 +306,7 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 	if sd.Err == nil {
 		m.lastTV = sd.TopologyVersion
 	}
-	if mon != nil && mon.ServerHeartbeatSucceeded != nil {
-		mon.ServerHeartbeatSucceeded(&event.ServerHeartbeatSucceededEvent{Address: addr, Duration: duration, Reply: reply, Awaited: awaited})
-	}
+	mon.PublishServerHeartbeatSucceeded(&event.ServerHeartbeatSucceededEvent{Address: addr, Duration: duration, Reply: reply, Awaited: awaited})
 	return sd, false, false
 }
 
@@ -327,7 +320,7 @@ func (m *monitor) helloName() string {
 // hello runs hello (or legacy isMaster for servers that lack hello) on an
 // established monitoring connection.
 func (m *monitor) hello(c *conn.Conn, timeout time.Duration) (bson.Raw, error) {
-	ctx, cancel := context.WithTimeout(m.ctx, timeout)
+	ctx, cancel := withTimeout(m.ctx, timeout)
 	defer cancel()
 	reply, err := c.RoundTrip(ctx, "admin", bson.D{{Key: m.helloName(), Value: int32(1)}, {Key: "helloOk", Value: true}})
 	if !m.legacy && isCommandNotFound(err) {
@@ -340,7 +333,7 @@ func (m *monitor) hello(c *conn.Conn, timeout time.Duration) (bson.Raw, error) {
 // awaitHello reads the next streamed reply, or starts the stream with an
 // awaitable hello carrying the last topologyVersion and exhaustAllowed.
 func (m *monitor) awaitHello(c *conn.Conn, timeout time.Duration) (bson.Raw, error) {
-	ctx, cancel := context.WithTimeout(m.ctx, timeout)
+	ctx, cancel := withTimeout(m.ctx, timeout)
 	defer cancel()
 	var (
 		r   *conn.Reply

@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -95,7 +94,7 @@ func (m *monitor) runRTT() {
 	timeout := m.connectTimeout()
 	legacy := false
 	for m.ctx.Err() == nil {
-		ctx, cancel := context.WithTimeout(m.ctx, timeout)
+		ctx, cancel := withTimeout(m.ctx, timeout)
 		if c == nil || c.Closed() {
 			var err error
 			if c, err = conn.Dial(ctx, m.s.addr, m.opts); err == nil {

@@ -108,7 +108,7 @@ func TestSDAMSpec(t *testing.T) {
 
 func runSDAMFile(t *testing.T, tf sdamFile) {
 	o := optionsFromURI(t, tf.URI)
-	topo, err := New(o)
+	topo, err := New(withTestDefaults(o))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,6 @@ import (
 	"github.com/sturdy-go/sturdy/readpref"
 )
 
-// ReadPref is a read preference (package readpref's, the client's too).
-// The zero value reads from the primary.
-type ReadPref = readpref.ReadPref
-
 // ReadPrefError is a read preference that can never be satisfied as given.
 type ReadPrefError struct{ Reason string }
 
@@ -58,16 +54,13 @@ func (writeSelector) Select(d Description, candidates []ServerDescription) ([]Se
 
 // ReadPrefSelector selects servers for a read with the given preference.
 // heartbeat is the heartbeat interval, used to validate and compute
-// staleness.
-func ReadPrefSelector(rp ReadPref, heartbeat time.Duration) Selector {
-	if heartbeat <= 0 {
-		heartbeat = defaultHeartbeat
-	}
+// staleness; it is taken literally (the topology's own is always set).
+func ReadPrefSelector(rp readpref.ReadPref, heartbeat time.Duration) Selector {
 	return readPrefSelector{rp: rp, heartbeat: heartbeat}
 }
 
 type readPrefSelector struct {
-	rp        ReadPref
+	rp        readpref.ReadPref
 	heartbeat time.Duration
 }
 

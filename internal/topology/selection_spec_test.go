@@ -117,13 +117,13 @@ func TestServerSelectionSpec(t *testing.T) {
 			var tf ssFile
 			readExtJSON(t, f, &tf)
 			d := descriptionFrom(t, tf.Topology)
-			heartbeat := defaultHeartbeat
+			heartbeat := 10 * time.Second // the spec tests' default heartbeatFrequencyMS
 			if tf.HeartbeatFrequencyMS != nil {
 				heartbeat = time.Duration(*tf.HeartbeatFrequencyMS) * time.Millisecond
 			}
 			var sel Selector = WriteSelector()
 			if tf.Operation == "read" {
-				rp := ReadPref{}
+				rp := readpref.ReadPref{}
 				if tf.ReadPreference != nil {
 					mode, ok := readpref.ParseMode(tf.ReadPreference.Mode)
 					if !ok {
@@ -195,7 +195,7 @@ func TestInWindowSpec(t *testing.T) {
 			for _, m := range tf.Mocked {
 				ops[NormalizeAddr(m.Address)] = m.OperationCount
 			}
-			cands, err := suitable(d, ReadPrefSelector(ReadPref{Mode: readpref.Nearest}, 0), nil)
+			cands, err := suitable(d, ReadPrefSelector(readpref.ReadPref{Mode: readpref.Nearest}, 0), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -205,7 +205,7 @@ func TestStreamingEnabled(t *testing.T) {
 	if streamingEnabled("auto") || !streamingEnabled("stream") {
 		t.Fatal("auto must poll on FaaS, stream must stream")
 	}
-	if _, err := New(Options{Hosts: []string{"a:1"}, ServerMonitoringMode: "push"}); err == nil {
+	if _, err := New(withTestDefaults(Options{Hosts: []string{"a:1"}, ServerMonitoringMode: "push"})); err == nil {
 		t.Fatal("an unknown serverMonitoringMode was accepted")
 	}
 }

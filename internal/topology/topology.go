@@ -18,29 +18,20 @@ import (
 	"github.com/sturdy-go/sturdy/readpref"
 )
 
-// Defaults for zero Options fields.
-const (
-	defaultHeartbeat              = 10 * time.Second
-	defaultMinHeartbeat           = 500 * time.Millisecond
-	defaultServerSelectionTimeout = 30 * time.Second
-	defaultConnectTimeout         = 10 * time.Second
-)
-
-// Options configures a Topology. The zero value of each field means its
-// default.
+// Options configures a Topology. Values are taken literally (zero means
+// none): the client resolves its defaults before this, in one place.
 type Options struct {
 	Hosts   []string // seed list, "host:port"; the port defaults to 27017
 	SetName string   // required replica set name, if any
 	Direct  bool     // talk to the single host only, whatever it is
 
-	HeartbeatInterval      time.Duration // 0 → 10 s
-	MinHeartbeatInterval   time.Duration // 0 → 500 ms
-	ServerSelectionTimeout time.Duration // 0 → 30 s
+	HeartbeatInterval      time.Duration // required, positive
+	MinHeartbeatInterval   time.Duration // 0: checks may follow each other at once
+	ServerSelectionTimeout time.Duration // 0: only the caller's context bounds selection
 	// SocketTimeout bounds each round trip on the pools' connections (not
 	// the monitors') whose context has no earlier deadline; 0 means none.
 	SocketTimeout time.Duration
-	// LocalThreshold is the latency window. 0 means 0: the caller resolves
-	// the 15 ms default.
+	// LocalThreshold is the latency window; 0 means 0.
 	LocalThreshold time.Duration
 	// ServerMonitoringMode is "stream", "poll" or "auto" ("" means auto:
 	// stream unless running on a FaaS platform).
@@ -61,16 +52,9 @@ type Options struct {
 	Now func() time.Time
 }
 
-func (o Options) withDefaults() Options {
-	if o.HeartbeatInterval <= 0 {
-		o.HeartbeatInterval = defaultHeartbeat
-	}
-	if o.MinHeartbeatInterval <= 0 {
-		o.MinHeartbeatInterval = defaultMinHeartbeat
-	}
-	if o.ServerSelectionTimeout <= 0 {
-		o.ServerSelectionTimeout = defaultServerSelectionTimeout
-	}
+// normalized derives the internal fields: nil clock and logger, seed
+// addresses, and the pools' connection options. It supplies no defaults.
+func (o Options) normalized() Options {
 	if o.LocalThreshold < 0 {
 		o.LocalThreshold = 0
 	}
@@ -128,9 +112,12 @@ type Topology struct {
 // New validates o and builds a Topology with one Unknown server per seed.
 // Nothing is dialled until Connect.
 func New(o Options) (*Topology, error) {
-	o = o.withDefaults()
+	o = o.normalized()
 	if len(o.Hosts) == 0 {
 		return nil, errors.New("no hosts given")
+	}
+	if o.HeartbeatInterval <= 0 {
+		return nil, fmt.Errorf("HeartbeatInterval must be positive, got %v", o.HeartbeatInterval)
 	}
 	if o.Direct && len(o.Hosts) > 1 {
 		return nil, fmt.Errorf("a direct connection takes exactly one host, got %d", len(o.Hosts))
@@ -349,7 +336,7 @@ func (t *Topology) SelectServer(ctx context.Context, sel Selector, deprioritized
 		if s != nil {
 			return s, nil
 		}
-		if timeout == nil {
+		if timeout == nil && t.o.ServerSelectionTimeout > 0 {
 			timer := time.NewTimer(t.o.ServerSelectionTimeout)
 			defer timer.Stop()
 			timeout = timer.C
@@ -477,7 +464,7 @@ func (t *Topology) applyLocked(sd ServerDescription) {
 			t.wg.Add(1)
 			go func() {
 				defer t.wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), t.o.ServerSelectionTimeout)
+				ctx, cancel := withTimeout(context.Background(), t.o.ServerSelectionTimeout)
 				defer cancel()
 				_ = s.pool.Close(ctx)
 			}()
@@ -714,4 +701,13 @@ func (t *Topology) clearServiceIfNeeded(addr string, err error, sid bson.ObjectI
 	if mongoerr.IsNetworkError(err) && !isNetworkTimeout(err) && !errors.Is(err, context.Canceled) {
 		s.pool.ClearService(sid, err)
 	}
+}
+
+// withTimeout is context.WithTimeout where d <= 0 means no timeout (a
+// literal zero option), not an expired context.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
 }

@@ -20,9 +20,24 @@ import (
 )
 
 // connect starts a topology and disconnects it when the test ends.
+// withTestDefaults fills the zero timing options with the values the client
+// resolves by default, since New takes its options literally.
+func withTestDefaults(o Options) Options {
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = 10 * time.Second
+	}
+	if o.MinHeartbeatInterval == 0 {
+		o.MinHeartbeatInterval = 500 * time.Millisecond
+	}
+	if o.ServerSelectionTimeout == 0 {
+		o.ServerSelectionTimeout = 30 * time.Second
+	}
+	return o
+}
+
 func connect(t *testing.T, o Options) *Topology {
 	t.Helper()
-	topo, err := New(o)
+	topo, err := New(withTestDefaults(o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +282,7 @@ func TestSelectionHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
-	_, err := topo.SelectServer(ctx, ReadPrefSelector(ReadPref{Mode: readpref.Nearest}, 0), nil)
+	_, err := topo.SelectServer(ctx, ReadPrefSelector(readpref.ReadPref{Mode: readpref.Nearest}, 0), nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
@@ -292,7 +307,7 @@ func TestDeprioritizedServersSkippedWhileOthersRemain(t *testing.T) {
 		}
 		return n == 3
 	})
-	nearest := ReadPrefSelector(ReadPref{Mode: readpref.Nearest}, 0)
+	nearest := ReadPrefSelector(readpref.ReadPref{Mode: readpref.Nearest}, 0)
 	ctx := context.Background()
 	for range 20 {
 		s, err := topo.SelectServer(ctx, nearest, []string{ms[0].Addr(), ms[1].Addr()})
@@ -349,13 +364,17 @@ func TestNewValidates(t *testing.T) {
 	if _, err := New(Options{}); err == nil {
 		t.Error("no hosts accepted")
 	}
-	if _, err := New(Options{Hosts: []string{"a", "b"}, Direct: true}); err == nil {
+	if _, err := New(withTestDefaults(Options{Hosts: []string{"a", "b"}, Direct: true})); err == nil {
 		t.Error("direct connection with two hosts accepted")
+	}
+	// Options are literal: a zero heartbeat would be a busy loop, not 10 s.
+	if _, err := New(Options{Hosts: []string{"a:1"}}); err == nil || !strings.Contains(err.Error(), "HeartbeatInterval") {
+		t.Errorf("zero HeartbeatInterval: %v, want an error", err)
 	}
 }
 
 func TestDisconnectStopsSelection(t *testing.T) {
-	topo, err := New(Options{Hosts: []string{unusedAddr(t)}})
+	topo, err := New(withTestDefaults(Options{Hosts: []string{unusedAddr(t)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +419,7 @@ func TestDisconnectAnnouncesUnknownBeforeClosed(t *testing.T) {
 		},
 		TopologyClosed: func(*event.TopologyClosedEvent) { mu.Lock(); order = append(order, "topologyClosed"); mu.Unlock() },
 	}
-	topo, err := New(Options{Hosts: []string{cluster.Members()[0].Addr()}, Monitor: mon})
+	topo, err := New(withTestDefaults(Options{Hosts: []string{cluster.Members()[0].Addr()}, Monitor: mon}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func FuzzNewServerDescription(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sd := NewServerDescription("a:1", b, 0)
-		d, _ := New(Options{Hosts: []string{"a:1"}})
+		d, _ := New(withTestDefaults(Options{Hosts: []string{"a:1"}}))
 		_ = d.desc.Apply(d.o, sd)
 		_ = d.Disconnect(context.Background())
 	})
@@ -114,7 +114,7 @@ func TestClassifyStateChange(t *testing.T) {
 
 func TestReadPrefValidation(t *testing.T) {
 	d := Description{Kind: ReplicaSetWithPrimary}
-	bad := []ReadPref{
+	bad := []readpref.ReadPref{
 		{Mode: readpref.Primary, TagSets: []readpref.TagSet{{"dc": "ny"}}},
 		{Mode: readpref.Primary, MaxStaleness: 120 * time.Second},
 		{Mode: readpref.Secondary, MaxStaleness: 60 * time.Second}, // below 90 s
@@ -129,11 +129,11 @@ func TestReadPrefValidation(t *testing.T) {
 	}
 	// Below heartbeat + 10 s.
 	var rpe *ReadPrefError
-	if _, err := ReadPrefSelector(ReadPref{Mode: readpref.Secondary, MaxStaleness: 100 * time.Second}, 95*time.Second).Select(d, nil); !errors.As(err, &rpe) {
+	if _, err := ReadPrefSelector(readpref.ReadPref{Mode: readpref.Secondary, MaxStaleness: 100 * time.Second}, 95*time.Second).Select(d, nil); !errors.As(err, &rpe) {
 		t.Errorf("maxStaleness below heartbeat+10s accepted: %v", err)
 	}
 	// Primary with the default empty tag set is fine.
-	if _, err := ReadPrefSelector(ReadPref{TagSets: []readpref.TagSet{{}}}, 0).Select(d, nil); err != nil {
+	if _, err := ReadPrefSelector(readpref.ReadPref{TagSets: []readpref.TagSet{{}}}, 0).Select(d, nil); err != nil {
 		t.Errorf("primary with [{}] rejected: %v", err)
 	}
 }
@@ -143,7 +143,7 @@ func TestMaxStalenessFilters(t *testing.T) {
 	p := ServerDescription{Addr: "p:1", Kind: RSPrimary, LastUpdateTime: now, LastWriteDate: now}
 	fresh := ServerDescription{Addr: "f:1", Kind: RSSecondary, LastUpdateTime: now, LastWriteDate: now.Add(-5 * time.Second)}
 	stale := ServerDescription{Addr: "s:1", Kind: RSSecondary, LastUpdateTime: now, LastWriteDate: now.Add(-200 * time.Second)}
-	sel := ReadPrefSelector(ReadPref{Mode: readpref.Secondary, MaxStaleness: 90 * time.Second}, 10*time.Second)
+	sel := ReadPrefSelector(readpref.ReadPref{Mode: readpref.Secondary, MaxStaleness: 90 * time.Second}, 10*time.Second)
 
 	d := Description{Kind: ReplicaSetWithPrimary}.withServer(p).withServer(fresh).withServer(stale)
 	got, err := sel.Select(d, d.Servers)
@@ -157,7 +157,7 @@ func TestMaxStalenessFilters(t *testing.T) {
 	}
 	// secondaryPreferred falls back to the primary when every secondary is too stale.
 	d = Description{Kind: ReplicaSetWithPrimary}.withServer(p).withServer(stale)
-	got, _ = ReadPrefSelector(ReadPref{Mode: readpref.SecondaryPreferred, MaxStaleness: 90 * time.Second}, 10*time.Second).Select(d, d.Servers)
+	got, _ = ReadPrefSelector(readpref.ReadPref{Mode: readpref.SecondaryPreferred, MaxStaleness: 90 * time.Second}, 10*time.Second).Select(d, d.Servers)
 	if len(got) != 1 || got[0].Addr != "p:1" {
 		t.Fatalf("secondaryPreferred fallback: %v, want p:1", addrs(got))
 	}
@@ -175,7 +175,7 @@ func TestPickTwoChoicesPrefersIdle(t *testing.T) {
 }
 
 func TestLogicalSessionTimeoutIsMinimum(t *testing.T) {
-	o := Options{Hosts: []string{"a:1", "b:1"}, SetName: "rs"}.withDefaults()
+	o := Options{Hosts: []string{"a:1", "b:1"}, SetName: "rs"}.normalized()
 	d := initialDescription(o)
 	mk := func(addr string, primary bool, lstm int) ServerDescription {
 		return NewServerDescription(addr, hello(t, bson.D{{Key: "ok", Value: 1}, {Key: "setName", Value: "rs"},
