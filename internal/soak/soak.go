@@ -343,12 +343,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-// settle runs Reconcile until no increment is pending. An operation cut
-// off by the end of the run may still be executing on the server (held by
-// a slow-reply fault, say) and record its token after a first pass, so the
-// pass is repeated for a while.
+// settle runs Reconcile until no increment is pending, and stays so for
+// quiet. An operation cut off by the end of the run may still be executing
+// on the server (held by a slow-reply fault, which the server still runs
+// after the client gave up) and record its token after a pass that found
+// none, so one empty pass is not enough.
 func settle(ctx context.Context, incs *once.Collection, coll *sturdy.Collection) error {
-	deadline := time.Now().Add(10 * time.Second)
+	const quiet = time.Second // well over the longest slow-reply block (200 ms)
+	deadline := time.Now().Add(20 * time.Second)
+	var emptySince time.Time
 	for {
 		if _, err := incs.Reconcile(ctx); err != nil {
 			return fmt.Errorf("soak: reconcile increments: %w", err)
@@ -357,7 +360,15 @@ func settle(ctx context.Context, incs *once.Collection, coll *sturdy.Collection)
 		if err != nil {
 			return fmt.Errorf("soak: count pending increments: %w", err)
 		}
-		if n == 0 || time.Now().After(deadline) {
+		switch {
+		case n != 0:
+			emptySince = time.Time{}
+		case emptySince.IsZero():
+			emptySince = time.Now()
+		case time.Since(emptySince) >= quiet:
+			return nil
+		}
+		if time.Now().After(deadline) {
 			return nil // what is left is reported by checkIncrements
 		}
 		time.Sleep(200 * time.Millisecond)
