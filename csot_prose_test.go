@@ -329,17 +329,7 @@ func TestWithTransactionTimeoutNotRefreshed(t *testing.T) {
 // second times out.
 func TestCSOTProse11MultiBatchClientBulkWrite(t *testing.T) {
 	srv := blackpipe.Start(t)
-	srv.Autorespond(blackpipe.Func(func(r *blackpipe.Request) bool { return r.Name == "hello" || r.Name == "isMaster" }),
-		func(r *blackpipe.Request) bool {
-			reply := srv.HelloReply(r)
-			for i := range reply {
-				if reply[i].Key == "maxWriteBatchSize" {
-					reply[i].Value = int32(2)
-				}
-			}
-			_ = r.Reply(reply)
-			return true
-		})
+	advertiseMaxWriteBatch(srv, 2)
 	srv.Autorespond(blackpipe.Command("bulkWrite"), func(r *blackpipe.Request) bool {
 		_ = r.ReplyAfter(600*time.Millisecond, d("cursor", d("id", int64(0), "ns", "admin.$cmd.bulkWrite", "firstBatch", bson.A{}),
 			"nErrors", int32(0), "nInserted", int32(2), "nMatched", int32(0), "nModified", int32(0), "nUpserted", int32(0), "nDeleted", int32(0), "ok", 1.0))

@@ -142,17 +142,7 @@ func TestTimeoutBoundsServerSelection(t *testing.T) {
 // both are sent and the second one times out.
 func TestTimeoutMultiBatchInsertMany(t *testing.T) {
 	srv := blackpipe.Start(t)
-	srv.Autorespond(blackpipe.Func(func(r *blackpipe.Request) bool { return r.Name == "hello" || r.Name == "isMaster" }),
-		func(r *blackpipe.Request) bool {
-			reply := srv.HelloReply(r)
-			for i := range reply {
-				if reply[i].Key == "maxWriteBatchSize" {
-					reply[i].Value = int32(2)
-				}
-			}
-			_ = r.Reply(reply)
-			return true
-		})
+	advertiseMaxWriteBatch(srv, 2)
 	srv.Autorespond(blackpipe.Command("insert"), func(r *blackpipe.Request) bool {
 		_ = r.ReplyAfter(600*time.Millisecond, d("n", 2, "ok", 1.0))
 		return true
@@ -227,4 +217,19 @@ func TestTimeoutNegativeRefused(t *testing.T) {
 	if err := coll.FindOne(sturdy.WithTimeout(ctx, neg), d()).Err(); err == nil || sturdy.IsTimeout(err) {
 		t.Errorf("negative operation timeout: %v", err)
 	}
+}
+
+// advertiseMaxWriteBatch makes srv's hello advertise maxWriteBatchSize n.
+func advertiseMaxWriteBatch(srv *blackpipe.Server, n int32) {
+	srv.Autorespond(blackpipe.Func(func(r *blackpipe.Request) bool { return r.Name == "hello" || r.Name == "isMaster" }),
+		func(r *blackpipe.Request) bool {
+			reply := srv.HelloReply(r)
+			for i := range reply {
+				if reply[i].Key == "maxWriteBatchSize" {
+					reply[i].Value = n
+				}
+			}
+			_ = r.Reply(reply)
+			return true
+		})
 }

@@ -417,12 +417,19 @@ func (r *Router) forward(rq *request, cmd *command, out *outcome, wce bson.D) {
 	// The shard's topologyVersion describes the shard member, not this
 	// mongos: mongos does not relay it.
 	reply = deleteField(reply, "topologyVersion")
-	r.noteStreamCursor(rq, reply)
+	r.reply(rq, out, reply, wce, r.recoveryToken())
+}
+
+// reply finishes a relayed reply as mongos does and sends it: the fail
+// point's writeConcernError, the transaction's recoveryToken (nil: none)
+// on success, and the error labels the router owes.
+func (r *Router) reply(rq *request, out *outcome, reply, wce, token bson.D) {
+	r.noteStreamCursor(rq, reply) // change stream cursors relayed (router_cursor.go)
 	if wce != nil {
 		reply = setField(reply, "writeConcernError", wce)
 	}
-	if out.inTxn && replyOK(reply) {
-		reply = setField(reply, "recoveryToken", r.recoveryToken())
+	if out.inTxn && token != nil && replyOK(reply) {
+		reply = setField(reply, "recoveryToken", token)
 	}
 	if out.labelsSet {
 		if len(out.explicitLabels) > 0 {

@@ -238,7 +238,7 @@ func (r *Router) sendBulkOps(rq *request, shard int, batch []*wop, res *bwResult
 	if err != nil {
 		return err
 	}
-	if !shardOK(reply) {
+	if !replyOK(reply) {
 		return &shardError{reply: reply}
 	}
 	for i, k := range bwCountKeys {
@@ -284,7 +284,7 @@ func (r *Router) sendBulkOps(rq *request, shard int, batch []*wop, res *bwResult
 		if reply, err = r.shardCmd(rq, shard, gm, nil, false, false); err != nil {
 			return err
 		}
-		if !shardOK(reply) {
+		if !replyOK(reply) {
 			return &shardError{reply: reply}
 		}
 		key = "nextBatch"

@@ -79,7 +79,7 @@ func (r *Router) drain(rq *request, i int, cmd bson.D) ([]bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !shardOK(reply) {
+	if !replyOK(reply) {
 		return nil, &shardError{reply: reply}
 	}
 	var docs []bson.D
@@ -109,7 +109,7 @@ func (r *Router) drain(rq *request, i int, cmd bson.D) ([]bson.D, error) {
 		if reply, err = r.shardCmd(rq, i, gm, nil, false, false); err != nil {
 			return nil, err
 		}
-		if !shardOK(reply) {
+		if !replyOK(reply) {
 			return nil, &shardError{reply: reply}
 		}
 		key = "nextBatch"
@@ -224,7 +224,7 @@ func (r *Router) getMore(rq *request) (bson.D, error) {
 		cv, _ := lookupD(reply, "cursor")
 		cur, _ := cv.(bson.D)
 		idv, _ := lookupD(cur, "id")
-		if n, _ := asInt64(idv); n == 0 || !shardOK(reply) {
+		if n, _ := asInt64(idv); n == 0 || !replyOK(reply) {
 			r.dropCursor(id)
 		}
 		return reply, nil
@@ -536,7 +536,7 @@ func (r *Router) writeStage(rq *request, stage bson.D, docs []bson.D) (bson.D, e
 	if err != nil {
 		return nil, err
 	}
-	if !shardOK(reply) {
+	if !replyOK(reply) {
 		return nil, &shardError{reply: reply}
 	}
 	return bson.D{{Key: "cursor", Value: bson.D{{Key: "firstBatch", Value: bson.A{}}, {Key: "id", Value: int64(0)}, {Key: "ns", Value: rq.db + "." + rq.cmd[0].Value.(string)}}}, {Key: "ok", Value: 1.0}}, nil

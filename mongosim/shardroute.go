@@ -531,33 +531,11 @@ func (r *Router) routeSharded(rq *request, cmd *command, out *outcome, wce bson.
 	if _, ok := lookupD(reply, "ok"); !ok {
 		reply = append(reply, bson.E{Key: "ok", Value: 1.0})
 	}
-	r.noteStreamCursor(rq, reply) // change stream cursors relayed (router_cursor.go)
-	if wce != nil {
-		reply = setField(reply, "writeConcernError", wce)
+	var token bson.D
+	if sh := r.pinnedShard(rq.cmd); sh != nil {
+		token = bson.D{{Key: "recoveryShardId", Value: sh.setName}}
 	}
-	if out.inTxn && shardOK(reply) {
-		if sh := r.pinnedShard(rq.cmd); sh != nil {
-			reply = setField(reply, "recoveryToken", bson.D{{Key: "recoveryShardId", Value: sh.setName}})
-		}
-	}
-	if out.labelsSet {
-		if len(out.explicitLabels) > 0 {
-			reply = setField(reply, "errorLabels", out.explicitLabels)
-		} else {
-			reply = deleteField(reply, "errorLabels")
-		}
-	} else if wce != nil && out.inTxn {
-		if labels := txnReplyLabels(rq.name, wce); labels != nil {
-			reply = setField(reply, "errorLabels", labels)
-		}
-	} else if wce != nil && out.hasTxnNumber {
-		if code, ok := wceCode(reply); ok && slices.Contains(retryableWriteCodes, code) {
-			reply = setField(reply, "errorLabels", []string{labelRetryableWrite})
-		}
-	}
-	if err := rq.send(reply); err != nil {
-		r.cluster.logf("mongosim router %s: reply to %s: %v", r.addr, rq.name, err)
-	}
+	r.reply(rq, out, reply, wce, token)
 }
 
 // errShardedTxn: a transaction spanning shards needs mongos' two-phase
@@ -705,12 +683,6 @@ func without(d bson.D, keys ...string) bson.D {
 	return out
 }
 
-// shardOK reports whether a shard reply is ok:1.
-func shardOK(reply bson.D) bool {
-	v, _ := lookupD(reply, "ok")
-	return asBool(v)
-}
-
 // forEachShard sends cmd to each of shards in turn and returns the
 // replies; the first error reply ends it as a shardError.
 func (r *Router) forEachShard(rq *request, shards []int, cmd bson.D, write, retry bool) ([]bson.D, error) {
@@ -720,7 +692,7 @@ func (r *Router) forEachShard(rq *request, shards []int, cmd bson.D, write, retr
 		if err != nil {
 			return nil, err
 		}
-		if !shardOK(reply) {
+		if !replyOK(reply) {
 			return nil, &shardError{reply: reply}
 		}
 		replies = append(replies, reply)
@@ -901,7 +873,7 @@ func (r *Router) shardCollection(rq *request) (bson.D, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !shardOK(reply) {
+		if !replyOK(reply) {
 			return nil, &shardError{reply: reply}
 		}
 		ss.shards[i].data.setShardKey(db, coll, sc.fields)

@@ -272,7 +272,7 @@ func (r *Router) sendWrites(rq *request, field string, shard int, batch []*wop, 
 	if err != nil {
 		return 0, err
 	}
-	if !shardOK(reply) {
+	if !replyOK(reply) {
 		return 0, &shardError{reply: reply}
 	}
 	get := func(k string) int64 {
@@ -415,7 +415,7 @@ func (r *Router) shardedFindAndModify(rq *request, cmd *command, out *outcome, s
 		if err != nil {
 			return nil, err
 		}
-		if !shardOK(reply) {
+		if !replyOK(reply) {
 			return reply, nil
 		}
 		last = reply
