@@ -6,7 +6,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { cpSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +29,10 @@ function client(uri, opts = {}) {
 }
 
 function alive(pid) {
+  try {
+    // An exited process its new parent has not reaped yet is a zombie (Z).
+    if (readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').pop().trim().startsWith('Z')) return false;
+  } catch { /* no /proc, or no such process */ }
   try {
     process.kill(pid, 0);
     return true;
