@@ -226,6 +226,11 @@ func (m *Member) run(r *request, cmd *command) {
 	if answered {
 		return
 	}
+	if m.maxTimeAlwaysTimesOut(r) {
+		c.stats.failPointsFired.Add(1)
+		m.replyErr(r, &out, errMaxTime())
+		return
+	}
 
 	if (cmd.write || txnStmt) && !m.IsPrimary() {
 		m.replyErr(r, &out, cmderr.New(cmderr.NotWritablePrimary, notPrimaryMessage))

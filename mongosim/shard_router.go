@@ -666,35 +666,6 @@ func (r *Router) applyFailCommand(rq *request, out *outcome) (wce bson.D, answer
 	return act.writeConcernError, false
 }
 
-// failCommandMatches is failCommand's filter: the command name, appName,
-// thread name and namespace.
-func failCommandMatches(fp *failPoint, rq *request) bool {
-	named := false
-	for _, n := range fp.commands {
-		if strings.EqualFold(n, rq.raw.Name) || strings.EqualFold(n, rq.name) {
-			named = true
-			break
-		}
-	}
-	if !named {
-		return false
-	}
-	if fp.appName != "" && fp.appName != rq.raw.Conn.AppName() {
-		return false
-	}
-	if fp.threadName != "" && fp.threadName != "conn"+strconv.FormatInt(rq.raw.Conn.ID(), 10) {
-		return false
-	}
-	if fp.namespace != "" {
-		coll, _ := rq.get(rq.raw.Name)
-		s, _ := coll.(string)
-		if fp.namespace != rq.db+"."+s {
-			return false
-		}
-	}
-	return true
-}
-
 // replyErr answers with a command error labelled as mongos does: a fail
 // point's labels, else RetryableWriteError on a retryable write's
 // retryable error; overload errors carry the router's baseBackoffMS.
