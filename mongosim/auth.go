@@ -33,7 +33,7 @@ type authenticator struct {
 	mu    sync.Mutex
 	users map[string]*simUser // by "db.name"
 	// trusted, when set, reports connections that need no authentication:
-	// a mongos router's own connections to the shard (router.go).
+	// a mongos router's own connections to the shard (shard_router.go).
 	trusted func(*blackpipe.Conn) bool
 }
 
