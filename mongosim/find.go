@@ -138,7 +138,7 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	hint, _ := r.get("hint")
 
-	f, err := env.compileFilter(filterDoc)
+	f, err := env.compileFindFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func cmdFind(r *request) (bson.D, error) {
 	if sorter == nil && !reverse && limit > 0 && !keys.bounded() {
 		early = int(skip + limit)
 	}
-	docs, err := r.readDocs(coll, f, filterDoc, early, hint)
+	docs, err := r.findDocs(coll, f, filterDoc, early, hint)
 	if err != nil {
 		return nil, err
 	}
