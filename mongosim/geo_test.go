@@ -107,7 +107,7 @@ func TestGeo2dsphereIndexValidatesWrites(t *testing.T) {
 	good := []any{
 		bson.D{{Key: "_id", Value: 1}, {Key: "loc", Value: geoPoint(2.35, 48.85)}},
 		bson.D{{Key: "_id", Value: 2}, {Key: "loc", Value: bson.A{-0.12, 51.5}}}, // legacy pair
-		bson.D{{Key: "_id", Value: 3}},                                          // no geo field: not indexed
+		bson.D{{Key: "_id", Value: 3}},                                           // no geo field: not indexed
 		bson.D{{Key: "_id", Value: 4}, {Key: "loc", Value: nil}},
 		bson.D{{Key: "_id", Value: 5}, {Key: "loc", Value: geoPolygon([][2]float64{{0, 0}, {4, 0}, {4, 4}, {0, 4}, {0, 0}}, [][2]float64{{1, 1}, {2, 1}, {2, 2}, {1, 2}, {1, 1}})}},
 		bson.D{{Key: "_id", Value: 6}, {Key: "loc", Value: bson.D{{Key: "type", Value: "GeometryCollection"}, {Key: "geometries", Value: bson.A{
@@ -195,8 +195,8 @@ func TestGeoWithinAndIntersectsWithoutIndex(t *testing.T) {
 		bson.D{{Key: "_id", Value: 3}, {Key: "loc", Value: geoPoint(20, 20)}},
 		bson.D{{Key: "_id", Value: 4}, {Key: "loc", Value: bson.A{2, 8}}}, // legacy
 		bson.D{{Key: "_id", Value: 5}, {Key: "loc", Value: bson.D{{Key: "type", Value: "LineString"}, {Key: "coordinates", Value: bson.A{bson.A{-5, 5}, bson.A{2, 5}}}}}},
-		bson.D{{Key: "_id", Value: 6}, {Key: "loc", Value: geoPoint(0, 0)}},   // a vertex: within, as mongod
-		bson.D{{Key: "_id", Value: 7}, {Key: "loc", Value: geoPoint(0, 90)}},  // north pole
+		bson.D{{Key: "_id", Value: 6}, {Key: "loc", Value: geoPoint(0, 0)}},     // a vertex: within, as mongod
+		bson.D{{Key: "_id", Value: 7}, {Key: "loc", Value: geoPoint(0, 90)}},    // north pole
 		bson.D{{Key: "_id", Value: 8}, {Key: "loc", Value: geoPoint(179.5, 0)}}, // near the antimeridian
 		bson.D{{Key: "_id", Value: 9}, {Key: "loc", Value: geoPoint(-179.5, 0.5)}},
 		bson.D{{Key: "_id", Value: 10}, {Key: "loc", Value: "not geo"}},
