@@ -355,7 +355,7 @@ func cmdDistinct(r *request) (bson.D, error) {
 			if _, undef := v.(bson.Undefined); undef {
 				continue // an empty array has no values
 			}
-			k := keyOfWith(v, env.collator())
+			k := value.KeyWith(v, env.collator())
 			if !seen[k] {
 				seen[k] = true
 				values = append(values, v)
