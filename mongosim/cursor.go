@@ -193,13 +193,13 @@ func cmdGetMore(r *request) (bson.D, error) {
 	if t.get(id) == nil { // killed while we waited
 		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", id)
 	}
-	if act := r.member.evalGetMoreAfterCheckout(); act != nil {
+	if act := r.member.evalGetMoreAfterCheckout(r); act != nil {
 		r.member.cluster.stats.failPointsFired.Add(1)
 		code := act.errorCode
 		if code == 0 {
 			code = codeInternalError
 		}
-		e := cmderr.New(code, "Failing getMore after cursor checkout (failGetMoreAfterCursorCheckout fail point)")
+		e := cmderr.New(code, failGetMoreAfterCursorCheckoutMessage)
 		if c.stream != nil && resumableCodes[code] {
 			// mongod labels a resumable error of a change stream's
 			// getMore (not one set by failCommand, raised before the
