@@ -37,16 +37,16 @@ func haversine(lng1, lat1, lng2, lat2 float64) float64 {
 	return 2 * 6378100 * math.Asin(math.Sqrt(a))
 }
 
-func ids(docs []bson.D) []any {
+func geoIDs(docs []bson.D) []any {
 	out := make([]any, 0, len(docs))
 	for _, d := range docs {
-		v, _ := lookupTest(d, "_id")
+		v, _ := geoField(d, "_id")
 		out = append(out, v)
 	}
 	return out
 }
 
-func lookupTest(d bson.D, k string) (any, bool) {
+func geoField(d bson.D, k string) (any, bool) {
 	for _, e := range d {
 		if e.Key == k {
 			return e.Value, true
@@ -55,9 +55,9 @@ func lookupTest(d bson.D, k string) (any, bool) {
 	return nil, false
 }
 
-func wantIDs(t *testing.T, what string, docs []bson.D, want ...any) {
+func geoWantIDs(t *testing.T, what string, docs []bson.D, want ...any) {
 	t.Helper()
-	got := ids(docs)
+	got := geoIDs(docs)
 	if len(got) != len(want) {
 		t.Fatalf("%s: got ids %v, want %v", what, got, want)
 	}
@@ -68,7 +68,7 @@ func wantIDs(t *testing.T, what string, docs []bson.D, want ...any) {
 	}
 }
 
-func wantCode(t *testing.T, what string, err error, code int, msgPart string) {
+func geoWantCode(t *testing.T, what string, err error, code int, msgPart string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("%s: no error, want code %d", what, code)
@@ -100,7 +100,7 @@ func TestGeo2dsphereIndexValidatesWrites(t *testing.T) {
 	sdNoErr(t, err)
 	var raw []bson.D
 	sdNoErr(t, cur.All(ctx, &raw))
-	if v, _ := lookupTest(raw[1], "2dsphereIndexVersion"); v != int32(3) || len(specs) != 2 {
+	if v, _ := geoField(raw[1], "2dsphereIndexVersion"); v != int32(3) || len(specs) != 2 {
 		t.Fatalf("listIndexes: %v", raw)
 	}
 
@@ -131,13 +131,13 @@ func TestGeo2dsphereIndexValidatesWrites(t *testing.T) {
 	}
 	for _, b := range bad {
 		_, err := coll.InsertOne(ctx, b.doc)
-		wantCode(t, "insert "+shellString(b.doc), err, 16755, "Can't extract geo keys: { _id: ")
+		geoWantCode(t, "insert "+shellString(b.doc), err, 16755, "Can't extract geo keys: { _id: ")
 		if b.msg != "" && !strings.Contains(err.Error(), b.msg) {
 			t.Fatalf("insert %v: %v lacks %q", b.doc, err, b.msg)
 		}
 	}
 	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "loc.coordinates", Value: bson.A{0, -91}}}}})
-	wantCode(t, "update", err, 16755, "Can't extract geo keys")
+	geoWantCode(t, "update", err, 16755, "Can't extract geo keys")
 	if n, _ := coll.CountDocuments(ctx, bson.D{}); n != int64(len(good)) {
 		t.Fatalf("%d documents after refused writes", n)
 	}
@@ -147,7 +147,7 @@ func TestGeo2dsphereIndexValidatesWrites(t *testing.T) {
 	_, err = other.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "loc", Value: geoPoint(0, 100)}})
 	sdNoErr(t, err)
 	_, err = other.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "loc", Value: "2dsphere"}}})
-	wantCode(t, "createIndexes", err, 16755, "Can't extract geo keys")
+	geoWantCode(t, "createIndexes", err, 16755, "Can't extract geo keys")
 }
 
 func TestGeo2dIndex(t *testing.T) {
@@ -163,24 +163,24 @@ func TestGeo2dIndex(t *testing.T) {
 	})
 	sdNoErr(t, err)
 	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 9}, {Key: "pos", Value: bson.A{150, 5}}})
-	wantCode(t, "out of [min, max)", err, 13027, "point not in interval of [ 0, 100 )")
+	geoWantCode(t, "out of [min, max)", err, 13027, "point not in interval of [ 0, 100 )")
 
 	// Flat $near: plane distance, nearest first, $maxDistance in plane units.
 	got := sdFindAll(t, ctx, coll, bson.D{{Key: "pos", Value: bson.D{{Key: "$near", Value: bson.A{10, 10}}, {Key: "$maxDistance", Value: 6}}}})
-	wantIDs(t, "2d $near", got, 1, 4, 2)
+	geoWantIDs(t, "2d $near", got, 1, 4, 2)
 	got = sdFindAll(t, ctx, coll, bson.D{{Key: "pos", Value: bson.D{{Key: "$geoWithin", Value: bson.D{{Key: "$box", Value: bson.A{bson.A{40, 40}, bson.A{60, 60}}}}}}}})
-	wantIDs(t, "$box", got, 3)
+	geoWantIDs(t, "$box", got, 3)
 	got = sdFindAll(t, ctx, coll, bson.D{{Key: "pos", Value: bson.D{{Key: "$geoWithin", Value: bson.D{{Key: "$center", Value: bson.A{bson.A{10, 10}, 5}}}}}}},
 		options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
-	wantIDs(t, "$center", got, 1, 2, 4)
+	geoWantIDs(t, "$center", got, 1, 2, 4)
 	got = sdFindAll(t, ctx, coll, bson.D{{Key: "pos", Value: bson.D{{Key: "$geoWithin", Value: bson.D{{Key: "$polygon", Value: bson.A{bson.A{0, 0}, bson.A{25, 0}, bson.A{0, 25}}}}}}}},
 		options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
-	wantIDs(t, "$polygon", got, 1, 4) // (13, 14) is beyond the hypotenuse
+	geoWantIDs(t, "$polygon", got, 1, 4) // (13, 14) is beyond the hypotenuse
 	st, err := coll.Indexes().List(ctx)
 	sdNoErr(t, err)
 	var specs []bson.D
 	sdNoErr(t, st.All(ctx, &specs))
-	if v, _ := lookupTest(specs[1], "bits"); v != int32(20) {
+	if v, _ := geoField(specs[1], "bits"); v != int32(20) {
 		t.Fatalf("2d spec %v", specs[1])
 	}
 }
@@ -206,23 +206,23 @@ func TestGeoWithinAndIntersectsWithoutIndex(t *testing.T) {
 	within := func(g bson.D) bson.D {
 		return bson.D{{Key: "loc", Value: bson.D{{Key: "$geoWithin", Value: bson.D{{Key: "$geometry", Value: g}}}}}}
 	}
-	wantIDs(t, "polygon with hole", sdFindAll(t, ctx, coll, within(geoPolygon(square, hole)), byID), 1, 4, 6)
-	wantIDs(t, "polygon without hole", sdFindAll(t, ctx, coll, within(geoPolygon(square)), byID), 1, 2, 4, 6)
+	geoWantIDs(t, "polygon with hole", sdFindAll(t, ctx, coll, within(geoPolygon(square, hole)), byID), 1, 4, 6)
+	geoWantIDs(t, "polygon without hole", sdFindAll(t, ctx, coll, within(geoPolygon(square)), byID), 1, 2, 4, 6)
 	// A polygon across the antimeridian (the smaller region, not the long way round).
-	wantIDs(t, "antimeridian", sdFindAll(t, ctx, coll, within(geoPolygon([][2]float64{{179, -1}, {-179, -1}, {-179, 1}, {179, 1}, {179, -1}})), byID), 8, 9)
+	geoWantIDs(t, "antimeridian", sdFindAll(t, ctx, coll, within(geoPolygon([][2]float64{{179, -1}, {-179, -1}, {-179, 1}, {179, 1}, {179, -1}})), byID), 8, 9)
 	// A cap around the north pole.
 	sphere := bson.D{{Key: "loc", Value: bson.D{{Key: "$geoWithin", Value: bson.D{{Key: "$centerSphere", Value: bson.A{bson.A{0, 90}, 0.01}}}}}}}
-	wantIDs(t, "pole", sdFindAll(t, ctx, coll, sphere, byID), 7)
+	geoWantIDs(t, "pole", sdFindAll(t, ctx, coll, sphere, byID), 7)
 	empty := within(geoPolygon([][2]float64{{100, 10}, {101, 10}, {101, 11}, {100, 10}}))
-	wantIDs(t, "empty", sdFindAll(t, ctx, coll, empty, byID))
+	geoWantIDs(t, "empty", sdFindAll(t, ctx, coll, empty, byID))
 
 	inter := func(g bson.D) bson.D {
 		return bson.D{{Key: "loc", Value: bson.D{{Key: "$geoIntersects", Value: bson.D{{Key: "$geometry", Value: g}}}}}}
 	}
 	// The line (-5,5)-(2,5) enters the square; points inside it intersect too.
-	wantIDs(t, "intersects polygon", sdFindAll(t, ctx, coll, inter(geoPolygon(square, hole)), byID), 1, 4, 5, 6)
+	geoWantIDs(t, "intersects polygon", sdFindAll(t, ctx, coll, inter(geoPolygon(square, hole)), byID), 1, 4, 5, 6)
 	line := bson.D{{Key: "type", Value: "LineString"}, {Key: "coordinates", Value: bson.A{bson.A{-1, 0}, bson.A{-1, 10}}}}
-	wantIDs(t, "line crosses line", sdFindAll(t, ctx, coll, inter(line), byID), 5)
+	geoWantIDs(t, "line crosses line", sdFindAll(t, ctx, coll, inter(line), byID), 5)
 	n, err := coll.CountDocuments(ctx, within(geoPolygon(square)))
 	sdNoErr(t, err)
 	if n != 4 {
@@ -230,9 +230,9 @@ func TestGeoWithinAndIntersectsWithoutIndex(t *testing.T) {
 	}
 
 	_, err = coll.Find(ctx, within(geoPoint(1, 1)))
-	wantCode(t, "$geoWithin a point", err, 2, "$geoWithin not supported with provided geometry")
+	geoWantCode(t, "$geoWithin a point", err, 2, "$geoWithin not supported with provided geometry")
 	_, err = coll.Find(ctx, within(geoPolygon([][2]float64{{0, 0}, {1, 1}, {0, 0}})))
-	wantCode(t, "degenerate polygon", err, 2, "")
+	geoWantCode(t, "degenerate polygon", err, 2, "")
 }
 
 func TestGeoNearRequiresIndexAndSortsByDistance(t *testing.T) {
@@ -253,31 +253,31 @@ func TestGeoNearRequiresIndexAndSortsByDistance(t *testing.T) {
 		return bson.D{{Key: "loc", Value: bson.D{{Key: "$near", Value: n}}}}
 	}
 	_, err = coll.Find(ctx, near(0, 0))
-	wantCode(t, "no index", err, 291, "unable to find index for $geoNear query")
+	geoWantCode(t, "no index", err, 291, "unable to find index for $geoNear query")
 
 	_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "loc", Value: "2dsphere"}}})
 	sdNoErr(t, err)
-	wantIDs(t, "$near order", sdFindAll(t, ctx, coll, near(0, 0)), 5, 4, 3, 2, 1, 6, 7, 8)
+	geoWantIDs(t, "$near order", sdFindAll(t, ctx, coll, near(0, 0)), 5, 4, 3, 2, 1, 6, 7, 8)
 	// 0.03 degrees of longitude on the equator is 3339.6 m on mongod's sphere.
 	max := haversine(0, 0, 0.03, 0) + 1
-	wantIDs(t, "$maxDistance", sdFindAll(t, ctx, coll, near(0, 0, bson.E{Key: "$maxDistance", Value: max})), 5, 4, 3)
-	wantIDs(t, "$minDistance", sdFindAll(t, ctx, coll, near(0, 0, bson.E{Key: "$minDistance", Value: max}, bson.E{Key: "$maxDistance", Value: 1e6})), 2, 1)
-	wantIDs(t, "limit", sdFindAll(t, ctx, coll, near(0, 0), options.Find().SetLimit(2)), 5, 4)
-	wantIDs(t, "other filter", sdFindAll(t, ctx, coll, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: 3}}}, near(0, 0)[0]}), 5, 4, 6, 7, 8)
+	geoWantIDs(t, "$maxDistance", sdFindAll(t, ctx, coll, near(0, 0, bson.E{Key: "$maxDistance", Value: max})), 5, 4, 3)
+	geoWantIDs(t, "$minDistance", sdFindAll(t, ctx, coll, near(0, 0, bson.E{Key: "$minDistance", Value: max}, bson.E{Key: "$maxDistance", Value: 1e6})), 2, 1)
+	geoWantIDs(t, "limit", sdFindAll(t, ctx, coll, near(0, 0), options.Find().SetLimit(2)), 5, 4)
+	geoWantIDs(t, "other filter", sdFindAll(t, ctx, coll, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: 3}}}, near(0, 0)[0]}), 5, 4, 6, 7, 8)
 	// Across the antimeridian and at the pole.
-	wantIDs(t, "antimeridian", sdFindAll(t, ctx, coll, near(-179.999, 0), options.Find().SetLimit(1)), 8)
-	wantIDs(t, "north pole", sdFindAll(t, ctx, coll, near(45, 89.9), options.Find().SetLimit(1)), 6)
-	wantIDs(t, "empty", sdFindAll(t, ctx, coll, near(90, 0, bson.E{Key: "$maxDistance", Value: 10})))
+	geoWantIDs(t, "antimeridian", sdFindAll(t, ctx, coll, near(-179.999, 0), options.Find().SetLimit(1)), 8)
+	geoWantIDs(t, "north pole", sdFindAll(t, ctx, coll, near(45, 89.9), options.Find().SetLimit(1)), 6)
+	geoWantIDs(t, "empty", sdFindAll(t, ctx, coll, near(90, 0, bson.E{Key: "$maxDistance", Value: 10})))
 	// Legacy $nearSphere: radians.
 	sph := bson.D{{Key: "loc", Value: bson.D{{Key: "$nearSphere", Value: bson.A{0, 0}}, {Key: "$maxDistance", Value: 0.03 * math.Pi / 180 * 1.0001}}}}
-	wantIDs(t, "$nearSphere radians", sdFindAll(t, ctx, coll, sph), 5, 4, 3)
+	geoWantIDs(t, "$nearSphere radians", sdFindAll(t, ctx, coll, sph), 5, 4, 3)
 
 	// Not allowed outside find.
 	_, err = coll.CountDocuments(ctx, near(0, 0))
-	wantCode(t, "count", err, 5626500, "not allowed in this context")
+	geoWantCode(t, "count", err, 5626500, "not allowed in this context")
 	_, err = coll.Find(ctx, bson.D{{Key: "$or", Value: bson.A{near(0, 0), bson.D{{Key: "a", Value: 1}}}}})
-	wantCode(t, "$or", err, 2, "geoNear must be top-level expr")
+	geoWantCode(t, "$or", err, 2, "geoNear must be top-level expr")
 	// A flat legacy $near needs a 2d index.
 	_, err = coll.Find(ctx, bson.D{{Key: "loc", Value: bson.D{{Key: "$near", Value: bson.A{0, 0}}}}})
-	wantCode(t, "flat $near on 2dsphere", err, 291, "")
+	geoWantCode(t, "flat $near on 2dsphere", err, 291, "")
 }
