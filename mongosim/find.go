@@ -172,6 +172,9 @@ func cmdFind(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.Near() != nil {
+		plan = readPlan{} // a geo index orders by distance (findDocs)
+	}
 	early := 0
 	if sorter == nil && !reverse && limit > 0 && !keys.bounded() && !plan.ordered() {
 		early = int(skip + limit)
