@@ -551,7 +551,7 @@ func cmdCreate(r *request) (bson.D, error) {
 		// succeeds; with others it fails.
 		var same bool
 		_ = r.cluster.data.read(r.db, coll, func(cur *collection) error {
-			same = cur == c && cur.view == nil && (len(cur.options) == 0 && len(options) == 0 || keyOf(cur.options) == keyOf(options))
+			same = cur == c && cur.view == nil && (len(cur.options) == 0 && len(options) == 0 || value.Key(cur.options) == value.Key(options))
 			return nil
 		})
 		if !same {

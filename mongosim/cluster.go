@@ -44,11 +44,11 @@ type Cluster struct {
 	stats   counters
 	adm     adminState // monitoring and user commands (adminstate.go)
 
-	// routers are the mongos routers in front of the members (router.go);
+	// routers are the mongos routers in front of the members (shard_router.go);
 	// set by Launch, read-only afterwards.
 	routers []*Router
 	// sharding is the multi-shard metadata and the other shards
-	// (shardroute.go); nil unless Options.Shards > 1.
+	// (shard_cluster.go); nil unless Options.Shards > 1.
 	sharding *shardSet
 	// balancer fronts the routers in load-balanced mode (Options.LoadBalanced).
 	balancer       *Balancer

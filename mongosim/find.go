@@ -29,7 +29,11 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 		if err := checkHint(c, hint); err != nil {
 			return err
 		}
+		hinted := c.findIndex(hint)
 		for _, rec := range c.candidates(filterDoc, f) {
+			if hinted != nil && !hinted.holds(rec.doc) {
+				continue // a hinted sparse or partial index lacks it
+			}
 			ok, err := f.MatchErr(rec.doc)
 			if err != nil {
 				return err
@@ -164,14 +168,20 @@ func cmdFind(r *request) (bson.D, error) {
 	if err := keys.resolve(r, coll, filterDoc, sortDoc, hint); err != nil {
 		return nil, err
 	}
+	plan, err := r.planFor(coll, filterDoc, sortDoc, hint)
+	if err != nil {
+		return nil, err
+	}
 	early := 0
-	if sorter == nil && !reverse && limit > 0 && !keys.bounded() {
+	if sorter == nil && !reverse && limit > 0 && !keys.bounded() && !plan.ordered() {
 		early = int(skip + limit)
 	}
 	docs, err := r.readDocs(coll, f, filterDoc, early, hint)
 	if err != nil {
 		return nil, err
 	}
+	// The plan's order; a sort then reorders, equal keys staying in it.
+	docs = plan.order(docs)
 	docs = keys.bound(docs, sorter != nil || reverse)
 	if sorter != nil {
 		sorter.SortDocs(docs)
@@ -307,7 +317,11 @@ func cmdCount(r *request) (bson.D, error) {
 		if err := checkHint(c, hint); err != nil {
 			return err
 		}
+		hinted := c.findIndex(hint)
 		for _, rec := range c.candidates(filterDoc, f) {
+			if hinted != nil && !hinted.holds(rec.doc) {
+				continue // a hinted sparse or partial index lacks it
+			}
 			ok, err := f.MatchErr(rec.doc)
 			if err != nil {
 				return err
@@ -366,7 +380,7 @@ func cmdDistinct(r *request) (bson.D, error) {
 			if _, undef := v.(bson.Undefined); undef {
 				continue // an empty array has no values
 			}
-			k := keyOfWith(v, env.collator())
+			k := value.KeyWith(v, env.collator())
 			if !seen[k] {
 				seen[k] = true
 				values = append(values, v)

@@ -150,7 +150,7 @@ func (ix *index) keysOf(doc bson.D) ([]indexKey, error) {
 			if i == multi {
 				v = perField[i][j]
 			}
-			b = appendKeyWith(b, v, ix.collator())
+			b = value.AppendKey(b, v, ix.collator())
 			kv[i] = bson.E{Key: f, Value: v}
 		}
 		out = append(out, indexKey{ix: ix, key: string(b), value: kv})
@@ -172,7 +172,7 @@ func dedupe(vals []any) []any {
 	seen := map[string]bool{}
 	out := vals[:0:0]
 	for _, v := range vals {
-		k := keyOf(v)
+		k := value.Key(v)
 		if !seen[k] {
 			seen[k] = true
 			out = append(out, v)
@@ -428,7 +428,7 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 func sameOptions(a, b *index) bool {
 	pa, _ := value.Get(a.spec, "partialFilterExpression")
 	pb, _ := value.Get(b.spec, "partialFilterExpression")
-	return a.unique == b.unique && a.sparse == b.sparse && keyOf(pa) == keyOf(pb) && collation.Equal(a.coll, b.coll)
+	return a.unique == b.unique && a.sparse == b.sparse && value.Key(pa) == value.Key(pb) && collation.Equal(a.coll, b.coll)
 }
 
 // addIndex adds ix to c, building its entries; it reports whether the
@@ -455,7 +455,7 @@ func (c *collection) addIndex(ix *index) (bool, error) {
 			pb, _ := value.Get(ix.spec, "partialFilterExpression")
 			// Indexes on the same keys may coexist with different
 			// partial filters or collations.
-			if keyOf(pa) == keyOf(pb) && collation.Equal(old.coll, ix.coll) {
+			if value.Key(pa) == value.Key(pb) && collation.Equal(old.coll, ix.coll) {
 				return false, cmderr.New(cmderr.IndexOptionsConflict, "Index already exists with a different name: %s", old.name)
 			}
 		}
