@@ -45,7 +45,7 @@ type cursor struct {
 	// (listCollections, listIndexes, bulkWrite) and a find whose limit the
 	// results reach know their end at once.
 	lazyEnd bool
-	tail     *tailState   // set for a tailable find cursor
+	tail    *tailState // set for a tailable find cursor
 	// at is the atClusterTime of a snapshot read, which its getMores
 	// report as well.
 	at bson.Timestamp
