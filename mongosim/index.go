@@ -618,7 +618,7 @@ func cmdListIndexes(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.cluster.data.cursors.reply(r, r.db+".$cmd.listIndexes", docs, batchSize, false), nil
+	return r.cluster.data.cursors.reply(r, r.db+".$cmd.listIndexes", docs, batchSize, false, endAtOnce), nil
 }
 
 func cmdDropIndexes(r *request) (bson.D, error) {
