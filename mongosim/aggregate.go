@@ -140,10 +140,11 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if err != nil {
 		return errorReply(err) // $merge/$out duplicates keep keyPattern/keyValue
 	}
+	end := endLazily
 	if p.HasWriteStage() {
-		out = nil
+		out, end = nil, endAtOnce // $out/$merge run to completion
 	}
-	return s.cursors.reply(r, ns, out, batchSize, false), nil
+	return s.cursors.reply(r, ns, out, batchSize, false, end), nil
 }
 
 func stageOrEmpty(s string) string {
