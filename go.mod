@@ -10,6 +10,7 @@ require (
 	github.com/xdg-go/scram v1.4.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/net v0.57.0
 	golang.org/x/text v0.41.0
 )
 

@@ -161,9 +161,9 @@ func runPipeCases(t *testing.T, cases []pipeCase) {
 	}
 }
 
-func TestSeedCleanupPipeline(t *testing.T) {
+func TestCounterCleanupPipeline(t *testing.T) {
 	runPipeCases(t, []pipeCase{{
-		name:     "seed 001",
+		name:     "resilient-applications counter clean-up",
 		pipeline: `[{"$match": {"pending.0": {"$exists": true}}}, {"$project": {"counter": {"$add": ["$counter", {"$size": "$pending"}]}}}]`,
 		input:    `[{"_id": "c1", "counter": 10, "pending": ["t1", "t2"]}, {"_id": "c2", "counter": 3, "pending": []}, {"_id": "c3", "counter": {"$numberLong": "7"}, "pending": ["t3"]}]`,
 		want:     `[{"_id": "c1", "counter": 12}, {"_id": "c3", "counter": {"$numberLong": "8"}}]`,
