@@ -142,7 +142,7 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	hint, _ := r.get("hint")
 
-	f, err := env.compileFilter(filterDoc)
+	f, err := env.compileFindFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -172,11 +172,14 @@ func cmdFind(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.Near() != nil {
+		plan = readPlan{} // a geo index orders by distance (findDocs)
+	}
 	early := 0
 	if sorter == nil && !reverse && limit > 0 && !keys.bounded() && !plan.ordered() {
 		early = int(skip + limit)
 	}
-	docs, err := r.readDocs(coll, f, filterDoc, early, hint)
+	docs, err := r.findDocs(coll, f, filterDoc, early, hint)
 	if err != nil {
 		return nil, err
 	}
@@ -192,10 +195,8 @@ func cmdFind(r *request) (bson.D, error) {
 	docs = skipLimit(docs, skip, limit)
 	if keys.returnKey {
 		keys.keys(docs) // the index keys, whatever the projection says
-	} else if proj != nil {
-		for i, d := range docs {
-			docs[i] = proj.Apply(d)
-		}
+	} else if err := projectDocs(proj, f, docs); err != nil {
+		return nil, err
 	}
 	return r.cluster.data.cursors.reply(r, r.db+"."+coll, docs, batchSize, singleBatch, findEnd(r, coll, docs, limit)), nil
 }
@@ -218,6 +219,27 @@ func findEnd(r *request, coll string, docs []bson.D, limit int64) cursorEnd {
 		}
 	}
 	return endLazily
+}
+
+// projectDocs applies proj to each of docs in place. A positional field.$
+// takes the array position at which f matched the document, as mongod's
+// find does (an $elemMatch in the filter included).
+func projectDocs(proj *query.Projection, f *query.Filter, docs []bson.D) error {
+	if proj == nil {
+		return nil
+	}
+	for i, d := range docs {
+		pos := -1
+		if proj.NeedsPosition() {
+			_, pos = f.MatchPosition(d)
+		}
+		out, err := proj.Project(d, pos)
+		if err != nil {
+			return err
+		}
+		docs[i] = out
+	}
+	return nil
 }
 
 // isNaturalReverse reports sort {$natural: -1}: natural order backwards.
