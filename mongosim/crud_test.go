@@ -716,9 +716,9 @@ func TestIndexes(t *testing.T) {
 	}
 }
 
-// TestSeed001Counter runs the two-step exactly-once counter of "How To Write
+// TestResilientArticleCounter runs the two-step exactly-once counter of "How To Write
 // Resilient MongoDB Applications" and its clean-up pass.
-func TestSeed001Counter(t *testing.T) {
+func TestResilientArticleCounter(t *testing.T) {
 	client, _ := dataClient(t)
 	ctx := sdCtx(t)
 	coll := client.Database("app").Collection("counters")
@@ -774,10 +774,10 @@ func TestSeed001Counter(t *testing.T) {
 	}
 }
 
-// TestSeed004VersionedUpsert runs the optimistic-locking upsert of
+// TestOptimisticLockingArticleUpsert runs the optimistic-locking upsert of
 // "Optimistic Locking in MongoDB": a stale version finds no match, tries to
 // insert and hits the _id index.
-func TestSeed004VersionedUpsert(t *testing.T) {
+func TestOptimisticLockingArticleUpsert(t *testing.T) {
 	client, _ := dataClient(t)
 	ctx := sdCtx(t)
 	coll := client.Database("app").Collection("docs")

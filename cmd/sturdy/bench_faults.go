@@ -27,7 +27,7 @@ import (
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
-// sturdy bench faults: the workload of issue 10. Goroutines run $inc
+// sturdy bench faults: failed operations per injected fault. Goroutines run $inc
 // upserts against a mongosim replica set while a fail point injects a fault
 // into a fraction of the writes; each client runs the same workload in turn
 // against the same deployment, with its default options, and the table
