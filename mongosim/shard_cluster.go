@@ -31,9 +31,9 @@ type shardSet struct {
 	cursors   map[int64]*routerCursor
 	lastSweep time.Time
 	txns      map[string]*shardTxn      // by lsid: the session's latest transaction (shard_txn.go)
-	coords    map[string]*coordination // the coordinators' commit decisions (shard_txn_coordinator.go)
+	coords    map[string]*coordination  // the coordinators' commit decisions (shard_txn_coordinator.go)
 	hook      atomic.Pointer[coordHook] // tests: interrupts two-phase commits
-	famPins   map[string]famPin // by lsid: a retryable findAndModify's target (shard_write.go)
+	famPins   map[string]famPin         // by lsid: a retryable findAndModify's target (shard_write.go)
 }
 
 type shardedDB struct {

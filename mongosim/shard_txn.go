@@ -75,16 +75,18 @@ func (r *Router) routeTxn(rq *request, cmd *command, out *outcome) (bson.D, erro
 		return r.forwardTo(rq, cmd, out, 0)
 	}
 	st := r.cluster.sharding.txnFor(rq)
-	n, _, _ := txnNumberOf(rq)
 	switch {
 	case st == nil && rq.name == "commitTransaction":
 		return r.recoverShardedCommit(rq)
 	case st == nil:
-		return nil, cmderr.New(cmderr.NoSuchTransaction, "Transaction %d was not started on this cluster's routers", n)
+		// No statement of it reached the routing (a fail point answered
+		// it): shard 0 answers NoSuchTransaction, with the cluster time
+		// mongos' own reply would carry.
+		return r.forwardTo(rq, cmd, out, 0)
 	case rq.name == "commitTransaction":
 		return r.commitShardTxn(rq, cmd, out, st)
 	case rq.name == "abortTransaction":
-		return r.abortShardTxn(rq, st)
+		return r.abortShardTxn(rq, cmd, out, st)
 	case rq.name == "bulkWrite":
 		return nil, cmderr.Unsupported("the client-level bulkWrite in a transaction on a multi-shard deployment")
 	}
@@ -211,13 +213,19 @@ func (r *Router) commitShardTxn(rq *request, cmd *command, out *outcome, st *sha
 
 // abortShardTxn aborts st on every participant: ok when one aborted, else
 // the first error that is not NoSuchTransaction, else NoSuchTransaction.
-func (r *Router) abortShardTxn(rq *request, st *shardTxn) (bson.D, error) {
+// One participant answers as it would alone.
+func (r *Router) abortShardTxn(rq *request, cmd *command, out *outcome, st *shardTxn) (bson.D, error) {
 	parts, _ := st.snapshot()
 	if len(parts) == 0 {
-		return nil, cmderr.New(cmderr.NoSuchTransaction, "no command of transaction %d reached a shard", st.number)
+		// No statement reached a shard: shard 0 answers NoSuchTransaction
+		// (with the cluster time mongos' own reply would carry).
+		return r.forwardTo(rq, cmd, out, 0)
 	}
 	if co := r.cluster.sharding.coordination(st.lsid, st.number); co != nil && co.decided() == decisionCommit {
 		return nil, cmderr.New(cmderr.TransactionCommitted, "Transaction with { txnNumber: %d } has been committed.", st.number)
+	}
+	if len(parts) == 1 {
+		return r.forwardTo(rq, cmd, out, parts[0].shard)
 	}
 	var firstErr, noSuch bson.D
 	aborted := false

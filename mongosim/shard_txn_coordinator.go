@@ -158,12 +158,12 @@ func (co *coordination) outcome() (bson.D, error) {
 func (co *coordination) run() {
 	top, coordShard := co.ss.shards[0], co.ss.shards[co.shard]
 	for !top.isClosed() {
-		primary := coordShard.Primary()
-		if primary == nil {
+		term, ok := coordShard.primaryTerm()
+		if !ok {
 			sleepCtx(context.Background(), 10*time.Millisecond)
 			continue
 		}
-		err := co.drive(primary)
+		err := co.drive(term)
 		if err == nil {
 			co.mu.Lock()
 			co.running = false
@@ -183,11 +183,11 @@ func (co *coordination) run() {
 	co.mu.Unlock()
 }
 
-// drive runs the steps not yet recorded while primary is the coordinator
-// shard's primary.
-func (co *coordination) drive(primary *Member) error {
+// drive runs the steps not yet recorded while the coordinator shard's
+// primary stays the one elected in term.
+func (co *coordination) drive(term int64) error {
 	moved := func() error {
-		if co.ss.shards[co.shard].Primary() != primary {
+		if now, ok := co.ss.shards[co.shard].primaryTerm(); !ok || now != term {
 			return errCoordinatorMoved
 		}
 		return nil
@@ -324,4 +324,12 @@ func txnCommand(name string, lsid any, n int64, extra ...bson.E) bson.D {
 	d = append(d, extra...)
 	return append(d, bson.E{Key: "lsid", Value: lsid}, bson.E{Key: "txnNumber", Value: n},
 		bson.E{Key: "autocommit", Value: false}, bson.E{Key: "$db", Value: "admin"})
+}
+
+// primaryTerm is the election term of the set's primary; false while it
+// has none.
+func (c *Cluster) primaryTerm() (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.term, c.primary >= 0
 }
