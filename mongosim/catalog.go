@@ -360,7 +360,7 @@ func cmdListCollections(r *request) (bson.D, error) {
 			docs = append(docs, d)
 		}
 	}
-	return s.cursors.reply(r, r.db+".$cmd.listCollections", docs, batchSize, false), nil
+	return s.cursors.reply(r, r.db+".$cmd.listCollections", docs, batchSize, false, endAtOnce), nil
 }
 
 // cursorBatchSize reads cursor: {batchSize: n}; -1 when absent.

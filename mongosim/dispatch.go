@@ -412,22 +412,6 @@ func (m *Member) applyFailCommand(r *request, out *outcome) (wce bson.D, answere
 	return act.writeConcernError, false
 }
 
-// clusterTimeFields are the $clusterTime and operationTime a replica-set
-// member appends to its replies (drivers gossip the first and use the
-// second for causal consistency). The signature is all zeros, as from a
-// server without keys; handshake and auth replies carry none.
-func (m *Member) clusterTimeFields(name string) bson.D {
-	if m.cluster.setName == "" || isHelloName(name) || strings.HasPrefix(name, "sasl") {
-		return nil
-	}
-	ts := m.cluster.data.changes.clusterTime()
-	return bson.D{
-		{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: ts},
-			{Key: "signature", Value: bson.D{{Key: "hash", Value: bson.Binary{Subtype: 0, Data: make([]byte, 20)}}, {Key: "keyId", Value: int64(0)}}}}},
-		{Key: "operationTime", Value: ts},
-	}
-}
-
 // errReplied is returned by handlers that answered the request themselves.
 var errReplied = errors.New("mongosim: request already answered")
 

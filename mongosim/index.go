@@ -36,6 +36,7 @@ type index struct {
 	coll     *collation.Collation
 	collSet  bool
 	finished bool
+	geo      *geoIndex // 2dsphere and 2d indexes (geoindex.go)
 }
 
 // finish gives an index without its own collation the collection's
@@ -96,7 +97,7 @@ type indexKey struct {
 func (c *collection) indexKeys(doc bson.D) ([]indexKey, error) {
 	var out []indexKey
 	for _, ix := range c.indexes[1:] {
-		if !ix.unique {
+		if !ix.unique && ix.geo == nil {
 			continue
 		}
 		keys, err := ix.keysOf(doc)
@@ -114,6 +115,9 @@ func (c *collection) indexKeys(doc bson.D) ([]indexKey, error) {
 func (ix *index) keysOf(doc bson.D) ([]indexKey, error) {
 	if ix.partial != nil && !ix.partial.Match(doc) {
 		return nil, nil
+	}
+	if ix.geo != nil {
+		return nil, ix.geo.checkGeo(doc)
 	}
 	perField := make([][]any, len(ix.fields))
 	multi := -1
@@ -313,7 +317,7 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 	ix := &index{}
 	var keySet bool
 	out := bson.D{{Key: "v", Value: int32(2)}}
-	var extra bson.D
+	var extra, geoOpts bson.D
 	for _, e := range spec {
 		switch e.Key {
 		case "key":
@@ -324,13 +328,17 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			if len(k) == 0 {
 				return nil, cmderr.New(67, "Index keys cannot be empty.")
 			}
-			for _, f := range k {
+			for i, f := range k {
 				if f.Key == "" {
 					return nil, cmderr.New(67, "Index keys cannot be an empty field.")
 				}
 				switch v := f.Value.(type) {
 				case string:
-					if v != "hashed" {
+					if isGeo, err := ix.parseGeoKey(f.Key, v, i); isGeo || err != nil {
+						if err != nil {
+							return nil, err
+						}
+					} else if v != "hashed" {
 						return nil, cmderr.Unsupported("index type '" + v + "'")
 					}
 				default:
@@ -392,7 +400,10 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			}
 			ix.coll, ix.collSet = c, true
 		default:
-			return nil, cmderr.Unsupported("index option '" + e.Key + "'")
+			if !geoSpecOptions[e.Key] {
+				return nil, cmderr.Unsupported("index option '" + e.Key + "'")
+			}
+			geoOpts = append(geoOpts, e)
 		}
 	}
 	if !keySet {
@@ -413,6 +424,11 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			}
 		}
 	}
+	geoSpec, err := ix.finishGeoSpec(geoOpts)
+	if err != nil {
+		return nil, err
+	}
+	extra = append(extra, geoSpec...)
 	if ix.name == "" {
 		ix.name = indexName(ix.key)
 	}
@@ -602,7 +618,7 @@ func cmdListIndexes(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.cluster.data.cursors.reply(r, r.db+".$cmd.listIndexes", docs, batchSize, false), nil
+	return r.cluster.data.cursors.reply(r, r.db+".$cmd.listIndexes", docs, batchSize, false, endAtOnce), nil
 }
 
 func cmdDropIndexes(r *request) (bson.D, error) {

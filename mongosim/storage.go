@@ -431,11 +431,11 @@ func idEquality(filterDoc bson.D) (any, bool) {
 		}
 		v = d[0].Value
 	}
-	switch v.(type) {
+	switch d := v.(type) {
 	case bson.A, bson.Regex, bson.M, bson.Raw, nil, bson.Null, bson.Undefined:
 		return nil, false
 	case bson.D:
-		if d := v.(bson.D); len(d) > 0 && strings.HasPrefix(d[0].Key, "$") {
+		if len(d) > 0 && strings.HasPrefix(d[0].Key, "$") {
 			return nil, false
 		}
 	}
@@ -728,19 +728,6 @@ func (c *collection) compact() {
 		}
 	}
 	c.order = out
-}
-
-// truncate empties the collection, keeping its indexes.
-func (c *collection) truncate() {
-	c.byID = map[string]*record{}
-	c.order = nil
-	c.live = 0
-	c.bytes = 0
-	for _, ix := range c.indexes[1:] {
-		if ix.entries != nil {
-			ix.entries = map[string]*record{}
-		}
-	}
 }
 
 // ---- duplicate key errors ----
