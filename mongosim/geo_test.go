@@ -281,3 +281,72 @@ func TestGeoNearRequiresIndexAndSortsByDistance(t *testing.T) {
 	_, err = coll.Find(ctx, bson.D{{Key: "loc", Value: bson.D{{Key: "$near", Value: bson.A{0, 0}}}}})
 	geoWantCode(t, "flat $near on 2dsphere", err, 291, "")
 }
+
+func TestGeoNearStage(t *testing.T) {
+	coll, ctx := geoColl(t, "stage")
+	_, err := coll.InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "loc", Value: geoPoint(2.3522, 48.8566)}, {Key: "city", Value: "Paris"}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "loc", Value: geoPoint(-0.1276, 51.5072)}, {Key: "city", Value: "London"}},
+		bson.D{{Key: "_id", Value: 3}, {Key: "loc", Value: geoPoint(13.405, 52.52)}, {Key: "city", Value: "Berlin"}},
+		bson.D{{Key: "_id", Value: 4}, {Key: "loc", Value: bson.A{bson.D{{Key: "type", Value: "Point"}, {Key: "coordinates", Value: bson.A{4.9041, 52.3676}}}}}, {Key: "city", Value: "Amsterdam"}},
+	})
+	sdNoErr(t, err)
+	stage := func(spec ...bson.E) mongo.Pipeline {
+		return mongo.Pipeline{{{Key: "$geoNear", Value: append(bson.D{{Key: "near", Value: geoPoint(2.3522, 48.8566)}, {Key: "distanceField", Value: "dist.m"}}, spec...)}}}
+	}
+	_, err = coll.Aggregate(ctx, stage())
+	geoWantCode(t, "no index", err, 27, "$geoNear requires a 2d or 2dsphere index, but none were found")
+	_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "loc", Value: "2dsphere"}}})
+	sdNoErr(t, err)
+
+	cur, err := coll.Aggregate(ctx, stage(bson.E{Key: "includeLocs", Value: "where"}))
+	sdNoErr(t, err)
+	var got []bson.D
+	sdNoErr(t, cur.All(ctx, &got))
+	geoWantIDs(t, "order", got, 1, 2, 4, 3)
+	want := map[any]float64{
+		int32(1): 0,
+		int32(2): haversine(2.3522, 48.8566, -0.1276, 51.5072),
+		int32(3): haversine(2.3522, 48.8566, 13.405, 52.52),
+		int32(4): haversine(2.3522, 48.8566, 4.9041, 52.3676),
+	}
+	for _, d := range got {
+		id, _ := geoField(d, "_id")
+		distDoc, _ := geoField(d, "dist")
+		m, _ := geoField(distDoc.(bson.D), "m")
+		if math.Abs(m.(float64)-want[id]) > 0.5 { // metres
+			t.Fatalf("%v: distance %v, want %v", id, m, want[id])
+		}
+		if where, _ := geoField(d, "where"); where == nil {
+			t.Fatalf("%v: no includeLocs field: %v", id, d)
+		}
+	}
+
+	// maxDistance (metres), query, distanceMultiplier (to km), later stages.
+	cur, err = coll.Aggregate(ctx, append(stage(bson.E{Key: "maxDistance", Value: 400000}, bson.E{Key: "query", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$ne", Value: 1}}}}},
+		bson.E{Key: "distanceMultiplier", Value: 0.001}), bson.D{{Key: "$project", Value: bson.D{{Key: "city", Value: 1}, {Key: "dist", Value: 1}}}}))
+	sdNoErr(t, err)
+	got = nil
+	sdNoErr(t, cur.All(ctx, &got))
+	geoWantIDs(t, "maxDistance", got, 2)
+	distDoc, _ := geoField(got[0], "dist")
+	if km, _ := geoField(distDoc.(bson.D), "m"); math.Abs(km.(float64)-want[int32(2)]/1000) > 0.001 {
+		t.Fatalf("multiplied distance %v", km)
+	}
+
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}, stage()[0]})
+	geoWantCode(t, "not first", err, 40603, "$geoNear was not the first stage in the pipeline.")
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "loc", Value: bson.D{{Key: "$near", Value: bson.A{0, 0}}}}}}}})
+	geoWantCode(t, "$near in $match", err, 5626500, "")
+	_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "other", Value: "2dsphere"}}})
+	sdNoErr(t, err)
+	_, err = coll.Aggregate(ctx, stage())
+	geoWantCode(t, "two indexes", err, 27, "There is more than one 2dsphere index")
+	cur, err = coll.Aggregate(ctx, stage(bson.E{Key: "key", Value: "loc"}, bson.E{Key: "spherical", Value: true}))
+	sdNoErr(t, err)
+	got = nil
+	sdNoErr(t, cur.All(ctx, &got))
+	geoWantIDs(t, "key", got, 1, 2, 4, 3)
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$geoNear", Value: bson.D{{Key: "near", Value: geoPoint(0, 0)}}}}})
+	geoWantCode(t, "no distanceField", err, 16606, "")
+}

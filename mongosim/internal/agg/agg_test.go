@@ -349,7 +349,8 @@ func TestLookupFacetUnion(t *testing.T) {
 func TestPipelineErrors(t *testing.T) {
 	runPipeCases(t, []pipeCase{
 		{name: "unknown stage", pipeline: `[{"$foo": {}}]`, code: 40324, compile: true},
-		{name: "unsupported stage", pipeline: `[{"$geoNear": {}}]`, code: 238, compile: true},
+		{name: "unsupported stage", pipeline: `[{"$planCacheStats": {}}]`, code: 238, compile: true},
+		{name: "geoNear not first", pipeline: `[{"$geoNear": {}}]`, code: 40603, compile: true},
 		{name: "two fields", pipeline: `[{"$match": {}, "$limit": 1}]`, code: 40323, compile: true},
 		{name: "not object", pipeline: `[1]`, code: 14, compile: true},
 		{name: "out not last", pipeline: `[{"$out": "x"}, {"$limit": 1}]`, code: 40601, compile: true},

@@ -172,15 +172,21 @@ func (n *Near) Accepts(d float64) bool { return d >= n.Min && d <= n.Max }
 // DistanceOf is the distance to the nearest of the geometries among vals
 // (the values a field path reaches), and false when none is measurable.
 func (n *Near) DistanceOf(vals []any) (float64, bool) {
-	best, found := math.Inf(1), false
-	for _, v := range vals {
+	_, d, ok := n.Nearest(vals)
+	return d, ok
+}
+
+// Nearest is DistanceOf that also reports which of vals is nearest.
+func (n *Near) Nearest(vals []any) (int, float64, bool) {
+	best, at := math.Inf(1), -1
+	for i, v := range vals {
 		s, err := ParseStored(v)
 		if err != nil {
 			continue
 		}
 		if d, ok := n.Distance(s); ok && d < best {
-			best, found = d, true
+			best, at = d, i
 		}
 	}
-	return best, found
+	return at, best, at >= 0
 }

@@ -139,3 +139,8 @@ func (l geoLeaf) matches(v any) bool {
 	s, err := geo.ParseStored(v)
 	return err == nil && l(s)
 }
+
+// NewNearClause is the clause of a $geoNear stage: near on path.
+func NewNearClause(path string, n *geo.Near) *NearClause {
+	return &NearClause{Path: path, Near: n, p: newPath(path, compileCtx{})}
+}
