@@ -5,6 +5,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 )
 
 func init() {
@@ -96,6 +97,12 @@ func cmdAggregate(r *request) (bson.D, error) {
 	} else if ok {
 		localIn, pipeline, statsOf, coll = stats, pipeline[1:], coll, ""
 	}
+	// A leading $match with $text is answered from the text index here;
+	// the documents carry their textScore into the rest of the pipeline.
+	var textFilter bson.D
+	if coll != "" {
+		textFilter, pipeline = leadingTextMatch(pipeline)
+	}
 	p, err := agg.Compile(pipeline)
 	if err != nil {
 		return nil, err
@@ -127,9 +134,15 @@ func cmdAggregate(r *request) (bson.D, error) {
 		if env.coll != nil {
 			pre = nil
 		}
-		if r.rc.level == "snapshot" {
+		switch {
+		case textFilter != nil:
+			var f *query.Filter
+			if f, err = env.compileFilter(textFilter); err == nil {
+				in, err = r.readDocs(coll, f, textFilter, 0, hint)
+			}
+		case r.rc.level == "snapshot":
 			in, err = s.snapshotAt(r.db, coll, pre, hint, r.rc.atClusterTime)
-		} else {
+		default:
 			in, err = s.snapshot(r.db, coll, pre, nil, 0, hint)
 		}
 		if err != nil {
@@ -142,6 +155,11 @@ func cmdAggregate(r *request) (bson.D, error) {
 	}
 	if p.HasWriteStage() {
 		out = nil
+	}
+	if textFilter != nil {
+		for i := range out {
+			out[i] = stripTextScoreDeep(out[i])
+		}
 	}
 	return s.cursors.reply(r, ns, out, batchSize, false), nil
 }

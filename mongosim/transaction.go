@@ -265,12 +265,8 @@ func snapshotOf(base *collection, t *transaction) *collection {
 		options: base.options} // options: the default collation
 	uniques := false
 	for i, ix := range base.indexes {
-		cp := *ix
-		if ix.entries != nil {
-			cp.entries = map[string]*record{}
-		}
 		uniques = uniques || (i > 0 && ix.unique)
-		c.indexes = append(c.indexes, &cp)
+		c.indexes = append(c.indexes, ix.emptyCopy())
 	}
 	if !uniques {
 		c.partial, c.known = true, map[string]bool{}
@@ -585,11 +581,7 @@ func (t *transaction) commitLocked() ([]heldLock, error) {
 			// collections it created) are added before its documents.
 			live.mu.Lock()
 			for _, ix := range sc.indexes[1:] {
-				cp := *ix
-				if ix.entries != nil {
-					cp.entries = map[string]*record{}
-				}
-				if _, err := live.addIndex(&cp); err != nil {
+				if _, err := live.addIndex(ix.emptyCopy()); err != nil {
 					live.mu.Unlock()
 					return t.endLocked(txnAborted, "commit failed"), err
 				}

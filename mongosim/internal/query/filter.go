@@ -19,6 +19,7 @@ type Filter struct {
 	exprs []*expr.Expr // every $expr, for MatchErr
 	vars  map[string]any
 	coll  value.Collator
+	text  TextSearch // the $text predicate, nil without one
 }
 
 // Collator returns the collation the filter compares strings with (nil:
@@ -39,6 +40,9 @@ type Options struct {
 	// name without "$$", for $expr. When set, a $expr reading an undefined
 	// user variable fails compilation (17276), as on mongod.
 	Vars map[string]any
+	// Text compiles a $text argument against the collection's text index
+	// (nil: $text is not allowed in this context).
+	Text func(arg any) (TextSearch, error)
 }
 
 // node is one compiled predicate. v is the value the predicate is rooted at:
@@ -68,6 +72,10 @@ type compileCtx struct {
 	// checkVars: the variables are the command's complete set, so a
 	// $expr reading another one is an error at compile time.
 	checkVars bool
+	// text is the filter's $text state; underOr and underNor say where a
+	// $text would be.
+	text              *textState
+	underOr, underNor bool
 }
 
 // CompileFilter compiles a MongoDB query filter. Errors are *cmderr.Error
@@ -79,11 +87,12 @@ func CompileFilter(filter bson.D) (*Filter, error) {
 // CompileFilterWith is CompileFilter with a collation and variables.
 func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
 	f := &Filter{vars: expr.WithCollator(o.Vars, o.Collator), coll: o.Collator}
-	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil})
+	ts := &textState{compile: o.Text}
+	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil, text: ts})
 	if err != nil {
 		return nil, err
 	}
-	f.root = n
+	f.root, f.text = n, ts.found
 	return f, nil
 }
 
@@ -189,7 +198,7 @@ func (c constNode) matchDoc(bson.D, *int) bool { return bool(c) }
 // ---- compilation ----
 
 var topLevelUnsupported = map[string]bool{
-	"$where": true, "$text": true, "$sampleRate": true,
+	"$where": true, "$sampleRate": true,
 }
 
 func compileDoc(filter bson.D, ctx compileCtx) (node, error) {
@@ -232,12 +241,15 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 			return nil, cmderr.New(cmderr.BadValue, "%s must be a nonempty array", op)
 		}
 		kids := make([]node, 0, len(arr))
+		kidCtx := ctx
+		kidCtx.underNor = ctx.underNor || op == "$nor"
+		kidCtx.underOr = ctx.underOr || (op == "$or" && len(arr) > 1)
 		for _, x := range arr {
 			d, ok := x.(bson.D)
 			if !ok {
 				return nil, cmderr.New(cmderr.BadValue, "$or/$and/$nor entries need to be full objects")
 			}
-			n, err := compileDoc(d, ctx)
+			n, err := compileDoc(d, kidCtx)
 			if err != nil {
 				return nil, err
 			}
@@ -255,6 +267,8 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 		return norNode(kids), nil
 	case "$comment":
 		return nil, nil
+	case "$text":
+		return compileText(arg, ctx)
 	case "$alwaysTrue", "$alwaysFalse":
 		if n, ok := value.ToFloat(arg); !ok || n != 1 {
 			return nil, cmderr.New(cmderr.FailedToParse, "%s must be an integer value of 1", op)
