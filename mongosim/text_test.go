@@ -182,8 +182,8 @@ func TestTextSearchScoresMatchMongodFormula(t *testing.T) {
 		4: termScore(1, 1, 2, false),                             // espresso coffe
 	}
 	tea := map[int32]float64{
-		1: termScore(1, 1, 3, false),                             // like coffe tea
-		2: termScore(3, 1, 2, false),                             // "Tea time"
+		1: termScore(1, 1, 3, false),                            // like coffe tea
+		2: termScore(3, 1, 2, false),                            // "Tea time"
 		3: termScore(3, 1, 1, true) + termScore(1, 2, 5, false), // "Tea" is the whole title; black tea green tea biscuit
 	}
 	check := func(query string, want map[int32]float64, order ...int32) {
