@@ -449,8 +449,8 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 		}
 	}
 	if text.IsTextKey(ix.key) {
-		if ix.unique {
-			return nil, cmderr.Unsupported("a unique text index")
+		if ix.unique || ix.ttl {
+			return nil, cmderr.Unsupported("a unique or TTL text index")
 		}
 		if err := newTextIndex(ix, spec); err != nil {
 			return nil, err
