@@ -97,10 +97,17 @@ func cmdAggregate(r *request) (bson.D, error) {
 	} else if ok {
 		localIn, pipeline, statsOf, coll = stats, pipeline[1:], coll, ""
 	}
+	nearIn, nearFirst, err := r.leadingGeoNear(coll, pipeline, env)
+	if err != nil {
+		return nil, err
+	}
+	if nearFirst {
+		pipeline = pipeline[1:]
+	}
 	// A leading $match with $text is answered from the text index here;
 	// the documents carry their textScore into the rest of the pipeline.
 	var textFilter bson.D
-	if coll != "" {
+	if coll != "" && !nearFirst {
 		textFilter, pipeline = leadingTextMatch(pipeline)
 	}
 	p, err := agg.Compile(pipeline)
@@ -135,6 +142,8 @@ func cmdAggregate(r *request) (bson.D, error) {
 			pre = nil
 		}
 		switch {
+		case nearFirst:
+			in = nearIn
 		case textFilter != nil:
 			var f *query.Filter
 			if f, err = env.compileFilter(textFilter); err == nil {
@@ -153,15 +162,16 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if err != nil {
 		return errorReply(err) // $merge/$out duplicates keep keyPattern/keyValue
 	}
+	end := endLazily
 	if p.HasWriteStage() {
-		out = nil
+		out, end = nil, endAtOnce // $out/$merge run to completion
 	}
 	if textFilter != nil {
 		for i := range out {
 			out[i] = stripTextScoreDeep(out[i])
 		}
 	}
-	return s.cursors.reply(r, ns, out, batchSize, false), nil
+	return s.cursors.reply(r, ns, out, batchSize, false, end), nil
 }
 
 func stageOrEmpty(s string) string {

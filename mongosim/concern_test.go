@@ -19,7 +19,7 @@ import (
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 )
 
-// Tests of issue 9 items 3, 5 and 6: write concern, read concern and
+// Tests of write concern, read concern and
 // cluster time as mongod 8.0 answers them, with the official Go driver as
 // the client.
 

@@ -60,7 +60,7 @@ func search(s string) bson.D {
 	return bson.D{{Key: "$text", Value: bson.D{{Key: "$search", Value: s}}}}
 }
 
-func ids(rs []scored) []int32 {
+func scoredIDs(rs []scored) []int32 {
 	out := []int32{}
 	for _, r := range rs {
 		out = append(out, r.ID)
@@ -73,7 +73,7 @@ func wantIDs(t *testing.T, what string, got []scored, want ...int32) {
 	if want == nil {
 		want = []int32{}
 	}
-	if g := ids(got); !reflect.DeepEqual(g, want) {
+	if g := scoredIDs(got); !reflect.DeepEqual(g, want) {
 		t.Errorf("%s: got ids %v, want %v", what, g, want)
 	}
 }

@@ -293,7 +293,7 @@ func sameTextOptions(a, b *index) bool {
 	if (a.text == nil) != (b.text == nil) {
 		return false
 	}
-	return a.text == nil || keyOf(a.text.spec.Options) == keyOf(b.text.spec.Options)
+	return a.text == nil || value.Key(a.text.spec.Options) == value.Key(b.text.spec.Options)
 }
 
 // textConflict is mongod's rule of one text index per collection: a

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"html/template"
 	"io"
-	"os"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -75,18 +73,8 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := writeJSON(*jsonOut, rep); err != nil {
 		return err
 	}
-	if *htmlOut != "" {
-		f, err := os.Create(*htmlOut)
-		if err != nil {
-			return err
-		}
-		if err := writeSoakHTML(f, rep); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
+	if err := writeHTMLFile(*htmlOut, func(w io.Writer) error { return writeSoakHTML(w, rep) }); err != nil {
+		return err
 	}
 	if !rep.OK() {
 		return errSoakFailed
@@ -134,97 +122,4 @@ func printSoakReport(w io.Writer, r *soak.Report) {
 	if r.OK() {
 		fmt.Fprintln(w, "\nOK: nothing lost, nothing applied twice, nothing stuck.")
 	}
-}
-
-// The HTML report: goodput and failures per second, and p99 latency per
-// second, drawn as inline SVG over shaded fault episodes.
-
-type soakBar struct {
-	X, Y, H, FY, FH int
-	Title           string
-}
-
-type soakBand struct {
-	X, W  int
-	Class string
-	Title string
-}
-
-type soakPage struct {
-	R               *soak.Report
-	Width, Height   int
-	Bars            []soakBar
-	Bands           []soakBand
-	LatPoints       string
-	MaxOps, MaxP99  string
-	Kinds           []string
-	Counts          map[string]soak.KindCount
-	LinearizableTxt string
-}
-
-const soakChartH = 200
-
-var soakTemplate = template.Must(template.New("soak").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>sturdy soak</title>
-<style>
-body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin-bottom:1.5em}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}
-td:first-child,th:first-child{text-align:left}
-.ok{fill:#5cb85c}.fail{fill:#d9534f}.lat{fill:none;stroke:#337ab7;stroke-width:1.5}
-.reply-lost{fill:#f0ad4e33}.request-lost{fill:#d9534f22}.reset{fill:#9b59b633}.stepdown{fill:#000}
-.overload{fill:#e74c3c44}.slow{fill:#3498db33}svg text{font-size:11px}
-</style></head><body>
-<h1>sturdy soak</h1>
-<p>{{.R.Ops}} operations, {{.R.Failed}} failed ({{.R.FailedApplied}} of them applied), <b>{{.R.Lost}} lost, {{.R.Duplicated}} duplicated,
-{{.R.Stuck}} stuck</b>; register history {{.LinearizableTxt}}; {{.R.Faults}} faults in {{len .R.Schedule}} episodes; p99 {{printf "%.2f" .R.P99ms}} ms.</p>
-<table><tr><th>operation</th><th>ops</th><th>failed</th><th>failed, applied</th><th>lost</th><th>duplicated</th></tr>
-{{range .Kinds}}{{with index $.Counts .}}<tr><td>{{$}}</td><td>{{.Ops}}</td><td>{{.Failed}}</td><td>{{.FailedApplied}}</td><td>{{.Lost}}</td><td>{{.Duplicated}}</td></tr>{{end}}{{end}}
-</table>
-<h2>Operations per second (green: succeeded, red: failed) over the fault episodes</h2>
-<svg width="{{.Width}}" height="{{.Height}}" role="img" aria-label="operations per second">
-{{range .Bands}}<rect class="{{.Class}}" x="{{.X}}" y="0" width="{{.W}}" height="{{$.Height}}"><title>{{.Title}}</title></rect>{{end}}
-{{range .Bars}}<rect class="ok" x="{{.X}}" y="{{.Y}}" width="3" height="{{.H}}"><title>{{.Title}}</title></rect><rect class="fail" x="{{.X}}" y="{{.FY}}" width="3" height="{{.FH}}"/>{{end}}
-<text x="2" y="12">max {{.MaxOps}}/s</text></svg>
-<h2>p99 latency per second</h2>
-<svg width="{{.Width}}" height="{{.Height}}" role="img" aria-label="p99 latency">
-{{range .Bands}}<rect class="{{.Class}}" x="{{.X}}" y="0" width="{{.W}}" height="{{$.Height}}"><title>{{.Title}}</title></rect>{{end}}
-<polyline class="lat" points="{{.LatPoints}}"/><text x="2" y="12">max {{.MaxP99}} ms</text></svg>
-<p>Bands: <span style="background:#f0ad4e33">reply-lost</span> <span style="background:#d9534f22">request-lost</span>
-<span style="background:#9b59b633">reset</span> <span style="background:#e74c3c44">overload</span> <span style="background:#3498db33">slow</span>; black lines are step-downs.</p>
-</body></html>
-`))
-
-func writeSoakHTML(w io.Writer, r *soak.Report) error {
-	const pxPerSec = 4
-	secs := max(len(r.Timeline), int(r.Elapsed/time.Second)+1)
-	p := soakPage{R: r, Width: secs*pxPerSec + 10, Height: soakChartH, Counts: r.ByKind, LinearizableTxt: r.Linearization}
-	for k := range r.ByKind {
-		p.Kinds = append(p.Kinds, k)
-	}
-	sort.Strings(p.Kinds)
-	var maxOps int64 = 1
-	maxP99 := 1.0
-	for _, s := range r.Timeline {
-		maxOps = max(maxOps, s.Succeeded+s.Failed)
-		maxP99 = max(maxP99, s.P99ms)
-	}
-	p.MaxOps, p.MaxP99 = fmt.Sprint(maxOps), fmt.Sprintf("%.1f", maxP99)
-	for i, s := range r.Timeline {
-		h := int(float64(s.Succeeded) / float64(maxOps) * (soakChartH - 20))
-		fh := int(float64(s.Failed) / float64(maxOps) * (soakChartH - 20))
-		if s.Failed > 0 && fh == 0 {
-			fh = 1
-		}
-		p.Bars = append(p.Bars, soakBar{X: i * pxPerSec, Y: soakChartH - h, H: h, FY: soakChartH - h - fh, FH: fh,
-			Title: fmt.Sprintf("second %d: %d succeeded, %d failed", i, s.Succeeded, s.Failed)})
-		y := soakChartH - int(s.P99ms/maxP99*(soakChartH-20))
-		p.LatPoints += fmt.Sprintf("%d,%d ", i*pxPerSec+1, y)
-	}
-	for _, ep := range r.Schedule {
-		x := int(ep.At.Seconds() * pxPerSec)
-		wd := max(1, int(ep.Duration.Seconds()*pxPerSec))
-		p.Bands = append(p.Bands, soakBand{X: x, W: wd, Class: ep.Kind,
-			Title: fmt.Sprintf("%s at %.1fs for %.1fs (rate %.2f)", ep.Kind, ep.At.Seconds(), ep.Duration.Seconds(), ep.Rate)})
-	}
-	return soakTemplate.Execute(w, p)
 }

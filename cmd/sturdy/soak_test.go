@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,8 +41,14 @@ func TestSoakCommandSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(h, []byte("<svg")) || !bytes.Contains(h, []byte("register history ok")) {
-		t.Errorf("HTML report lacks its charts or verdict")
+	p := parsePage(t, h)
+	checkPage(t, p, 2)
+	if !strings.Contains(text(p.root), "register history: ok") {
+		t.Errorf("HTML report lacks its verdict")
+	}
+	rows := p.rows(t, "by-operation")
+	if last := rows[len(rows)-1]; last[0] != "all" || last[1] != fmt.Sprintf("%.0f", rep["ops"]) {
+		t.Errorf("the table's total row %q does not match the report's %v operations", last, rep["ops"])
 	}
 }
 

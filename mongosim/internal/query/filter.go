@@ -19,7 +19,8 @@ type Filter struct {
 	exprs []*expr.Expr // every $expr, for MatchErr
 	vars  map[string]any
 	coll  value.Collator
-	text  TextSearch // the $text predicate, nil without one
+	near  *NearClause // the filter's $near or $nearSphere (geo.go)
+	text  TextSearch  // the $text predicate, nil without one
 }
 
 // Collator returns the collation the filter compares strings with (nil:
@@ -40,6 +41,9 @@ type Options struct {
 	// name without "$$", for $expr. When set, a $expr reading an undefined
 	// user variable fails compilation (17276), as on mongod.
 	Vars map[string]any
+	// AllowNear admits $near and $nearSphere (find only, as on mongod,
+	// where they order the results by distance).
+	AllowNear bool
 	// Text compiles a $text argument against the collection's text index
 	// (nil: $text is not allowed in this context).
 	Text func(arg any) (TextSearch, error)
@@ -72,6 +76,10 @@ type compileCtx struct {
 	// checkVars: the variables are the command's complete set, so a
 	// $expr reading another one is an error at compile time.
 	checkVars bool
+	// geo collects the $near clause (geo.go); notTop is set below $or,
+	// $nor and $not, where $near may not appear.
+	geo    *geoState
+	notTop bool
 	// text is the filter's $text state; underOr and underNor say where a
 	// $text would be.
 	text              *textState
@@ -87,12 +95,13 @@ func CompileFilter(filter bson.D) (*Filter, error) {
 // CompileFilterWith is CompileFilter with a collation and variables.
 func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
 	f := &Filter{vars: expr.WithCollator(o.Vars, o.Collator), coll: o.Collator}
+	gs := &geoState{allowNear: o.AllowNear}
 	ts := &textState{compile: o.Text}
-	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil, text: ts})
+	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil, geo: gs, text: ts})
 	if err != nil {
 		return nil, err
 	}
-	f.root, f.text = n, ts.found
+	f.root, f.near, f.text = n, gs.near, ts.found
 	return f, nil
 }
 
@@ -242,6 +251,7 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 		}
 		kids := make([]node, 0, len(arr))
 		kidCtx := ctx
+		kidCtx.notTop = ctx.notTop || op != "$and"
 		kidCtx.underNor = ctx.underNor || op == "$nor"
 		kidCtx.underOr = ctx.underOr || (op == "$or" && len(arr) > 1)
 		for _, x := range arr {
@@ -322,6 +332,9 @@ func compileField(path string, v any, ctx compileCtx) (node, error) {
 // path predicate, so {a: {$gt: 1, $lt: 5}} can be satisfied by different
 // elements of an array a, as in MongoDB.
 func compileOps(p pathSpec, ops bson.D, ctx compileCtx) (node, error) {
+	if hasNear(ops) {
+		return compileNear(p, ops, ctx)
+	}
 	var nodes andNode
 	var regex *bson.Regex
 	var options *string
@@ -375,9 +388,6 @@ func compileOps(p pathSpec, ops bson.D, ctx compileCtx) (node, error) {
 }
 
 var fieldUnsupported = map[string]bool{
-	"$geoWithin": true, "$geoIntersects": true, "$near": true, "$nearSphere": true, "$within": true,
-	"$box": true, "$center": true, "$centerSphere": true, "$polygon": true, "$geometry": true,
-	"$maxDistance": true, "$minDistance": true,
 	"$bitsAllSet": true, "$bitsAnySet": true, "$bitsAllClear": true, "$bitsAnyClear": true,
 	"$text": true, "$where": true, "$jsonSchema": true,
 }
@@ -427,6 +437,8 @@ func compileOp(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
 		return p.with(l), nil
 	case "$all":
 		return compileAll(p, arg, ctx)
+	case "$geoWithin", "$within", "$geoIntersects":
+		return compileGeo(p, op, arg)
 	case "$elemMatch":
 		l, err := newElemMatchLeaf(arg, ctx)
 		if err != nil {
@@ -448,7 +460,9 @@ func compileOp(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
 			if !strings.HasPrefix(x[0].Key, "$") {
 				return nil, cmderr.New(cmderr.BadValue, "unknown operator: %s", x[0].Key)
 			}
-			n, err := compileOps(p, x, ctx)
+			notCtx := ctx
+			notCtx.notTop = true
+			n, err := compileOps(p, x, notCtx)
 			if err != nil {
 				return nil, err
 			}

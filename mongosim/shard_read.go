@@ -412,7 +412,7 @@ func (r *Router) shardedDistinct(rq *request, cmd *command, out *outcome, sc *sh
 		v, _ := lookupD(reply, "values")
 		arr, _ := v.(bson.A)
 		for _, x := range arr {
-			if k := keyOf(x); !seen[k] {
+			if k := value.Key(x); !seen[k] {
 				seen[k] = true
 				values = append(values, x)
 			}
