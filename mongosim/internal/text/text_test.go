@@ -72,7 +72,7 @@ func TestParseQuery(t *testing.T) {
 	}{
 		{"coffee tea the", []string{"coffe", "tea"}, nil, nil, nil},
 		{`"coffee shop" -decaf`, []string{"coffe", "shop"}, []string{"decaf"}, []string{"coffee shop"}, nil},
-		{`- decaf`, []string{"decaf"}, nil, nil, nil},          // '-' then a space negates nothing
+		{`- decaf`, []string{"decaf"}, nil, nil, nil},                       // '-' then a space negates nothing
 		{`-foo-bar baz`, []string{"baz"}, []string{"bar", "foo"}, nil, nil}, // a negation runs to the next space
 		{`cafe -"bad brew"`, []string{"cafe"}, nil, nil, []string{"bad brew"}},
 		{`"a-b" c`, []string{"b", "c"}, nil, []string{"a-b"}, nil}, // no negation inside a phrase; "a" is a stop word
