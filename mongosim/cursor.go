@@ -211,6 +211,9 @@ func cmdGetMore(r *request) (bson.D, error) {
 	if t.get(id) == nil { // killed while we waited
 		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", id)
 	}
+	if err := checkGetMoreMaxTime(r, c); err != nil {
+		return nil, err
+	}
 	if act := r.member.evalGetMoreAfterCheckout(r); act != nil {
 		r.member.cluster.stats.failPointsFired.Add(1)
 		code := act.errorCode

@@ -38,14 +38,20 @@ func TestFailCommandData(t *testing.T) {
 		}
 	})
 	t.Run("failAllCommands", func(t *testing.T) {
-		setFailCommand(t, ctx, admin, "alwaysOn", bson.D{{Key: "failAllCommands", Value: true}, {Key: "errorCode", Value: 8}})
-		commandError(t, ping(), 8)
+		// Every command on fp.c (hello too would fail without the
+		// namespace, and the driver could not select a server).
+		setFailCommand(t, ctx, admin, "alwaysOn", bson.D{{Key: "failAllCommands", Value: true}, {Key: "errorCode", Value: 8}, {Key: "namespace", Value: "fp.c"}})
+		defer failPointOff(t, ctx, admin, "failCommand")
 		commandError(t, coll.FindOne(ctx, bson.D{}).Err(), 8)
-		// configureFailPoint is never failed, so it can turn itself off.
-		failPointOff(t, ctx, admin, "failCommand")
+		_, err := coll.InsertOne(ctx, bson.D{})
+		commandError(t, err, 8)
 		if err := ping(); err != nil {
 			t.Fatal(err)
 		}
+	})
+	t.Run("configureFailPointNeverFailed", func(t *testing.T) {
+		setFailCommand(t, ctx, admin, "alwaysOn", bson.D{{Key: "failCommands", Value: bson.A{"configureFailPoint"}}, {Key: "errorCode", Value: 8}})
+		failPointOff(t, ctx, admin, "failCommand")
 	})
 	t.Run("namespace", func(t *testing.T) {
 		setFailCommand(t, ctx, admin, "alwaysOn", bson.D{

@@ -220,12 +220,8 @@ func cmdFind(r *request) (bson.D, error) {
 	docs = skipLimit(docs, skip, limit)
 	if keys.returnKey {
 		keys.keys(docs) // the index keys, whatever the projection says
-	} else if proj != nil {
-		for i, d := range docs {
-			if docs[i], err = proj.Project(d, -1); err != nil {
-				return nil, err
-			}
-		}
+	} else if err := projectDocs(proj, f, docs); err != nil {
+		return nil, err
 	}
 	if f.Text() != nil {
 		stripTextScores(docs)
@@ -251,6 +247,27 @@ func findEnd(r *request, coll string, docs []bson.D, limit int64) cursorEnd {
 		}
 	}
 	return endLazily
+}
+
+// projectDocs applies proj to each of docs in place. A positional field.$
+// takes the array position at which f matched the document, as mongod's
+// find does (an $elemMatch in the filter included).
+func projectDocs(proj *query.Projection, f *query.Filter, docs []bson.D) error {
+	if proj == nil {
+		return nil
+	}
+	for i, d := range docs {
+		pos := -1
+		if proj.NeedsPosition() {
+			_, pos = f.MatchPosition(d)
+		}
+		out, err := proj.Project(d, pos)
+		if err != nil {
+			return err
+		}
+		docs[i] = out
+	}
+	return nil
 }
 
 // isNaturalReverse reports sort {$natural: -1}: natural order backwards.

@@ -279,6 +279,14 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 		return nil, nil
 	case "$text":
 		return compileText(arg, ctx)
+	case "$ref", "$id", "$db":
+		// A DBRef's fields (in $elemMatch over DBRefs): an equality on
+		// the field, only $id under the collation.
+		coll := ctx.coll
+		if op != "$id" {
+			coll = nil
+		}
+		return newPath(op, ctx).with(newEqLeaf(arg, coll)), nil
 	case "$alwaysTrue", "$alwaysFalse":
 		if n, ok := value.ToFloat(arg); !ok || n != 1 {
 			return nil, cmderr.New(cmderr.FailedToParse, "%s must be an integer value of 1", op)
@@ -307,10 +315,31 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 // first field name.
 func isOperatorDoc(v any) (bson.D, bool) {
 	d, ok := v.(bson.D)
-	if !ok || len(d) == 0 || !strings.HasPrefix(d[0].Key, "$") {
+	if !ok || len(d) == 0 || !strings.HasPrefix(d[0].Key, "$") || isDBRef(d, false) {
 		return nil, false
 	}
 	return d, true
+}
+
+// isDBRef reports a DBRef document, which mongod compares as a value
+// although its field names start with $: one with $ref and $id or, where
+// incomplete ones are allowed (in $elemMatch), any of $ref, $id and $db.
+func isDBRef(d bson.D, incomplete bool) bool {
+	var ref, id, db bool
+	for _, e := range d {
+		switch e.Key {
+		case "$ref":
+			ref = true
+		case "$id":
+			id = true
+		case "$db":
+			db = true
+		}
+	}
+	if incomplete {
+		return ref || id || db
+	}
+	return ref && id
 }
 
 func compileField(path string, v any, ctx compileCtx) (node, error) {
@@ -388,7 +417,6 @@ func compileOps(p pathSpec, ops bson.D, ctx compileCtx) (node, error) {
 }
 
 var fieldUnsupported = map[string]bool{
-	"$bitsAllSet": true, "$bitsAnySet": true, "$bitsAllClear": true, "$bitsAnyClear": true,
 	"$text": true, "$where": true, "$jsonSchema": true,
 }
 
@@ -431,6 +459,12 @@ func compileOp(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
 		return p.withNoExpand(sizeLeaf(n)), nil
 	case "$mod":
 		l, err := newModLeaf(arg)
+		if err != nil {
+			return nil, err
+		}
+		return p.with(l), nil
+	case "$bitsAllSet", "$bitsAnySet", "$bitsAllClear", "$bitsAnyClear":
+		l, err := newBitsLeaf(p.path, op, arg)
 		if err != nil {
 			return nil, err
 		}
@@ -887,7 +921,7 @@ func newElemMatchLeaf(arg any, ctx compileCtx) (*elemMatchLeaf, error) {
 		return nil, cmderr.New(cmderr.BadValue, "$elemMatch needs an Object")
 	}
 	ctx.nested = true
-	if len(d) > 0 && strings.HasPrefix(d[0].Key, "$") && !elemMatchTopLevel[d[0].Key] {
+	if len(d) > 0 && strings.HasPrefix(d[0].Key, "$") && !elemMatchTopLevel[d[0].Key] && !isDBRef(d, true) {
 		ctx.valueForm = true
 		for _, e := range d {
 			if !strings.HasPrefix(e.Key, "$") {

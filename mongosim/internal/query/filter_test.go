@@ -369,7 +369,7 @@ func TestCompileErrors(t *testing.T) {
 		{`{"$jsonSchema": {"format": "x"}}`, cmderr.FailedToParse, "$jsonSchema keyword 'format' is not currently supported"},
 		{`{"a": {"$geoWithin": {}}}`, cmderr.BadValue, "$geoWithin must be an object"},
 		{`{"a": {"$near": [0, 0]}}`, 5626500, ""},
-		{`{"a": {"$bitsAllSet": 1}}`, cmderr.NotImplemented, "mongosim does not support query operator $bitsAllSet"},
+		{`{"a": {"$bitsAllSet": -1}}`, cmderr.FailedToParse, "Expected a positive number in: $bitsAllSet: -1"},
 		{`{"a": {"$elemMatch": {"$expr": {"$eq": [1, 1]}}}}`, cmderr.BadValue, "$expr can only be applied to the top-level document"},
 		{`{"a": {"$all": [{"$elemMatch": {"b": 1}}, 2]}}`, cmderr.BadValue, "$all/$elemMatch has to be consistent"},
 		{`{"a": {"$gt": {"$regularExpression": {"pattern": "x", "options": ""}}}}`, cmderr.BadValue, "Can't have RegEx as arg to predicate over field 'a'."},
