@@ -37,6 +37,8 @@ type Cluster struct {
 	reaperStop, reaperDone chan struct{}
 	// ttlStop stops the TTL monitor (ttl.go); nil when it is off.
 	ttlStop func()
+	// profile is the database profiler's settings (maintenance.go).
+	profile profileState
 	// ttl holds the TTL monitor's parameters (ttlMonitorSleepSecs,
 	// ttlMonitorEnabled), which setParameter changes while it runs.
 	ttl ttlParams

@@ -236,6 +236,13 @@ func (m *Member) run(r *request, cmd *command) {
 		m.replyErr(r, &out, cmderr.New(cmderr.NotWritablePrimary, notPrimaryMessage))
 		return
 	}
+	if cmd.write {
+		// An fsync lock holds writes back until fsyncUnlock.
+		if err := m.fsync.wait(r.ctx); err != nil {
+			m.replyErr(r, &out, err)
+			return
+		}
+	}
 
 	if txnStmt {
 		tc, t, err := m.enterTransaction(r, cmd, txnNumber)

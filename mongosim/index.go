@@ -414,7 +414,17 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			}
 			ix.partial = f
 			extra = append(extra, bson.E{Key: "partialFilterExpression", Value: value.CloneDoc(d)})
-		case "background", "hidden", "v", "ns":
+		case "background", "dropDups":
+			// Creation-time options mongod accepts, ignores (every build
+			// is a background build; duplicates are never dropped) and
+			// keeps in the spec listIndexes shows.
+			if !value.IsNumber(e.Value) {
+				if _, isBool := e.Value.(bool); !isBool {
+					return nil, cmderr.New(cmderr.TypeMismatch, "Error in specification %s :: caused by :: The field '%s has value %s: %s, which is not convertible to bool", shellString(spec), e.Key, e.Key, shellString(e.Value))
+				}
+			}
+			extra = append(extra, e)
+		case "hidden", "v", "ns":
 			if e.Key == "hidden" && truthy(e.Value) {
 				ix.hidden = true
 				extra = append(extra, bson.E{Key: "hidden", Value: true})

@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -31,8 +33,18 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
 	htmlOut := fs.String("html", "", "also write latency and failure timelines against the fault schedule as HTML to this file")
 	quiet := fs.Bool("quiet", false, "no live progress line")
+	driver := fs.String("driver", "sturdy", "sturdy, or official: also run the workload through the official Go driver (after sturdy's run, same seed and fault schedule) and report both side by side")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
+	}
+	drivers := []soak.Driver{soak.Sturdy}
+	switch *driver {
+	case "sturdy":
+	case "official":
+		drivers = append(drivers, officialDriver)
+	default:
+		fmt.Fprintf(stderr, "-driver: %q is neither sturdy nor official\n", *driver)
+		return errUsage
 	}
 	if o.Duration <= 0 || o.Goroutines <= 0 || o.OpTimeout <= 0 || *members <= 0 {
 		fmt.Fprintln(stderr, "-duration, -goroutines, -op-timeout and -members must be positive")
@@ -54,32 +66,101 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		o.FaultsFired = func() int64 { s := sim.Stats(); return s.FailPointsFired + s.StepDowns }
 		where = fmt.Sprintf("an embedded %d-member mongosim", *members)
 	}
-	fmt.Fprintf(stderr, "soak: %v against %s, %d goroutines, faults %s, seed %d; the client runs with its default options\n",
-		o.Duration, where, o.Goroutines, o.Mix, o.Seed)
-	if !*quiet {
-		o.Progress = func(p soak.Progress) {
-			fmt.Fprintf(stderr, "\r%4.0fs  ops %9d  failed %6d  faults %6d  lost %d  goroutines %5d  heap %6.1f MB ",
-				p.Elapsed.Seconds(), p.Ops, p.Failed, p.Faults, p.Lost, p.Goroutines, p.HeapMB)
+	var reps []*soak.Report
+	for _, drv := range drivers {
+		fmt.Fprintf(stderr, "soak: %v through %s against %s, %d goroutines, faults %s, seed %d; the client runs with its default options\n",
+			o.Duration, drv.Name, where, o.Goroutines, o.Mix, o.Seed)
+		if !*quiet {
+			o.Progress = func(p soak.Progress) {
+				fmt.Fprintf(stderr, "\r%4.0fs  ops %9d  failed %6d  faults %6d  lost %d  goroutines %5d  heap %6.1f MB ",
+					p.Elapsed.Seconds(), p.Ops, p.Failed, p.Faults, p.Lost, p.Goroutines, p.HeapMB)
+			}
+		}
+		o.Driver = drv
+		rep, err := soak.Run(ctx, o)
+		if !*quiet {
+			fmt.Fprintln(stderr)
+		}
+		if err != nil {
+			return err
+		}
+		reps = append(reps, rep)
+	}
+	return writeSoakReports(stdout, reps, *jsonOut, *htmlOut)
+}
+
+// writeSoakReports prints the runs' reports (side by side for more than
+// one), writes their JSON (an array for more than one) and HTML (one file
+// per run, the later ones named after their driver: soak.official.html),
+// and fails when a run found problems.
+func writeSoakReports(stdout io.Writer, reps []*soak.Report, jsonOut, htmlOut string) error {
+	if len(reps) == 1 {
+		printSoakReport(stdout, reps[0])
+		if err := writeJSON(jsonOut, reps[0]); err != nil {
+			return err
+		}
+	} else {
+		printSoakComparison(stdout, reps)
+		if err := writeJSON(jsonOut, reps); err != nil {
+			return err
 		}
 	}
-	rep, err := soak.Run(ctx, o)
-	if !*quiet {
-		fmt.Fprintln(stderr)
+	for i, rep := range reps {
+		file := htmlOut
+		if i > 0 && file != "" {
+			ext := filepath.Ext(file)
+			file = strings.TrimSuffix(file, ext) + "." + rep.Driver + ext
+		}
+		if err := writeHTMLFile(file, func(w io.Writer) error { return writeSoakHTML(w, rep) }); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return err
-	}
-	printSoakReport(stdout, rep)
-	if err := writeJSON(*jsonOut, rep); err != nil {
-		return err
-	}
-	if err := writeHTMLFile(*htmlOut, func(w io.Writer) error { return writeSoakHTML(w, rep) }); err != nil {
-		return err
-	}
-	if !rep.OK() {
-		return errSoakFailed
+	for _, rep := range reps {
+		if !rep.OK() {
+			return errSoakFailed
+		}
 	}
 	return nil
+}
+
+// printSoakComparison prints the runs' tables side by side, then each
+// run's summary and failures.
+func printSoakComparison(w io.Writer, reps []*soak.Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head, sub := "\t", "operation\t"
+	for _, r := range reps {
+		head += r.Driver + "\t\t\t\t\t"
+		sub += "ops\tfailed\tfailed, applied\tlost\tduplicated\t"
+	}
+	fmt.Fprintln(tw, head)
+	fmt.Fprintln(tw, sub)
+	kinds := map[string]bool{}
+	for _, r := range reps {
+		for k := range r.ByKind {
+			kinds[k] = true
+		}
+	}
+	names := make([]string, 0, len(kinds))
+	for k := range kinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range append(names, "all") {
+		line := k + "\t"
+		for _, r := range reps {
+			c := r.ByKind[k]
+			if k == "all" {
+				c = soak.KindCount{Ops: r.Ops, Failed: r.Failed, FailedApplied: r.FailedApplied, Lost: r.Lost, Duplicated: r.Duplicated}
+			}
+			line += fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t", c.Ops, c.Failed, c.FailedApplied, c.Lost, c.Duplicated)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+	for _, r := range reps {
+		fmt.Fprintf(w, "\n%s: ", r.Driver)
+		printSoakSummary(w, r)
+	}
 }
 
 func printSoakReport(w io.Writer, r *soak.Report) {
@@ -96,10 +177,17 @@ func printSoakReport(w io.Writer, r *soak.Report) {
 	}
 	fmt.Fprintf(tw, "all\t%d\t%d\t%d\t%d\t%d\t\n", r.Ops, r.Failed, r.FailedApplied, r.Lost, r.Duplicated)
 	tw.Flush()
-	fmt.Fprintf(w, "\n%d ops in %.1fs (%.0f/s), %d faults injected over %d episodes; p50 %.2f ms, p99 %.2f ms\n",
+	fmt.Fprintln(w)
+	printSoakSummary(w, r)
+}
+
+// printSoakSummary prints a run's numbers below its table, its failures
+// by error and its verdict.
+func printSoakSummary(w io.Writer, r *soak.Report) {
+	fmt.Fprintf(w, "%d ops in %.1fs (%.0f/s), %d faults injected over %d episodes; p50 %.2f ms, p99 %.2f ms\n",
 		r.Ops, r.Elapsed.Seconds(), float64(r.Ops)/r.Elapsed.Seconds(), r.Faults, len(r.Schedule), r.P50ms, r.P99ms)
-	fmt.Fprintf(w, "stuck %d, linearizable registers: %s, failures reported not-applied that applied: %d, heap max %.1f MB, client goroutines left after Disconnect: %d\n",
-		r.Stuck, r.Linearization, r.Misreport, r.HeapMaxMB, r.LeakedGoroutines)
+	fmt.Fprintf(w, "stuck %d, linearizable registers: %s, failures reported not-applied that applied: %d, heap max %.1f MB (records for the checks %.1f MB), client goroutines left after Disconnect: %d\n",
+		r.Stuck, r.Linearization, r.Misreport, r.HeapMaxMB, r.RecordsMB, r.LeakedGoroutines)
 	if len(r.Errors) > 0 {
 		fmt.Fprintln(w, "\nfailures by error:")
 		type kv struct {
