@@ -350,3 +350,28 @@ func TestGeoNearStage(t *testing.T) {
 	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$geoNear", Value: bson.D{{Key: "near", Value: geoPoint(0, 0)}}}}})
 	geoWantCode(t, "no distanceField", err, 16606, "")
 }
+
+// Through routers: an unsharded collection's $near and $geoNear run on its
+// shard; a sharded collection spanning several shards refuses them (238)
+// rather than merging out of distance order.
+func TestGeoThroughRouters(t *testing.T) {
+	client, _ := routedClient(t, Options{Shards: 2, Routers: 1}, nil)
+	ctx := sdCtx(t)
+	coll := client.Database("geo").Collection("routed")
+	_, err := coll.InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "loc", Value: geoPoint(1, 0)}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "loc", Value: geoPoint(0.5, 0)}},
+	})
+	sdNoErr(t, err)
+	_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "loc", Value: "2dsphere"}}})
+	sdNoErr(t, err)
+	near := bson.D{{Key: "loc", Value: bson.D{{Key: "$near", Value: bson.D{{Key: "$geometry", Value: geoPoint(0, 0)}}}}}}
+	geoWantIDs(t, "routed $near", sdFindAll(t, ctx, coll, near), 2, 1)
+
+	shardCollection(t, ctx, client, "geo.spread", bson.D{{Key: "_id", Value: "hashed"}})
+	spread := client.Database("geo").Collection("spread")
+	_, err = spread.Find(ctx, near)
+	geoWantCode(t, "sharded $near", err, 238, "")
+	_, err = spread.Aggregate(ctx, mongo.Pipeline{{{Key: "$geoNear", Value: bson.D{{Key: "near", Value: geoPoint(0, 0)}, {Key: "distanceField", Value: "d"}}}}})
+	geoWantCode(t, "sharded $geoNear", err, 238, "")
+}

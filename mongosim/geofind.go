@@ -135,3 +135,18 @@ func sortByDistance(docs []bson.D, nc *query.NearClause) {
 	}
 	sort.SliceStable(docs, func(i, j int) bool { return key(docs[i]) < key(docs[j]) })
 }
+
+// hasNearFilter reports a find filter holding $near or $nearSphere.
+func hasNearFilter(filter bson.D) bool {
+	f, err := query.CompileFilterWith(filter, query.Options{AllowNear: true})
+	return err == nil && f.Near() != nil
+}
+
+// geoNearFirst reports a pipeline starting with $geoNear.
+func geoNearFirst(pipeline bson.A) bool {
+	if len(pipeline) == 0 {
+		return false
+	}
+	d, ok := pipeline[0].(bson.D)
+	return ok && len(d) == 1 && d[0].Key == "$geoNear"
+}

@@ -271,7 +271,7 @@ func (r *Router) broadcastAdmin(rq *request) (bson.D, error) {
 		ids, _ := rq.cmd[0].Value.(bson.A)
 		ss.mu.Lock()
 		for _, id := range ids {
-			delete(ss.txnPins, value.Key(id))
+			delete(ss.txns, value.Key(id))
 			delete(ss.famPins, value.Key(id))
 		}
 		ss.mu.Unlock()
