@@ -306,6 +306,9 @@ func (r *Router) shardedFind(rq *request, cmd *command, out *outcome, sc *sharde
 	if v, ok := rq.get("tailable"); ok && truthy(v) {
 		return nil, cmderr.Unsupported("tailable cursors on a sharded collection")
 	}
+	if hasNearFilter(filter) {
+		return nil, cmderr.Unsupported("$near/$nearSphere on a sharded collection spanning several shards")
+	}
 	sortDoc, _, err := docArg(rq, "sort")
 	if err != nil {
 		return nil, err
@@ -455,6 +458,9 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 		if reply, ok, err := r.relayTargeted(rq, cmd, out, sc.targetShards(leadFilter)); ok {
 			return reply, err
 		}
+	}
+	if geoNearFirst(pipeline) {
+		return nil, cmderr.Unsupported("$geoNear on a sharded collection spanning several shards")
 	}
 	batchSize := -1
 	if cv, ok := rq.get("cursor"); ok {

@@ -122,6 +122,9 @@ type collection struct {
 	committing *transaction
 	commitSeq  int64
 	mutations  int
+	// prepared holds the prepared transactions (two-phase commit) that
+	// wrote documents here: reads outside them wait until they end.
+	prepared map[*transaction]struct{}
 	// On a transaction's snapshot copy: the owner, the stored collection
 	// it copies (nil when it did not exist), and the documents written
 	// (value: the last write replaced the whole document).
@@ -273,6 +276,13 @@ func (s *storage) read(db, coll string, fn func(c *collection) error) error {
 		c.mu.RLock()
 		if c.dropped {
 			c.mu.RUnlock()
+			continue
+		}
+		if t := c.preparedWriter(); t != nil && s.txn == nil {
+			// As mongod's prepare conflict: a read meeting a prepared
+			// transaction's writes waits for its commit or abort.
+			c.mu.RUnlock()
+			<-t.done
 			continue
 		}
 		err := fn(c)
