@@ -84,11 +84,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 		return nil, err
 	}
 	if isChangeStream(pipeline) {
-		if _, explicit := r.get("collation"); explicit && env.coll != nil {
-			// Change stream events are matched without a collation here.
-			return nil, cmderr.Unsupported("collation on a change stream")
-		}
-		return cmdChangeStream(r, coll, pipeline, batchSize)
+		return cmdChangeStream(r, coll, pipeline, batchSize, env)
 	}
 	// $collStats reads the collection's statistics, not its documents.
 	statsOf := ""

@@ -635,6 +635,14 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 			}
 		}
 		after = len(c.indexes)
+		if after > before {
+			// mongod reports the indexes one build commits in one event.
+			built := bson.A{}
+			for _, ix := range c.indexes[before:] {
+				built = append(built, value.CloneDoc(ix.spec))
+			}
+			c.recordExpanded(changeCreateIndexes, bson.D{{Key: "indexes", Value: built}}, nil)
+		}
 		return nil
 	})
 	if err != nil {
@@ -709,6 +717,8 @@ func cmdDropIndexes(r *request) (bson.D, error) {
 			for _, ix := range c.indexes[1:] {
 				if pred(ix) {
 					n++
+					// mongod logs (and reports) each dropped index.
+					c.recordExpanded(changeDropIndexes, bson.D{{Key: "indexes", Value: bson.A{value.CloneDoc(ix.spec)}}}, nil)
 					continue
 				}
 				kept = append(kept, ix)
