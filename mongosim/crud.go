@@ -191,11 +191,14 @@ func writeErrorDoc(i int, err error) bson.D {
 func errorReply(err error) (bson.D, error) {
 	var dk *dupKeyError
 	var ve *validationError
+	var kc *keyChangeError
 	switch {
 	case errors.As(err, &dk):
 		err = dk
 	case errors.As(err, &ve):
 		err = ve
+	case errors.As(err, &kc):
+		err = kc
 	default:
 		return nil, err
 	}
