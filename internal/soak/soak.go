@@ -88,12 +88,15 @@ type Report struct {
 	// the other, or a balance that disagrees with its markers.
 	HalfCommitted int64 `json:"half_committed"`
 	// CrossShard: the transactions wrote to two shards.
-	CrossShard    bool    `json:"cross_shard"`
-	Stuck         int64   `json:"stuck"` // operations that outlived their deadline
-	Linearizable  bool    `json:"linearizable"`
-	Linearization string  `json:"linearization"` // "ok", "illegal" or "unknown" (checker timed out)
-	Faults        int64   `json:"faults"`
-	HeapMaxMB     float64 `json:"heap_max_mb"` // the whole process's, an embedded mongosim included
+	CrossShard bool `json:"cross_shard"`
+	// CommitRepliesLost counts the commitTransaction replies the fault
+	// proxy dropped after the commit (the commit-lost fault).
+	CommitRepliesLost int64   `json:"commit_replies_lost"`
+	Stuck             int64   `json:"stuck"` // operations that outlived their deadline
+	Linearizable      bool    `json:"linearizable"`
+	Linearization     string  `json:"linearization"` // "ok", "illegal" or "unknown" (checker timed out)
+	Faults            int64   `json:"faults"`
+	HeapMaxMB         float64 `json:"heap_max_mb"` // the whole process's, an embedded mongosim included
 	// RecordsMB is what the run's records held for the checks at the end:
 	// a byte per operation, the register history and the latency
 	// histograms.
@@ -296,6 +299,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Stuck = cnt.stuck.Load()
 	rep.Lost = cnt.lost.Load() // from the live check; the final check recounts
 	rep.HeapMaxMB = float64(cnt.heapMax.Load()) / (1 << 20)
+	if adm.proxy != nil {
+		rep.CommitRepliesLost = adm.proxy.Stats().RepliesDropped
+	}
 	for _, err := range scheduleErrs {
 		rep.Errors["schedule: "+truncate(err.Error())]++
 	}
