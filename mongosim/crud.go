@@ -410,6 +410,9 @@ func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
 		if cu.sorter, err = env.compileSort(st.sort); err != nil {
 			return nil, err
 		}
+		if cu.sorter.NeedsTextScore() {
+			return nil, errWriteTextScore
+		}
 	}
 	return cu, nil
 }
@@ -591,6 +594,10 @@ func upsertInto(c *collection, cu *compiledUpdate, now time.Time) (any, bson.D, 
 	return value.Clone(id), doc, nil
 }
 
+// errWriteTextScore refuses the textScore in the sort or projection of a
+// write, which reads the documents without their scores.
+var errWriteTextScore = cmderr.Unsupported("{$meta: \"textScore\"} in the sort or fields of an update or findAndModify")
+
 func firstBySort(s *query.Sort, recs []*record) *record {
 	best := recs[0]
 	for _, r := range recs[1:] {
@@ -767,6 +774,9 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 	proj, err := optionalProjection(fields, env)
 	if err != nil {
 		return nil, err
+	}
+	if proj.NeedsTextScore() || (sorter != nil && sorter.NeedsTextScore()) {
+		return nil, errWriteTextScore
 	}
 	var cu *compiledUpdate
 	if hasUpdate {

@@ -412,7 +412,16 @@ func TestTextQueryErrors(t *testing.T) {
 	commandError(t, err, 40218)
 	_, err = c.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "s", Value: meta}}))
 	commandError(t, err, 40218)
-	// In a pipeline, $text only in the first $match.
+	// Writes read documents without their scores: a textScore sort there
+	// is NotImplemented.
+	err = c.FindOneAndUpdate(ctx, search("coffee"), bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}},
+		options.FindOneAndUpdate().SetSort(bson.D{{Key: "s", Value: meta}})).Err()
+	commandError(t, err, cmderr.NotImplemented)
+	// findAndModify by $text alone works.
+	if err := c.FindOneAndUpdate(ctx, search("coffee"), bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}}).Err(); err != nil {
+		t.Errorf("findAndModify by $text: %v", err)
+	}
+		// In a pipeline, $text only in the first $match.
 	_, err = c.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}, {{Key: "$match", Value: search("coffee")}}})
 	commandError(t, err, 17313)
 	_, err = c.Aggregate(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "s", Value: meta}}}}})
