@@ -421,7 +421,7 @@ func TestTextQueryErrors(t *testing.T) {
 	if err := c.FindOneAndUpdate(ctx, search("coffee"), bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}}).Err(); err != nil {
 		t.Errorf("findAndModify by $text: %v", err)
 	}
-		// In a pipeline, $text only in the first $match.
+	// In a pipeline, $text only in the first $match.
 	_, err = c.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}, {{Key: "$match", Value: search("coffee")}}})
 	commandError(t, err, 17313)
 	_, err = c.Aggregate(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "s", Value: meta}}}}})
