@@ -182,6 +182,9 @@ func cmdFind(r *request) (bson.D, error) {
 	if (proj.NeedsTextScore() || (sorter != nil && sorter.NeedsTextScore())) && f.Text() == nil {
 		return nil, expr.ErrNoTextScore()
 	}
+	if err := checkTextQuery(f, sortDoc, hint, tailable); err != nil {
+		return nil, err
+	}
 	if tailable {
 		n, isNum := asFloat(nil)
 		if len(sortDoc) == 1 && sortDoc[0].Key == "$natural" {

@@ -406,7 +406,14 @@ func TestTextQueryErrors(t *testing.T) {
 			t.Errorf("%v: message %q, want %q", tc.filter, ce.Message, tc.msg)
 		}
 	}
-	// {$meta: "textScore"} without $text.
+	for _, o := range []*options.FindOptionsBuilder{
+		options.Find().SetSort(bson.D{{Key: "$natural", Value: 1}}),
+		options.Find().SetHint("a_text"),
+	} {
+		_, err := c.Find(ctx, search("coffee"), o)
+		commandError(t, err, cmderr.BadValue)
+	}
+		// {$meta: "textScore"} without $text.
 	meta := bson.D{{Key: "$meta", Value: "textScore"}}
 	_, err = c.Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: "s", Value: meta}}))
 	commandError(t, err, 40218)
