@@ -413,7 +413,7 @@ func TestTextQueryErrors(t *testing.T) {
 		_, err := c.Find(ctx, search("coffee"), o)
 		commandError(t, err, cmderr.BadValue)
 	}
-		// {$meta: "textScore"} without $text.
+	// {$meta: "textScore"} without $text.
 	meta := bson.D{{Key: "$meta", Value: "textScore"}}
 	_, err = c.Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: "s", Value: meta}}))
 	commandError(t, err, 40218)
