@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sturdy-go/sturdy/internal/soak"
+	"github.com/sturdy-go/sturdy/soak"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
