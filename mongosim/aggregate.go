@@ -5,6 +5,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 )
 
 func init() {
@@ -99,6 +100,12 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if nearFirst {
 		pipeline = pipeline[1:]
 	}
+	// A leading $match with $text is answered from the text index here;
+	// the documents carry their textScore into the rest of the pipeline.
+	var textFilter bson.D
+	if coll != "" && !nearFirst {
+		textFilter, pipeline = leadingTextMatch(pipeline)
+	}
 	p, err := agg.Compile(pipeline)
 	if err != nil {
 		return nil, err
@@ -133,6 +140,11 @@ func cmdAggregate(r *request) (bson.D, error) {
 		switch {
 		case nearFirst:
 			in = nearIn
+		case textFilter != nil:
+			var f *query.Filter
+			if f, err = env.compileFilter(textFilter); err == nil {
+				in, err = r.readDocs(coll, f, textFilter, 0, hint)
+			}
 		case r.rc.level == "snapshot":
 			in, err = s.snapshotAt(r.db, coll, pre, hint, r.rc.atClusterTime)
 		default:
@@ -149,6 +161,11 @@ func cmdAggregate(r *request) (bson.D, error) {
 	end := endLazily
 	if p.HasWriteStage() {
 		out, end = nil, endAtOnce // $out/$merge run to completion
+	}
+	if textFilter != nil {
+		for i := range out {
+			out[i] = stripTextScoreDeep(out[i])
+		}
 	}
 	return s.cursors.reply(r, ns, out, batchSize, false, end), nil
 }

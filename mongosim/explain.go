@@ -95,6 +95,9 @@ func (s readShape) streams(sortByIndex bool) bool {
 // scanPlan runs the read of s and builds its plan: the documents examined
 // and matched, sorted, skipped and limited as find does.
 func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
+	if agg.HasText(s.filter) {
+		return nil, nil, cmderr.Unsupported("explain of a $text query (TEXT_MATCH/TEXT_OR plans)")
+	}
 	f, err := query.CompileFilter(s.filter)
 	if err != nil {
 		return nil, nil, err
