@@ -370,7 +370,7 @@ func (cu *compiledUpdate) updateEnv(now time.Time) update.Env {
 }
 
 func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
-	f, err := env.compileFilter(st.filterDoc)
+	f, err := env.compileNearFilter(st.filterDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -677,7 +677,7 @@ func cmdDelete(r *request) (bson.D, error) {
 }
 
 func (s *storage) execDelete(ctx context.Context, db, coll string, st *deleteStmt, env opEnv) (stmtResult, error) {
-	f, err := env.compileFilter(st.filterDoc)
+	f, err := env.compileNearFilter(st.filterDoc)
 	if err != nil {
 		return stmtResult{}, err
 	}
@@ -761,7 +761,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 	}
 	hint, _ := r.get("hint")
 
-	f, err := env.compileFilter(filterDoc)
+	f, err := env.compileNearFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}

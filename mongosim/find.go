@@ -164,7 +164,7 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	hint, _ := r.get("hint")
 
-	f, err := env.compileFindFilter(filterDoc)
+	f, err := env.compileNearFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
