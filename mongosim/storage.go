@@ -488,6 +488,9 @@ func (c *collection) idKeyOf(id any) string {
 // when limit > 0. An error evaluating a $expr (such as an undefined
 // variable) fails the whole operation, as on mongod.
 func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*record, error) {
+	if f.Near() != nil {
+		return c.matchNear(f, limit) // nearest first (geofind.go)
+	}
 	var out []*record
 	var evalErr error
 	visit := func(r *record) bool {

@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sturdy-go/sturdy/internal/soak"
 	"github.com/sturdy-go/sturdy/mongosim"
+	"github.com/sturdy-go/sturdy/soak"
 )
 
 // errSoakFailed is returned when the run found lost, duplicated or stuck
