@@ -351,6 +351,9 @@ func (r *Router) shardedFind(rq *request, cmd *command, out *outcome, sc *sharde
 	if err != nil {
 		return nil, err
 	}
+	if proj.NeedsTextScore() || (sorter != nil && sorter.NeedsTextScore()) {
+		return nil, cmderr.Unsupported("{$meta: \"textScore\"} in a find across the shards of a sharded collection")
+	}
 	// Each shard returns whole documents (the router sorts on fields a
 	// projection may drop) and at most skip+limit of them.
 	shardCmd := without(rq.cmd, "projection", "skip", "limit", "batchSize", "singleBatch")
