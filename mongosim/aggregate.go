@@ -153,6 +153,16 @@ func cmdAggregate(r *request) (bson.D, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !nearFirst {
+			// As a find, the pipeline's cursor returns the documents in
+			// the order of the plan its leading $match and $sort get.
+			match, sortDoc := leadingMatchSort(pipeline)
+			plan, err := r.planFor(coll, match, sortDoc, hint)
+			if err != nil {
+				return nil, err
+			}
+			in = plan.order(in)
+		}
 	}
 	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime, bypass: bypassing(r.ctx)}, Now: r.now, Vars: env.vars, Collator: env.collator()})
 	if err != nil {
@@ -168,6 +178,28 @@ func cmdAggregate(r *request) (bson.D, error) {
 		}
 	}
 	return s.cursors.reply(r, ns, out, batchSize, false, end), nil
+}
+
+// leadingMatchSort returns the filter of a leading $match and the spec of
+// the $sort after it (or leading), the part of a pipeline mongod plans as
+// a query.
+func leadingMatchSort(pipeline bson.A) (match, sortDoc bson.D) {
+	stage := func(i int, name string) bson.D {
+		if i >= len(pipeline) {
+			return nil
+		}
+		d, ok := pipeline[i].(bson.D)
+		if !ok || len(d) != 1 || d[0].Key != name {
+			return nil
+		}
+		v, _ := d[0].Value.(bson.D)
+		return v
+	}
+	next := 0
+	if match = stage(0, "$match"); match != nil {
+		next = 1
+	}
+	return match, stage(next, "$sort")
 }
 
 func stageOrEmpty(s string) string {
