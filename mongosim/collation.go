@@ -18,6 +18,9 @@ import (
 type opEnv struct {
 	coll *collation.Collation // nil: simple
 	vars map[string]any       // let variables plus NOW and CLUSTER_TIME
+	// text compiles a $text against the collection's text index (nil:
+	// $text is not allowed).
+	text func(arg any) (query.TextSearch, error)
 }
 
 // collator returns the collation as a value.Collator, nil (not a typed
@@ -30,12 +33,12 @@ func (e opEnv) collator() value.Collator {
 }
 
 func (e opEnv) queryOptions() query.Options {
-	return query.Options{Collator: e.collator(), Vars: e.vars}
+	return query.Options{Collator: e.collator(), Vars: e.vars, Text: e.text}
 }
 
 // compileFilter compiles a command's filter under its collation and vars.
 func (e opEnv) compileFilter(filter bson.D) (*query.Filter, error) {
-	if e.coll == nil && e.vars == nil {
+	if e.coll == nil && e.vars == nil && e.text == nil {
 		return query.CompileFilter(filter)
 	}
 	return query.CompileFilterWith(filter, e.queryOptions())
@@ -53,6 +56,7 @@ func (r *request) withStatement(e opEnv, db, coll string, v any, present bool, w
 		return opEnv{}, err
 	}
 	e.coll = c
+	e.text = r.textCompiler(db, coll)
 	return e, nil
 }
 
@@ -68,7 +72,7 @@ func (r *request) opEnvFor(coll string) (opEnv, error) {
 	if err != nil {
 		return opEnv{}, err
 	}
-	return opEnv{coll: c, vars: vars}, nil
+	return opEnv{coll: c, vars: vars, text: r.textCompiler(r.db, coll)}, nil
 }
 
 // resolveCollation parses an operation's collation; an operation without

@@ -80,8 +80,11 @@ func TestFailCommandData(t *testing.T) {
 			{Key: "namespace", Value: "fp.c"}, {Key: "errorExtraInfo", Value: bson.D{{Key: "why", Value: "test"}}},
 		})
 		defer failPointOff(t, ctx, admin, "failCommand")
-		if !cur2.Next(ctx) || !cur2.Next(ctx) {
-			t.Fatalf("getMore on fp.other: %v", cur2.Err())
+		// The first document is the first batch, the second a getMore.
+		for i := 0; i < 2; i++ {
+			if !cur2.Next(ctx) {
+				t.Fatalf("getMore on fp.other: %v", cur2.Err())
+			}
 		}
 		if !cur.Next(ctx) {
 			t.Fatalf("first batch: %v", cur.Err())
@@ -165,5 +168,28 @@ func TestFailGetMoreAfterCursorCheckoutFilters(t *testing.T) {
 	ce := commandError(t, drain("c"), 8)
 	if ce.Message != failGetMoreAfterCursorCheckoutMessage {
 		t.Fatalf("message %q", ce.Message)
+	}
+}
+
+// TestMaxTimeAlwaysTimeOutOnRouter: set on a router (configureFailPoint
+// sent to it), the fail point fails that router's commands with a
+// maxTimeMS.
+func TestMaxTimeAlwaysTimeOutOnRouter(t *testing.T) {
+	_, c := shardedClient(t, 1, nil)
+	ctx := testCtx(t)
+	// One router: the fail point is that router's own.
+	client := connect(t, c.Routers()[0].URI()+"?directConnection=true")
+	db := client.Database("fp")
+	if _, err := db.Collection("c").InsertOne(ctx, bson.D{{Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, ctx, client.Database("admin"), bson.D{{Key: "configureFailPoint", Value: "maxTimeAlwaysTimeOut"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}}})
+	ctx = context.WithoutCancel(ctx) // no deadline-derived maxTimeMS
+	if err := db.RunCommand(ctx, bson.D{{Key: "find", Value: "c"}}).Err(); err != nil {
+		t.Fatalf("find without maxTimeMS: %v", err)
+	}
+	commandError(t, db.RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "maxTimeMS", Value: 60_000}}).Err(), 50)
+	if err := db.RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "maxTimeMS", Value: 60_000}}).Err(); err != nil {
+		t.Fatalf("find after the one activation: %v", err)
 	}
 }

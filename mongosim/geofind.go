@@ -10,9 +10,10 @@ import (
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
-// compileFindFilter is compileFilter for find, the one command whose filter
-// may hold $near or $nearSphere.
-func (e opEnv) compileFindFilter(filter bson.D) (*query.Filter, error) {
+// compileNearFilter is compileFilter for the commands whose filter may hold
+// $near or $nearSphere: find, update, delete and findAndModify (where the
+// nearest documents are the ones written first).
+func (e opEnv) compileNearFilter(filter bson.D) (*query.Filter, error) {
 	o := e.queryOptions()
 	o.AllowNear = true
 	return query.CompileFilterWith(filter, o)
@@ -149,4 +150,93 @@ func geoNearFirst(pipeline bson.A) bool {
 	}
 	d, ok := pipeline[0].(bson.D)
 	return ok && len(d) == 1 && d[0].Key == "$geoNear"
+}
+
+// nearPlan is explain's plan of a find with $near or $nearSphere: a
+// GEO_NEAR_2DSPHERE (GEO_NEAR_2D) stage over the geo index, then the
+// stages after it. A missing collection is EOF, as on mongod.
+func nearPlan(r *request, s readShape) (*plan, error) {
+	f, err := query.CompileFilterWith(s.filter, query.Options{AllowNear: true})
+	if err != nil {
+		return nil, err
+	}
+	nc := f.Near()
+	var ix *index
+	err = r.data().read(r.db, s.coll, func(c *collection) error {
+		if c == nil {
+			return nil
+		}
+		if ix = nearIndex(c, nc.Path, nc.Near.GeoJSON, nc.Near.Sphere); ix == nil {
+			return errNoGeoIndex(c.ns())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if ix == nil {
+		return &plan{stage: "EOF", works: 1}, nil
+	}
+	docs, err := r.nearDocs(s.coll, f, s.filter, 0, s.hint)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(len(docs))
+	stage := "GEO_NEAR_2DSPHERE"
+	if ix.geo.flat {
+		stage = "GEO_NEAR_2D"
+	}
+	p := &plan{stage: stage, n: n, works: n + 1,
+		spec: bson.D{{Key: "keyPattern", Value: ix.key}, {Key: "indexName", Value: ix.name}, {Key: "indexVersion", Value: int32(2)}}}
+	return s.finish(p, n, false), nil
+}
+
+// matchNear is collection.match for a filter with $near: the matching
+// records nearest first, at most limit (> 0), through the geo index.
+func (c *collection) matchNear(f *query.Filter, limit int) ([]*record, error) {
+	nc := f.Near()
+	ix := nearIndex(c, nc.Path, nc.Near.GeoJSON, nc.Near.Sphere)
+	if ix == nil {
+		return nil, errNoGeoIndex(c.ns())
+	}
+	type hit struct {
+		r *record
+		d float64
+	}
+	var hits []hit
+	var evalErr error
+	add := func(r *record, d float64) bool {
+		ok, err := f.MatchErr(r.doc)
+		if err != nil {
+			evalErr = err
+			return false
+		}
+		if ok {
+			hits = append(hits, hit{r, d})
+		}
+		return limit <= 0 || len(hits) < limit
+	}
+	if c.txn == nil && !ix.geo.flat && nc.Near.Sphere {
+		gi, recs := ix.geo.nearCells(c, nc.Path)
+		gi.Near(nc.Near, func(i int) (float64, bool) { return nc.Distance(recs[i].doc) }, func(i int, d float64) bool { return add(recs[i], d) })
+	} else {
+		var all []hit
+		c.each(func(r *record) bool {
+			if d, ok := nc.Distance(r.doc); ok {
+				all = append(all, hit{r, d})
+			}
+			return true
+		})
+		sort.SliceStable(all, func(i, j int) bool { return all[i].d < all[j].d })
+		for _, h := range all {
+			if !add(h.r, h.d) {
+				break
+			}
+		}
+	}
+	out := make([]*record, len(hits))
+	for i, h := range hits {
+		out[i] = h.r
+	}
+	return out, evalErr
 }

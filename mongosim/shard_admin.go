@@ -190,6 +190,7 @@ func (r *Router) shardCollection(rq *request) (bson.D, error) {
 		ss.colls[ns] = sc
 	}
 	ss.mu.Unlock()
+	ss.shards[primary].data.recordShardCollection(rq.ctx, db, coll, key, unique)
 	return bson.D{{Key: "collectionsharded", Value: ns}, {Key: "collectionUUID", Value: sc.uuid}, {Key: "ok", Value: 1.0}}, nil
 }
 

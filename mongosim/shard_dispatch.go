@@ -98,6 +98,9 @@ func (r *Router) sendRouted(rq *request, out *outcome, wce, reply bson.D, err er
 	if _, ok := lookupD(reply, "ok"); !ok {
 		reply = append(reply, bson.E{Key: "ok", Value: 1.0})
 	}
+	if _, ok := lookupD(reply, "operationTime"); !ok {
+		reply = r.cluster.sharding.withClusterTime(reply)
+	}
 	r.reply(rq, out, reply, wce, r.shardedRecoveryToken(rq))
 }
 
@@ -251,4 +254,19 @@ func (r *Router) renameCollection(rq *request, cmd *command, out *outcome) (bson
 		return nil, cmderr.Unsupported("renameCollection between databases on different primary shards")
 	}
 	return r.forwardTo(rq, cmd, out, p)
+}
+
+// withClusterTime adds to a reply the router built itself the
+// $clusterTime and operationTime mongos puts on every reply: the latest
+// of the shards' cluster times.
+func (ss *shardSet) withClusterTime(reply bson.D) bson.D {
+	var now bson.Timestamp
+	for _, sc := range ss.shards {
+		if ts := sc.data.clusterClock.current(); now.Before(ts) {
+			now = ts
+		}
+	}
+	return append(reply,
+		bson.E{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: now}, {Key: "signature", Value: zeroSignature}}},
+		bson.E{Key: "operationTime", Value: now})
 }

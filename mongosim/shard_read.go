@@ -26,7 +26,11 @@ func (r *Router) routeShardedColl(rq *request, cmd *command, out *outcome, sc *s
 	case "insert", "update", "delete":
 		return r.shardedWrite(rq, sc)
 	case "findAndModify":
-		return r.shardedFindAndModify(rq, cmd, out, sc)
+		reply, err := r.shardedFindAndModify(rq, cmd, out, sc)
+		if code, _ := replyCode(reply); err == nil && code == codeWouldChangeOwningShard {
+			return r.famKeyChange(rq, sc, reply) // shard_keychange_router.go
+		}
+		return reply, err
 	case "find":
 		return r.shardedFind(rq, cmd, out, sc)
 	case "count":
@@ -346,6 +350,9 @@ func (r *Router) shardedFind(rq *request, cmd *command, out *outcome, sc *sharde
 	proj, err := optionalProjection(projDoc, env)
 	if err != nil {
 		return nil, err
+	}
+	if proj.NeedsTextScore() || (sorter != nil && sorter.NeedsTextScore()) {
+		return nil, cmderr.Unsupported("{$meta: \"textScore\"} in a find across the shards of a sharded collection")
 	}
 	// Each shard returns whole documents (the router sorts on fields a
 	// projection may drop) and at most skip+limit of them.

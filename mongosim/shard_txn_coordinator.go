@@ -55,7 +55,8 @@ type coordination struct {
 	mu       sync.Mutex
 	decision txnDecision
 	commitTS bson.Timestamp
-	abortErr *cmderr.Error // the participant's error that decided abort
+	abortErr error  // why it aborted: a participant's error (reply or command error)
+	clockOf  bson.D // $clusterTime and operationTime of the last participant's answer
 	running  bool
 	done     chan struct{} // closed once every participant has the decision
 	// interrupted is closed when a run ends because the coordinator's
@@ -151,7 +152,9 @@ func (co *coordination) outcome() (bson.D, error) {
 	if co.decision == decisionAbort {
 		return nil, co.abortErr
 	}
-	return bson.D{{Key: "ok", Value: 1.0}}, nil
+	// The reply carries the cluster time a participant answered with, as
+	// mongos' reply does, so the session's next operation follows it.
+	return append(slices.Clone(co.clockOf), bson.E{Key: "ok", Value: 1.0}), nil
 }
 
 // run drives the coordination to its end, a run per coordinator primary.
@@ -218,7 +221,7 @@ func (co *coordination) drive(term int64) error {
 
 // prepareAll sends prepareTransaction to every participant: the latest
 // prepareTimestamp when all prepared, else the first participant's error.
-func (co *coordination) prepareAll() (bson.Timestamp, *cmderr.Error, error) {
+func (co *coordination) prepareAll() (bson.Timestamp, error, error) {
 	var latest bson.Timestamp
 	for _, s := range co.participants {
 		reply, err := co.send(s, txnCommand("prepareTransaction", co.lsid, co.number), false)
@@ -230,7 +233,8 @@ func (co *coordination) prepareAll() (bson.Timestamp, *cmderr.Error, error) {
 			return latest, nil, err
 		}
 		if !replyOK(reply) {
-			return latest, replyError(reply), nil
+			// Relayed as the participant answered, labels included.
+			return latest, &shardError{reply: reply}, nil
 		}
 		v, _ := lookupD(reply, "prepareTimestamp")
 		if ts, ok := v.(bson.Timestamp); ok && latest.Before(ts) {
@@ -255,6 +259,7 @@ func (co *coordination) deliver() error {
 		if err != nil {
 			return err
 		}
+		co.noteClock(reply)
 		code, failed := replyCode(reply)
 		if failed && !(decision == decisionAbort && code == cmderr.NoSuchTransaction) {
 			// A participant refusing the decision is a bug in mongosim,
@@ -309,12 +314,17 @@ func (ss *shardSet) runHook(stage coordStage, coordinator *Cluster) {
 	}
 }
 
-// replyError is a shard's error reply as a command error.
-func replyError(reply bson.D) *cmderr.Error {
-	code, _ := replyCode(reply)
-	msg, _ := lookupD(reply, "errmsg")
-	s, _ := msg.(string)
-	return &cmderr.Error{Code: code, Name: cmderr.Name(code), Message: s}
+// noteClock keeps a participant reply's cluster time for the outcome.
+func (co *coordination) noteClock(reply bson.D) {
+	var clock bson.D
+	for _, k := range []string{"$clusterTime", "operationTime"} {
+		if v, ok := lookupD(reply, k); ok {
+			clock = append(clock, bson.E{Key: k, Value: v})
+		}
+	}
+	co.mu.Lock()
+	co.clockOf = clock
+	co.mu.Unlock()
 }
 
 // txnCommand is a transaction command a router or coordinator sends a

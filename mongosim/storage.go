@@ -488,6 +488,9 @@ func (c *collection) idKeyOf(id any) string {
 // when limit > 0. An error evaluating a $expr (such as an undefined
 // variable) fails the whole operation, as on mongod.
 func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*record, error) {
+	if f.Near() != nil {
+		return c.matchNear(f, limit) // nearest first (geofind.go)
+	}
 	var out []*record
 	var evalErr error
 	visit := func(r *record) bool {
@@ -504,6 +507,19 @@ func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*rec
 		}
 		return true
 	}
+	if f.Text() != nil {
+		recs, g, _, err := c.candidatesFor(filterDoc, f)
+		if err != nil {
+			return nil, err
+		}
+		f = g
+		for _, r := range recs {
+			if !visit(r) {
+				break
+			}
+		}
+		return out, evalErr
+	}
 	if id, ok := idEquality(filterDoc); ok && c.idLookupFits(f, id) {
 		for _, r := range c.candidates(filterDoc, f) {
 			if !visit(r) {
@@ -514,6 +530,17 @@ func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*rec
 	}
 	c.each(visit)
 	return out, evalErr
+}
+
+// candidatesFor is candidates with what the caller must still check: a
+// $text is answered by the text index, which also gives the textScores;
+// the records then need only the rest of the filter.
+func (c *collection) candidatesFor(filterDoc bson.D, f *query.Filter) ([]*record, *query.Filter, map[*record]float64, error) {
+	if ts := textOf(f); ts != nil {
+		recs, scores, err := c.textCandidates(ts, filterDoc)
+		return recs, f.WithoutText(), scores, err
+	}
+	return c.candidates(filterDoc, f), f, nil, nil
 }
 
 // prepareInsert validates doc for insertion and returns the document to
@@ -648,10 +675,15 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 		doc = rest
 	}
 	for _, f := range c.shardKey {
+		if c.committing != nil {
+			// A commit applying a transaction's delete and insert of one
+			// _id: the router moved the document within the shard.
+			break
+		}
 		was, _ := dottedValue(r.doc, f)
 		now, _ := dottedValue(doc, f)
 		if !sameValue(was, now) {
-			return cmderr.New(cmderr.ImmutableField, "After applying the update, the (immutable) field '%s' was found to have been altered to %s: %s", f, f, shellString(now))
+			return &keyChangeError{pre: value.CloneDoc(r.doc), post: value.CloneDoc(doc)}
 		}
 	}
 	if n := bsonSize(doc); n > maxBSONSize {
@@ -777,6 +809,10 @@ func errorFields(err error) (code int32, fields bson.D) {
 	}
 	if fields, ok := validationFields(err); ok {
 		return codeDocumentValidationFailure, fields
+	}
+	var kc *keyChangeError
+	if errors.As(err, &kc) {
+		return codeWouldChangeOwningShard, kc.fields()
 	}
 	var ce *cmderr.Error
 	if errors.As(err, &ce) {

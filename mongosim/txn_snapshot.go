@@ -275,15 +275,11 @@ func (t *transaction) ensure(db, coll string) (*collection, bool, error) {
 func snapshotOf(base *collection, t *transaction) *collection {
 	c := &collection{db: base.db, name: base.name, uuid: base.uuid, byID: map[string]*record{},
 		txn: t, base: base, dirty: map[string]bool{}, validator: base.validator, logger: base.logger, view: base.view,
-		options: base.options} // options: the default collation
+		options: base.options, shardKey: base.shardKey} // options: the default collation
 	uniques := false
 	for i, ix := range base.indexes {
-		cp := *ix
-		if ix.entries != nil {
-			cp.entries = map[string]*record{}
-		}
 		uniques = uniques || (i > 0 && ix.unique)
-		c.indexes = append(c.indexes, &cp)
+		c.indexes = append(c.indexes, ix.emptyCopy())
 	}
 	if !uniques {
 		c.partial, c.known = true, map[string]bool{}
@@ -645,11 +641,7 @@ func (c *collection) copyIndexesTo(live *collection) error {
 	live.mu.Lock()
 	defer live.mu.Unlock()
 	for _, ix := range c.indexes[1:] {
-		cp := *ix
-		if ix.entries != nil {
-			cp.entries = map[string]*record{}
-		}
-		if _, err := live.addIndex(&cp); err != nil {
+		if _, err := live.addIndex(ix.emptyCopy()); err != nil {
 			return err
 		}
 	}
