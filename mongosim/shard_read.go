@@ -447,6 +447,7 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 		return nil, cmderr.Unsupported("aggregate explain")
 	}
 	lead := 0
+	var err error
 	var leadFilter bson.D
 	for lead < len(pipeline) {
 		d, ok := pipeline[lead].(bson.D)
@@ -464,6 +465,9 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 	}
 	if geoNearFirst(pipeline) {
 		return nil, cmderr.Unsupported("$geoNear on a sharded collection spanning several shards")
+	}
+	if lead, err = textLead(pipeline, lead); err != nil {
+		return nil, err
 	}
 	batchSize := -1
 	if cv, ok := rq.get("cursor"); ok {
