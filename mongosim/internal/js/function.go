@@ -172,3 +172,39 @@ func scriptErr(ctx context.Context, err error) error {
 	}
 	return cmderr.New(JSInterpreterFailure, "%v", err)
 }
+
+// Fold calls f(state, args...) for each args in calls, keeping the state
+// in the runtime from one call to the next, as mongod runs a batch of
+// $accumulator accumulate calls, and returns the last state as BSON.
+func (f *Function) Fold(env *Env, state any, calls []bson.A) (any, error) {
+	ctx := env.ctx()
+	if ctx.Err() != nil {
+		return nil, interruptErr(ctx)
+	}
+	r := getRunner()
+	defer putRunner(r)
+	var out any
+	err := r.guard(ctx, nil, func() error {
+		fn, err := r.function(f)
+		if err != nil {
+			return err
+		}
+		for _, e := range f.scope {
+			r.vm.Set(e.Key, r.toJS(e.Value, 0))
+		}
+		st := r.toJS(state, 0)
+		for _, call := range calls {
+			args := make([]goja.Value, 0, len(call)+1)
+			args = append(args, st)
+			for _, a := range call {
+				args = append(args, r.toJS(a, 0))
+			}
+			if st, err = fn(goja.Undefined(), args...); err != nil {
+				return err
+			}
+		}
+		out, err = r.export(st, nil, 0)
+		return err
+	})
+	return out, err
+}
