@@ -8,6 +8,7 @@ import (
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/collation"
 	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/js"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
@@ -18,6 +19,9 @@ import (
 type opEnv struct {
 	coll *collation.Collation // nil: simple
 	vars map[string]any       // let variables plus NOW and CLUSTER_TIME
+	// scripts runs $where, $function and $accumulator under the
+	// operation's context (nil: not allowed).
+	scripts *js.Env
 }
 
 // collator returns the collation as a value.Collator, nil (not a typed
@@ -30,12 +34,12 @@ func (e opEnv) collator() value.Collator {
 }
 
 func (e opEnv) queryOptions() query.Options {
-	return query.Options{Collator: e.collator(), Vars: e.vars}
+	return query.Options{Collator: e.collator(), Vars: e.vars, Scripts: e.scripts}
 }
 
 // compileFilter compiles a command's filter under its collation and vars.
 func (e opEnv) compileFilter(filter bson.D) (*query.Filter, error) {
-	if e.coll == nil && e.vars == nil {
+	if e.coll == nil && e.vars == nil && e.scripts == nil {
 		return query.CompileFilter(filter)
 	}
 	return query.CompileFilterWith(filter, e.queryOptions())
@@ -53,6 +57,7 @@ func (r *request) withStatement(e opEnv, db, coll string, v any, present bool, w
 		return opEnv{}, err
 	}
 	e.coll = c
+	e.scripts = r.scripts()
 	return e, nil
 }
 
@@ -68,7 +73,13 @@ func (r *request) opEnvFor(coll string) (opEnv, error) {
 	if err != nil {
 		return opEnv{}, err
 	}
-	return opEnv{coll: c, vars: vars}, nil
+	return opEnv{coll: c, vars: vars, scripts: r.scripts()}, nil
+}
+
+// scripts is where the command's scripts run: under its context, so
+// maxTimeMS, killOp and shutdown interrupt them.
+func (r *request) scripts() *js.Env {
+	return &js.Env{Ctx: r.ctx, Disabled: r.cluster.opts.JavaScriptDisabled}
 }
 
 // resolveCollation parses an operation's collation; an operation without

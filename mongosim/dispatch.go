@@ -291,7 +291,7 @@ func (m *Member) run(r *request, cmd *command) {
 	if r.tx != nil {
 		r.tx.forgetIfDone()
 	}
-	if err == nil && (cmd.write && !cmd.retryableWrite || cmd.name == "aggregate" && hasOutStage(r)) {
+	if err == nil && (cmd.write && !cmd.retryableWrite || cmd.name == "aggregate" && hasOutStage(r) || cmd.name == "mapReduce" && mapReduceWrites(r)) {
 		// DDL (create, drop, createIndexes, ...) writes an oplog entry
 		// on mongod, which advances the cluster time. The change log does
 		// not record it, so snapshot reads before it cannot be rebuilt.

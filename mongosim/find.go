@@ -21,6 +21,12 @@ func init() {
 // snapshot returns deep copies of the documents of db.coll matching f, in
 // natural order; limit > 0 stops early. A missing collection has none.
 func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, limit int, hint any) ([]bson.D, error) {
+	if f.Scripted() {
+		// A script may run long (sleep, a loop until maxTimeMS): it runs on
+		// copies, outside the collection's lock, so writers never wait on it.
+		docs, err := s.snapshot(db, coll, nil, filterDoc, 0, hint)
+		return filterDocs(docs, f, limit, err)
+	}
 	var out []bson.D
 	err := s.read(db, coll, func(c *collection) error {
 		if c == nil {
@@ -274,8 +280,17 @@ func cmdCount(r *request) (bson.D, error) {
 			return nil, err
 		}
 		n = int64(len(docs))
+	} else if f.Scripted() {
+		docs, err := r.data().snapshot(r.db, coll, f, filterDoc, 0, hint)
+		if err != nil {
+			return nil, err
+		}
+		n = int64(len(docs))
 	}
 	err = r.data().read(r.db, coll, func(c *collection) error {
+		if f.Scripted() {
+			return nil // counted above
+		}
 		if c == nil || c.view != nil {
 			return nil
 		}

@@ -83,3 +83,7 @@ func matchScripted(match func() bool) (ok bool, err error) {
 	}()
 	return match(), nil
 }
+
+// Scripted reports whether the filter runs a script ($where): the caller
+// should match copies outside its locks, since a script may run for long.
+func (f *Filter) Scripted() bool { return f != nil && f.scripted }
