@@ -390,7 +390,7 @@ var fieldUnsupported = map[string]bool{
 	"$box": true, "$center": true, "$centerSphere": true, "$polygon": true, "$geometry": true,
 	"$maxDistance": true, "$minDistance": true,
 	"$bitsAllSet": true, "$bitsAnySet": true, "$bitsAllClear": true, "$bitsAnyClear": true,
-	"$text": true, "$where": true, "$jsonSchema": true,
+	"$text": true, "$jsonSchema": true,
 }
 
 func compileOp(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
