@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"errors"
 	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -176,6 +177,9 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	docs, err := r.readDocs(coll, f, filterDoc, early, hint)
 	if err != nil {
+		if f.Scripted() {
+			err = executorError("find", r, err)
+		}
 		return nil, err
 	}
 	docs = keys.bound(docs, sorter != nil || reverse)
@@ -379,4 +383,22 @@ func splitPath(p string) []string {
 		}
 	}
 	return append(out, p[start:])
+}
+
+// executorError is how mongod reports an error raised while a command's
+// plan ran (a script's error, or its interruption by maxTimeMS or killOp).
+func executorError(cmd string, r *request, err error) error {
+	var ce *cmderr.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	switch {
+	case r.expired():
+		ce = errMaxTime().(*cmderr.Error)
+	case r.killed():
+		ce = errInterrupted().(*cmderr.Error)
+	}
+	out := *ce
+	out.Message = "Executor error during " + cmd + " command :: caused by :: " + ce.Message
+	return &out
 }

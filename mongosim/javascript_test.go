@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -390,7 +391,9 @@ func TestJSSleepHoldsOnlyItsOperation(t *testing.T) {
 	// maxTimeMS ends a sleep with MaxTimeMSExpired, after the limit.
 	start := time.Now()
 	_, err = runCmd(ctx, db, bson.D{{Key: "find", Value: "sleepy"}, {Key: "filter", Value: bson.D{{Key: "$where", Value: "sleep(600000) || true"}}}, {Key: "maxTimeMS", Value: 150}})
-	commandError(t, err, 50)
+	if ce := commandError(t, err, 50); ce.Message != "Executor error during find command :: caused by :: operation exceeded time limit" {
+		t.Errorf("maxTimeMS message: %s", ce.Message)
+	}
 	if el := time.Since(start); el < 150*time.Millisecond || el > 30*time.Second {
 		t.Errorf("a 150ms maxTimeMS ended the sleep after %v", el)
 	}
@@ -420,6 +423,21 @@ func TestJSTimeoutsThroughTheGoDriver(t *testing.T) {
 		t.Fatalf("runaway loop past the context deadline: %v", err)
 	}
 	// The member still answers.
+	sdNoErr(t, client.Ping(ctx, nil))
+
+	// A context cancelled while the script sleeps: the driver gives up on
+	// the connection (context.Canceled), the member answers the others.
+	cctx, ccancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := coll.Find(cctx, bson.D{{Key: "$where", Value: "function() { sleep(1000); return false; }"}})
+		done <- err
+	}()
+	opInProgress(t, ctx, client.Database("admin"), "filter.$where")
+	ccancel()
+	if err := <-done; !errors.Is(err, context.Canceled) || mongo.IsTimeout(err) {
+		t.Fatalf("cancelled find: %v", err)
+	}
 	sdNoErr(t, client.Ping(ctx, nil))
 }
 
@@ -479,4 +497,3 @@ func TestJSDisabled(t *testing.T) {
 		{Key: "reduce", Value: "function(k, v) { return 1; }"}, {Key: "out", Value: bson.D{{Key: "inline", Value: 1}}}})
 	commandError(t, err, 31246)
 }
-

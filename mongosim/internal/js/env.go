@@ -10,7 +10,7 @@ import (
 // Error codes mongod answers for server-side JavaScript.
 const (
 	// JSInterpreterFailure is a script that threw or did not compile.
-	JSInterpreterFailure = 139
+	JSInterpreterFailure = cmderr.JSInterpreterFailure
 	// codeWhereDisabled is $where when scripting is off.
 	codeWhereDisabled = 6108304
 	// codeFunctionDisabled is $function and $accumulator when scripting is off.
