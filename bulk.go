@@ -126,7 +126,8 @@ func (coll *Collection) sendWrite(ctx context.Context, kind stmtKind, stmts []wr
 	if len(stmts) != 1 {
 		docs = make([]bson.Raw, len(stmts))
 	}
-	retryable := !coll.wc.Unacknowledged()
+	unack := coll.unacknowledged(o.session)
+	retryable := !unack
 	for i, s := range stmts {
 		docs[i] = s.doc
 		if s.multi {
@@ -141,7 +142,7 @@ func (coll *Collection) sendWrite(ctx context.Context, kind stmtKind, stmts []wr
 		Sequences:      w.seq[:],
 		Write:          true,
 		RetryableWrite: retryable,
-		Unacknowledged: coll.wc.Unacknowledged(),
+		Unacknowledged: unack,
 		OperationID:    opID,
 	}
 	return coll.client.execute(ctx, &w.op, o.session)
@@ -150,7 +151,7 @@ func (coll *Collection) sendWrite(ctx context.Context, kind stmtKind, stmts []wr
 // writeOne sends a single-statement write and returns its reply (nil for an
 // unacknowledged write). Write errors come back as a *WriteException.
 func (coll *Collection) writeOne(ctx context.Context, kind stmtKind, stmt writeStmt, o *writeOpts) (bson.Raw, error) {
-	if coll.wc.Unacknowledged() && o.session != nil {
+	if coll.unacknowledged(o.session) && o.session != nil {
 		return nil, ErrUnacknowledgedSession
 	}
 	o.ordered = true
@@ -177,7 +178,7 @@ func splitBatch(stmts []writeStmt, kind stmtKind, cmdSize int, l writeLimits) in
 // limits allow, in order, and merges the replies. models (nil for
 // InsertMany) are the caller's, for the errors' Model field.
 func (coll *Collection) runWrites(ctx context.Context, groups []writeGroup, o *writeOpts, models []WriteModel) (*BulkWriteResult, error) {
-	unack := coll.wc.Unacknowledged()
+	unack := coll.unacknowledged(o.session)
 	if unack && o.session != nil {
 		return nil, ErrUnacknowledgedSession
 	}
@@ -249,10 +250,13 @@ func (e *BulkWriteException) finish(res *BulkWriteResult) error {
 
 // stopped returns err, the top-level error (command, network, selection)
 // that ended the write: inside the exception, with the partial result, when
-// an earlier command of the write was answered; alone when none was, as
-// then nothing is known to have been written.
+// an earlier command of the write was answered or the server refused the
+// command (a command error: that command wrote nothing, so the counts so
+// far are exact, zero for the first); alone otherwise, as then nothing is
+// known of what was written.
 func (e *BulkWriteException) stopped(res *BulkWriteResult, err error, answered bool) error {
-	if !answered {
+	var ce *CommandError
+	if !answered && !errors.As(err, &ce) {
 		return err
 	}
 	e.Err = err
@@ -327,8 +331,9 @@ func mergeReply(reply bson.Raw, kind stmtKind, batch []writeStmt, res *BulkWrite
 // split to respect the server's maxWriteBatchSize and maxMessageSizeBytes.
 // Ordered writes (the default) stop at the first error. Write errors and
 // write concern errors are returned as a *BulkWriteException whose indexes
-// are positions in models; so is a command or network error after an
-// earlier command was answered (its Err), with the partial result.
+// are positions in models; so is a command error, and a network error after
+// an earlier command was answered (its Err), with the partial result: an
+// ordered write whose first model fails has one with every count zero.
 func (coll *Collection) BulkWrite(ctx context.Context, models []WriteModel, optList ...*BulkWriteOptions) (*BulkWriteResult, error) {
 	ctx, cancel := coll.begin(ctx)
 	defer cancel()

@@ -48,7 +48,10 @@ func (op *clientOp) setNSIndex(i int) {
 // something was written come back as a *ClientBulkWriteException holding
 // the partial result; a command or network error before anything was
 // written comes back alone. Unacknowledged writes (w: 0) must be unordered
-// and not verbose, and return a result with Acknowledged false.
+// and not verbose, and return a result with Acknowledged false. Inside a
+// transaction the transaction's write concern applies at commit: an
+// explicit opts.WriteConcern is refused with ErrTransactionWriteConcern
+// before anything is sent, and the client's w: 0 does not apply.
 func (c *Client) BulkWrite(ctx context.Context, models []ClientWriteModel, optList ...*ClientBulkWriteOptions) (*ClientBulkWriteResult, error) {
 	ctx, cancel := c.begin(ctx)
 	defer cancel()
@@ -60,14 +63,20 @@ func (c *Client) BulkWrite(ctx context.Context, models []ClientWriteModel, optLi
 		return nil, ErrEmptySlice
 	}
 	wc := c.opts.WriteConcern
+	inTxn := opts.Session.inTransaction()
 	if opts.WriteConcern != nil {
+		if inTxn {
+			return nil, ErrTransactionWriteConcern
+		}
 		if err := opts.WriteConcern.validate(); err != nil {
 			return nil, err
 		}
 		wc = opts.WriteConcern
 	}
 	ordered := opts.Ordered == nil || *opts.Ordered
-	unack := wc.Unacknowledged()
+	// Inside a transaction the client's write concern gives way to the
+	// transaction's, applied at commit.
+	unack := wc.Unacknowledged() && !inTxn
 	switch {
 	case unack && opts.VerboseResults:
 		return nil, argError("cannot request unacknowledged write concern and verbose results")

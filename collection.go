@@ -53,6 +53,14 @@ func (coll *Collection) Database() *Database {
 	return &Database{client: coll.client, name: coll.db, wc: coll.wc, rp: coll.rp, rc: coll.rc}
 }
 
+// unacknowledged reports whether a write with session s is unacknowledged:
+// the collection's write concern is w: 0 and s has no active transaction.
+// Inside a transaction the transaction's write concern applies, at commit
+// (transactions spec), so the write runs as an ordinary statement.
+func (coll *Collection) unacknowledged(s *Session) bool {
+	return coll.wc.Unacknowledged() && !s.inTransaction()
+}
+
 // readConcern is the readConcern field of a read command, or nil.
 func (coll *Collection) readConcern() any {
 	if coll.rc == "" {
@@ -79,10 +87,11 @@ func (coll *Collection) InsertOne(ctx context.Context, doc any, optList ...*Inse
 		return nil, err
 	}
 	o := &writeOpts{bypass: opts.BypassDocumentValidation, comment: opts.Comment, session: opts.Session}
+	ack := !coll.unacknowledged(opts.Session)
 	if _, err := coll.writeOne(ctx, kindInsert, writeStmt{doc: raw}, o); err != nil {
 		return nil, err
 	}
-	return &InsertOneResult{InsertedID: id, Acknowledged: !coll.wc.Unacknowledged()}, nil
+	return &InsertOneResult{InsertedID: id, Acknowledged: ack}, nil
 }
 
 // InsertMany inserts docs, split into as few insert commands as the server's
@@ -113,12 +122,13 @@ func (coll *Collection) InsertMany(ctx context.Context, docs []any, optList ...*
 		stmts[i].index = i
 	}
 	o := &writeOpts{ordered: opts.Ordered == nil || *opts.Ordered, bypass: opts.BypassDocumentValidation, comment: opts.Comment, session: opts.Session}
+	ack := !coll.unacknowledged(opts.Session)
 	_, err := coll.runWrites(ctx, []writeGroup{{kind: kindInsert, stmts: stmts}}, o, nil)
 	var bwe *BulkWriteException
 	if err != nil && !errors.As(err, &bwe) {
 		return nil, err
 	}
-	return &InsertManyResult{InsertedIDs: ids, Acknowledged: !coll.wc.Unacknowledged()}, err
+	return &InsertManyResult{InsertedIDs: ids, Acknowledged: ack}, err
 }
 
 // UpdateOne applies update (a document of $-operators, or a pipeline) to
@@ -239,7 +249,7 @@ func (coll *Collection) delete(ctx context.Context, filter any, limit int32, opt
 
 // findAndModify runs a findAndModify command and wraps its value.
 func (coll *Collection) findAndModify(ctx context.Context, cmd cmdBuilder, s *Session) *SingleResult {
-	unack := coll.wc.Unacknowledged()
+	unack := coll.unacknowledged(s)
 	if unack && hasKey(cmd, "hint") {
 		// Servers before 4.4 (wire version 9) reject hint silently under
 		// w: 0, so the CRUD spec wants the error raised client-side.

@@ -51,7 +51,10 @@ func (db *Database) Collection(name string, opts ...*CollectionOptions) *Collect
 // the command name) and returns the server's reply. An {ok: 0} reply is
 // returned as a *CommandError, together with the reply. The command goes to
 // the primary unless opts gives another read preference, and is never
-// retried as a write.
+// retried as a write. Inside a transaction (opts.Session has one active) it
+// is a read of the transaction: a read preference other than primary, the
+// operation's own or the transaction's, is refused with
+// ErrTransactionReadPreference before anything is sent.
 func (db *Database) RunCommand(ctx context.Context, cmd any, optList ...*RunCommandOptions) (bson.Raw, error) {
 	ctx, cancel := db.begin(ctx)
 	defer cancel()
@@ -74,6 +77,9 @@ func (db *Database) RunCommand(ctx context.Context, cmd any, optList ...*RunComm
 	d := make(bson.D, 0, len(elems))
 	for _, e := range elems {
 		d = append(d, bson.E{Key: e.Key(), Value: e.Value()})
+	}
+	if err := opts.Session.checkOperationReadPref(opts.ReadPreference); err != nil {
+		return nil, err
 	}
 	op := &exec.Operation{Name: elems[0].Key(), DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference), RunCommand: true}
 	res, err := db.client.execute(ctx, op, opts.Session)
@@ -100,6 +106,9 @@ func (db *Database) RunCursorCommand(ctx context.Context, cmd any, optList ...*R
 	}
 	d, name, err := commandDoc(cmd)
 	if err != nil {
+		return nil, err
+	}
+	if err := opts.Session.checkOperationReadPref(opts.ReadPreference); err != nil {
 		return nil, err
 	}
 	op := &exec.Operation{Name: name, DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference), RunCommand: true}

@@ -41,4 +41,36 @@
 // *ServerSelectionError; HasErrorLabel, IsDuplicateKey, IsNetworkError and
 // IsTimeout classify them. Every blocking call takes a context, and no
 // goroutine outlives Client.Disconnect.
+//
+// # The packages
+//
+// The driver core is layered as pgx's is, each package one job, imports
+// pointing down:
+//
+//	wire               the wire-protocol codec shared by the client and the servers
+//	internal/conn      one connection: dial, TLS, hello handshake, SCRAM, one round trip
+//	internal/pool      a server's connection pool (CMAP)
+//	internal/topology  server monitoring (SDAM) and server selection
+//	internal/session   the server-session pool: lsid and txnNumber
+//	internal/exec      the one execution loop: retries, overload backoff, token bucket
+//	sturdy (this)      Client, Database, Collection, Cursor, Session, options, URI
+//
+// Beside it: event (monitoring events), mongoerr (error types and server
+// codes), readpref, once and optimistic (the exactly-once and
+// optimistic-locking patterns), adapt/mongov2 (the patterns over the
+// official driver), blackpipe and mongosim (the test servers), faultproxy
+// (fault injection in front of a real deployment) and cmd/sturdy (the CLI).
+//
+// # How a command travels
+//
+// Collection.InsertOne builds the insert command and hands it to the
+// executor (internal/exec) as an operation. The executor selects a server
+// from the topology, checks a connection out of that server's pool,
+// attaches the session's lsid and the next txnNumber, and sends the command
+// with one round trip. On a retryable error (a network error, a primary
+// stepping down) it marks the server unknown, selects again and sends the
+// same command with the same txnNumber once more, so the server applies it
+// at most once; on an overload error it backs off with jitter, paying a
+// token from the client's retry bucket. Every attempt publishes command
+// events. Start reading at collection.go, then internal/exec.
 package sturdy

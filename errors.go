@@ -73,7 +73,9 @@ var (
 	ErrInvalidArgument = errors.New("sturdy: invalid argument")
 	// ErrUnacknowledgedSession is returned when an unacknowledged (w: 0)
 	// write is given an explicit session: the server could not tell the
-	// client whether the session's state changed.
+	// client whether the session's state changed. Inside the session's
+	// transaction there is no such write: the collection's w: 0 gives way
+	// to the transaction's write concern.
 	ErrUnacknowledgedSession = errors.New("sturdy: unacknowledged writes cannot use an explicit session")
 	// ErrUnacknowledgedWrite is the error of a FindOneAnd* result under an
 	// unacknowledged (w: 0) write concern: the command was sent, but the
@@ -100,8 +102,8 @@ type BulkWriteError struct {
 func (e BulkWriteError) Error() string { return e.WriteError.Error() }
 
 // BulkWriteException is the error of a BulkWrite or InsertMany that returned
-// write errors or a write concern error, or that failed with a command or
-// network error after an earlier command of it was answered (Err).
+// write errors or a write concern error, or that failed with a command error
+// or with a network error after an earlier command of it was answered (Err).
 // PartialResult counts what was written; with an ordered write, models
 // after the first error were not attempted. The models of the command that
 // failed with Err may or may not have been applied.

@@ -210,7 +210,7 @@ type ClientBulkWriteOptions struct {
 	BypassDocumentValidation *bool // nil: not sent (the server's default, false)
 	Let                      any   // variables for the filters and updates ($$name)
 	Comment                  any
-	WriteConcern             *WriteConcern // nil: the client's
+	WriteConcern             *WriteConcern // nil: the client's; refused inside a transaction
 	Session                  *Session
 }
 

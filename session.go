@@ -98,6 +98,10 @@ var (
 	ErrAbortTwice                = errors.New("sturdy: Cannot call abortTransaction twice")
 	ErrUnacknowledgedTransaction = errors.New("sturdy: transactions do not support unacknowledged write concerns")
 	ErrTransactionReadPreference = errors.New("sturdy: read preference in a transaction must be primary")
+	// ErrTransactionWriteConcern is the error of an operation given its
+	// own write concern inside a transaction: the transaction's write
+	// concern applies, at commit.
+	ErrTransactionWriteConcern = errors.New("sturdy: Cannot set write concern after starting a transaction")
 )
 
 // Error labels of transactions.
@@ -638,6 +642,27 @@ func (s *Session) use(c *Client) (*session.Client, error) {
 		return nil, ErrSessionEnded
 	}
 	return s.sc, nil
+}
+
+// inTransaction reports whether s (nil: no session) has an active
+// transaction: the next operation on it runs as one of its statements.
+func (s *Session) inTransaction() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sc.Txn.Active()
+}
+
+// checkOperationReadPref refuses an operation's own read preference
+// other than primary inside a transaction, before anything is sent
+// (transactions spec: a transaction reads from the primary only).
+func (s *Session) checkOperationReadPref(rp *ReadPreference) error {
+	if rp != nil && rp.Mode != PrimaryMode && s.inTransaction() {
+		return ErrTransactionReadPreference
+	}
+	return nil
 }
 
 // txnReadPref is the read preference of a read in s's active transaction

@@ -354,10 +354,12 @@ func loadCertificateKeyFile(path, password string) (tls.Certificate, error) {
 		case len(block.Type) >= 11 && block.Type[len(block.Type)-11:] == "PRIVATE KEY":
 			// Deprecated in crypto/x509, but legacy PEM encryption is what
 			// tlsCertificateKeyFilePassword exists for.
+			//lint:ignore SA1019 legacy PEM encryption is what tlsCertificateKeyFilePassword decrypts.
 			if x509.IsEncryptedPEMBlock(block) {
 				if password == "" {
 					return tls.Certificate{}, errors.New("the private key is encrypted: set tlsCertificateKeyFilePassword")
 				}
+				//lint:ignore SA1019 as above.
 				der, err := x509.DecryptPEMBlock(block, []byte(password))
 				if err != nil {
 					return tls.Certificate{}, fmt.Errorf("decrypting the private key: %w", err)

@@ -355,6 +355,7 @@ func newURITestPKI(t *testing.T) uriTestPKI {
 	pki.clientFile = write("client.pem", pemOf("CERTIFICATE", cliDER), pemOf("EC PRIVATE KEY", keyDER(cliKey)))
 	// Legacy PEM encryption (deprecated in crypto/x509) is what
 	// tlsCertificateKeyFilePassword decrypts.
+	//lint:ignore SA1019 the test needs a legacy-encrypted key.
 	enc, err := x509.EncryptPEMBlock(rand.Reader, "EC PRIVATE KEY", keyDER(cliKey), []byte("s3cret"), x509.PEMCipherAES256)
 	if err != nil {
 		t.Fatal(err)

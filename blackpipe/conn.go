@@ -173,6 +173,9 @@ func (c *Conn) serve() {
 				c.answerBad(r, err)
 				continue
 			}
+			if c.answerLegacy(b, err) {
+				continue
+			}
 			s.logf("conn %d: malformed request: %v; closing", c.id, err)
 			return
 		}
@@ -362,6 +365,9 @@ func (c *Conn) decodeRequest(b []byte) (*Request, error) {
 			r.DB, _ = v.StringValueOK()
 		}
 	case m.Query != nil:
+		if !isCommandNamespace(m.Query.FullCollectionName) {
+			return nil, errLegacyQuery
+		}
 		r.OpCode = wire.OpQuery
 		r.queryFlags = m.Query.Flags
 		r.Command = m.Query.Query

@@ -23,6 +23,7 @@
 // resolved (replied to or faulted), as a real server processes one command
 // per connection at a time. Compressed requests (snappy, zlib, zstd) are
 // decompressed transparently and answered with the same compressor, and
-// OP_MSG checksums are verified. A client that sends something malformed is
+// OP_MSG checksums are verified. Legacy operations MongoDB 5.1+ dropped get
+// mongod's answer (legacy.go). A client that sends something malformed is
 // logged and disconnected. Close stops every goroutine the server started.
 package blackpipe

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -32,6 +33,10 @@ const (
 	paramConnRatePerSec = "ingressConnectionEstablishmentRatePerSec"
 	paramConnBurstSecs  = "ingressConnectionEstablishmentBurstCapacitySecs"
 	paramConnMaxQueue   = "ingressConnectionEstablishmentMaxQueueDepth"
+	paramConnEnabled    = "ingressConnectionEstablishmentRateLimiterEnabled" // bool
+	// The TTL monitor's (ttl.go).
+	paramTTLSleepSecs = "ttlMonitorSleepSecs"
+	paramTTLEnabled   = "ttlMonitorEnabled"
 )
 
 func okReply() bson.D { return bson.D{{Key: "ok", Value: 1.0}} }
@@ -150,6 +155,16 @@ func setParameterCmd(r *request) (bson.D, error) {
 			}
 			was = int32(cur.MaxConnections)
 			l.setMaxConnections(int(f))
+		case paramConnEnabled:
+			was = l.setConnEnabled(asBool(e.Value))
+		case paramTTLSleepSecs:
+			f, ok := asInt64(e.Value)
+			if !ok || f <= 0 {
+				return nil, cmderr.New(cmderr.BadValue, "Invalid value for parameter %s: %v is not greater than 0", e.Key, e.Value)
+			}
+			was = int32(r.cluster.ttl.setInterval(time.Duration(f)*time.Second) / time.Second)
+		case paramTTLEnabled:
+			was = !r.cluster.ttl.disabled.Swap(!asBool(e.Value))
 		case paramConnRatePerSec, paramConnBurstSecs, paramConnMaxQueue:
 			f, ok := asFloat(e.Value)
 			if !ok || f < 0 {
@@ -197,7 +212,10 @@ func getParameterCmd(r *request) (bson.D, error) {
 		{Key: paramMaxConns, Value: int32(o.MaxConnections)},
 		{Key: paramConnRatePerSec, Value: o.ConnectionsPerSecond},
 		{Key: paramConnMaxQueue, Value: int32(o.ConnectionQueueDepth)},
+		{Key: paramConnEnabled, Value: r.cluster.limiter.connEnabled()},
 		{Key: paramTxnLifetime, Value: int32(r.cluster.txnLifetimeSecs.Load())},
+		{Key: paramTTLSleepSecs, Value: int32(time.Duration(r.cluster.ttl.interval.Load()) / time.Second)},
+		{Key: paramTTLEnabled, Value: !r.cluster.ttl.disabled.Load()},
 	}
 	v, _ := r.get("getParameter")
 	if s, ok := v.(string); ok && s == "*" {
@@ -307,12 +325,20 @@ func whatsmyuriCmd(r *request) (bson.D, error) {
 	return bson.D{{Key: "you", Value: r.raw.Conn.RemoteAddr().String()}, {Key: "ok", Value: 1.0}}, nil
 }
 
+// getCmdLineOptsCmd answers as a mongod started with test commands
+// enabled, which mongosim is (configureFailPoint works): drivers' test
+// suites read parsed.setParameter.enableTestCommands to decide whether
+// to run their fail-point tests.
 func getCmdLineOptsCmd(r *request) (bson.D, error) {
+	argv := bson.A{"mongosim", "--bind_ip", r.cluster.opts.Host}
 	parsed := bson.D{{Key: "net", Value: bson.D{{Key: "bindIp", Value: r.cluster.opts.Host}}}}
 	if r.cluster.setName != "" {
+		argv = append(argv, "--replSet", r.cluster.setName)
 		parsed = append(parsed, bson.E{Key: "replication", Value: bson.D{{Key: "replSet", Value: r.cluster.setName}}})
 	}
-	return bson.D{{Key: "argv", Value: bson.A{"mongosim"}}, {Key: "parsed", Value: parsed}, {Key: "ok", Value: 1.0}}, nil
+	argv = append(argv, "--setParameter", "enableTestCommands=1")
+	parsed = append(parsed, bson.E{Key: "setParameter", Value: bson.D{{Key: "enableTestCommands", Value: "1"}}})
+	return bson.D{{Key: "argv", Value: argv}, {Key: "parsed", Value: parsed}, {Key: "ok", Value: 1.0}}, nil
 }
 
 func hostInfoCmd(r *request) (bson.D, error) {

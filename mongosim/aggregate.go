@@ -96,6 +96,13 @@ func cmdAggregate(r *request) (bson.D, error) {
 	} else if ok {
 		localIn, pipeline, statsOf, coll = stats, pipeline[1:], coll, ""
 	}
+	nearIn, nearFirst, err := r.leadingGeoNear(coll, pipeline, env)
+	if err != nil {
+		return nil, err
+	}
+	if nearFirst {
+		pipeline = pipeline[1:]
+	}
 	p, err := agg.Compile(pipeline)
 	if err != nil {
 		return nil, err
@@ -127,9 +134,12 @@ func cmdAggregate(r *request) (bson.D, error) {
 		if env.coll != nil {
 			pre = nil
 		}
-		if r.rc.level == "snapshot" {
+		switch {
+		case nearFirst:
+			in = nearIn
+		case r.rc.level == "snapshot":
 			in, err = s.snapshotAt(r.db, coll, pre, hint, r.rc.atClusterTime)
-		} else {
+		default:
 			in, err = s.snapshot(r.db, coll, pre, nil, 0, hint)
 		}
 		if err != nil {
@@ -140,10 +150,11 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if err != nil {
 		return errorReply(err) // $merge/$out duplicates keep keyPattern/keyValue
 	}
+	end := endLazily
 	if p.HasWriteStage() {
-		out = nil
+		out, end = nil, endAtOnce // $out/$merge run to completion
 	}
-	return s.cursors.reply(r, ns, out, batchSize, false), nil
+	return s.cursors.reply(r, ns, out, batchSize, false, end), nil
 }
 
 func stageOrEmpty(s string) string {

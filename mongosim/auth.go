@@ -33,7 +33,7 @@ type authenticator struct {
 	mu    sync.Mutex
 	users map[string]*simUser // by "db.name"
 	// trusted, when set, reports connections that need no authentication:
-	// a mongos router's own connections to the shard (router.go).
+	// a mongos router's own connections to the shard (shard_router.go).
 	trusted func(*blackpipe.Conn) bool
 }
 
@@ -86,7 +86,11 @@ func deriveCredentials(name, password string, mechs []string) (map[string]scram.
 		if err != nil {
 			return nil, cmderr.New(cmderr.BadValue, "%v", err)
 		}
-		out[mech] = client.GetStoredCredentials(scram.KeyFactors{Salt: string(salt), Iters: iters})
+		creds, err := client.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt), Iters: iters})
+		if err != nil {
+			return nil, cmderr.New(cmderr.BadValue, "%v", err)
+		}
+		out[mech] = creds
 	}
 	return out, nil
 }
@@ -393,6 +397,9 @@ func (u *simUser) checkPassword(password string) bool {
 	if err != nil {
 		return false
 	}
-	got := client.GetStoredCredentials(stored.KeyFactors)
+	got, err := client.GetStoredCredentialsWithError(stored.KeyFactors)
+	if err != nil {
+		return false
+	}
 	return subtle.ConstantTimeCompare(got.StoredKey, stored.StoredKey) == 1
 }

@@ -206,7 +206,7 @@ func cmdBulkWrite(r *request) (bson.D, error) {
 			results = append(results, item)
 		}
 	}
-	reply := s.cursors.reply(r, "admin.$cmd.bulkWrite", results, batchSize, false)
+	reply := s.cursors.reply(r, "admin.$cmd.bulkWrite", results, batchSize, false, endAtOnce)
 	return append(reply,
 		bson.E{Key: "nErrors", Value: nErrors},
 		bson.E{Key: "nInserted", Value: nInserted},

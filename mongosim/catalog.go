@@ -360,7 +360,7 @@ func cmdListCollections(r *request) (bson.D, error) {
 			docs = append(docs, d)
 		}
 	}
-	return s.cursors.reply(r, r.db+".$cmd.listCollections", docs, batchSize, false), nil
+	return s.cursors.reply(r, r.db+".$cmd.listCollections", docs, batchSize, false, endAtOnce), nil
 }
 
 // cursorBatchSize reads cursor: {batchSize: n}; -1 when absent.
@@ -551,7 +551,7 @@ func cmdCreate(r *request) (bson.D, error) {
 		// succeeds; with others it fails.
 		var same bool
 		_ = r.cluster.data.read(r.db, coll, func(cur *collection) error {
-			same = cur == c && cur.view == nil && (len(cur.options) == 0 && len(options) == 0 || keyOf(cur.options) == keyOf(options))
+			same = cur == c && cur.view == nil && (len(cur.options) == 0 && len(options) == 0 || value.Key(cur.options) == value.Key(options))
 			return nil
 		})
 		if !same {

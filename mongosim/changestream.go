@@ -481,7 +481,7 @@ func (st *streamState) transform(r *request, ev bson.D) (bson.D, bool, error) {
 		return nil, false, nil
 	}
 	want, _ := value.Get(ev, "_id")
-	if got, ok := value.Get(res[0], "_id"); !ok || keyOf(got) != keyOf(want) {
+	if got, ok := value.Get(res[0], "_id"); !ok || value.Key(got) != value.Key(want) {
 		e := cmderr.New(codeChangeStreamFatalError, "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed.")
 		e.Labels = []string{labelNonResumableChangeStream}
 		return nil, false, e
@@ -723,7 +723,7 @@ func (d *updateDiff) value(path string, comps []any, old, cur any) {
 // sameStored is equality that also tells apart numeric types (1 and 1.0),
 // as a stored document does.
 func sameStored(a, b any) bool {
-	return keyOf(a) == keyOf(b) && bsonTypeName(a) == bsonTypeName(b)
+	return value.Key(a) == value.Key(b) && bsonTypeName(a) == bsonTypeName(b)
 }
 
 // resumableCodes are the errors after which a driver may resume a change

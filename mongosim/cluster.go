@@ -37,6 +37,11 @@ type Cluster struct {
 	reaperStop, reaperDone chan struct{}
 	// ttlStop stops the TTL monitor (ttl.go); nil when it is off.
 	ttlStop func()
+	// profile is the database profiler's settings (maintenance.go).
+	profile profileState
+	// ttl holds the TTL monitor's parameters (ttlMonitorSleepSecs,
+	// ttlMonitorEnabled), which setParameter changes while it runs.
+	ttl ttlParams
 
 	limiter *limiter
 	fails   *failPoints    // fail points set with Cluster.SetFailPoint (all members)
@@ -44,11 +49,11 @@ type Cluster struct {
 	stats   counters
 	adm     adminState // monitoring and user commands (adminstate.go)
 
-	// routers are the mongos routers in front of the members (router.go);
+	// routers are the mongos routers in front of the members (shard_router.go);
 	// set by Launch, read-only afterwards.
 	routers []*Router
 	// sharding is the multi-shard metadata and the other shards
-	// (shardroute.go); nil unless Options.Shards > 1.
+	// (shard_cluster.go); nil unless Options.Shards > 1.
 	sharding *shardSet
 	// balancer fronts the routers in load-balanced mode (Options.LoadBalanced).
 	balancer       *Balancer
@@ -172,6 +177,7 @@ func Launch(o Options) (*Cluster, error) {
 	c.members = members
 	c.primary = 0
 	c.mu.Unlock()
+	c.ttl.interval.Store(int64(defaultTTLMonitorInterval))
 	if o.TTLMonitorInterval >= 0 {
 		interval := o.TTLMonitorInterval
 		if interval == 0 {

@@ -124,7 +124,7 @@ func parseCollation(v any, where string) (*collation.Collation, error) {
 	if !ok {
 		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s' is the wrong type '%s', expected type 'object'", where, typeNameOf(v))
 	}
-	key := keyOf(d)
+	key := value.Key(d)
 	collationCache.Lock()
 	c, hit := collationCache.m[key]
 	collationCache.Unlock()

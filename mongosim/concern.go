@@ -319,7 +319,7 @@ func (s *storage) snapshotAt(db, coll string, f *query.Filter, hint any, at bson
 			}
 		}
 		for _, ch := range undo {
-			k := keyOf(ch.id)
+			k := value.Key(ch.id)
 			if c != nil {
 				k = c.idKeyOf(ch.id)
 			}

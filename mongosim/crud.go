@@ -59,24 +59,6 @@ func checkFields(r *request, allowed ...string) error {
 	return nil
 }
 
-// checkDocFields is checkFields for a sub-document such as one update
-// statement; where names it in errors ("update.updates").
-func checkDocFields(d bson.D, where string, allowed ...string) error {
-	for _, e := range d {
-		known := false
-		for _, a := range allowed {
-			if a == e.Key {
-				known = true
-				break
-			}
-		}
-		if !known {
-			return cmderr.New(40415, "BSON field '%s.%s' is an unknown field.", where, e.Key)
-		}
-	}
-	return nil
-}
-
 // collectionArg returns the collection named by the command's first field.
 func collectionArg(r *request) (string, error) {
 	if len(r.cmd) == 0 {

@@ -441,13 +441,18 @@ func TestCursorsManyGetMores(t *testing.T) {
 	}
 	_ = cur.Close(ctx)
 
-	// negative limit: one batch, no cursor
+	// A negative limit is refused as by mongod 4.4+; singleBatch with a
+	// limit is its replacement: one batch, no cursor.
 	_, err = coll.InsertMany(ctx, docs[:300])
 	sdNoErr(t, err)
-	sdNoErr(t, client.Database("db").RunCommand(ctx, bson.D{{Key: "find", Value: "many"}, {Key: "limit", Value: -150}}).Decode(&reply))
+	err = client.Database("db").RunCommand(ctx, bson.D{{Key: "find", Value: "many"}, {Key: "limit", Value: -150}}).Err()
+	if sdCode(err) != 51024 || !strings.Contains(err.Error(), "BSON field 'limit' value must be >= 0, actual value '-150'") {
+		t.Fatalf("negative limit: %v", err)
+	}
+	sdNoErr(t, client.Database("db").RunCommand(ctx, bson.D{{Key: "find", Value: "many"}, {Key: "limit", Value: 150}, {Key: "singleBatch", Value: true}}).Decode(&reply))
 	c = reply[0].Value.(bson.D)
 	if len(c[0].Value.(bson.A)) != 150 || c[1].Value.(int64) != 0 {
-		t.Fatalf("negative limit: %d docs id %v", len(c[0].Value.(bson.A)), c[1].Value)
+		t.Fatalf("singleBatch with limit: %d docs id %v", len(c[0].Value.(bson.A)), c[1].Value)
 	}
 	// limit across batches
 	got := sdFindAll(t, ctx, coll, bson.D{}, options.Find().SetLimit(250).SetBatchSize(100))
@@ -711,9 +716,9 @@ func TestIndexes(t *testing.T) {
 	}
 }
 
-// TestSeed001Counter runs the two-step exactly-once counter of "How To Write
+// TestResilientArticleCounter runs the two-step exactly-once counter of "How To Write
 // Resilient MongoDB Applications" and its clean-up pass.
-func TestSeed001Counter(t *testing.T) {
+func TestResilientArticleCounter(t *testing.T) {
 	client, _ := dataClient(t)
 	ctx := sdCtx(t)
 	coll := client.Database("app").Collection("counters")
@@ -769,10 +774,10 @@ func TestSeed001Counter(t *testing.T) {
 	}
 }
 
-// TestSeed004VersionedUpsert runs the optimistic-locking upsert of
+// TestOptimisticLockingArticleUpsert runs the optimistic-locking upsert of
 // "Optimistic Locking in MongoDB": a stale version finds no match, tries to
 // insert and hits the _id index.
-func TestSeed004VersionedUpsert(t *testing.T) {
+func TestOptimisticLockingArticleUpsert(t *testing.T) {
 	client, _ := dataClient(t)
 	ctx := sdCtx(t)
 	coll := client.Database("app").Collection("docs")

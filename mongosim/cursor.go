@@ -38,16 +38,31 @@ type cursor struct {
 	docs     []bson.D
 	lastUsed atomic.Int64 // unix nanoseconds
 	stream   *streamState // set for a change stream (tailable) cursor
-	tail     *tailState   // set for a tailable find cursor
+	// lazyEnd: like mongod's query and pipeline executors, the cursor
+	// learns it is exhausted only when asked for one more document, so a
+	// batch that takes exactly the last ones leaves it open and the next
+	// getMore answers an empty batch with id 0. Cursors over a queue
+	// (listCollections, listIndexes, bulkWrite) and a find whose limit the
+	// results reach know their end at once.
+	lazyEnd bool
+	tail    *tailState // set for a tailable find cursor
 	// at is the atClusterTime of a snapshot read, which its getMores
 	// report as well.
 	at bson.Timestamp
 }
 
+// cursorEnd says when a cursor reports its end (see cursor.lazyEnd).
+type cursorEnd bool
+
+const (
+	endAtOnce cursorEnd = false // queued results: id 0 with the last document
+	endLazily cursorEnd = true  // executor results: id 0 on the next getMore
+)
+
 // reply builds a command's cursor reply: the first batch of docs, and a
-// cursor for the rest unless singleBatch or nothing is left. batchSize < 0
+// cursor for the rest unless singleBatch or the end is known. batchSize < 0
 // means the default (101 documents).
-func (t *cursorTable) reply(r *request, ns string, docs []bson.D, batchSize int, singleBatch bool) bson.D {
+func (t *cursorTable) reply(r *request, ns string, docs []bson.D, batchSize int, singleBatch bool, end cursorEnd) bson.D {
 	if r.cursorNS != "" {
 		ns = r.cursorNS
 	}
@@ -56,11 +71,14 @@ func (t *cursorTable) reply(r *request, ns string, docs []bson.D, batchSize int,
 	}
 	first, rest := splitBatch(docs, batchSize)
 	var id int64
-	if len(rest) > 0 && !singleBatch {
+	// A batch cut short by the end of the results has seen the end; one
+	// filled to batchSize has not, unless the cursor knows it at once.
+	if !singleBatch && (len(rest) > 0 || end == endLazily && len(first) == batchSize) {
 		id = t.open(ns, rest)
+		c := t.get(id) // not yet visible to any client: no getMore can race this
+		c.lazyEnd = bool(end)
 		if r.rc.level == "snapshot" {
-			// Not yet visible to any client: no getMore can race this.
-			t.get(id).at = r.rc.atClusterTime
+			c.at = r.rc.atClusterTime
 		}
 	}
 	return bson.D{{Key: "cursor", Value: bson.D{
@@ -193,13 +211,16 @@ func cmdGetMore(r *request) (bson.D, error) {
 	if t.get(id) == nil { // killed while we waited
 		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", id)
 	}
-	if act := r.member.evalGetMoreAfterCheckout(); act != nil {
+	if err := checkGetMoreMaxTime(r, c); err != nil {
+		return nil, err
+	}
+	if act := r.member.evalGetMoreAfterCheckout(r); act != nil {
 		r.member.cluster.stats.failPointsFired.Add(1)
 		code := act.errorCode
 		if code == 0 {
 			code = codeInternalError
 		}
-		e := cmderr.New(code, "Failing getMore after cursor checkout (failGetMoreAfterCursorCheckout fail point)")
+		e := cmderr.New(code, failGetMoreAfterCursorCheckoutMessage)
 		if c.stream != nil && resumableCodes[code] {
 			// mongod labels a resumable error of a change stream's
 			// getMore (not one set by failCommand, raised before the
@@ -221,7 +242,7 @@ func cmdGetMore(r *request) (bson.D, error) {
 	batch, rest := splitBatch(c.docs, batchSize)
 	c.docs = rest
 	outID := id
-	if len(rest) == 0 {
+	if len(rest) == 0 && !(c.lazyEnd && len(batch) == batchSize) {
 		t.remove(id)
 		outID = 0
 	}

@@ -226,10 +226,22 @@ func (m *Member) run(r *request, cmd *command) {
 	if answered {
 		return
 	}
+	if m.maxTimeAlwaysTimesOut(r) {
+		c.stats.failPointsFired.Add(1)
+		m.replyErr(r, &out, errMaxTime())
+		return
+	}
 
 	if (cmd.write || txnStmt) && !m.IsPrimary() {
 		m.replyErr(r, &out, cmderr.New(cmderr.NotWritablePrimary, notPrimaryMessage))
 		return
+	}
+	if cmd.write {
+		// An fsync lock holds writes back until fsyncUnlock.
+		if err := m.fsync.wait(r.ctx); err != nil {
+			m.replyErr(r, &out, err)
+			return
+		}
 	}
 
 	if txnStmt {
@@ -409,22 +421,6 @@ func (m *Member) applyFailCommand(r *request, out *outcome) (wce bson.D, answere
 	return act.writeConcernError, false
 }
 
-// clusterTimeFields are the $clusterTime and operationTime a replica-set
-// member appends to its replies (drivers gossip the first and use the
-// second for causal consistency). The signature is all zeros, as from a
-// server without keys; handshake and auth replies carry none.
-func (m *Member) clusterTimeFields(name string) bson.D {
-	if m.cluster.setName == "" || isHelloName(name) || strings.HasPrefix(name, "sasl") {
-		return nil
-	}
-	ts := m.cluster.data.changes.clusterTime()
-	return bson.D{
-		{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: ts},
-			{Key: "signature", Value: bson.D{{Key: "hash", Value: bson.Binary{Subtype: 0, Data: make([]byte, 20)}}, {Key: "keyId", Value: int64(0)}}}}},
-		{Key: "operationTime", Value: ts},
-	}
-}
-
 // errReplied is returned by handlers that answered the request themselves.
 var errReplied = errors.New("mongosim: request already answered")
 
@@ -463,19 +459,7 @@ func (m *Member) replyLabels(out *outcome, reply bson.D) []string {
 
 // replyErr answers with a command error, labelled as a 4.4+ server would.
 func (m *Member) replyErr(r *request, out *outcome, err error) {
-	var ce *cmderr.Error
-	if !errors.As(err, &ce) {
-		ce = cmderr.New(codeInternalError, "%v", err)
-	}
-	e := *ce
-	switch {
-	case out.labelsSet:
-		e.Labels = out.explicitLabels
-	case out.inTxn:
-		e.Labels = txnErrorLabels(out.name, e.Code)
-	case out.hasTxnNumber && slices.Contains(retryableWriteCodes, e.Code) && !slices.Contains(e.Labels, labelRetryableWrite):
-		e.Labels = append(slices.Clone(e.Labels), labelRetryableWrite)
-	}
+	e, extra := labelledError(out, err, m.cluster.limiter.baseBackoffMS())
 	if r.raw.Flags&wire.MoreToCome != 0 && (e.Code == cmderr.NotWritablePrimary || e.Code == cmderr.NotPrimaryNoSecondaryOk || e.Code == cmderr.NotPrimaryOrSecondary) {
 		// A fire-and-forget (moreToCome) write gets no reply, so mongod
 		// closes the connection to send the client back to server
@@ -490,23 +474,43 @@ func (m *Member) replyErr(r *request, out *outcome, err error) {
 		m.cluster.warn("refused "+r.name, "member", m.addr, "conn", r.raw.Conn.ID(),
 			"remote", r.raw.Conn.RemoteAddr().String(), "code", e.Code, "error", e.Message)
 	}
-	var extra bson.D
-	if slices.Contains(e.Labels, labelSystemOverloaded) {
-		if ms := m.cluster.limiter.baseBackoffMS(); ms > 0 {
-			extra = append(extra, bson.E{Key: "baseBackoffMS", Value: ms})
-		}
-	}
-	for _, x := range out.extraInfo {
-		if _, dup := lookupD(extra, x.Key); !dup && !slices.Contains(errorDocKeys, x.Key) {
-			extra = append(extra, x)
-		}
-	}
 	if m.isNotPrimaryErrorOnSet(e.Code) {
 		extra = append(extra, bson.E{Key: "topologyVersion", Value: m.topologyVersionDoc()})
 	}
 	if err := r.send(m.withClusterTime(errorDoc(&e, extra), bson.Timestamp{})); err != nil {
 		m.cluster.logf("mongosim %s: reply to %s: %v", m.addr, r.name, err)
 	}
+}
+
+// labelledError is err as the command error a server answers, labelled
+// as mongod and mongos label it: a fail point's labels, else a
+// transaction's, else RetryableWriteError on a retryable write's
+// retryable error. extra holds baseBackoffMS (when backoffMS > 0) on an
+// overload error and the fail point's errorExtraInfo.
+func labelledError(out *outcome, err error, backoffMS int32) (cmderr.Error, bson.D) {
+	var ce *cmderr.Error
+	if !errors.As(err, &ce) {
+		ce = cmderr.New(codeInternalError, "%v", err)
+	}
+	e := *ce
+	switch {
+	case out.labelsSet:
+		e.Labels = out.explicitLabels
+	case out.inTxn:
+		e.Labels = txnErrorLabels(out.name, e.Code)
+	case out.hasTxnNumber && slices.Contains(retryableWriteCodes, e.Code) && !slices.Contains(e.Labels, labelRetryableWrite):
+		e.Labels = append(slices.Clone(e.Labels), labelRetryableWrite)
+	}
+	var extra bson.D
+	if slices.Contains(e.Labels, labelSystemOverloaded) && backoffMS > 0 {
+		extra = append(extra, bson.E{Key: "baseBackoffMS", Value: backoffMS})
+	}
+	for _, x := range out.extraInfo {
+		if _, dup := lookupD(extra, x.Key); !dup && !slices.Contains(errorDocKeys, x.Key) {
+			extra = append(extra, x)
+		}
+	}
+	return e, extra
 }
 
 // errorDocKeys are the fields errorDoc writes; errorExtraInfo cannot

@@ -15,7 +15,7 @@ import (
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 )
 
-// Tests of issue 9's smaller divergences from mongod 8.0, each through the
+// Tests of smaller divergences from mongod 8.0 that were found and closed, each through the
 // official Go driver over TCP.
 
 func TestDistinctSortedAsMongod(t *testing.T) {

@@ -103,6 +103,7 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 	var idHack bool
 	var ixPlans []*ixPlan
 	var sortByIndex bool // an index scan returns the documents in sort order
+	var backward bool    // a collection scan in reverse natural order
 	err = r.data().read(r.db, s.coll, func(c *collection) error {
 		if c == nil {
 			return nil
@@ -114,9 +115,13 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 			idHack = true
 		}
 		examined = int64(len(c.candidates(s.filter, f)))
-		if !idHack && !c.timeseries {
-			ixPlans = indexPlans(c, s.filter, s.hint)
-			ixPlans, sortByIndex = sortPlan(c, ixPlans, s.sort, s.hint != nil && c.findIndex(s.hint) != nil)
+		if !idHack {
+			rp := planRead(c, s.filter, s.sort, s.hint)
+			backward = rp.backward || isNaturalReverse(s.sort)
+			if rp.ix != nil {
+				ixPlans = append([]*ixPlan{rp.ix}, rp.rejected...)
+				sortByIndex = rp.sortByIndex && !rp.ix.ix.multikeyIn(c)
+			}
 			for i, p := range ixPlans {
 				stopAfter := int64(0)
 				if i == 0 && s.streams(sortByIndex) {
@@ -153,6 +158,9 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(ixPlans) > 0 {
+		docs = ixPlans[0].order(docs) // a sparse or partial index holds fewer
+	}
 	n := int64(len(docs))
 	if s.streams(sortByIndex) {
 		n = min(n, s.skip+s.limit) // the scan stopped there
@@ -172,9 +180,16 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 		if len(s.filter) > 0 {
 			spec = append(spec, bson.E{Key: "filter", Value: parsedQuery(s.filter)})
 		}
-		spec = append(spec, bson.E{Key: "direction", Value: "forward"})
+		direction := "forward"
+		if backward {
+			direction = "backward"
+		}
+		spec = append(spec, bson.E{Key: "direction", Value: direction})
 		p = &plan{stage: "COLLSCAN", spec: spec, n: n, works: examined + 1,
 			stats: bson.D{{Key: "docsExamined", Value: int32(examined)}}}
+	}
+	if len(s.sort) == 1 && s.sort[0].Key == "$natural" {
+		sortByIndex = true // the collection scan's direction is the order
 	}
 	if len(s.sort) > 0 && !sortByIndex {
 		spec := bson.D{{Key: "sortPattern", Value: s.sort}, {Key: "memLimit", Value: int32(104857600)}}

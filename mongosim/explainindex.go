@@ -16,10 +16,12 @@ import (
 // explain's index plans. mongosim's reads scan the collection, but an
 // application asking explain whether its query can use its indexes should
 // get mongod's answer for the simple cases: a filter with an equality,
-// range or $in on the first field of a regular (not sparse, partial, text
+// range or $in on the first field of a regular (not hidden, text
 // or geo) index, or a hinted index, is planned as FETCH over IXSCAN, with
-// the keys and documents such a scan examines. The other usable indexes
-// are the rejected plans. Anything else stays a COLLSCAN.
+// the keys and documents such a scan examines. A sparse index serves a
+// condition that cannot match a missing field, a partial index a filter
+// implying its partialFilterExpression (partialindex.go). The other usable
+// indexes are the rejected plans. Anything else stays a COLLSCAN.
 
 // ixPlan is an index scan considered for a query.
 type ixPlan struct {
@@ -66,7 +68,7 @@ func sortPlan(c *collection, plans []*ixPlan, sortDoc bson.D, hinted bool) ([]*i
 		return plans, false
 	}
 	for _, ix := range c.indexes {
-		if ix.sparse || ix.partial != nil || !plainKey(ix.key) {
+		if ix.sparse || ix.partial != nil || ix.hidden || !plainKey(ix.key) {
 			continue
 		}
 		p := &ixPlan{ix: ix}
@@ -85,11 +87,11 @@ func filterPlans(c *collection, filter bson.D, hint any) []*ixPlan {
 	}
 	var out []*ixPlan
 	for _, ix := range c.indexes {
-		if ix != hinted && (ix.sparse || ix.partial != nil || !plainKey(ix.key)) {
+		if ix != hinted && (ix.hidden || !plainKey(ix.key) || !ix.answers(filter)) {
 			continue
 		}
 		cond, ok := lookupD(filter, ix.fields[0])
-		if ok && !indexable(cond) {
+		if ok && (!indexable(cond) || ix.sparse && matchesMissing(cond)) {
 			ok = false
 		}
 		if !ok && ix != hinted {
@@ -172,6 +174,9 @@ func (p *ixPlan) examine(c *collection, full *query.Filter, stopAfter int64) err
 	var err error
 	var inBounds []*record
 	c.each(func(rec *record) bool {
+		if !p.ix.holds(rec.doc) {
+			return true
+		}
 		for _, field := range p.ix.fields {
 			if v, _ := value.Get(rec.doc, field); v != nil {
 				if _, isArr := v.(bson.A); isArr {

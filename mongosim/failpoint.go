@@ -18,6 +18,11 @@ const (
 	// fpFailGetMoreAfterCursorCheckout fails every getMore with
 	// data.errorCode once its cursor is checked out (change stream tests).
 	fpFailGetMoreAfterCursorCheckout = "failGetMoreAfterCursorCheckout"
+	// fpMaxTimeAlwaysTimeOut fails every operation that has a maxTimeMS
+	// deadline with MaxTimeMSExpired at its first interrupt check.
+	fpMaxTimeAlwaysTimeOut = "maxTimeAlwaysTimeOut"
+	// failGetMoreAfterCursorCheckoutMessage is mongod's errmsg for it.
+	failGetMoreAfterCursorCheckoutMessage = "Hit the 'failGetMoreAfterCursorCheckout' failpoint"
 )
 
 type fpMode int
@@ -36,6 +41,7 @@ type failPoint struct {
 	probability float64
 	act         fpAction
 	commands    []string // failCommands
+	allCommands bool     // failAllCommands
 	appName     string
 	threadName  string // mongod names a connection's thread "conn<connectionId>"
 	namespace   string
@@ -75,7 +81,9 @@ func (f *failPoints) configure(cmd bson.D) (int64, error) {
 	if !ok {
 		return 0, typeErr("configureFailPoint", "string", cmd[0].Value)
 	}
-	if name != fpFailCommand && name != fpOnPrimaryTransactionalWrite && name != fpFailGetMoreAfterCursorCheckout {
+	switch name {
+	case fpFailCommand, fpOnPrimaryTransactionalWrite, fpFailGetMoreAfterCursorCheckout, fpMaxTimeAlwaysTimeOut:
+	default:
 		return 0, cmderr.Unsupported("fail point " + name)
 	}
 	modeV, ok := lookupD(cmd, "mode")
@@ -159,108 +167,21 @@ func parseFailPointData(name string, fp *failPoint, cmd bson.D) error {
 	if !ok {
 		return typeErr("data", "object", dataV)
 	}
-	if name == fpOnPrimaryTransactionalWrite {
-		fp.act.closeConnection = true
-		for _, e := range data {
-			switch e.Key {
-			case "closeConnection":
-				fp.act.closeConnection = asBool(e.Value)
-			case "failBeforeCommitExceptionCode":
-				n, ok := asInt64(e.Value)
-				if !ok {
-					return typeErr("failBeforeCommitExceptionCode", "int", e.Value)
-				}
-				fp.act.failBeforeCommitCode = int32(n)
-			default:
-				return cmderr.Unsupported("onPrimaryTransactionalWrite option " + e.Key)
-			}
-		}
-		return nil
+	switch name {
+	case fpOnPrimaryTransactionalWrite:
+		return parseTransactionalWriteData(fp, data)
+	case fpMaxTimeAlwaysTimeOut:
+		return nil // mongod reads no data for it
 	}
 	for _, e := range data {
-		switch e.Key {
-		case "failCommands":
-			arr, ok := e.Value.(bson.A)
-			if !ok {
-				return typeErr("failCommands", "array", e.Value)
-			}
-			for _, v := range arr {
-				s, ok := v.(string)
-				if !ok {
-					return typeErr("failCommands element", "string", v)
-				}
-				fp.commands = append(fp.commands, s)
-			}
-		case "closeConnection":
-			fp.act.closeConnection = asBool(e.Value)
-		case "errorCode":
-			n, ok := asInt64(e.Value)
-			if !ok {
-				return typeErr("errorCode", "int", e.Value)
-			}
-			fp.act.errorCode = int32(n)
-		case "errorLabels":
-			arr, ok := e.Value.(bson.A)
-			if !ok {
-				return typeErr("errorLabels", "array", e.Value)
-			}
-			fp.act.errorLabels = []string{}
-			for _, v := range arr {
-				s, ok := v.(string)
-				if !ok {
-					return typeErr("errorLabels element", "string", v)
-				}
-				fp.act.errorLabels = append(fp.act.errorLabels, s)
-			}
-		case "writeConcernError":
-			d, ok := e.Value.(bson.D)
-			if !ok {
-				return typeErr("writeConcernError", "object", e.Value)
-			}
-			fp.act.writeConcernError = d
-		case "blockConnection":
-			fp.act.blockConnection = asBool(e.Value)
-		case "blockTimeMS":
-			n, ok := asInt64(e.Value)
-			if !ok || n < 0 {
-				return typeErr("blockTimeMS", "int", e.Value)
-			}
-			fp.act.blockTime = time.Duration(n) * time.Millisecond
-		case "appName":
-			s, ok := e.Value.(string)
-			if !ok {
-				return typeErr("appName", "string", e.Value)
-			}
-			fp.appName = s
-		case "namespace":
-			s, ok := e.Value.(string)
-			if !ok {
-				return typeErr("namespace", "string", e.Value)
-			}
-			fp.namespace = s
-		case "threadName":
-			s, ok := e.Value.(string)
-			if !ok {
-				return typeErr("threadName", "string", e.Value)
-			}
-			fp.threadName = s
-		case "failInternalCommands":
-			// Only internal clients (other cluster members) send internal
-			// commands, and mongosim has none: accepted, never matters.
-			if _, ok := e.Value.(bool); !ok {
-				return typeErr("failInternalCommands", "bool", e.Value)
-			}
-		case "errorExtraInfo":
-			d, ok := e.Value.(bson.D)
-			if !ok {
-				return typeErr("errorExtraInfo", "object", e.Value)
-			}
-			fp.act.errorExtraInfo = d
-		default:
-			return cmderr.New(cmderr.BadValue, "unknown failCommand option: %s", e.Key)
+		if err := parseFailCommandField(fp, e); err != nil {
+			return err
 		}
 	}
-	if len(fp.commands) == 0 && name == fpFailCommand {
+	if name != fpFailCommand {
+		return nil // failGetMoreAfterCursorCheckout: the filters and errorCode
+	}
+	if len(fp.commands) == 0 && !fp.allCommands {
 		return cmderr.New(cmderr.BadValue, "failCommand fail point requires data.failCommands")
 	}
 	if fp.act.blockConnection && fp.act.blockTime == 0 {
@@ -269,6 +190,127 @@ func parseFailPointData(name string, fp *failPoint, cmd bson.D) error {
 		}
 	}
 	return nil
+}
+
+func parseTransactionalWriteData(fp *failPoint, data bson.D) error {
+	fp.act.closeConnection = true
+	for _, e := range data {
+		switch e.Key {
+		case "closeConnection":
+			fp.act.closeConnection = asBool(e.Value)
+		case "failBeforeCommitExceptionCode":
+			n, ok := asInt64(e.Value)
+			if !ok {
+				return typeErr("failBeforeCommitExceptionCode", "int", e.Value)
+			}
+			fp.act.failBeforeCommitCode = int32(n)
+		default:
+			return cmderr.Unsupported("onPrimaryTransactionalWrite option " + e.Key)
+		}
+	}
+	return nil
+}
+
+// parseFailCommandField reads one field of failCommand's data (also the
+// filters and errorCode of failGetMoreAfterCursorCheckout). As on mongod,
+// the data is free-form: fields mongod does not read (errmsg, which
+// drivers' tests send, among them) are accepted and change nothing; the
+// error's message is always mongod's fixed one.
+func parseFailCommandField(fp *failPoint, e bson.E) error {
+	switch e.Key {
+	case "failCommands":
+		cmds, err := stringList("failCommands", e.Value)
+		if err != nil {
+			return err
+		}
+		fp.commands = append(fp.commands, cmds...)
+	case "failAllCommands":
+		fp.allCommands = true // mongod tests only that the field is present
+	case "errorLabels":
+		labels, err := stringList("errorLabels", e.Value)
+		if err != nil {
+			return err
+		}
+		fp.act.errorLabels = append([]string{}, labels...)
+	case "appName", "namespace", "threadName":
+		s, ok := e.Value.(string)
+		if !ok {
+			return typeErr(e.Key, "string", e.Value)
+		}
+		switch e.Key {
+		case "appName":
+			fp.appName = s
+		case "namespace":
+			fp.namespace = s
+		default:
+			fp.threadName = s
+		}
+	case "failInternalCommands", "failLocalClients":
+		// Only internal clients (other cluster members) send internal
+		// commands, and every mongosim client is a remote one: accepted,
+		// never matters.
+		if _, ok := e.Value.(bool); !ok {
+			return typeErr(e.Key, "bool", e.Value)
+		}
+	case "tassert":
+		if asBool(e.Value) {
+			return cmderr.Unsupported("failCommand option tassert")
+		}
+	default:
+		return parseFailCommandAction(&fp.act, e)
+	}
+	return nil
+}
+
+// parseFailCommandAction reads the fields that say what an activated
+// failCommand does.
+func parseFailCommandAction(act *fpAction, e bson.E) error {
+	switch e.Key {
+	case "closeConnection":
+		act.closeConnection = asBool(e.Value)
+	case "errorCode":
+		n, ok := asInt64(e.Value)
+		if !ok {
+			return typeErr("errorCode", "int", e.Value)
+		}
+		act.errorCode = int32(n)
+	case "writeConcernError", "errorExtraInfo":
+		d, ok := e.Value.(bson.D)
+		if !ok {
+			return typeErr(e.Key, "object", e.Value)
+		}
+		if e.Key == "writeConcernError" {
+			act.writeConcernError = d
+		} else {
+			act.errorExtraInfo = d
+		}
+	case "blockConnection":
+		act.blockConnection = asBool(e.Value)
+	case "blockTimeMS":
+		n, ok := asInt64(e.Value)
+		if !ok || n < 0 {
+			return typeErr("blockTimeMS", "int", e.Value)
+		}
+		act.blockTime = time.Duration(n) * time.Millisecond
+	}
+	return nil
+}
+
+// stringList reads an array of strings.
+func stringList(field string, v any) ([]string, error) {
+	arr, ok := v.(bson.A)
+	if !ok {
+		return nil, typeErr(field, "array", v)
+	}
+	out := make([]string, 0, len(arr))
+	for _, v := range arr {
+		s, ok := v.(string)
+		if !ok {
+			return nil, typeErr(field+" element", "string", v)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // evaluate decides whether the named fail point activates for a request
@@ -305,36 +347,56 @@ func (f *failPoints) evaluate(name string, c *Cluster, match func(*failPoint) bo
 // evalFailCommand returns the failCommand action for r: the member's own
 // fail point first, then the cluster-wide one.
 func (m *Member) evalFailCommand(r *request) *fpAction {
-	match := func(fp *failPoint) bool {
-		named := false
-		for _, n := range fp.commands {
-			if strings.EqualFold(n, r.raw.Name) || strings.EqualFold(n, r.name) {
-				named = true
-				break
-			}
-		}
-		if !named {
-			return false
-		}
-		if fp.appName != "" && fp.appName != r.raw.Conn.AppName() {
-			return false
-		}
-		if fp.threadName != "" && fp.threadName != "conn"+strconv.FormatInt(r.raw.Conn.ID(), 10) {
-			return false
-		}
-		if fp.namespace != "" {
-			coll, _ := r.get(r.raw.Name)
-			s, _ := coll.(string)
-			if fp.namespace != r.db+"."+s {
-				return false
-			}
-		}
-		return true
-	}
+	match := func(fp *failPoint) bool { return failCommandMatches(fp, r) }
 	if act := m.fails.evaluate(fpFailCommand, m.cluster, match); act != nil {
 		return act
 	}
 	return m.cluster.fails.evaluate(fpFailCommand, m.cluster, match)
+}
+
+// failCommandMatches is mongod's failCommand filter: the command (never
+// configureFailPoint), then appName, the connection's thread name and the
+// command's namespace.
+func failCommandMatches(fp *failPoint, r *request) bool {
+	if strings.EqualFold(r.raw.Name, "configureFailPoint") {
+		return false
+	}
+	named := fp.allCommands
+	for _, n := range fp.commands {
+		if strings.EqualFold(n, r.raw.Name) || strings.EqualFold(n, r.name) {
+			named = true
+			break
+		}
+	}
+	return named && failPointFilters(fp, r)
+}
+
+// failPointFilters applies the appName, threadName and namespace filters
+// that failCommand and failGetMoreAfterCursorCheckout share.
+func failPointFilters(fp *failPoint, r *request) bool {
+	if fp.appName != "" && fp.appName != r.raw.Conn.AppName() {
+		return false
+	}
+	if fp.threadName != "" && fp.threadName != "conn"+strconv.FormatInt(r.raw.Conn.ID(), 10) {
+		return false
+	}
+	return fp.namespace == "" || fp.namespace == commandNamespace(r)
+}
+
+// commandNamespace is the namespace mongod reports for a command: the
+// collection a getMore names, else db.<the command's string value>, else
+// db.$cmd for a database-level command.
+func commandNamespace(r *request) string {
+	field := r.raw.Name
+	if strings.EqualFold(r.name, "getMore") {
+		field = "collection"
+	}
+	if v, _ := r.get(field); v != nil {
+		if s, ok := v.(string); ok {
+			return r.db + "." + s
+		}
+	}
+	return r.db + ".$cmd"
 }
 
 // evalTransactionalWrite returns the onPrimaryTransactionalWrite action for
@@ -354,13 +416,27 @@ func (m *Member) evalTransactionalWrite(beforeCommit bool) *fpAction {
 }
 
 // evalGetMoreAfterCheckout returns the failGetMoreAfterCursorCheckout
-// action for a getMore whose cursor was just checked out.
-func (m *Member) evalGetMoreAfterCheckout() *fpAction {
-	all := func(*failPoint) bool { return true }
-	if act := m.fails.evaluate(fpFailGetMoreAfterCursorCheckout, m.cluster, all); act != nil {
+// action for a getMore whose cursor was just checked out. As on mongod,
+// failCommand's appName, threadName and namespace filters apply.
+func (m *Member) evalGetMoreAfterCheckout(r *request) *fpAction {
+	match := func(fp *failPoint) bool { return failPointFilters(fp, r) }
+	if act := m.fails.evaluate(fpFailGetMoreAfterCursorCheckout, m.cluster, match); act != nil {
 		return act
 	}
-	return m.cluster.fails.evaluate(fpFailGetMoreAfterCursorCheckout, m.cluster, all)
+	return m.cluster.fails.evaluate(fpFailGetMoreAfterCursorCheckout, m.cluster, match)
+}
+
+// maxTimeAlwaysTimesOut reports whether the maxTimeAlwaysTimeOut fail
+// point fails r. mongod fails an operation with a deadline at its first
+// interrupt check; an awaitData getMore has none (its maxTimeMS is an
+// await time) and is never failed.
+func (m *Member) maxTimeAlwaysTimesOut(r *request) bool {
+	if limit, _ := maxTimeArg(r); limit <= 0 || r.name == "getMore" {
+		return false
+	}
+	all := func(*failPoint) bool { return true }
+	return m.fails.evaluate(fpMaxTimeAlwaysTimeOut, m.cluster, all) != nil ||
+		m.cluster.fails.evaluate(fpMaxTimeAlwaysTimeOut, m.cluster, all) != nil
 }
 
 // configureFailPoint is the command: admin only, on this member.

@@ -36,7 +36,11 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 		if err := checkHint(c, hint); err != nil {
 			return err
 		}
+		hinted := c.findIndex(hint)
 		for _, rec := range c.candidates(filterDoc, f) {
+			if hinted != nil && !hinted.holds(rec.doc) {
+				continue // a hinted sparse or partial index lacks it
+			}
 			ok, err := f.MatchErr(rec.doc)
 			if err != nil {
 				return err
@@ -145,7 +149,7 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	hint, _ := r.get("hint")
 
-	f, err := env.compileFilter(filterDoc)
+	f, err := env.compileFindFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -171,17 +175,26 @@ func cmdFind(r *request) (bson.D, error) {
 	if err := keys.resolve(r, coll, filterDoc, sortDoc, hint); err != nil {
 		return nil, err
 	}
-	early := 0
-	if sorter == nil && !reverse && limit > 0 && !keys.bounded() {
-		early = int(skip + limit)
-	}
-	docs, err := r.readDocs(coll, f, filterDoc, early, hint)
+	plan, err := r.planFor(coll, filterDoc, sortDoc, hint)
 	if err != nil {
 		if f.Scripted() {
 			err = executorError("find", r, err)
 		}
 		return nil, err
 	}
+	if f.Near() != nil {
+		plan = readPlan{} // a geo index orders by distance (findDocs)
+	}
+	early := 0
+	if sorter == nil && !reverse && limit > 0 && !keys.bounded() && !plan.ordered() {
+		early = int(skip + limit)
+	}
+	docs, err := r.findDocs(coll, f, filterDoc, early, hint)
+	if err != nil {
+		return nil, err
+	}
+	// The plan's order; a sort then reorders, equal keys staying in it.
+	docs = plan.order(docs)
 	docs = keys.bound(docs, sorter != nil || reverse)
 	if sorter != nil {
 		sorter.SortDocs(docs)
@@ -192,12 +205,51 @@ func cmdFind(r *request) (bson.D, error) {
 	docs = skipLimit(docs, skip, limit)
 	if keys.returnKey {
 		keys.keys(docs) // the index keys, whatever the projection says
-	} else if proj != nil {
-		for i, d := range docs {
-			docs[i] = proj.Apply(d)
+	} else if err := projectDocs(proj, f, docs); err != nil {
+		return nil, err
+	}
+	return r.cluster.data.cursors.reply(r, r.db+"."+coll, docs, batchSize, singleBatch, findEnd(r, coll, docs, limit)), nil
+}
+
+// findEnd says when a find's cursor reports its end. As mongod's plan, it
+// knows at once when the limit is reached or the collection does not
+// exist (an EOF plan), else only when asked for one more document.
+func findEnd(r *request, coll string, docs []bson.D, limit int64) cursorEnd {
+	if limit > 0 && int64(len(docs)) == limit {
+		return endAtOnce
+	}
+	if len(docs) == 0 {
+		exists := false
+		_ = r.data().read(r.db, coll, func(c *collection) error {
+			exists = c != nil
+			return nil
+		})
+		if !exists {
+			return endAtOnce
 		}
 	}
-	return r.cluster.data.cursors.reply(r, r.db+"."+coll, docs, batchSize, singleBatch), nil
+	return endLazily
+}
+
+// projectDocs applies proj to each of docs in place. A positional field.$
+// takes the array position at which f matched the document, as mongod's
+// find does (an $elemMatch in the filter included).
+func projectDocs(proj *query.Projection, f *query.Filter, docs []bson.D) error {
+	if proj == nil {
+		return nil
+	}
+	for i, d := range docs {
+		pos := -1
+		if proj.NeedsPosition() {
+			_, pos = f.MatchPosition(d)
+		}
+		out, err := proj.Project(d, pos)
+		if err != nil {
+			return err
+		}
+		docs[i] = out
+	}
+	return nil
 }
 
 // isNaturalReverse reports sort {$natural: -1}: natural order backwards.
@@ -220,8 +272,10 @@ func compileSort(spec bson.D, env opEnv) (*query.Sort, error) {
 	return env.compileSort(spec)
 }
 
-// skipLimitArgs reads the skip and limit fields; a negative limit is the
-// legacy form of one batch of at most -limit, reported as negative.
+// skipLimitArgs reads the skip and limit fields. As mongod 4.4+, find
+// takes no negative limit (drivers send singleBatch instead): 51024, as for
+// skip. count still takes one, the legacy form of one batch of at most
+// -limit, reported as negative.
 func skipLimitArgs(r *request) (skip, limit int64, negative bool, err error) {
 	if skip, _, err = nonNegArg(r, "skip"); err != nil {
 		return 0, 0, false, err
@@ -230,6 +284,9 @@ func skipLimitArgs(r *request) (skip, limit int64, negative bool, err error) {
 		n, isInt := int64Arg(v)
 		if !isInt {
 			return 0, 0, false, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.limit' is the wrong type '%s', expected types '[long, int, decimal, double]'", r.name, typeNameOf(v))
+		}
+		if n < 0 && r.name != "count" {
+			return 0, 0, false, cmderr.New(51024, "BSON field 'limit' value must be >= 0, actual value '%d'", n)
 		}
 		if n < 0 {
 			n, negative = -n, true
@@ -301,7 +358,11 @@ func cmdCount(r *request) (bson.D, error) {
 		if err := checkHint(c, hint); err != nil {
 			return err
 		}
+		hinted := c.findIndex(hint)
 		for _, rec := range c.candidates(filterDoc, f) {
+			if hinted != nil && !hinted.holds(rec.doc) {
+				continue // a hinted sparse or partial index lacks it
+			}
 			ok, err := f.MatchErr(rec.doc)
 			if err != nil {
 				return err
@@ -360,7 +421,7 @@ func cmdDistinct(r *request) (bson.D, error) {
 			if _, undef := v.(bson.Undefined); undef {
 				continue // an empty array has no values
 			}
-			k := keyOfWith(v, env.collator())
+			k := value.KeyWith(v, env.collator())
 			if !seen[k] {
 				seen[k] = true
 				values = append(values, v)

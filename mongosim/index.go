@@ -36,6 +36,7 @@ type index struct {
 	coll     *collation.Collation
 	collSet  bool
 	finished bool
+	geo      *geoIndex // 2dsphere and 2d indexes (geoindex.go)
 }
 
 // finish gives an index without its own collation the collection's
@@ -96,7 +97,7 @@ type indexKey struct {
 func (c *collection) indexKeys(doc bson.D) ([]indexKey, error) {
 	var out []indexKey
 	for _, ix := range c.indexes[1:] {
-		if !ix.unique {
+		if !ix.unique && ix.geo == nil {
 			continue
 		}
 		keys, err := ix.keysOf(doc)
@@ -114,6 +115,9 @@ func (c *collection) indexKeys(doc bson.D) ([]indexKey, error) {
 func (ix *index) keysOf(doc bson.D) ([]indexKey, error) {
 	if ix.partial != nil && !ix.partial.Match(doc) {
 		return nil, nil
+	}
+	if ix.geo != nil {
+		return nil, ix.geo.checkGeo(doc)
 	}
 	perField := make([][]any, len(ix.fields))
 	multi := -1
@@ -150,7 +154,7 @@ func (ix *index) keysOf(doc bson.D) ([]indexKey, error) {
 			if i == multi {
 				v = perField[i][j]
 			}
-			b = appendKeyWith(b, v, ix.collator())
+			b = value.AppendKey(b, v, ix.collator())
 			kv[i] = bson.E{Key: f, Value: v}
 		}
 		out = append(out, indexKey{ix: ix, key: string(b), value: kv})
@@ -172,7 +176,7 @@ func dedupe(vals []any) []any {
 	seen := map[string]bool{}
 	out := vals[:0:0]
 	for _, v := range vals {
-		k := keyOf(v)
+		k := value.Key(v)
 		if !seen[k] {
 			seen[k] = true
 			out = append(out, v)
@@ -313,7 +317,7 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 	ix := &index{}
 	var keySet bool
 	out := bson.D{{Key: "v", Value: int32(2)}}
-	var extra bson.D
+	var extra, geoOpts bson.D
 	for _, e := range spec {
 		switch e.Key {
 		case "key":
@@ -324,13 +328,17 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			if len(k) == 0 {
 				return nil, cmderr.New(67, "Index keys cannot be empty.")
 			}
-			for _, f := range k {
+			for i, f := range k {
 				if f.Key == "" {
 					return nil, cmderr.New(67, "Index keys cannot be an empty field.")
 				}
 				switch v := f.Value.(type) {
 				case string:
-					if v != "hashed" {
+					if isGeo, err := ix.parseGeoKey(f.Key, v, i); isGeo || err != nil {
+						if err != nil {
+							return nil, err
+						}
+					} else if v != "hashed" {
 						return nil, cmderr.Unsupported("index type '" + v + "'")
 					}
 				default:
@@ -373,7 +381,17 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			}
 			ix.partial = f
 			extra = append(extra, bson.E{Key: "partialFilterExpression", Value: value.CloneDoc(d)})
-		case "background", "hidden", "v", "ns":
+		case "background", "dropDups":
+			// Creation-time options mongod accepts, ignores (every build
+			// is a background build; duplicates are never dropped) and
+			// keeps in the spec listIndexes shows.
+			if !value.IsNumber(e.Value) {
+				if _, isBool := e.Value.(bool); !isBool {
+					return nil, cmderr.New(cmderr.TypeMismatch, "Error in specification %s :: caused by :: The field '%s has value %s: %s, which is not convertible to bool", shellString(spec), e.Key, e.Key, shellString(e.Value))
+				}
+			}
+			extra = append(extra, e)
+		case "hidden", "v", "ns":
 			if e.Key == "hidden" && truthy(e.Value) {
 				ix.hidden = true
 				extra = append(extra, bson.E{Key: "hidden", Value: true})
@@ -392,7 +410,10 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			}
 			ix.coll, ix.collSet = c, true
 		default:
-			return nil, cmderr.Unsupported("index option '" + e.Key + "'")
+			if !geoSpecOptions[e.Key] {
+				return nil, cmderr.Unsupported("index option '" + e.Key + "'")
+			}
+			geoOpts = append(geoOpts, e)
 		}
 	}
 	if !keySet {
@@ -413,6 +434,11 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			}
 		}
 	}
+	geoSpec, err := ix.finishGeoSpec(geoOpts)
+	if err != nil {
+		return nil, err
+	}
+	extra = append(extra, geoSpec...)
 	if ix.name == "" {
 		ix.name = indexName(ix.key)
 	}
@@ -428,7 +454,7 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 func sameOptions(a, b *index) bool {
 	pa, _ := value.Get(a.spec, "partialFilterExpression")
 	pb, _ := value.Get(b.spec, "partialFilterExpression")
-	return a.unique == b.unique && a.sparse == b.sparse && keyOf(pa) == keyOf(pb) && collation.Equal(a.coll, b.coll)
+	return a.unique == b.unique && a.sparse == b.sparse && value.Key(pa) == value.Key(pb) && collation.Equal(a.coll, b.coll)
 }
 
 // addIndex adds ix to c, building its entries; it reports whether the
@@ -455,7 +481,7 @@ func (c *collection) addIndex(ix *index) (bool, error) {
 			pb, _ := value.Get(ix.spec, "partialFilterExpression")
 			// Indexes on the same keys may coexist with different
 			// partial filters or collations.
-			if keyOf(pa) == keyOf(pb) && collation.Equal(old.coll, ix.coll) {
+			if value.Key(pa) == value.Key(pb) && collation.Equal(old.coll, ix.coll) {
 				return false, cmderr.New(cmderr.IndexOptionsConflict, "Index already exists with a different name: %s", old.name)
 			}
 		}
@@ -602,7 +628,7 @@ func cmdListIndexes(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.cluster.data.cursors.reply(r, r.db+".$cmd.listIndexes", docs, batchSize, false), nil
+	return r.cluster.data.cursors.reply(r, r.db+".$cmd.listIndexes", docs, batchSize, false, endAtOnce), nil
 }
 
 func cmdDropIndexes(r *request) (bson.D, error) {

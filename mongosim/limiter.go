@@ -25,6 +25,9 @@ type limiter struct {
 	connRate, connBurst, connTokens float64
 	connLast                        time.Time
 	connDepth, connQueued           int
+	// connOff is ingressConnectionEstablishmentRateLimiterEnabled false:
+	// the bucket keeps its settings but admits every connection.
+	connOff bool
 }
 
 func newLimiter(now func() time.Time, o LimiterOptions) *limiter {
@@ -150,7 +153,7 @@ const (
 func (l *limiter) admitConn() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.connRate <= 0 {
+	if l.connOff || l.connRate <= 0 {
 		return connAdmitted
 	}
 	if l.takeConnTokenLocked() {
@@ -182,7 +185,7 @@ func (l *limiter) takeConnTokenLocked() bool {
 func (l *limiter) waitConnToken(done <-chan struct{}) bool {
 	for {
 		l.mu.Lock()
-		ok := l.connRate <= 0 || l.takeConnTokenLocked()
+		ok := l.connOff || l.connRate <= 0 || l.takeConnTokenLocked()
 		var wait time.Duration
 		if ok {
 			l.connQueued--
@@ -212,4 +215,22 @@ func (l *limiter) leaveConnQueue() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.connQueued = max(0, l.connQueued-1)
+}
+
+// setConnEnabled turns the connection establishment bucket on or off
+// without losing its settings, and reports whether it was on.
+func (l *limiter) setConnEnabled(on bool) (was bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	was = !l.connOff && l.connRate > 0
+	l.connOff = !on
+	l.connTokens, l.connLast = l.connBurst, l.now()
+	return was
+}
+
+// connEnabled reports whether the connection establishment bucket acts.
+func (l *limiter) connEnabled() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.connOff && l.connRate > 0
 }

@@ -207,7 +207,7 @@ type emitted struct {
 func (spec *mapReduceSpec) mapAndReduce(scripts *js.Env, docs []bson.D, prior map[string]any) ([]bson.D, error) {
 	groups := map[string]*emitted{}
 	emit := func(k, v any) error {
-		id := keyOfWith(k, nil)
+		id := value.Key(k)
 		g := groups[id]
 		if g == nil {
 			g = &emitted{key: k}
@@ -235,7 +235,7 @@ func (spec *mapReduceSpec) mapAndReduce(scripts *js.Env, docs []bson.D, prior ma
 		if err != nil {
 			return nil, err
 		}
-		if prev, ok := prior[keyOfWith(g.key, nil)]; ok {
+		if prev, ok := prior[value.Key(g.key)]; ok {
 			if v, err = spec.reduce(scripts, g.key, bson.A{prev, v}); err != nil {
 				return nil, err
 			}
@@ -280,7 +280,7 @@ func (spec *mapReduceSpec) priorValues(r *request) (map[string]any, error) {
 	prior := make(map[string]any, len(existing))
 	for _, d := range existing {
 		id, _ := value.Get(d, "_id")
-		prior[keyOfWith(id, nil)], _ = value.Get(d, "value")
+		prior[value.Key(id)], _ = value.Get(d, "value")
 	}
 	return prior, nil
 }

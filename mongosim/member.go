@@ -20,6 +20,8 @@ type Member struct {
 	conns     atomic.Int64  // open connections, for the connection limiter
 	// localSessions is this member's logical session cache.
 	localSessions *localSessions
+	// fsync is the member's fsync lock (maintenance.go).
+	fsync fsyncGate
 
 	// topologyVersion counter and the channel closed when it changes; both
 	// guarded by cluster.mu.

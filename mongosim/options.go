@@ -14,13 +14,13 @@ type Options struct {
 	// Routers, when positive, starts that many mongos routers in front of
 	// the replica set (the one shard): URI lists them and drivers see a
 	// sharded cluster. Options.Limiter then applies to each router, not to
-	// the members. See router.go and COMPATIBILITY.md.
+	// the members. See shard_router.go and COMPATIBILITY.md.
 	Routers int
 	// LoadBalanced puts one listener, an L4 load balancer, in front of the
 	// Routers (it needs Routers >= 1): each client connection is bound to
 	// one router, round robin, and its first hello is answered with the
 	// router's serviceId. URI then names the balancer with
-	// loadBalanced=true. See balancer.go.
+	// loadBalanced=true. See shard_loadbalancer.go.
 	LoadBalanced bool
 	// Shards is the number of shards; 0 or 1 (with Routers) is one shard.
 	// More than one fails at Launch: multi-shard routing is not implemented.

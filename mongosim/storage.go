@@ -76,7 +76,7 @@ type collection struct {
 	indexes []*index   // indexes[0] is _id_
 	changes *changeLog // nil for scratch collections, whose writes are not logged
 	// shardKey lists a sharded collection's shard key fields on a shard
-	// of a multi-shard deployment (shardroute.go): updates may not
+	// of a multi-shard deployment (shard_cluster.go): updates may not
 	// change them.
 	shardKey []string
 	// options are the create options listCollections reports;
@@ -109,7 +109,7 @@ type collection struct {
 	// no documents and refuses writes.
 	view *viewDef
 
-	// Multi-document transaction support (transaction.go). On a stored
+	// Multi-document transaction support (txn_snapshot.go). On a stored
 	// collection: clock stamps every write; hist keeps, while transactions
 	// are open, each document's prior versions so a snapshot can be
 	// rebuilt; locks names the transaction that wrote a document and has
@@ -421,11 +421,11 @@ func idEquality(filterDoc bson.D) (any, bool) {
 		}
 		v = d[0].Value
 	}
-	switch v.(type) {
+	switch d := v.(type) {
 	case bson.A, bson.Regex, bson.M, bson.Raw, nil, bson.Null, bson.Undefined:
 		return nil, false
 	case bson.D:
-		if d := v.(bson.D); len(d) > 0 && strings.HasPrefix(d[0].Key, "$") {
+		if len(d) > 0 && strings.HasPrefix(d[0].Key, "$") {
 			return nil, false
 		}
 	}
@@ -471,7 +471,7 @@ func hasString(v any) bool {
 // collation (a collection default collation), so that _id values it deems
 // equal are duplicates, as on mongod.
 func (c *collection) idKeyOf(id any) string {
-	return keyOfWith(id, c.indexes[0].collator())
+	return value.KeyWith(id, c.indexes[0].collator())
 }
 
 // match returns the records matching f (in natural order), at most limit
@@ -686,7 +686,7 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 }
 
 // sameValue is exact identity for _id: same BSON type class and value.
-func sameValue(a, b any) bool { return keyOf(a) == keyOf(b) }
+func sameValue(a, b any) bool { return value.Key(a) == value.Key(b) }
 
 func (c *collection) remove(r *record) error {
 	if err := c.beforeWrite(r.idKey, true); err != nil {
@@ -718,19 +718,6 @@ func (c *collection) compact() {
 		}
 	}
 	c.order = out
-}
-
-// truncate empties the collection, keeping its indexes.
-func (c *collection) truncate() {
-	c.byID = map[string]*record{}
-	c.order = nil
-	c.live = 0
-	c.bytes = 0
-	for _, ix := range c.indexes[1:] {
-		if ix.entries != nil {
-			ix.entries = map[string]*record{}
-		}
-	}
 }
 
 // ---- duplicate key errors ----
@@ -846,108 +833,6 @@ func shellString(v any) string {
 		return "[ " + strings.Join(parts, ", ") + " ]"
 	}
 	return fmt.Sprint(v)
-}
-
-// ---- canonical keys ----
-
-// keyOf returns a canonical string for v such that two values equal under
-// MongoDB's index comparison (1, 1.0 and NumberLong(1) alike) give the same
-// key.
-func keyOf(v any) string {
-	var b []byte
-	b = appendKey(b, v)
-	return string(b)
-}
-
-// keyOfWith is keyOf where strings equal under coll share a key.
-func keyOfWith(v any, coll value.Collator) string {
-	return string(appendKeyWith(nil, v, coll))
-}
-
-func appendKey(b []byte, v any) []byte { return appendKeyWith(b, v, nil) }
-
-// appendKeyWith is appendKey with strings keyed by their collation key
-// (nil: simple); field names are never collated.
-func appendKeyWith(b []byte, v any, coll value.Collator) []byte {
-	switch x := v.(type) {
-	case nil, bson.Null, bson.Undefined:
-		return append(b, 'z')
-	case int32:
-		return appendIntKey(b, int64(x))
-	case int64:
-		return appendIntKey(b, x)
-	case int:
-		return appendIntKey(b, int64(x))
-	case float64:
-		return appendFloatKey(b, x)
-	case bson.Decimal128:
-		f, _ := value.ToFloat(x)
-		return appendFloatKey(b, f)
-	case string:
-		if coll != nil {
-			x = coll.Key(x)
-		}
-		return appendStr(append(b, 's'), x)
-	case bson.Symbol:
-		return appendKeyWith(b, string(x), coll)
-	case bson.D:
-		b = append(b, '{')
-		for _, e := range x {
-			b = appendStr(b, e.Key)
-			b = appendKeyWith(b, e.Value, coll)
-		}
-		return append(b, '}')
-	case bson.M, bson.Raw:
-		return appendKeyWith(b, value.AsDoc(x), coll)
-	case bson.A:
-		b = append(b, '[')
-		for _, e := range x {
-			b = appendKeyWith(b, e, coll)
-		}
-		return append(b, ']')
-	case bson.ObjectID:
-		return append(append(b, 'o'), x[:]...)
-	case bool:
-		if x {
-			return append(b, 'b', '1')
-		}
-		return append(b, 'b', '0')
-	case bson.DateTime:
-		return strconv.AppendInt(append(b, 'd'), int64(x), 10)
-	case bson.Timestamp:
-		b = strconv.AppendUint(append(b, 't'), uint64(x.T), 10)
-		return strconv.AppendUint(append(b, '.'), uint64(x.I), 10)
-	case bson.Binary:
-		b = strconv.AppendInt(append(b, 'x'), int64(x.Subtype), 10)
-		return appendStr(b, string(x.Data))
-	case bson.Regex:
-		return appendStr(appendStr(append(b, 'r'), x.Pattern), x.Options)
-	case bson.MinKey:
-		return append(b, 'm')
-	case bson.MaxKey:
-		return append(b, 'M')
-	case bson.JavaScript:
-		return appendStr(append(b, 'j'), string(x))
-	}
-	return appendStr(append(b, '?'), fmt.Sprintf("%T:%v", v, v))
-}
-
-func appendIntKey(b []byte, n int64) []byte { return strconv.AppendInt(append(b, 'n'), n, 10) }
-
-func appendFloatKey(b []byte, f float64) []byte {
-	if f == math.Trunc(f) && f >= -9.2e18 && f <= 9.2e18 {
-		return appendIntKey(b, int64(f))
-	}
-	if math.IsNaN(f) {
-		return append(b, 'n', 'N')
-	}
-	return strconv.AppendFloat(append(b, 'n', 'f'), f, 'g', -1, 64)
-}
-
-func appendStr(b []byte, s string) []byte {
-	b = strconv.AppendInt(b, int64(len(s)), 10)
-	b = append(b, ':')
-	return append(b, s...)
 }
 
 // ---- BSON sizes ----

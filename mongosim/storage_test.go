@@ -1,7 +1,6 @@
 package mongosim
 
 import (
-	"math"
 	"testing"
 	"time"
 
@@ -29,28 +28,6 @@ func TestBSONSizeMatchesMarshal(t *testing.T) {
 	}
 	if got := bsonSize(doc); got != len(raw) {
 		t.Fatalf("bsonSize = %d, marshalled %d", got, len(raw))
-	}
-}
-
-func TestKeyOfEquality(t *testing.T) {
-	same := [][2]any{
-		{int32(1), 1.0}, {int32(1), int64(1)}, {0.0, math.Copysign(0, -1)},
-		{nil, bson.Null{}}, {bson.D{{Key: "a", Value: int32(1)}}, bson.D{{Key: "a", Value: 1.0}}},
-	}
-	for _, p := range same {
-		if keyOf(p[0]) != keyOf(p[1]) {
-			t.Errorf("keyOf(%v) != keyOf(%v)", p[0], p[1])
-		}
-	}
-	differ := [][2]any{
-		{int64(1 << 53), int64(1<<53 + 1)}, {int32(1), "1"}, {1.5, int32(1)},
-		{bson.D{{Key: "a", Value: int32(1)}, {Key: "b", Value: int32(2)}}, bson.D{{Key: "b", Value: int32(2)}, {Key: "a", Value: int32(1)}}},
-		{"ab", bson.A{"a", "b"}}, {false, int32(0)},
-	}
-	for _, p := range differ {
-		if keyOf(p[0]) == keyOf(p[1]) {
-			t.Errorf("keyOf(%v) == keyOf(%v)", p[0], p[1])
-		}
 	}
 }
 

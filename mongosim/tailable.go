@@ -34,9 +34,10 @@ func tailableFind(r *request, coll string, f *query.Filter, proj *query.Projecti
 	if hasSort {
 		return nil, cmderr.New(cmderr.BadValue, "error processing query: tailable cursors may only be sorted by {$natural: 1}")
 	}
-	var capped bool
+	var capped, empty bool
 	_ = r.cluster.data.read(r.db, coll, func(c *collection) error {
 		capped = c != nil && c.capped
+		empty = c == nil || c.live == 0
 		return nil
 	})
 	if !capped {
@@ -52,7 +53,9 @@ func tailableFind(r *request, coll string, f *query.Filter, proj *query.Projecti
 	first, rest := splitBatch(docs, batchSize)
 	ns := r.db + "." + coll
 	var id int64
-	if !singleBatch {
+	// As mongod, a tailable cursor on an empty collection is dead: it has
+	// no position to resume from.
+	if !singleBatch && !empty {
 		t := r.cluster.data.cursors
 		id = t.open(ns, rest)
 		t.mu.Lock()
@@ -67,18 +70,15 @@ func tailableFind(r *request, coll string, f *query.Filter, proj *query.Projecti
 }
 
 // awaitContext bounds an awaitData getMore's wait for new data. As on
-// mongod, getMore's maxTimeMS is that await time (default 1s; 0: until the
-// connection closes), counted from when the getMore starts waiting, so
-// after a failCommand block rather than from its arrival.
+// mongod, getMore's maxTimeMS is that await time (default 1s; 0: no wait),
+// counted from when the getMore starts waiting, so after a failCommand
+// block rather than from its arrival.
 func awaitContext(r *request) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(r.raw.Context())
 	limit, _ := maxTimeArg(r) // validated on arrival
 	if _, ok := r.get("maxTimeMS"); !ok {
 		limit = defaultAwait
 	}
-	if limit > 0 {
-		ctx, cancel = context.WithTimeout(r.raw.Context(), limit)
-	}
+	ctx, cancel := context.WithTimeout(r.raw.Context(), limit)
 	// killOp ends the wait too (r.ctx's own deadline does not).
 	stop := context.AfterFunc(r.ctx, func() {
 		if r.killed() {
@@ -86,6 +86,16 @@ func awaitContext(r *request) (context.Context, context.CancelFunc) {
 		}
 	})
 	return ctx, func() { stop(); cancel() }
+}
+
+// checkGetMoreMaxTime refuses maxTimeMS on a getMore of a cursor that is
+// not awaitData, as mongod does: only an awaitData cursor has an await time
+// for it to set.
+func checkGetMoreMaxTime(r *request, c *cursor) error {
+	if _, ok := r.get("maxTimeMS"); !ok || c.stream != nil || c.tail != nil && c.tail.await {
+		return nil
+	}
+	return cmderr.New(cmderr.BadValue, "cannot set maxTimeMS on getMore command for a non-awaitData cursor")
 }
 
 // tail returns the matching documents inserted after ts.last and moves
@@ -96,7 +106,11 @@ func (s *storage) tail(ts *tailState) ([]bson.D, error) {
 		if c == nil {
 			return cmderr.New(cmderr.CursorNotFound, "collection %s.%s dropped: tailable cursor killed", ts.db, ts.coll)
 		}
+		held := ts.last == 0
 		for _, rec := range c.order {
+			if rec != nil && rec.seq == ts.last {
+				held = true
+			}
 			if rec == nil || rec.seq <= ts.last {
 				continue
 			}
@@ -111,6 +125,11 @@ func (s *storage) tail(ts *tailState) ([]bson.D, error) {
 				}
 				out = append(out, d)
 			}
+		}
+		if !held {
+			// The document the cursor stands on was evicted (or deleted):
+			// mongod's collection scan cannot restore its position.
+			return cmderr.New(cmderr.CappedPositionLost, "CollectionScan died due to position in capped collection being deleted. Last seen record id: RecordId(%d)", ts.last)
 		}
 		ts.last = c.inserted
 		return nil

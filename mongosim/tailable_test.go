@@ -147,3 +147,96 @@ func TestTailableAwaitCursor(t *testing.T) {
 	_, err = db.Collection("plain").Find(ctx, bson.D{}, options.Find().SetCursorType(options.Tailable))
 	commandError(t, err, cmderr.BadValue)
 }
+
+// TestTailableCursorRules: mongod's rules for tailable cursors — maxTimeMS
+// on a getMore only for awaitData cursors (2 BadValue otherwise), an
+// awaitData getMore with maxTimeMS 0 does not wait, a tailable cursor on
+// an empty capped collection is dead, and one whose position was evicted
+// by the capped rollover dies with CappedPositionLost.
+func TestTailableCursorRules(t *testing.T) {
+	c := Start(t)
+	ctx := testCtx(t)
+	db := connect(t, c.URI()).Database("db")
+	if err := db.CreateCollection(ctx, "cap", options.CreateCollection().SetCapped(true).SetSizeInBytes(1<<20).SetMaxDocuments(3)); err != nil {
+		t.Fatal(err)
+	}
+	// The driver derives maxTimeMS from a context deadline; these
+	// commands carry exactly the fields the test gives.
+	ctx = context.WithoutCancel(ctx)
+	find := func(extra ...bson.E) int64 {
+		t.Helper()
+		cmd := append(bson.D{{Key: "find", Value: "cap"}, {Key: "tailable", Value: true}}, extra...)
+		return mustRun(t, ctx, db, cmd).Lookup("cursor", "id").Int64()
+	}
+	getMore := func(id int64, extra ...bson.E) (bson.Raw, error) {
+		return runCmd(ctx, db, append(bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "cap"}}, extra...))
+	}
+	if id := find(); id != 0 {
+		t.Fatalf("tailable find on an empty capped collection: id %d, want a dead cursor", id)
+	}
+	coll := db.Collection("cap")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	plain := find()
+	if plain == 0 {
+		t.Fatal("tailable find on a non-empty capped collection: dead cursor")
+	}
+	_, err := getMore(plain, bson.E{Key: "maxTimeMS", Value: 100})
+	ce := commandError(t, err, cmderr.BadValue)
+	if ce.Message != "cannot set maxTimeMS on getMore command for a non-awaitData cursor" {
+		t.Fatalf("message %q", ce.Message)
+	}
+	// A plain find cursor is not awaitData either.
+	if _, err := coll.InsertMany(ctx, []bson.D{{{Key: "_id", Value: 2}}, {{Key: "_id", Value: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	id := mustRun(t, ctx, db, bson.D{{Key: "find", Value: "cap"}, {Key: "batchSize", Value: 1}}).Lookup("cursor", "id").Int64()
+	_, err = getMore(id, bson.E{Key: "maxTimeMS", Value: 100})
+	commandError(t, err, cmderr.BadValue)
+
+	await := find(bson.E{Key: "awaitData", Value: true})
+	start := time.Now()
+	raw, err := getMore(await, bson.E{Key: "maxTimeMS", Value: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited > 500*time.Millisecond || raw.Lookup("cursor", "id").Int64() != await {
+		t.Fatalf("awaitData getMore maxTimeMS 0: waited %v, reply %s", waited, raw)
+	}
+
+	// The refused getMore left the cursor open: it reads _id 2 and 3, then
+	// 4 and 5 (the collection then holds 3, 4, 5).
+	expectIDs := func(want ...int32) {
+		t.Helper()
+		raw, err := getMore(plain)
+		got := mustArray(raw)
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("getMore: %s %v; want _id %v", raw, err, want)
+		}
+		for i, v := range got {
+			if v.Document().Lookup("_id").Int32() != want[i] {
+				t.Fatalf("getMore: %s; want _id %v", raw, want)
+			}
+		}
+	}
+	expectIDs(2, 3)
+	if _, err := coll.InsertMany(ctx, []bson.D{{{Key: "_id", Value: 4}}, {{Key: "_id", Value: 5}}}); err != nil {
+		t.Fatal(err)
+	}
+	expectIDs(4, 5)
+	// Three more inserts roll the collection past _id 5, where the cursor
+	// stands.
+	if _, err := coll.InsertMany(ctx, []bson.D{{{Key: "_id", Value: 6}}, {{Key: "_id", Value: 7}}, {{Key: "_id", Value: 8}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = getMore(plain)
+	commandError(t, err, cmderr.CappedPositionLost)
+	_, err = getMore(plain)
+	commandError(t, err, cmderr.CursorNotFound)
+}
+
+func mustArray(raw bson.Raw) []bson.RawValue {
+	vals, _ := raw.Lookup("cursor", "nextBatch").Array().Values()
+	return vals
+}

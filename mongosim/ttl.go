@@ -3,6 +3,7 @@ package mongosim
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -14,22 +15,51 @@ import (
 // defaultTTLMonitorInterval is mongod's ttlMonitorSleepSecs default.
 const defaultTTLMonitorInterval = 60 * time.Second
 
+// ttlParams are the TTL monitor's server parameters. wake tells the
+// monitor the interval changed, so a shorter one applies at once.
+type ttlParams struct {
+	interval atomic.Int64 // ttlMonitorSleepSecs, as a time.Duration
+	disabled atomic.Bool  // ttlMonitorEnabled false
+	wake     chan struct{}
+}
+
+// setInterval changes the pass interval and returns the previous one.
+func (p *ttlParams) setInterval(d time.Duration) time.Duration {
+	was := time.Duration(p.interval.Swap(int64(d)))
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return was
+}
+
 // startTTLMonitor starts the goroutine that, like mongod's TTL monitor,
-// deletes expired documents every interval; Close stops it.
+// deletes expired documents every interval (while enabled); Close stops
+// it.
 func (c *Cluster) startTTLMonitor(interval time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	c.ttlStop = func() { cancel(); <-done }
+	c.ttl.interval.Store(int64(interval))
+	c.ttl.wake = make(chan struct{}, 1)
 	go func() {
 		defer close(done)
-		t := time.NewTicker(interval)
+		last := time.Now()
+		t := time.NewTimer(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-c.ttl.wake:
+				// The next pass is due interval after the last one.
+				t.Reset(max(time.Until(last.Add(time.Duration(c.ttl.interval.Load()))), 0))
 			case <-t.C:
-				c.data.expireTTL(ctx)
+				if !c.ttl.disabled.Load() {
+					c.data.expireTTL(ctx)
+				}
+				last = time.Now()
+				t.Reset(time.Duration(c.ttl.interval.Load()))
 			}
 		}
 	}()

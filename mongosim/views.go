@@ -142,7 +142,7 @@ func (c *collection) viewOf() *viewDef {
 }
 
 // sharded reports whether db.coll is a sharded collection of a
-// multi-shard deployment (shardroute.go).
+// multi-shard deployment (shard_cluster.go).
 func (s *storage) sharded(db, coll string) bool {
 	c := s.lookup(db, coll)
 	if c == nil {
@@ -310,7 +310,7 @@ func createView(r *request, coll string) (bson.D, error) {
 			return nil, cmderr.New(cmderr.NamespaceExists, "namespace %s already exists, but with different options: %s", ns, shellString(opts))
 		case cur.viewOn != def.viewOn:
 			return nil, cmderr.New(cmderr.NamespaceExists, "namespace %s already exists, but is a view on %s.%s rather than %s.%s", ns, r.db, cur.viewOn, r.db, def.viewOn)
-		case keyOf(cur.pipeline) != keyOf(def.pipeline):
+		case value.Key(cur.pipeline) != value.Key(def.pipeline):
 			return nil, cmderr.New(cmderr.NamespaceExists, "namespace %s already exists, but with pipeline %s rather than %s", ns, shellString(cur.pipeline), shellString(def.pipeline))
 		}
 	}

@@ -26,6 +26,12 @@ func seedMessages(t testing.TB) map[string][]byte {
 	seeds["query"] = AppendQuery(nil, 3, 0, &Query{FullCollectionName: "admin.$cmd", NumberToReturn: -1, Query: q})
 	seeds["query-selector"] = AppendQuery(nil, 3, 0, &Query{FullCollectionName: "db.c", Query: q, ReturnFieldsSelector: mustDoc(t, bson.D{{Key: "a", Value: 1}})})
 	seeds["reply"] = AppendReply(nil, 4, 3, &Reply{CursorID: 7, Documents: []bson.Raw{mustDoc(t, bson.D{{Key: "ok", Value: 1.0}}), q}})
+	seeds["reply-query-failure"] = AppendReply(nil, 5, 3, &Reply{ResponseFlags: ReplyQueryFailure, Documents: []bson.Raw{mustDoc(t, bson.D{{Key: "$err", Value: "x"}, {Key: "code", Value: int32(5739101)}})}})
+	// Legacy operations, which Decode refuses by op code (a server answers
+	// them from the header).
+	getMore := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint32(append(make([]byte, 4), "db.c\x00"...), 2), 7)
+	seeds["get-more"] = legacyOp(OpGetMore, getMore)
+	seeds["insert"] = legacyOp(OpInsert, append(append(make([]byte, 4), "db.c\x00"...), q...))
 	plain := seeds["msg-two sequences"]
 	for _, c := range []Compressor{CompressorNoop, CompressorSnappy, CompressorZlib, CompressorZstd} {
 		b, err := AppendCompressed(nil, plain, c, 6)
@@ -35,6 +41,12 @@ func seedMessages(t testing.TB) map[string][]byte {
 		seeds["compressed-"+c.String()] = b
 	}
 	return seeds
+}
+
+// legacyOp frames body as a message of a legacy op code.
+func legacyOp(op OpCode, body []byte) []byte {
+	b := appendHeader(nil, int32(HeaderLen+len(body)), 6, 0, op)
+	return append(b, body...)
 }
 
 // checkDecodeError asserts the error contract of Decode.

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 OP_QUERY is deprecated, and checking our legacy codec against the driver's is the point.
+
 package wire
 
 // Interoperability with the official driver's wire-message code: messages we

@@ -20,6 +20,23 @@ const (
 	OpMsg        OpCode = 2013
 )
 
+// Legacy op codes MongoDB 5.1+ no longer serves. This package does not
+// decode them; a server recognises them by the header to answer as mongod
+// does.
+const (
+	OpUpdate      OpCode = 2001
+	OpInsert      OpCode = 2002
+	OpGetMore     OpCode = 2005
+	OpDelete      OpCode = 2006
+	OpKillCursors OpCode = 2007
+)
+
+// OP_REPLY responseFlags bits.
+const (
+	ReplyCursorNotFound int32 = 1 << 0
+	ReplyQueryFailure   int32 = 1 << 1
+)
+
 // String returns the protocol name of the op code, e.g. "OP_MSG".
 func (c OpCode) String() string {
 	switch c {
@@ -31,6 +48,16 @@ func (c OpCode) String() string {
 		return "OP_COMPRESSED"
 	case OpMsg:
 		return "OP_MSG"
+	case OpUpdate:
+		return "OP_UPDATE"
+	case OpInsert:
+		return "OP_INSERT"
+	case OpGetMore:
+		return "OP_GET_MORE"
+	case OpDelete:
+		return "OP_DELETE"
+	case OpKillCursors:
+		return "OP_KILL_CURSORS"
 	}
 	return "opcode(" + strconv.Itoa(int(c)) + ")"
 }

@@ -284,7 +284,7 @@ func TestCompressorNames(t *testing.T) {
 	if _, ok := CompressorByName("lz4"); ok {
 		t.Error("lz4 accepted")
 	}
-	if Compressor(9).String() != "compressor(9)" || OpCode(2002).String() != "opcode(2002)" || OpMsg.String() != "OP_MSG" {
+	if Compressor(9).String() != "compressor(9)" || OpCode(2003).String() != "opcode(2003)" || OpCode(2002).String() != "OP_INSERT" || OpMsg.String() != "OP_MSG" {
 		t.Error("String of unknown values")
 	}
 }

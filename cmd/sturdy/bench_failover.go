@@ -57,6 +57,7 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 	clientsFlag := fs.String("clients", strings.Join(faultClients, ","), "clients to run")
 	sequential := fs.Bool("sequential", false, "run the clients one after the other (each for -duration) instead of at the same time against the same step-downs")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	htmlOut := fs.String("html", "", "also write each step-down's unavailability window, per client side by side, as HTML to this file")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -154,7 +155,12 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 		results = append(results, res...)
 	}
 	printFailoverTable(stdout, results, *every, *duration, *sequential)
-	return writeJSON(*jsonOut, results)
+	if err := writeJSON(*jsonOut, results); err != nil {
+		return err
+	}
+	return writeHTMLFile(*htmlOut, func(w io.Writer) error {
+		return writeFailoverHTML(w, results, failoverRun{Every: *every, Duration: *duration, Sequential: *sequential, Fault: *fault, Rate: *rate})
+	})
 }
 
 // opRecord is one finished write.

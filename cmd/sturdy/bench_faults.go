@@ -27,7 +27,7 @@ import (
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
-// sturdy bench faults: the workload of issue 10. Goroutines run $inc
+// sturdy bench faults: failed operations per injected fault. Goroutines run $inc
 // upserts against a mongosim replica set while a fail point injects a fault
 // into a fraction of the writes; each client runs the same workload in turn
 // against the same deployment, with its default options, and the table
@@ -49,6 +49,25 @@ type faultsResult struct {
 	Applied int64 `json:"applied"`
 	// Errors counts the failures by kind, for the curious reader.
 	Errors map[string]int64 `json:"errors,omitempty"`
+	// Timeline is the run second by second, for the HTML page.
+	Timeline []faultsSecond `json:"timeline,omitempty"`
+}
+
+// appliedCheck is "ok" when the counters' sum fits the operations: no
+// success lost, no increment applied twice; "WRONG" otherwise.
+func (r faultsResult) appliedCheck() string {
+	if r.Applied < r.Ops-r.Failures || r.Applied > r.Ops {
+		return "WRONG"
+	}
+	return "ok"
+}
+
+// faultsSecond is one second of a client's run.
+type faultsSecond struct {
+	Succeeded int64   `json:"succeeded"`
+	Failed    int64   `json:"failed"`
+	Faults    int64   `json:"faults"` // fail point activations in this second
+	P99ms     float64 `json:"p99_ms"`
 }
 
 // incClient runs one $inc upsert; both clients run with their defaults.
@@ -76,6 +95,7 @@ func runBenchFaults(ctx context.Context, args []string, stdout, stderr io.Writer
 	seed := fs.Int64("seed", 1, "fail point seed (mongosim Options.Seed)")
 	clientsFlag := fs.String("clients", strings.Join(faultClients, ","), "clients to run, in order")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	htmlOut := fs.String("html", "", "also write failures per fault, goodput and latency over time against the faults as HTML to this file")
 	timeout := fs.Duration("timeout", 0, "timeoutMS for both clients (URI option); 0: none, the clients' legacy retry rules")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -124,7 +144,7 @@ func runBenchFaults(ctx context.Context, args []string, stdout, stderr io.Writer
 			return err
 		}
 		fmt.Fprintf(stderr, "faults: running %s\n", name)
-		res := runIncWorkload(ctx, c, *goroutines, *keys, *duration)
+		res := runIncWorkload(ctx, c, *goroutines, *keys, *duration, func() int64 { return sim.Stats().FailPointsFired })
 		if err := sim.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: fp[0].Value}, {Key: "mode", Value: "off"}}); err != nil {
 			c.close(ctx)
 			return err
@@ -147,7 +167,12 @@ func runBenchFaults(ctx context.Context, args []string, stdout, stderr io.Writer
 		results = append(results, res)
 	}
 	printFaultsTable(stdout, results, *fault, *rate, *duration)
-	return writeJSON(*jsonOut, results)
+	if err := writeJSON(*jsonOut, results); err != nil {
+		return err
+	}
+	return writeHTMLFile(*htmlOut, func(w io.Writer) error {
+		return writeFaultsHTML(w, results, faultsRun{Fault: *fault, Rate: *rate, Duration: *duration, Goroutines: *goroutines, Options: opts})
+	})
 }
 
 // faultFailPoint builds the configureFailPoint document for a fault kind.
@@ -171,8 +196,10 @@ func faultFailPoint(kind string, rate float64) (bson.D, error) {
 	return nil, fmt.Errorf("unknown fault %q (have reply-lost, close-before, error:CODE)", kind)
 }
 
-// runIncWorkload runs closed-loop $inc upserts from g goroutines for d.
-func runIncWorkload(ctx context.Context, c incClient, g, keys int, d time.Duration) faultsResult {
+// runIncWorkload runs closed-loop $inc upserts from g goroutines for d;
+// faultsFired (nil: none) reads the fail point activations so far, sampled
+// once a second for the timeline.
+func runIncWorkload(ctx context.Context, c incClient, g, keys int, d time.Duration, faultsFired func() int64) faultsResult {
 	var (
 		res       faultsResult
 		mu        sync.Mutex
@@ -180,10 +207,13 @@ func runIncWorkload(ctx context.Context, c incClient, g, keys int, d time.Durati
 		errs      = map[string]int64{}
 		ops, fail atomic.Int64
 		wg        sync.WaitGroup
+		secs      = newSecondCounter(int(d/time.Second) + 2)
 	)
 	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()
+	samplerDone := make(chan []int64)
+	go func() { samplerDone <- sampleEachSecond(runCtx, faultsFired) }()
 	for i := 0; i < g; i++ {
 		wg.Add(1)
 		go func(i int) {
@@ -196,6 +226,7 @@ func runIncWorkload(ctx context.Context, c incClient, g, keys int, d time.Durati
 				// of the run must not count as a failure.
 				err := c.inc(ctx, r.IntN(keys))
 				ops.Add(1)
+				secs.add(time.Since(start), time.Since(t0), err == nil)
 				if err != nil {
 					if benchVerbose {
 						fmt.Fprintf(os.Stderr, "failure after %v: %v\n", time.Since(t0).Round(time.Millisecond), err)
@@ -215,6 +246,7 @@ func runIncWorkload(ctx context.Context, c incClient, g, keys int, d time.Durati
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	res.Timeline = secs.timeline(<-samplerDone)
 	res.Ops, res.Failures = ops.Load(), fail.Load()
 	res.OpsPerS = float64(len(latencies)) / elapsed.Seconds()
 	slices.Sort(latencies)
@@ -262,10 +294,7 @@ func printFaultsTable(w io.Writer, results []faultsResult, fault string, rate fl
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "client\tops\tfailures\tfaults\tfailures/fault\tgoodput\tp50\tp99\tapplied\t")
 	for _, r := range results {
-		check := "ok"
-		if r.Applied < r.Ops-r.Failures || r.Applied > r.Ops {
-			check = "WRONG" // a success lost or an increment applied twice
-		}
+		check := r.appliedCheck()
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.3f\t%.0f/s\t%.1fms\t%.1fms\t%d (%s)\t\n",
 			r.Client, r.Ops, r.Failures, r.Faults, r.FailuresPerFault, r.OpsPerS, r.P50ms, r.P99ms, r.Applied, check)
 	}

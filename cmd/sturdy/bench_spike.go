@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -86,18 +84,7 @@ func runSpike(ctx context.Context, sim *mongosim.Cluster, clients []string, p sp
 	if err := writeJSON(jsonOut, results); err != nil {
 		return err
 	}
-	if htmlOut != "" {
-		f, err := os.Create(htmlOut)
-		if err != nil {
-			return err
-		}
-		if err := writeSpikeHTML(f, results, p); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	return nil
+	return writeHTMLFile(htmlOut, func(w io.Writer) error { return writeSpikeHTML(w, results, p) })
 }
 
 // offerProfile runs the profile open loop: requests start on schedule
@@ -201,50 +188,46 @@ func printSpikeTable(w io.Writer, results []spikeResult, p spikeProfile) {
 	tw.Flush()
 }
 
-type spikeChart struct {
-	Client, Points, Recovery string
-}
-
 type spikePage struct {
-	Charts                        []spikeChart
-	Width, Height, SpikeX, SpikeW int
-	BaseY, CapacityY              int
-	Desc                          string
+	Desc   string
+	Rows   []spikeResult
+	Charts []chart
+	Style  template.CSS
 }
 
 var spikeTemplate = template.Must(template.New("spike").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>sturdy bench overload -spike</title>
-<style>body{font-family:system-ui,sans-serif;margin:2em;color:#222}.g{fill:none;stroke:#337ab7;stroke-width:1.5}
-.spike{fill:#d9534f22}.base{stroke:#5cb85c;stroke-dasharray:4 3}.cap{stroke:#999;stroke-dasharray:2 2}svg text{font-size:11px}</style></head><body>
+<html lang="en"><head><meta charset="utf-8"><title>sturdy bench overload -spike: goodput through an overload spike</title>
+<style>{{.Style}}</style></head><body>
 <h1>Goodput through an overload spike</h1><p>{{.Desc}}</p>
-{{range .Charts}}<h2>{{.Client}} — recovery {{.Recovery}}</h2>
-<svg width="{{$.Width}}" height="{{$.Height}}" role="img" aria-label="goodput over time for {{.Client}}">
-<rect class="spike" x="{{$.SpikeX}}" y="0" width="{{$.SpikeW}}" height="{{$.Height}}"/>
-<line class="cap" x1="0" x2="{{$.Width}}" y1="{{$.CapacityY}}" y2="{{$.CapacityY}}"/><text x="2" y="{{$.CapacityY}}">C</text>
-<line class="base" x1="0" x2="{{$.Width}}" y1="{{$.BaseY}}" y2="{{$.BaseY}}"/>
-<polyline class="g" points="{{.Points}}"/></svg>{{end}}
-<p>Blue: successful requests per second; green dashes: the offered load outside the spike; grey: capacity C; red band: the spike.</p>
+<table id="clients"><tr><th>client</th><th>recovery (s)</th><th>goodput during spike (/s)</th><th>goodput after (/s)</th><th>attempts per request</th><th>failed</th></tr>
+{{range .Rows}}<tr><td>{{.Client}}</td><td>{{if lt .RecoveryS 0.0}}not recovered{{else}}{{printf "%.1f" .RecoveryS}}{{end}}</td><td>{{printf "%.0f" .GoodputDuringSpike}}</td><td>{{printf "%.0f" .GoodputAfter}}</td><td>{{printf "%.2f" .Amplification}}</td><td>{{.Failed}}</td></tr>
+{{end}}</table>
+{{range .Charts}}<h2>{{.Title}}</h2>
+{{.SVG}}
+{{end}}
 </body></html>
 `))
 
 func writeSpikeHTML(w io.Writer, results []spikeResult, p spikeProfile) error {
-	const h, px = 200, 6
-	n := int(p.total() / p.Bucket)
-	top := 1.2 * float64(p.Capacity)
-	y := func(v float64) int { return h - int(min(v, top)/top*float64(h-10)) }
-	page := spikePage{Width: n*px + 10, Height: h, SpikeX: int(p.Before/p.Bucket) * px, SpikeW: int(p.For/p.Bucket) * px,
-		BaseY: y(p.Base * float64(p.Capacity)), CapacityY: y(float64(p.Capacity)),
-		Desc: fmt.Sprintf("Offered %.1f×C, %.0f×C during the spike (C = %d req/s), every rejection costing the server capacity.", p.Base, p.Spike, p.Capacity)}
+	page := spikePage{Rows: results, Style: template.CSS(pageStyle),
+		Desc: fmt.Sprintf("Offered %.1f×C, %.0f×C during the spike (C = %d requests/s), every rejection costing the server capacity. "+
+			"Recovery: from the end of the spike until a %.0f s window reaches %.0f%% of the offered load.",
+			p.Base, p.Spike, p.Capacity, p.Window, 100*p.RecoveredAt)}
+	spike := chartBand{From: p.Before.Seconds(), To: (p.Before + p.For).Seconds(), Kind: "spike", Color: "#d9534f22",
+		Title: fmt.Sprintf("offered %.0f×C", p.Spike)}
 	for _, r := range results {
-		var pts strings.Builder
-		for i, g := range r.Goodput {
-			fmt.Fprintf(&pts, "%d,%d ", i*px, y(g))
+		g := chartSeries{Name: "successful requests per second", Color: "#337ab7"}
+		for i, v := range r.Goodput {
+			g.Points = append(g.Points, chartPoint{(float64(i) + 0.5) * p.Bucket.Seconds(), v})
 		}
-		rec := fmt.Sprintf("%.1f s", r.RecoveryS)
+		rec := fmt.Sprintf("recovery %.1f s", r.RecoveryS)
 		if r.RecoveryS < 0 {
-			rec = "none before the run ended"
+			rec = "no recovery before the run ended"
 		}
-		page.Charts = append(page.Charts, spikeChart{Client: r.Client, Points: pts.String(), Recovery: rec})
+		page.Charts = append(page.Charts, chart{Title: r.Client + ": " + rec, XLabel: "time (s)", YLabel: "requests per second",
+			Series: []chartSeries{g}, Bands: []chartBand{spike}, XMax: p.total().Seconds(), YMax: 1.2 * float64(p.Capacity),
+			Refs: []chartRef{{Y: float64(p.Capacity), Label: "capacity C", Color: "#999"},
+				{Y: p.Base * float64(p.Capacity), Label: "offered load outside the spike", Color: "#5cb85c"}}})
 	}
 	return spikeTemplate.Execute(w, page)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,9 +71,9 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 func TestBenchFaultsSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out := filepath.Join(t.TempDir(), "faults.json")
+	out, page := filepath.Join(t.TempDir(), "faults.json"), filepath.Join(t.TempDir(), "faults.html")
 	var stdout, stderr bytes.Buffer
-	args := []string{"bench", "faults", "-duration", "1s", "-goroutines", "4", "-rate", "0.2", "-json", out}
+	args := []string{"bench", "faults", "-duration", "1s", "-goroutines", "4", "-rate", "0.2", "-json", out, "-html", page}
 	if code := run(ctx, args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
@@ -99,6 +100,27 @@ func TestBenchFaultsSmoke(t *testing.T) {
 	// succeeds.
 	if rs[0].Failures != 0 {
 		t.Errorf("sturdy failed %d operations under reply-lost faults: %v", rs[0].Failures, rs[0].Errors)
+	}
+	// The page: the table as measured, the two summary charts and each
+	// client's timeline, whose faults add up to the client's count.
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parsePage(t, b)
+	checkPage(t, p, 6)
+	if rows := p.rows(t, "clients"); len(rows) != 3 || rows[1][0] != "sturdy" || rows[2][3] != fmt.Sprint(rs[1].Faults) {
+		t.Errorf("clients table %q", rows)
+	}
+	for _, r := range rs {
+		var ops, faults int64
+		for _, s := range r.Timeline {
+			ops += s.Succeeded + s.Failed
+			faults += s.Faults
+		}
+		if ops != r.Ops || faults != r.Faults {
+			t.Errorf("%s: the timeline has %d operations and %d faults, the run %d and %d", r.Client, ops, faults, r.Ops, r.Faults)
+		}
 	}
 }
 
@@ -148,9 +170,9 @@ func TestBenchFailoverSmoke(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			out := filepath.Join(t.TempDir(), "failover.json")
+			out, page := filepath.Join(t.TempDir(), "failover.json"), filepath.Join(t.TempDir(), "failover.html")
 			var stdout, stderr bytes.Buffer
-			args := append([]string{"bench", "failover", "-duration", "1500ms", "-every", "500ms", "-goroutines", "2", "-json", out}, tc.extra...)
+			args := append([]string{"bench", "failover", "-duration", "1500ms", "-every", "500ms", "-goroutines", "2", "-json", out, "-html", page}, tc.extra...)
 			if code := run(ctx, args, &stdout, &stderr); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
@@ -177,6 +199,15 @@ func TestBenchFailoverSmoke(t *testing.T) {
 				if !strings.Contains(stdout.String(), "per step-down: sturdy shorter") {
 					t.Errorf("no paired comparison in the output:\n%s", stdout.String())
 				}
+			}
+			b, err := os.ReadFile(page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := parsePage(t, b)
+			checkPage(t, p, 1)
+			if bars := p.all(withClass("rect", "bar")); len(bars) != rs[0].StepDowns+rs[1].StepDowns {
+				t.Errorf("%d bars for %d + %d step-downs", len(bars), rs[0].StepDowns, rs[1].StepDowns)
 			}
 		})
 	}

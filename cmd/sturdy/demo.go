@@ -318,18 +318,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
-	if *htmlOut != "" {
-		f, err := os.Create(*htmlOut)
-		if err != nil {
-			return err
-		}
-		if err := writeDemoHTML(f, results); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	return nil
+	return writeHTMLFile(*htmlOut, func(w io.Writer) error { return writeDemoHTML(w, results) })
 }
 
 // demoTarget is the deployment under test and how to reach it.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,8 +41,53 @@ func TestSoakCommandSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(h, []byte("<svg")) || !bytes.Contains(h, []byte("register history ok")) {
-		t.Errorf("HTML report lacks its charts or verdict")
+	p := parsePage(t, h)
+	checkPage(t, p, 2)
+	if !strings.Contains(text(p.root), "register history: ok") {
+		t.Errorf("HTML report lacks its verdict")
+	}
+	rows := p.rows(t, "by-operation")
+	if last := rows[len(rows)-1]; last[0] != "all" || last[1] != fmt.Sprintf("%.0f", rep["ops"]) {
+		t.Errorf("the table's total row %q does not match the report's %v operations", last, rep["ops"])
+	}
+}
+
+// -driver official runs the workload through sturdy and then through the
+// official Go driver, under the same schedule, and reports both side by
+// side: one table with a column group per driver, a JSON array of the two
+// reports, an HTML page each.
+func TestSoakOfficialDriverSideBySide(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	jsonOut, htmlOut := filepath.Join(dir, "soak.json"), filepath.Join(dir, "soak.html")
+	var stdout, stderr bytes.Buffer
+	args := []string{"soak", "-driver", "official", "-duration", "3s", "-goroutines", "4", "-seed", "5", "-quiet", "-json", jsonOut, "-html", htmlOut}
+	if code := run(ctx, args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr.String(), stdout.String())
+	}
+	out := stdout.String()
+	header, _, _ := strings.Cut(out, "\n")
+	if !strings.Contains(header, "sturdy") || !strings.Contains(header, "official") {
+		t.Errorf("the table's header does not name both drivers: %q", header)
+	}
+	if !strings.Contains(out, "\nsturdy: ") || !strings.Contains(out, "\nofficial: ") {
+		t.Errorf("no summary per driver:\n%s", out)
+	}
+	var reps []map[string]any
+	readJSON(t, jsonOut, &reps)
+	if len(reps) != 2 || reps[0]["driver"] != "sturdy" || reps[1]["driver"] != "official" {
+		t.Fatalf("JSON reports: %v", reps)
+	}
+	for _, r := range reps {
+		if r["ops"].(float64) == 0 || r["lost"].(float64) != 0 || r["duplicated"].(float64) != 0 {
+			t.Errorf("%v: ops %v, lost %v, duplicated %v", r["driver"], r["ops"], r["lost"], r["duplicated"])
+		}
+	}
+	for _, f := range []string{htmlOut, filepath.Join(dir, "soak.official.html")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
@@ -50,6 +96,7 @@ func TestSoakRejectsBadFlags(t *testing.T) {
 		{"soak", "-faults", "meteor=1"},
 		{"soak", "-goroutines", "0"},
 		{"soak", "-duration", "-1s"},
+		{"soak", "-driver", "mgo"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {

@@ -99,7 +99,10 @@ func newSCRAMServer(t *testing.T, srv *blackpipe.Server, user, password string, 
 		if err != nil {
 			t.Fatal(err)
 		}
-		creds := cl.GetStoredCredentials(scram.KeyFactors{Salt: "0123456789abcdef", Iters: 4096})
+		creds, err := cl.GetStoredCredentialsWithError(scram.KeyFactors{Salt: "0123456789abcdef", Iters: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
 		sv, err := hash.NewServer(func(name string) (scram.StoredCredentials, error) {
 			if name != user {
 				return scram.StoredCredentials{}, errors.New("unknown user")

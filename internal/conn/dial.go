@@ -70,6 +70,8 @@ type Options struct {
 // the hello reply has no serviceId: the server is not behind a load
 // balancer configured for drivers. The text is the load balancer
 // specification's.
+//
+//lint:ignore ST1005 the load balancer specification fixes this text.
 var ErrNoServiceID = errors.New("Driver attempted to initialize in load balancing mode, but the server does not support this mode.")
 
 // Dial connects to addr (host:port), runs the hello handshake and

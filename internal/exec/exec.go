@@ -45,6 +45,12 @@ var (
 	// retry, see MaxUnsentRetries); this is returned only once those run
 	// out.
 	ErrServerNoLongerWritable = errors.New("the server selected for the write stopped being writable before the command was sent")
+	// ErrServerRemoved: the server selected for the operation left the
+	// topology (its pool closed) before a connection was checked out, so
+	// nothing was sent. The operation selects again (a free retry, see
+	// MaxUnsentRetries) unless it is bound to that server (getMore,
+	// killCursors); this is returned only then, or once those run out.
+	ErrServerRemoved = errors.New("the server selected for the operation was removed from the topology before the command was sent")
 )
 
 // Executor runs operations against a topology. Its zero value is not
@@ -394,6 +400,9 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 		gen := p.Generation()
 		c, err = p.CheckOut(ctx)
 		if err != nil {
+			if errors.Is(err, pool.ErrPoolClosed) {
+				return nil, e.poolClosed(srv)
+			}
 			if establishmentFailure(ctx, err) {
 				srv.ProcessError(err, gen, true)
 			}
@@ -526,6 +535,16 @@ func putCommandBuffer(b *[]byte) {
 func (e *Executor) send(ctx context.Context, c *conn.Conn, req *conn.Request, started func(requestID int32)) (*conn.Reply, error) {
 	req.OnSend = started
 	return c.Send(ctx, req)
+}
+
+// poolClosed is the error of a check-out that found srv's pool closed:
+// the client was disconnected, or srv left the topology after it was
+// selected. The pool's own error never reaches the caller.
+func (e *Executor) poolClosed(srv *topology.Server) error {
+	if e.Topology.Closed() {
+		return topology.ErrTopologyClosed
+	}
+	return fmt.Errorf("%w: %s", ErrServerRemoved, srv.Addr())
 }
 
 // establishmentFailure reports whether a check-out error is a failure to

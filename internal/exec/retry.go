@@ -167,7 +167,7 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 	var selErr *mongoerr.ServerSelectionError
 	switch {
 	case ctx.Err() != nil, r.op.Unacknowledged, errors.As(err, &selErr), errors.Is(err, errRetryUnsupported),
-		errors.Is(err, pool.ErrPoolClosed), errors.Is(err, ErrSessionsNotSupported), errors.Is(err, topology.ErrTopologyClosed):
+		errors.Is(err, ErrSessionsNotSupported), errors.Is(err, topology.ErrTopologyClosed):
 		return stop()
 	}
 	if st.txnNumber != nil && !st.inTxn && transactionNumbersRejected(err) {
@@ -243,10 +243,20 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 // never reached the server: its check-out found the pool cleared or
 // paused, or its server stopped being writable before the write was
 // sent. Only operations that would be retried after such an error
-// (retryable writes and reads with their option on) get the free retry.
+// (retryable writes and reads with their option on) get the free retry;
+// every operation gets it when its server left the topology before the
+// check-out.
 func (r *retrier) neverSent(st *opState, err error) bool {
+	if st.sent {
+		return false
+	}
+	if errors.Is(err, ErrServerRemoved) {
+		// Nothing reached any server: safe to send anywhere else, for
+		// any command, unless it is bound to the server that left.
+		return r.op.Server == nil
+	}
 	var cleared *pool.PoolClearedError
-	if st.sent || !errors.As(err, &cleared) && !errors.Is(err, ErrServerNoLongerWritable) {
+	if !errors.As(err, &cleared) && !errors.Is(err, ErrServerNoLongerWritable) {
 		return false
 	}
 	return r.retryableWrite(st) || r.op.RetryableRead && r.e.RetryReads && !st.inTxn

@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/adapt"
 	"github.com/sturdy-go/sturdy/once"
 )
 
@@ -31,7 +30,7 @@ type regOp struct {
 }
 
 // register reads or writes one of the single-document registers.
-func (w *worker) register(ctx context.Context, regs *sturdy.Collection, start time.Time) error {
+func (w *worker) register(ctx context.Context, regs adapt.Collection, start time.Time) error {
 	key := w.rng.IntN(registers)
 	id := fmt.Sprintf("reg/%d", key)
 	op := regOp{key: key, client: w.g, call: int64(time.Since(start))}
@@ -123,16 +122,10 @@ func checkRegisters(ops []regOp, timeout time.Duration) string {
 }
 
 // check reads the data back and fills in the report.
-func (r *Report) check(ctx context.Context, db *sturdy.Database, workers []*worker) error {
-	var lat []time.Duration
-	perSec := map[int][]time.Duration{}
+func (r *Report) check(ctx context.Context, db *sturdy.Database, workers []*worker, lat *latencies) error {
 	var regOps []regOp
 	timeline := map[int]*Second{}
 	for _, w := range workers {
-		for _, l := range w.lat {
-			lat = append(lat, l.d)
-			perSec[int(l.sec)] = append(perSec[int(l.sec)], l.d)
-		}
 		regOps = append(regOps, w.regOps...)
 		for k, c := range w.byKind {
 			kc := r.ByKind[k]
@@ -161,14 +154,12 @@ func (r *Report) check(ctx context.Context, db *sturdy.Database, workers []*work
 		if s == nil {
 			s = &Second{}
 		}
-		if l := perSec[i]; len(l) > 0 {
-			slices.Sort(l)
-			s.P99ms = percentileMS(l, 0.99)
+		if h := lat.second(i); h != nil {
+			s.P99ms = h.percentileMS(0.99)
 		}
 		r.Timeline = append(r.Timeline, *s)
 	}
-	slices.Sort(lat)
-	r.P50ms, r.P99ms = percentileMS(lat, 0.50), percentileMS(lat, 0.99)
+	r.P50ms, r.P99ms = lat.all.percentileMS(0.50), lat.all.percentileMS(0.99)
 
 	// Lost is recounted from the final reads; the live check only shows
 	// losses early.
@@ -198,23 +189,23 @@ func (r *Report) add(kind string, failedApplied, lost, dup int64) {
 	r.Duplicated += dup
 }
 
-// readAll reads every document of coll into a map by _id.
-func readAll(ctx context.Context, coll *sturdy.Collection) (map[string]bson.Raw, error) {
-	cur, err := coll.Find(ctx, bson.D{})
+// eachDoc streams the documents of coll (projected, if projection is not
+// nil) to fn, so a check holds one batch of them at a time.
+func eachDoc(ctx context.Context, coll *sturdy.Collection, projection any, fn func(bson.Raw) error) error {
+	cur, err := coll.Find(ctx, bson.D{}, &sturdy.FindOptions{Projection: projection})
 	if err != nil {
-		return nil, fmt.Errorf("soak: read %s: %w", coll.Name(), err)
+		return fmt.Errorf("soak: read %s: %w", coll.Name(), err)
 	}
 	defer cur.Close(context.Background())
-	docs := make(map[string]bson.Raw)
 	for cur.Next(ctx) {
-		raw := slices.Clone(cur.Current)
-		id, _ := raw.Lookup("_id").StringValueOK()
-		docs[id] = raw
+		if err := fn(cur.Current); err != nil {
+			return err
+		}
 	}
 	if err := cur.Err(); err != nil {
-		return nil, fmt.Errorf("soak: read %s: %w", coll.Name(), err)
+		return fmt.Errorf("soak: read %s: %w", coll.Name(), err)
 	}
-	return docs, nil
+	return nil
 }
 
 // checkIncrements: after Reconcile every increment's marker field is 0 or
@@ -222,12 +213,20 @@ func readAll(ctx context.Context, coll *sturdy.Collection) (map[string]bson.Raw,
 // without its marker would break it), a successful increment's marker is
 // 1, and a failure reported NotApplied has none.
 func (r *Report) checkIncrements(ctx context.Context, coll *sturdy.Collection, workers []*worker) error {
-	docs, err := readAll(ctx, coll)
-	if err != nil {
-		return err
+	// applied[g] has a bit per increment of worker g whose marker is set.
+	applied := make([]bitset, len(workers))
+	for g, w := range workers {
+		applied[g] = newBitset(len(w.incs))
 	}
 	var lost, dup, failedApplied int64
-	for id, raw := range docs {
+	err := eachDoc(ctx, coll, nil, func(raw bson.Raw) error {
+		id, _ := raw.Lookup("_id").StringValueOK()
+		if pending, ok := raw.Lookup("pending").ArrayOK(); ok {
+			if vals, _ := pending.Values(); len(vals) > 0 {
+				return fmt.Errorf("soak: %s still has %d pending increments after Reconcile", id, len(vals))
+			}
+		}
+		group, docN, _ := parsePair(id, "inc/", "/")
 		n := numberOf(raw.Lookup("n"))
 		var sum int64
 		if m, ok := raw.Lookup("m").DocumentOK(); ok {
@@ -238,35 +237,31 @@ func (r *Report) checkIncrements(ctx context.Context, coll *sturdy.Collection, w
 				if v > 1 {
 					dup += v - 1
 				}
+				if g, k, ok := parsePair(e.Key(), "g", "_"); ok && v >= 1 && g < len(workers) && g/incGroup == group {
+					applied[g].set(docN*incPerDoc + k)
+				}
 			}
 		}
-		if pending, ok := raw.Lookup("pending").ArrayOK(); ok {
-			if vals, _ := pending.Values(); len(vals) > 0 {
-				return fmt.Errorf("soak: %s still has %d pending increments after Reconcile", id, len(vals))
-			}
+		// Each unit of n not matched by a marker is an increment applied
+		// twice in some way the markers did not catch.
+		if n > sum {
+			dup += n - sum
+		} else {
+			lost += sum - n
 		}
-		if n != sum {
-			// Each unit of n not matched by a marker is an increment applied
-			// twice in some way the markers did not catch.
-			if n > sum {
-				dup += n - sum
-			} else {
-				lost += sum - n
-			}
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	for _, w := range workers {
-		for _, rec := range w.incs {
-			v := int64(0)
-			if raw, ok := docs[rec.doc]; ok {
-				v = numberOf(raw.Lookup(strings.Split(rec.field, ".")...))
-			}
-			switch {
-			case rec.ok && v == 0:
+	for g, w := range workers {
+		for i := range w.incs {
+			switch st, ok := w.incs.status(i), applied[g].has(i); {
+			case st == stOK && !ok:
 				lost++
-			case !rec.ok && v >= 1 && !rec.cut:
+			case st == stFailed && ok:
 				failedApplied++
-				if rec.outcome == once.NotApplied {
+				if w.incs.outcome(i) == once.NotApplied {
 					r.Misreport++
 				}
 			}
@@ -279,18 +274,27 @@ func (r *Report) checkIncrements(ctx context.Context, coll *sturdy.Collection, w
 // checkInserts: a successful insert's document exists; a failed one's may.
 // The _id index rules out duplicates.
 func (r *Report) checkInserts(ctx context.Context, coll *sturdy.Collection, workers []*worker) error {
-	docs, err := readAll(ctx, coll)
+	found := make([]bitset, len(workers))
+	for g, w := range workers {
+		found[g] = newBitset(len(w.inserts))
+	}
+	err := eachDoc(ctx, coll, bson.D{{Key: "_id", Value: 1}}, func(raw bson.Raw) error {
+		id, _ := raw.Lookup("_id").StringValueOK()
+		if g, n, ok := parsePair(id, "ins/", "/"); ok && g < len(workers) {
+			found[g].set(n)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
 	var lost, failedApplied int64
-	for _, w := range workers {
-		for _, rec := range w.inserts {
-			_, ok := docs[rec.id]
-			switch {
-			case rec.ok && !ok:
+	for g, w := range workers {
+		for i := range w.inserts {
+			switch st, ok := w.inserts.status(i), found[g].has(i); {
+			case st == stOK && !ok:
 				lost++
-			case !rec.ok && ok:
+			case st == stFailed && ok:
 				failedApplied++
 			}
 		}
@@ -303,34 +307,36 @@ func (r *Report) checkInserts(ctx context.Context, coll *sturdy.Collection, work
 // version it read, so each op appears at most once and the version equals
 // the number of ops; a successful save's op is there.
 func (r *Report) checkSaves(ctx context.Context, coll *sturdy.Collection, workers []*worker) error {
-	docs, err := readAll(ctx, coll)
-	if err != nil {
-		return err
+	seen := make([]bitset, len(workers))
+	for g, w := range workers {
+		seen[g] = newBitset(len(w.saves))
 	}
 	var lost, dup, failedApplied int64
-	seen := make(map[string]bool)
-	for _, raw := range docs {
+	err := eachDoc(ctx, coll, nil, func(raw bson.Raw) error {
 		var d savedDoc
 		if err := bson.Unmarshal(raw, &d); err != nil {
 			return fmt.Errorf("soak: decode save: %w", err)
 		}
 		for _, op := range d.Ops {
-			if seen[op] {
+			if g, n, ok := parsePair(op, "g", "_"); ok && g < len(workers) && seen[g].set(n) {
 				dup++
 			}
-			seen[op] = true
 		}
 		if d.Version != int64(len(d.Ops)) {
 			dup += max(0, d.Version-int64(len(d.Ops)))
 			lost += max(0, int64(len(d.Ops))-d.Version)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	for _, w := range workers {
-		for _, rec := range w.saves {
-			switch {
-			case rec.ok && !seen[rec.op]:
+	for g, w := range workers {
+		for i := range w.saves {
+			switch st, ok := w.saves.status(i), seen[g].has(i); {
+			case st == stOK && !ok:
 				lost++
-			case !rec.ok && seen[rec.op]:
+			case st == stFailed && ok:
 				failedApplied++
 			}
 		}
@@ -349,13 +355,4 @@ func numberOf(v bson.RawValue) int64 {
 		return int64(v.Double())
 	}
 	return 0
-}
-
-func percentileMS(sorted []time.Duration, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	i = max(0, min(i, len(sorted)-1))
-	return float64(sorted[i]) / float64(time.Millisecond)
 }

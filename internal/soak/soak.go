@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/adapt"
 	"github.com/sturdy-go/sturdy/once"
 	"github.com/sturdy-go/sturdy/optimistic"
 )
@@ -45,6 +46,9 @@ type Options struct {
 	// FaultsFired, if set, reports how many faults the deployment injected
 	// so far (mongosim's Stats); otherwise faults counts episodes.
 	FaultsFired func() int64
+	// Driver is the client library the workload runs through; the zero
+	// value is Sturdy. The checks read the data with sturdy either way.
+	Driver Driver
 }
 
 // Progress is the live state of a run.
@@ -60,6 +64,7 @@ type Progress struct {
 
 // Report is the outcome of a run; the JSON names are `sturdy soak --json`'s.
 type Report struct {
+	Driver        string  `json:"driver"` // the client library the workload ran through
 	Ops           int64   `json:"ops"`
 	Succeeded     int64   `json:"succeeded"`
 	Failed        int64   `json:"failed"`
@@ -70,9 +75,13 @@ type Report struct {
 	Linearizable  bool    `json:"linearizable"`
 	Linearization string  `json:"linearization"` // "ok", "illegal" or "unknown" (checker timed out)
 	Faults        int64   `json:"faults"`
-	HeapMaxMB     float64 `json:"heap_max_mb"`
-	P50ms         float64 `json:"p50_ms"`
-	P99ms         float64 `json:"p99_ms"`
+	HeapMaxMB     float64 `json:"heap_max_mb"` // the whole process's, an embedded mongosim included
+	// RecordsMB is what the run's records held for the checks at the end:
+	// a byte per operation, the register history and the latency
+	// histograms.
+	RecordsMB float64 `json:"records_mb"`
+	P50ms     float64 `json:"p50_ms"`
+	P99ms     float64 `json:"p99_ms"`
 	// LeakedGoroutines counts goroutines of the client (not of an embedded
 	// server) left after it disconnected.
 	LeakedGoroutines int `json:"leaked_goroutines"`
@@ -150,52 +159,34 @@ const (
 	saveGroup   = 4 // goroutines whose saves contend on the same documents
 )
 
-// record is one finished operation, as the checks need it.
-type incRecord struct {
-	doc, field string
-	ok         bool
-	cut        bool // cut off by the end of the run: neither success nor failure
-	outcome    once.Outcome
-}
-
-type saveRecord struct {
-	doc, op string
-	ok      bool
-}
-
-type insertRecord struct {
-	id string
-	ok bool
-}
-
 type savedDoc struct {
 	ID      string   `bson:"_id"`
 	Ops     []string `bson:"ops"`
 	Version int64    `bson:"version"`
 }
 
-// latency is one successful operation's latency and the second of the run
-// it finished in.
-type latency struct {
-	sec int32
-	d   time.Duration
-}
-
-// worker is one goroutine's state; only it touches its slices.
+// worker is one goroutine's state; only it touches its logs. The n-th
+// increment, insert and save of worker g touch incDoc(g, n), insertID(g,
+// n) and saveDoc(g, n) (see records.go).
 type worker struct {
 	g        int
 	rng      *rand.Rand
-	incs     []incRecord
-	saves    []saveRecord
-	inserts  []insertRecord
+	incs     opLog
+	saves    opLog
+	inserts  opLog
 	regOps   []regOp
-	lat      []latency
-	incN     int
-	saveN    int
-	insertN  int
+	lat      *latencies
 	errs     map[string]int64
 	byKind   map[string]*KindCount
 	finished []int64 // per second: succeeded, failed interleaved
+}
+
+// workload is what the workers run through.
+type workload struct {
+	incs, inserts *once.Collection
+	saves         *optimistic.Collection
+	regs          adapt.Collection
+	acked         chan<- string
 }
 
 // Run runs the workload and the fault schedule for o.Duration, then checks
@@ -209,7 +200,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{ByKind: make(map[string]KindCount), Errors: make(map[string]int64)}
+	drv := o.Driver
+	if drv.Connect == nil {
+		drv = Sturdy
+	}
+	rep := &Report{Driver: drv.Name, ByKind: make(map[string]KindCount), Errors: make(map[string]int64)}
 	rep.Schedule = Schedule(o.Seed, mix, o.Duration)
 
 	adm, err := connectAdmin(ctx, o.URI)
@@ -221,15 +216,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("soak: drop %s: %w", o.Database, err)
 	}
 
-	client, err := sturdy.Connect(ctx, o.URI)
+	client, err := drv.Connect(ctx, o.URI)
 	if err != nil {
-		return nil, fmt.Errorf("soak: %w", err)
+		return nil, fmt.Errorf("soak: %s: %w", drv.Name, err)
 	}
-	db := client.Database(o.Database)
-	incs := once.New(db.Collection("increments"))
-	inserts := once.New(db.Collection("inserts"))
-	saves := optimistic.New(db.Collection("saves"))
-	regs := db.Collection("registers")
+	// The checks read through the admin's sturdy client: the same reads
+	// whichever driver the workload ran through.
+	db := adm.rs.Database(o.Database)
+	acked := make(chan string, 4096)
+	wl := workload{
+		incs:    once.New(client.Collection(o.Database, "increments")),
+		inserts: once.New(client.Collection(o.Database, "inserts")),
+		saves:   optimistic.New(client.Collection(o.Database, "saves")),
+		regs:    client.Collection(o.Database, "registers"),
+		acked:   acked,
+	}
 
 	var (
 		ops, failed, lost atomic.Int64
@@ -264,7 +265,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	// The continuous check: acknowledged inserts are looked up as they
 	// come, so a lost write shows in the progress line within seconds.
-	acked := make(chan string, 4096)
 	bg.Add(1)
 	go func() {
 		defer bg.Done()
@@ -298,15 +298,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}()
 
 	workers := make([]*worker, o.Goroutines)
+	lat := &latencies{}
 	var wg sync.WaitGroup
 	for g := range workers {
-		w := &worker{g: g, rng: rand.New(rand.NewPCG(o.Seed, uint64(g)+1)), errs: make(map[string]int64), byKind: make(map[string]*KindCount)}
+		w := &worker{g: g, rng: rand.New(rand.NewPCG(o.Seed, uint64(g)+1)), lat: lat, errs: make(map[string]int64), byKind: make(map[string]*KindCount)}
 		workers[g] = w
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for runCtx.Err() == nil {
-				w.one(runCtx, o, start, incs, inserts, saves, regs, acked, &ops, &failed, &stuck)
+				w.one(runCtx, o, start, &wl, &ops, &failed, &stuck)
 			}
 		}()
 	}
@@ -324,10 +325,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// from the data with fresh, fault-free reads.
 	checkCtx, checkCancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer checkCancel()
-	if err := settle(checkCtx, incs, db.Collection("increments")); err != nil {
+	if err := settle(checkCtx, wl.incs, db.Collection("increments")); err != nil {
 		return nil, err
 	}
-	if err := rep.check(checkCtx, db, workers); err != nil {
+	records := lat.bytes()
+	for _, w := range workers {
+		records += w.recordBytes()
+	}
+	rep.RecordsMB = float64(records) / (1 << 20)
+	if err := rep.check(checkCtx, db, workers, lat); err != nil {
 		return nil, err
 	}
 	rep.HeapMaxMB = float64(heapMax.Load()) / (1 << 20)
@@ -336,7 +342,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("soak: disconnect: %w", err)
 	}
 	adm.close(context.Background())
-	rep.LeakedGoroutines = waitGoroutines(5 * time.Second)
+	owns := func(stack string) bool { return Sturdy.Owns(stack) || drv.Owns != nil && drv.Owns(stack) }
+	rep.LeakedGoroutines = waitGoroutines(owns, 5*time.Second)
 	for _, err := range scheduleErrs {
 		rep.Errors["schedule: "+truncate(err.Error())]++
 	}
@@ -375,12 +382,12 @@ func settle(ctx context.Context, incs *once.Collection, coll *sturdy.Collection)
 	}
 }
 
-// waitGoroutines waits until no goroutine of the client is left, or d
+// waitGoroutines waits until no goroutine of the clients is left, or d
 // passes, and returns how many are left over.
-func waitGoroutines(d time.Duration) int {
+func waitGoroutines(owns func(stack string) bool, d time.Duration) int {
 	deadline := time.Now().Add(d)
 	for {
-		n := clientGoroutines()
+		n := clientGoroutines(owns)
 		if n == 0 || time.Now().After(deadline) {
 			return n
 		}
@@ -388,10 +395,8 @@ func waitGoroutines(d time.Duration) int {
 	}
 }
 
-// clientGoroutines counts the goroutines running sturdy's client code. An
-// embedded mongosim runs in the same process, so its goroutines (and this
-// package's) are not counted.
-func clientGoroutines() int {
+// clientGoroutines counts the goroutines owns claims.
+func clientGoroutines(owns func(stack string) bool) int {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
@@ -403,14 +408,7 @@ func clientGoroutines() int {
 	}
 	count := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, "github.com/sturdy-go/sturdy") {
-			continue
-		}
-		server := false
-		for _, p := range []string{"sturdy-go/sturdy/mongosim", "sturdy-go/sturdy/blackpipe", "sturdy-go/sturdy/internal/soak", "sturdy-go/sturdy/cmd/"} {
-			server = server || strings.Contains(g, p)
-		}
-		if !server {
+		if owns(g) {
 			count++
 		}
 	}
@@ -425,50 +423,50 @@ func truncate(s string) string {
 }
 
 // one runs one operation of a kind the worker's random source picks.
-func (w *worker) one(ctx context.Context, o Options, start time.Time, incs, inserts *once.Collection, saves *optimistic.Collection,
-	regs *sturdy.Collection, acked chan<- string, ops, failed, stuck *atomic.Int64) {
+func (w *worker) one(ctx context.Context, o Options, start time.Time, wl *workload, ops, failed, stuck *atomic.Int64) {
 	opCtx, cancel := context.WithTimeout(ctx, o.OpTimeout)
 	defer cancel()
 	var (
 		kind string
 		err  error
+		log  *opLog // the kind's log; nil for registers
 	)
+	outcome := once.NotApplied
 	began := time.Now()
 	switch p := w.rng.IntN(100); {
 	case p < 30:
-		kind = kindIncrement
-		doc := fmt.Sprintf("inc/%d/%d", w.g/incGroup, w.incN/incPerDoc)
-		field := fmt.Sprintf("m.g%d_%d", w.g, w.incN%incPerDoc)
-		w.incN++
-		_, err = incs.Increment(opCtx, doc, bson.D{{Key: "n", Value: int64(1)}, {Key: field, Value: int64(1)}})
-		rec := incRecord{doc: doc, field: field, ok: err == nil}
+		kind, log = kindIncrement, &w.incs
+		n := len(w.incs)
+		_, err = wl.incs.Increment(opCtx, incDoc(w.g, n), bson.D{{Key: "n", Value: int64(1)}, {Key: "m." + incField(w.g, n), Value: int64(1)}})
 		var ie *once.IncrementError
 		if errors.As(err, &ie) {
-			rec.outcome = ie.Outcome
+			outcome = ie.Outcome
 		}
-		w.incs = append(w.incs, rec)
 	case p < 55:
-		kind = kindInsert
-		id := fmt.Sprintf("ins/%d/%d", w.g, w.insertN)
-		w.insertN++
-		_, err = inserts.InsertOne(opCtx, bson.D{{Key: "_id", Value: id}, {Key: "g", Value: int32(w.g)}})
-		w.inserts = append(w.inserts, insertRecord{id: id, ok: err == nil})
+		kind, log = kindInsert, &w.inserts
+		id := insertID(w.g, len(w.inserts))
+		_, err = wl.inserts.InsertOne(opCtx, bson.D{{Key: "_id", Value: id}, {Key: "g", Value: int32(w.g)}})
 		if err == nil {
-			acked <- id
+			wl.acked <- id
 		}
 	case p < 75:
-		kind = kindSave
-		doc := fmt.Sprintf("save/%d/%d", w.g/saveGroup, w.saveN/savesPerDoc)
-		op := fmt.Sprintf("g%d_%d", w.g, w.saveN)
-		w.saveN++
-		_, err = optimistic.Modify(opCtx, saves, doc, func(d *savedDoc) error {
+		kind, log = kindSave, &w.saves
+		n := len(w.saves)
+		op := saveOp(w.g, n)
+		_, err = optimistic.Modify(opCtx, wl.saves, saveDoc(w.g, n), func(d *savedDoc) error {
 			d.Ops = append(d.Ops, op)
 			return nil
 		}, &optimistic.ModifyOptions{CreateIfMissing: true, MaxAttempts: 50})
-		w.saves = append(w.saves, saveRecord{doc: doc, op: op, ok: err == nil})
 	default:
 		kind = kindRegister
-		err = w.register(opCtx, regs, start)
+		err = w.register(opCtx, wl.regs, start)
+	}
+	if log != nil {
+		st := stOK
+		if err != nil {
+			st = stFailed
+		}
+		log.add(st, outcome)
 	}
 	took := time.Since(began)
 	if took > o.OpTimeout+time.Second {
@@ -488,9 +486,13 @@ func (w *worker) one(ctx context.Context, o Options, start time.Time, incs, inse
 	if err != nil {
 		// An operation cut off by the end of the run is not a failure (the
 		// error need not say so: a network read cut by the deadline is a
-		// network error).
+		// network error). Whether it applied is unknowable and it was not
+		// reported; the data is still checked for duplicates. A cut-off
+		// register write stays in the history with an unknown result.
 		if ctx.Err() != nil {
-			w.discardLast(kind)
+			if log != nil {
+				log.cutLast()
+			}
 			kc.Ops--
 			ops.Add(-1)
 			return
@@ -502,23 +504,7 @@ func (w *worker) one(ctx context.Context, o Options, start time.Time, incs, inse
 		return
 	}
 	w.finished[2*sec]++
-	w.lat = append(w.lat, latency{sec: int32(sec), d: took})
-}
-
-// discardLast forgets the last operation of kind, cut off by the end of
-// the run: whether it applied is unknowable and it was not reported.
-// Increments and inserts are still checked for duplicates by the data.
-func (w *worker) discardLast(kind string) {
-	switch kind {
-	case kindIncrement:
-		w.incs[len(w.incs)-1].cut = true
-	case kindInsert:
-		w.inserts = w.inserts[:len(w.inserts)-1]
-	case kindSave:
-		w.saves = w.saves[:len(w.saves)-1]
-	case kindRegister:
-		// A cut-off write stays in the history with an unknown result.
-	}
+	w.lat.add(sec, took)
 }
 
 // checkInsertsLive looks up acknowledged insert ids in batches and counts

@@ -86,15 +86,22 @@ func TestChecksCatchLostAndDuplicatedWrites(t *testing.T) {
 		{Key: "m", Value: bson.D{{Key: "g0_0", Value: int64(2)}, {Key: "g0_2", Value: int64(1)}}}})
 	mustInsert("inserts", bson.D{{Key: "_id", Value: "ins/0/1"}})
 	mustInsert("saves", bson.D{{Key: "_id", Value: "save/0/0"}, {Key: "ops", Value: bson.A{"g0_0", "g0_0"}}, {Key: "version", Value: int64(2)}})
-	w := &worker{
-		incs: []incRecord{{doc: "inc/0/0", field: "m.g0_0", ok: true}, {doc: "inc/0/0", field: "m.g0_1", ok: true},
-			{doc: "inc/0/0", field: "m.g0_2", ok: false, outcome: once.NotApplied}},
-		inserts: []insertRecord{{id: "ins/0/0", ok: true}, {id: "ins/0/1", ok: false}},
-		saves:   []saveRecord{{doc: "save/0/0", op: "g0_0", ok: true}, {doc: "save/0/0", op: "g0_1", ok: true}},
-		byKind:  map[string]*KindCount{},
+	w := &worker{byKind: map[string]*KindCount{}}
+	w.incs.add(stOK, 0)
+	w.incs.add(stOK, 0)
+	w.incs.add(stFailed, once.NotApplied)
+	w.inserts.add(stOK, 0)
+	w.inserts.add(stFailed, 0)
+	w.saves.add(stOK, 0)
+	w.saves.add(stOK, 0)
+	// The records' names are the ones the workload derives.
+	for _, c := range [][2]string{{incDoc(0, 2), "inc/0/0"}, {incField(0, 2), "g0_2"}, {insertID(0, 1), "ins/0/1"}, {saveDoc(0, 1), "save/0/0"}, {saveOp(0, 1), "g0_1"}} {
+		if c[0] != c[1] {
+			t.Fatalf("derived name %q, want %q", c[0], c[1])
+		}
 	}
 	rep := &Report{ByKind: map[string]KindCount{}, Errors: map[string]int64{}}
-	if err := rep.check(ctx, db, []*worker{w}); err != nil {
+	if err := rep.check(ctx, db, []*worker{w}, &latencies{}); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]KindCount{
@@ -178,5 +185,51 @@ func TestDirectURI(t *testing.T) {
 		if got := directURI(in, "h:9"); got != want {
 			t.Errorf("directURI(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The compact records: a byte per operation keeps status and outcome, the
+// names the workload derives parse back to their worker and index, and the
+// latency histograms give percentiles within a bucket's width (9%).
+func TestCompactRecords(t *testing.T) {
+	var l opLog
+	l.add(stOK, 0)
+	l.add(stFailed, once.Pending)
+	l.add(stFailed, once.Unknown)
+	l.cutLast()
+	if l.status(0) != stOK || l.status(1) != stFailed || l.outcome(1) != once.Pending || l.status(2) != stCut || l.outcome(2) != once.Unknown {
+		t.Errorf("log %v", l)
+	}
+	for _, c := range []struct {
+		name, prefix, sep string
+		a, b              int
+	}{
+		{insertID(13, 4711), "ins/", "/", 13, 4711},
+		{saveOp(7, 99), "g", "_", 7, 99},
+		{incField(9, 130), "g", "_", 9, 130 % incPerDoc},
+		{incDoc(9, 130), "inc/", "/", 9 / incGroup, 130 / incPerDoc},
+	} {
+		if a, b, ok := parsePair(c.name, c.prefix, c.sep); !ok || a != c.a || b != c.b {
+			t.Errorf("parsePair(%q) = %d, %d, %v; want %d, %d", c.name, a, b, ok, c.a, c.b)
+		}
+	}
+	if _, _, ok := parsePair("ins/x/1", "ins/", "/"); ok {
+		t.Error("parsePair accepted a non-number")
+	}
+	b := newBitset(100)
+	if b.set(64) || !b.set(64) || !b.has(64) || b.has(63) || b.set(1000) || b.has(-1) {
+		t.Error("bitset")
+	}
+	lat := &latencies{}
+	for i := 1; i <= 1000; i++ {
+		lat.add(i/500, time.Duration(i)*time.Millisecond)
+	}
+	for _, c := range []struct{ p, want float64 }{{0.5, 500}, {0.99, 990}} {
+		if got := lat.all.percentileMS(c.p); math.Abs(got-c.want)/c.want > 0.09 {
+			t.Errorf("p%v = %.1f ms, want %v within 9%%", c.p*100, got, c.want)
+		}
+	}
+	if lat.second(0) == nil || lat.second(5) != nil || lat.bytes() == 0 {
+		t.Error("per-second histograms")
 	}
 }

@@ -27,7 +27,7 @@ const (
 	// timeoutMS, so a correct iteration timeout does not expire (other drivers skip them too).
 	// Not run: on a loaded machine the 40 ms margin can run out and the test pass by chance.
 	reasonRCCFailure   = "spec test bug DRIVERS-2965: expects a timeout although its one blocked getMore (60 ms) is shorter than the 100 ms timeoutMS each next gets"
-	reasonMaxAttempts2 = "sturdy's default maxAdaptiveRetries is seed 003's 5 (DESIGN.md, 'overload retries'), not the newer spec's 2, and the test's client sets none"
+	reasonMaxAttempts2 = "sturdy's default maxAdaptiveRetries is the initial Client Backpressure spec's 5 (docs/design.md, 'overload retries'), not the newer spec's 2, and the test's client sets none"
 )
 
 // expectedFailures lists the known failures: sturdy client behaviour that

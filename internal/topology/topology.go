@@ -297,6 +297,13 @@ func (t *Topology) RequestImmediateCheck() {
 	}
 }
 
+// Closed reports whether Disconnect was called.
+func (t *Topology) Closed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
 // Server returns the server at addr, if it is part of the topology.
 func (t *Topology) Server(addr string) (*Server, bool) {
 	t.mu.Lock()

@@ -161,9 +161,9 @@ func runPipeCases(t *testing.T, cases []pipeCase) {
 	}
 }
 
-func TestSeedCleanupPipeline(t *testing.T) {
+func TestCounterCleanupPipeline(t *testing.T) {
 	runPipeCases(t, []pipeCase{{
-		name:     "seed 001",
+		name:     "resilient-applications counter clean-up",
 		pipeline: `[{"$match": {"pending.0": {"$exists": true}}}, {"$project": {"counter": {"$add": ["$counter", {"$size": "$pending"}]}}}]`,
 		input:    `[{"_id": "c1", "counter": 10, "pending": ["t1", "t2"]}, {"_id": "c2", "counter": 3, "pending": []}, {"_id": "c3", "counter": {"$numberLong": "7"}, "pending": ["t3"]}]`,
 		want:     `[{"_id": "c1", "counter": 12}, {"_id": "c3", "counter": {"$numberLong": "8"}}]`,
@@ -350,7 +350,8 @@ func TestLookupFacetUnion(t *testing.T) {
 func TestPipelineErrors(t *testing.T) {
 	runPipeCases(t, []pipeCase{
 		{name: "unknown stage", pipeline: `[{"$foo": {}}]`, code: 40324, compile: true},
-		{name: "unsupported stage", pipeline: `[{"$geoNear": {}}]`, code: 238, compile: true},
+		{name: "unsupported stage", pipeline: `[{"$planCacheStats": {}}]`, code: 238, compile: true},
+		{name: "geoNear not first", pipeline: `[{"$geoNear": {}}]`, code: 40603, compile: true},
 		{name: "two fields", pipeline: `[{"$match": {}, "$limit": 1}]`, code: 40323, compile: true},
 		{name: "not object", pipeline: `[1]`, code: 14, compile: true},
 		{name: "out not last", pipeline: `[{"$out": "x"}, {"$limit": 1}]`, code: 40601, compile: true},

@@ -168,7 +168,7 @@ func compilePipeline(pipeline bson.A, where nesting) (*Pipeline, error) {
 }
 
 var unsupportedStages = map[string]bool{
-	"$geoNear": true, "$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true,
+	"$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true,
 	"$listLocalSessions": true, "$planCacheStats": true, "$changeStream": true,
 	"$search": true, "$searchMeta": true, "$vectorSearch": true, "$listSearchIndexes": true,
 	"$changeStreamSplitLargeEvent": true, "$shardedDataDistribution": true,
@@ -229,6 +229,10 @@ func compileStage(name string, arg any, where nesting) (stage, error) {
 		return compileFill(arg)
 	case "$redact":
 		return compileRedact(arg)
+	case "$geoNear":
+		// The server runs a leading $geoNear itself (it needs the
+		// collection's geo index); anywhere else it is misplaced.
+		return nil, cmderr.New(40603, "$geoNear was not the first stage in the pipeline.")
 	}
 	if unsupportedStages[name] {
 		return nil, cmderr.Unsupported("aggregation stage " + name)

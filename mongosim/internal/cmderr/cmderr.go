@@ -26,6 +26,7 @@ const (
 	PathNotViable                      = 28
 	ConflictingUpdateOperators         = 40
 	CursorNotFound                     = 43
+	CappedPositionLost                 = 136
 	NamespaceExists                    = 48
 	DollarPrefixedFieldName            = 52
 	InvalidIdField                     = 53
@@ -107,7 +108,7 @@ var names = map[int32]string{
 	MaxTimeMSExpired:                "MaxTimeMSExpired", Interrupted: "Interrupted", JSInterpreterFailure: "JSInterpreterFailure",
 	OperationNotSupportedInTransaction: "OperationNotSupportedInTransaction",
 	InvalidLength:                      "InvalidLength", Overflow: "Overflow", UnknownError: "UnknownError",
-	BSONObjectTooLarge: "BSONObjectTooLarge",
+	BSONObjectTooLarge: "BSONObjectTooLarge", CappedPositionLost: "CappedPositionLost",
 	// change streams
 	47: "NoMatchingDocument", 63: "StaleShardVersion", 133: "FailedToSatisfyReadPreference",
 	150: "StaleEpoch", 234: "RetryChangeStream", 260: "InvalidResumeToken",

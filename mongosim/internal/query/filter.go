@@ -20,6 +20,7 @@ type Filter struct {
 	exprs []*expr.Expr // every $expr, for MatchErr
 	vars  map[string]any
 	coll  value.Collator
+	near  *NearClause // the filter's $near or $nearSphere (geo.go)
 	// scripted: the filter has a $where, whose errors abort a match.
 	scripted bool
 }
@@ -46,6 +47,9 @@ type Options struct {
 	// name without "$$", for $expr. When set, a $expr reading an undefined
 	// user variable fails compilation (17276), as on mongod.
 	Vars map[string]any
+	// AllowNear admits $near and $nearSphere (find only, as on mongod,
+	// where they order the results by distance).
+	AllowNear bool
 }
 
 // node is one compiled predicate. v is the value the predicate is rooted at:
@@ -75,6 +79,10 @@ type compileCtx struct {
 	// checkVars: the variables are the command's complete set, so a
 	// $expr reading another one is an error at compile time.
 	checkVars bool
+	// geo collects the $near clause (geo.go); notTop is set below $or,
+	// $nor and $not, where $near may not appear.
+	geo    *geoState
+	notTop bool
 	// scripts is where $where runs (nil: not allowed); scripted is set
 	// when one is compiled.
 	scripts  *js.Env
@@ -90,12 +98,13 @@ func CompileFilter(filter bson.D) (*Filter, error) {
 // CompileFilterWith is CompileFilter with a collation and variables.
 func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
 	f := &Filter{vars: expr.WithScripts(expr.WithCollator(o.Vars, o.Collator), o.Scripts), coll: o.Collator}
-	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil,
+	gs := &geoState{allowNear: o.AllowNear}
+	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil, geo: gs,
 		scripts: o.Scripts, scripted: &f.scripted})
 	if err != nil {
 		return nil, err
 	}
-	f.root = n
+	f.root, f.near = n, gs.near
 	return f, nil
 }
 
@@ -255,12 +264,14 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 			return nil, cmderr.New(cmderr.BadValue, "%s must be a nonempty array", op)
 		}
 		kids := make([]node, 0, len(arr))
+		kidCtx := ctx
+		kidCtx.notTop = ctx.notTop || op != "$and"
 		for _, x := range arr {
 			d, ok := x.(bson.D)
 			if !ok {
 				return nil, cmderr.New(cmderr.BadValue, "$or/$and/$nor entries need to be full objects")
 			}
-			n, err := compileDoc(d, ctx)
+			n, err := compileDoc(d, kidCtx)
 			if err != nil {
 				return nil, err
 			}
@@ -278,6 +289,14 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 		return norNode(kids), nil
 	case "$comment":
 		return nil, nil
+	case "$ref", "$id", "$db":
+		// A DBRef's fields (in $elemMatch over DBRefs): an equality on
+		// the field, only $id under the collation.
+		coll := ctx.coll
+		if op != "$id" {
+			coll = nil
+		}
+		return newPath(op, ctx).with(newEqLeaf(arg, coll)), nil
 	case "$alwaysTrue", "$alwaysFalse":
 		if n, ok := value.ToFloat(arg); !ok || n != 1 {
 			return nil, cmderr.New(cmderr.FailedToParse, "%s must be an integer value of 1", op)
@@ -308,10 +327,31 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 // first field name.
 func isOperatorDoc(v any) (bson.D, bool) {
 	d, ok := v.(bson.D)
-	if !ok || len(d) == 0 || !strings.HasPrefix(d[0].Key, "$") {
+	if !ok || len(d) == 0 || !strings.HasPrefix(d[0].Key, "$") || isDBRef(d, false) {
 		return nil, false
 	}
 	return d, true
+}
+
+// isDBRef reports a DBRef document, which mongod compares as a value
+// although its field names start with $: one with $ref and $id or, where
+// incomplete ones are allowed (in $elemMatch), any of $ref, $id and $db.
+func isDBRef(d bson.D, incomplete bool) bool {
+	var ref, id, db bool
+	for _, e := range d {
+		switch e.Key {
+		case "$ref":
+			ref = true
+		case "$id":
+			id = true
+		case "$db":
+			db = true
+		}
+	}
+	if incomplete {
+		return ref || id || db
+	}
+	return ref && id
 }
 
 func compileField(path string, v any, ctx compileCtx) (node, error) {
@@ -333,6 +373,9 @@ func compileField(path string, v any, ctx compileCtx) (node, error) {
 // path predicate, so {a: {$gt: 1, $lt: 5}} can be satisfied by different
 // elements of an array a, as in MongoDB.
 func compileOps(p pathSpec, ops bson.D, ctx compileCtx) (node, error) {
+	if hasNear(ops) {
+		return compileNear(p, ops, ctx)
+	}
 	var nodes andNode
 	var regex *bson.Regex
 	var options *string
@@ -386,10 +429,6 @@ func compileOps(p pathSpec, ops bson.D, ctx compileCtx) (node, error) {
 }
 
 var fieldUnsupported = map[string]bool{
-	"$geoWithin": true, "$geoIntersects": true, "$near": true, "$nearSphere": true, "$within": true,
-	"$box": true, "$center": true, "$centerSphere": true, "$polygon": true, "$geometry": true,
-	"$maxDistance": true, "$minDistance": true,
-	"$bitsAllSet": true, "$bitsAnySet": true, "$bitsAllClear": true, "$bitsAnyClear": true,
 	"$text": true, "$jsonSchema": true,
 }
 
@@ -436,8 +475,16 @@ func compileOp(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
 			return nil, err
 		}
 		return p.with(l), nil
+	case "$bitsAllSet", "$bitsAnySet", "$bitsAllClear", "$bitsAnyClear":
+		l, err := newBitsLeaf(p.path, op, arg)
+		if err != nil {
+			return nil, err
+		}
+		return p.with(l), nil
 	case "$all":
 		return compileAll(p, arg, ctx)
+	case "$geoWithin", "$within", "$geoIntersects":
+		return compileGeo(p, op, arg)
 	case "$elemMatch":
 		l, err := newElemMatchLeaf(arg, ctx)
 		if err != nil {
@@ -459,7 +506,9 @@ func compileOp(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
 			if !strings.HasPrefix(x[0].Key, "$") {
 				return nil, cmderr.New(cmderr.BadValue, "unknown operator: %s", x[0].Key)
 			}
-			n, err := compileOps(p, x, ctx)
+			notCtx := ctx
+			notCtx.notTop = true
+			n, err := compileOps(p, x, notCtx)
 			if err != nil {
 				return nil, err
 			}
@@ -884,7 +933,7 @@ func newElemMatchLeaf(arg any, ctx compileCtx) (*elemMatchLeaf, error) {
 		return nil, cmderr.New(cmderr.BadValue, "$elemMatch needs an Object")
 	}
 	ctx.nested = true
-	if len(d) > 0 && strings.HasPrefix(d[0].Key, "$") && !elemMatchTopLevel[d[0].Key] {
+	if len(d) > 0 && strings.HasPrefix(d[0].Key, "$") && !elemMatchTopLevel[d[0].Key] && !isDBRef(d, true) {
 		ctx.valueForm = true
 		for _, e := range d {
 			if !strings.HasPrefix(e.Key, "$") {

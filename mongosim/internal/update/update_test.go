@@ -456,12 +456,12 @@ func TestUpsert(t *testing.T) {
 	}
 }
 
-// TestSeed001CounterSteps runs the exactly-once counter of "How To Write
+// TestResilientArticleCounterSteps runs the exactly-once counter of "How To Write
 // Resilient MongoDB Applications": an upsert that records a pending token,
 // then the step that consumes the token and increments the counter, then a
 // replay of that step, which must be a no-op for $pull (token gone) — the
 // caller's filter prevents the $inc.
-func TestSeed001CounterSteps(t *testing.T) {
+func TestResilientArticleCounterSteps(t *testing.T) {
 	token := bson.NewObjectID()
 	record, err := Compile(bson.D{{Key: "$addToSet", Value: bson.D{{Key: "pending", Value: token}}}})
 	if err != nil {
@@ -501,10 +501,10 @@ func TestSeed001CounterSteps(t *testing.T) {
 	}
 }
 
-// TestSeed004VersionedUpsert runs the versioned write of "Optimistic Locking
+// TestOptimisticLockingArticleUpsert runs the versioned write of "Optimistic Locking
 // in MongoDB": the first upsert inserts version 1 with created set, the next
 // update bumps the version and leaves created alone.
-func TestSeed004VersionedUpsert(t *testing.T) {
+func TestOptimisticLockingArticleUpsert(t *testing.T) {
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	u, err := Compile(bson.D{
 		{Key: "$set", Value: bson.D{{Key: "name", Value: "n1"}, {Key: "state", Value: "active"}}},

@@ -63,7 +63,7 @@ func replyCursorID(reply bson.D) int64 {
 // failGetMore applies the router's failGetMoreAfterCursorCheckout fail
 // point to a getMore; true if it answered.
 func (r *Router) failGetMore(rq *request, out *outcome) bool {
-	act := r.fails.evaluate(fpFailGetMoreAfterCursorCheckout, r.cluster, func(*failPoint) bool { return true })
+	act := r.fails.evaluate(fpFailGetMoreAfterCursorCheckout, r.cluster, func(fp *failPoint) bool { return failPointFilters(fp, rq) })
 	if act == nil {
 		return false
 	}
@@ -71,7 +71,7 @@ func (r *Router) failGetMore(rq *request, out *outcome) bool {
 	if code == 0 {
 		code = codeInternalError
 	}
-	e := cmderr.New(code, "Failing getMore after cursor checkout (failGetMoreAfterCursorCheckout fail point)")
+	e := cmderr.New(code, failGetMoreAfterCursorCheckoutMessage)
 	v, _ := rq.get("getMore")
 	if id, ok := v.(int64); ok && resumableCodes[code] {
 		if _, stream := r.streams.Load(id); stream {

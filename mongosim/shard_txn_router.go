@@ -152,7 +152,7 @@ func (r *Router) recoverCommit(rq *request, out *outcome) {
 // shardCommand sends doc (with its $db) to the shard's primary on a pooled
 // connection and returns the reply.
 func (r *Router) shardCommand(ctx context.Context, doc bson.D) (bson.D, error) {
-	p := r.recoveryPrimary(doc) // shardtxn.go
+	p := r.recoveryPrimary(doc) // shard_txn.go
 	if p == nil {
 		return nil, errNoTarget
 	}

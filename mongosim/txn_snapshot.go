@@ -117,12 +117,11 @@ type transaction struct {
 	created    map[string]bool        // namespaces t created (made live at commit)
 	conflict   *cmderr.Error          // set when a write met a conflict
 
-	mu       sync.Mutex // guards phase, reason, held, done
-	phase    txnPhase
-	reason   string // why it was aborted, for error messages
-	held     []heldLock
-	done     chan struct{}
-	commitWC bson.D // write concern of the successful commit, for retries
+	mu     sync.Mutex // guards phase, reason, held, done
+	phase  txnPhase
+	reason string // why it was aborted, for error messages
+	held   []heldLock
+	done   chan struct{}
 }
 
 type heldLock struct {

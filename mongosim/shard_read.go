@@ -229,6 +229,10 @@ func (r *Router) getMore(rq *request) (bson.D, error) {
 		}
 		return reply, nil
 	}
+	if _, ok := rq.get("maxTimeMS"); ok {
+		// A merged cursor is never awaitData (mongos's check).
+		return nil, cmderr.New(cmderr.BadValue, "cannot set maxTimeMS on getMore command for a non-awaitData cursor")
+	}
 	batchSize := -1
 	if v, ok := rq.get("batchSize"); ok {
 		if n, ok := asInt64(v); ok && n > 0 {
@@ -409,7 +413,7 @@ func (r *Router) shardedDistinct(rq *request, cmd *command, out *outcome, sc *sh
 		v, _ := lookupD(reply, "values")
 		arr, _ := v.(bson.A)
 		for _, x := range arr {
-			if k := keyOf(x); !seen[k] {
+			if k := value.Key(x); !seen[k] {
 				seen[k] = true
 				values = append(values, x)
 			}

@@ -97,7 +97,7 @@ func (c *Cluster) listenBalancer(routers []*Router, i int) (*Balancer, error) {
 	addr := net.JoinHostPort(c.opts.Host, "0")
 	if c.opts.Port != 0 {
 		// After the routers and, in a multi-shard cluster, after the
-		// other shards' members (shardroute.go).
+		// other shards' members (shard_cluster.go).
 		port := c.opts.Port + c.opts.Members + c.opts.Routers + i
 		if c.opts.Shards > 1 {
 			port += (c.opts.Shards - 1) * c.opts.Members

@@ -35,8 +35,8 @@ type Router struct {
 	commands  atomic.Int64
 	rejected  atomic.Int64
 	conns     atomic.Int64 // open client connections, for MaxConnections
-	txns      routerTxns   // transactions this router routed (router_txn.go)
-	streams   sync.Map     // change stream cursor ids (int64) it relayed (router_cursor.go)
+	txns      routerTxns   // transactions this router routed (shard_txn_router.go)
+	streams   sync.Map     // change stream cursor ids (int64) it relayed (shard_router_cursor.go)
 
 	mu      sync.Mutex
 	srv     *blackpipe.Server // nil while stopped
@@ -379,7 +379,7 @@ func (r *Router) forward(rq *request, cmd *command, out *outcome, wce bson.D) {
 		}
 	}()
 	if r.cluster.sharding != nil {
-		r.routeSharded(rq, cmd, out, wce) // shardroute.go
+		r.routeSharded(rq, cmd, out, wce) // shard_dispatch.go
 		return
 	}
 	retryable := routerRetries(rq.name, cmd, out.hasTxnNumber)
@@ -424,7 +424,7 @@ func (r *Router) forward(rq *request, cmd *command, out *outcome, wce bson.D) {
 // point's writeConcernError, the transaction's recoveryToken (nil: none)
 // on success, and the error labels the router owes.
 func (r *Router) reply(rq *request, out *outcome, reply, wce, token bson.D) {
-	r.noteStreamCursor(rq, reply) // change stream cursors relayed (router_cursor.go)
+	r.noteStreamCursor(rq, reply) // change stream cursors relayed (shard_router_cursor.go)
 	if wce != nil {
 		reply = setField(reply, "writeConcernError", wce)
 	}
@@ -666,63 +666,11 @@ func (r *Router) applyFailCommand(rq *request, out *outcome) (wce bson.D, answer
 	return act.writeConcernError, false
 }
 
-// failCommandMatches is failCommand's filter: the command name, appName,
-// thread name and namespace.
-func failCommandMatches(fp *failPoint, rq *request) bool {
-	named := false
-	for _, n := range fp.commands {
-		if strings.EqualFold(n, rq.raw.Name) || strings.EqualFold(n, rq.name) {
-			named = true
-			break
-		}
-	}
-	if !named {
-		return false
-	}
-	if fp.appName != "" && fp.appName != rq.raw.Conn.AppName() {
-		return false
-	}
-	if fp.threadName != "" && fp.threadName != "conn"+strconv.FormatInt(rq.raw.Conn.ID(), 10) {
-		return false
-	}
-	if fp.namespace != "" {
-		coll, _ := rq.get(rq.raw.Name)
-		s, _ := coll.(string)
-		if fp.namespace != rq.db+"."+s {
-			return false
-		}
-	}
-	return true
-}
-
 // replyErr answers with a command error labelled as mongos does: a fail
 // point's labels, else RetryableWriteError on a retryable write's
 // retryable error; overload errors carry the router's baseBackoffMS.
 func (r *Router) replyErr(rq *request, out *outcome, err error) {
-	var ce *cmderr.Error
-	if !errors.As(err, &ce) {
-		ce = cmderr.New(codeInternalError, "%v", err)
-	}
-	e := *ce
-	switch {
-	case out.labelsSet:
-		e.Labels = out.explicitLabels
-	case out.inTxn:
-		e.Labels = txnErrorLabels(rq.name, e.Code)
-	case out.hasTxnNumber && slices.Contains(retryableWriteCodes, e.Code) && !slices.Contains(e.Labels, labelRetryableWrite):
-		e.Labels = append(slices.Clone(e.Labels), labelRetryableWrite)
-	}
-	var extra bson.D
-	if slices.Contains(e.Labels, labelSystemOverloaded) {
-		if ms := r.limiter.baseBackoffMS(); ms > 0 {
-			extra = append(extra, bson.E{Key: "baseBackoffMS", Value: ms})
-		}
-	}
-	for _, x := range out.extraInfo {
-		if _, dup := lookupD(extra, x.Key); !dup && !slices.Contains(errorDocKeys, x.Key) {
-			extra = append(extra, x)
-		}
-	}
+	e, extra := labelledError(out, err, r.limiter.baseBackoffMS())
 	if err := rq.send(errorDoc(&e, extra)); err != nil {
 		r.cluster.logf("mongosim router %s: reply to %s: %v", r.addr, rq.name, err)
 	}

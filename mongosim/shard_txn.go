@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
 // Transactions on a multi-shard deployment run when they stay on one
@@ -30,7 +31,7 @@ func (r *Router) routeTxn(rq *request, cmd *command, out *outcome) (bson.D, erro
 		// The shard gives the error mongod gives (no session/txnNumber).
 		return r.forwardTo(rq, cmd, out, 0)
 	}
-	key := keyOf(lsid)
+	key := value.Key(lsid)
 	ss.mu.Lock()
 	pin, pinned := ss.txnPins[key]
 	ss.mu.Unlock()
@@ -189,7 +190,7 @@ func (r *Router) pinnedShard(doc bson.D) *Cluster {
 	tv, _ := lookupD(doc, "txnNumber")
 	txn, _ := tv.(int64)
 	ss.mu.Lock()
-	pin, ok := ss.txnPins[keyOf(lsid)]
+	pin, ok := ss.txnPins[value.Key(lsid)]
 	ss.mu.Unlock()
 	if !ok || pin.txnNumber != txn {
 		return nil

@@ -374,7 +374,7 @@ func (r *Router) shardedFindAndModify(rq *request, cmd *command, out *outcome, s
 		ss := r.cluster.sharding
 		if hasTxn && lsid != nil {
 			ss.mu.Lock()
-			pin, ok := ss.famPins[keyOf(lsid)]
+			pin, ok := ss.famPins[value.Key(lsid)]
 			ss.mu.Unlock()
 			if ok && pin.txnNumber == txn {
 				return r.shardCmd(rq, pin.shard, withField(rq.cmd, "query", pin.query), nil, true, hasTxn)
@@ -403,7 +403,7 @@ func (r *Router) shardedFindAndModify(rq *request, cmd *command, out *outcome, s
 				if ss.famPins == nil {
 					ss.famPins = map[string]famPin{}
 				}
-				ss.famPins[keyOf(lsid)] = famPin{txnNumber: txn, shard: bestShard, query: query}
+				ss.famPins[value.Key(lsid)] = famPin{txnNumber: txn, shard: bestShard, query: query}
 				ss.mu.Unlock()
 			}
 			return r.shardCmd(rq, bestShard, withField(rq.cmd, "query", query), nil, true, hasTxn)

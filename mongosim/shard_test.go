@@ -743,6 +743,9 @@ func TestShardedCursorsGetMoreAndKill(t *testing.T) {
 			t.Fatalf("%s: first batch = %+v", name, first.Cursor)
 		}
 		gm := bson.D{{Key: "getMore", Value: first.Cursor.ID}, {Key: "collection", Value: name}, {Key: "batchSize", Value: 15}}
+		// Without a deadline: the driver would send it as maxTimeMS, which
+		// mongod refuses on a getMore of a cursor that is not awaitData.
+		ctx := context.WithoutCancel(ctx)
 		var ce mongo.CommandError
 		if err := r1.Database("db").RunCommand(ctx, gm).Err(); !errors.As(err, &ce) || ce.Code != 43 {
 			t.Fatalf("%s: getMore on the other router = %v, want CursorNotFound", name, err)

@@ -1,0 +1,137 @@
+package mongosim
+
+import (
+	"sort"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
+)
+
+// compileFindFilter is compileFilter for find, the one command whose filter
+// may hold $near or $nearSphere.
+func (e opEnv) compileFindFilter(filter bson.D) (*query.Filter, error) {
+	o := e.queryOptions()
+	o.AllowNear = true
+	return query.CompileFilterWith(filter, o)
+}
+
+// findDocs reads find's documents: by distance for a $near filter, else
+// in natural order (readDocs).
+func (r *request) findDocs(coll string, f *query.Filter, filterDoc bson.D, limit int, hint any) ([]bson.D, error) {
+	if f.Near() == nil {
+		return r.readDocs(coll, f, filterDoc, limit, hint)
+	}
+	return r.nearDocs(coll, f, filterDoc, limit, hint)
+}
+
+// errNoGeoIndex is mongod's planner error for a proximity query without a
+// usable geo index.
+func errNoGeoIndex(ns string) error {
+	return &cmderr.Error{Code: 291, Name: "NoQueryExecutionPlans",
+		Message: "error processing query: ns=" + ns + " planner returned error :: caused by :: unable to find index for $geoNear query"}
+}
+
+// nearIndex returns the index of c that can answer a proximity query on
+// path: a 2dsphere index for a GeoJSON point, a 2d index for a flat
+// legacy $near, either for a legacy $nearSphere.
+func nearIndex(c *collection, path string, geoJSON, sphere bool) *index {
+	var best *index
+	for _, ix := range c.indexes {
+		g := ix.geo
+		if g == nil || ix.hidden || !g.hasGeoField(path) {
+			continue
+		}
+		switch {
+		case g.flat && (geoJSON || best != nil):
+		case !g.flat && !sphere:
+		default:
+			if best == nil || best.geo.flat {
+				best = ix
+			}
+		}
+	}
+	return best
+}
+
+// nearDocs answers a find with $near or $nearSphere: the matching
+// documents nearest first, at most limit (> 0). A 2dsphere index is
+// searched by expanding cell coverings; 2d indexes, transactions and
+// snapshot reads sort a scan by distance.
+func (r *request) nearDocs(coll string, f *query.Filter, filterDoc bson.D, limit int, hint any) ([]bson.D, error) {
+	nc := f.Near()
+	if r.data().viewOf(r.db, coll) != nil {
+		return nil, cmderr.New(5626500, "$geoNear, $near, and $nearSphere are not allowed in this context, as these operators require sorting geospatial data. If you do not need sort, consider using $geoWithin instead.")
+	}
+	var out []bson.D
+	scan, exists := false, false
+	err := r.data().read(r.db, coll, func(c *collection) error {
+		if c == nil {
+			return nil
+		}
+		exists = true
+		ix := nearIndex(c, nc.Path, nc.Near.GeoJSON, nc.Near.Sphere)
+		if ix == nil {
+			return errNoGeoIndex(c.ns())
+		}
+		if r.tx != nil || r.rc.level == "snapshot" || ix.geo.flat {
+			scan = true
+			return nil
+		}
+		var err error
+		out, err = nearSearch(c, ix, nc, f, limit)
+		return err
+	})
+	if err != nil || !scan || !exists {
+		return out, err
+	}
+	docs, err := r.readDocs(coll, f, filterDoc, 0, hint)
+	if err != nil {
+		return nil, err
+	}
+	sortByDistance(docs, nc)
+	if limit > 0 && len(docs) > limit {
+		docs = docs[:limit]
+	}
+	return docs, nil
+}
+
+// nearSearch walks ix's S2 cells outward from the query point, matching
+// the whole filter on each document reached.
+func nearSearch(c *collection, ix *index, nc *query.NearClause, f *query.Filter, limit int) ([]bson.D, error) {
+	gi, recs := ix.geo.nearCells(c, nc.Path)
+	var out []bson.D
+	var evalErr error
+	gi.Near(nc.Near, func(i int) (float64, bool) { return nc.Distance(recs[i].doc) }, func(i int, _ float64) bool {
+		ok, err := f.MatchErr(recs[i].doc)
+		if err != nil {
+			evalErr = err
+			return false
+		}
+		if ok {
+			out = append(out, value.CloneDoc(recs[i].doc))
+		}
+		return limit <= 0 || len(out) < limit
+	})
+	return out, evalErr
+}
+
+// sortByDistance orders docs nearest first (stable: ties keep their
+// order).
+func sortByDistance(docs []bson.D, nc *query.NearClause) {
+	dist := make(map[*bson.E]float64, len(docs))
+	for _, d := range docs {
+		if len(d) > 0 {
+			dist[&d[0]], _ = nc.Distance(d)
+		}
+	}
+	key := func(d bson.D) float64 {
+		if len(d) == 0 {
+			return 0
+		}
+		return dist[&d[0]]
+	}
+	sort.SliceStable(docs, func(i, j int) bool { return key(docs[i]) < key(docs[j]) })
+}
