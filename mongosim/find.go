@@ -177,9 +177,6 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	plan, err := r.planFor(coll, filterDoc, sortDoc, hint)
 	if err != nil {
-		if f.Scripted() {
-			err = executorError("find", r, err)
-		}
 		return nil, err
 	}
 	if f.Near() != nil {
@@ -191,6 +188,9 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	docs, err := r.findDocs(coll, f, filterDoc, early, hint)
 	if err != nil {
+		if f.Scripted() {
+			err = executorError("find", r, err)
+		}
 		return nil, err
 	}
 	// The plan's order; a sort then reorders, equal keys staying in it.

@@ -68,6 +68,10 @@ func (r *runner) guard(ctx context.Context, emit func(k, v any) error, body func
 		r.vm.ClearInterrupt()
 		if err != nil {
 			err = scriptErr(ctx, err)
+		} else if ctx.Err() != nil {
+			// Interrupted where goja does not check (a sleep that was the
+			// script's last call): the operation has ended all the same.
+			err = interruptErr(ctx)
 		}
 	}()
 	return body()
