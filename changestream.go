@@ -14,7 +14,7 @@ import (
 
 // LabelResumableChangeStream marks a getMore error after which a change
 // stream may resume (servers 4.4+ attach it).
-const LabelResumableChangeStream = "ResumableChangeStreamError"
+const LabelResumableChangeStream = mongoerr.LabelResumableChangeStream
 
 // ErrMissingResumeToken is returned when a change event has no _id (a
 // pipeline projected it out): the stream could not resume after it.

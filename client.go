@@ -3,7 +3,6 @@ package sturdy
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -348,9 +347,6 @@ func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (e
 		return exec.Result{}, argError("%v", err)
 	}
 	res, err := c.exec.Execute(ctx, op)
-	if err != nil && errors.Is(err, session.ErrSessionEnded) {
-		err = ErrSessionEnded
-	}
 	return res, err
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/session"
 	"github.com/sturdy-go/sturdy/internal/topology"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // Cursor iterates over the results of Find, Aggregate and the list commands,
@@ -321,7 +322,7 @@ func (c *Cursor) getMore(ctx context.Context) {
 				_ = c.killCursor(kctx)
 				cancel()
 			}
-			if c.pin != nil && ce.Code != 43 && !ce.HasErrorLabel(LabelRetryable) {
+			if c.pin != nil && ce.Code != mongoerr.CodeCursorNotFound && !ce.HasErrorLabel(LabelRetryable) {
 				// Load-balanced: the cursor may live on; Close kills it on
 				// the pinned connection (load balancer specification).
 				return

@@ -62,7 +62,7 @@ var (
 	// ErrClientDisconnected is returned by operations on a client after Disconnect.
 	ErrClientDisconnected = mongoerr.ErrClientDisconnected
 	// ErrSessionEnded is returned when an ended session is used.
-	ErrSessionEnded = errors.New("sturdy: session has ended")
+	ErrSessionEnded = mongoerr.ErrSessionEnded
 	// ErrNilDocument is returned when a required document is nil.
 	ErrNilDocument = errors.New("sturdy: document is nil")
 	// ErrEmptySlice is returned when a write is given no documents or models.
@@ -76,7 +76,7 @@ var (
 	// client whether the session's state changed. Inside the session's
 	// transaction there is no such write: the collection's w: 0 gives way
 	// to the transaction's write concern.
-	ErrUnacknowledgedSession = errors.New("sturdy: unacknowledged writes cannot use an explicit session")
+	ErrUnacknowledgedSession = mongoerr.ErrUnacknowledgedSession
 	// ErrUnacknowledgedWrite is the error of a FindOneAnd* result under an
 	// unacknowledged (w: 0) write concern: the command was sent, but the
 	// server returns no document to report.

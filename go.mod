@@ -8,6 +8,7 @@ require (
 	github.com/dop251/goja v0.0.0-20260917113740-793a2a65c13b
 	github.com/golang/geo v0.0.0-20260818125358-b200a1149890
 	github.com/klauspost/compress v1.20.3
+	github.com/kljensen/snowball v0.10.0
 	github.com/xdg-go/scram v1.4.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	go.uber.org/goleak v1.3.0

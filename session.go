@@ -13,6 +13,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/session"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // Session is an explicit client session: operations given the same Session
@@ -108,10 +109,10 @@ var (
 const (
 	// LabelTransientTransactionError: the whole transaction can be
 	// retried from the start.
-	LabelTransientTransactionError = "TransientTransactionError"
+	LabelTransientTransactionError = mongoerr.LabelTransientTxn
 	// LabelUnknownTransactionCommitResult: the commit's outcome is unknown;
 	// committing again is safe.
-	LabelUnknownTransactionCommitResult = "UnknownTransactionCommitResult"
+	LabelUnknownTransactionCommitResult = mongoerr.LabelUnknownCommitResult
 )
 
 // TransactionState is a session's transaction state.
@@ -562,7 +563,7 @@ func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Conte
 				return nil
 			}
 			lastErr = err
-			if !exec.IsMaxTimeMSExpired(err) && HasErrorLabel(err, LabelUnknownTransactionCommitResult) {
+			if !mongoerr.IsMaxTimeExpired(err) && HasErrorLabel(err, LabelUnknownTransactionCommitResult) {
 				if expired(0) {
 					return &TransactionTimeoutError{Err: err}
 				}

@@ -12,6 +12,9 @@ const (
 	CodeCursorNotFound                     int32 = 43
 	CodeMaxTimeMSExpired                   int32 = 50
 	CodeCommandNotFound                    int32 = 59
+	CodeWriteConcernFailed                 int32 = 64
+	CodeUnknownReplWriteConcern            int32 = 79
+	CodeUnsatisfiableWriteConcern          int32 = 100
 	CodeNetworkTimeout                     int32 = 89
 	CodeShutdownInProgress                 int32 = 91
 	CodeReadConcernMajorityNotAvailableYet int32 = 134

@@ -18,12 +18,26 @@ const (
 	LabelSystemOverloaded  = "SystemOverloadedError"
 	LabelRetryable         = "RetryableError"
 	LabelTransientTxn      = "TransientTransactionError"
+	// LabelUnknownCommitResult: a commit's outcome is unknown; committing
+	// again is safe.
+	LabelUnknownCommitResult = "UnknownTransactionCommitResult"
+	// LabelResumableChangeStream: a change stream can resume after this
+	// error.
+	LabelResumableChangeStream = "ResumableChangeStreamError"
 )
 
-// ErrClientDisconnected is the error of an operation on a client after
-// Disconnect, including one that was waiting for a server when Disconnect
-// ran.
-var ErrClientDisconnected = errors.New("sturdy: client is disconnected")
+var (
+	// ErrClientDisconnected is the error of an operation on a client after
+	// Disconnect, including one that was waiting for a server when
+	// Disconnect ran.
+	ErrClientDisconnected = errors.New("sturdy: client is disconnected")
+	// ErrSessionEnded is the error of an operation on an ended session.
+	ErrSessionEnded = errors.New("sturdy: session has ended")
+	// ErrUnacknowledgedSession is the error of an unacknowledged (w: 0)
+	// write given an explicit session outside a transaction: the server
+	// could not tell the client whether the session's state changed.
+	ErrUnacknowledgedSession = errors.New("sturdy: unacknowledged writes cannot use an explicit session")
+)
 
 // CommandError is a command the server answered with {ok: 0}.
 type CommandError struct {

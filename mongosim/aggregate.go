@@ -5,6 +5,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 )
 
 func init() {
@@ -83,11 +84,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 		return nil, err
 	}
 	if isChangeStream(pipeline) {
-		if _, explicit := r.get("collation"); explicit && env.coll != nil {
-			// Change stream events are matched without a collation here.
-			return nil, cmderr.Unsupported("collation on a change stream")
-		}
-		return cmdChangeStream(r, coll, pipeline, batchSize)
+		return cmdChangeStream(r, coll, pipeline, batchSize, env)
 	}
 	// $collStats reads the collection's statistics, not its documents.
 	statsOf := ""
@@ -102,6 +99,12 @@ func cmdAggregate(r *request) (bson.D, error) {
 	}
 	if nearFirst {
 		pipeline = pipeline[1:]
+	}
+	// A leading $match with $text is answered from the text index here;
+	// the documents carry their textScore into the rest of the pipeline.
+	var textFilter bson.D
+	if coll != "" && !nearFirst {
+		textFilter, pipeline = leadingTextMatch(pipeline)
 	}
 	p, err := agg.Compile(pipeline)
 	if err != nil {
@@ -137,6 +140,11 @@ func cmdAggregate(r *request) (bson.D, error) {
 		switch {
 		case nearFirst:
 			in = nearIn
+		case textFilter != nil:
+			var f *query.Filter
+			if f, err = env.compileFilter(textFilter); err == nil {
+				in, err = r.readDocs(coll, f, textFilter, 0, hint)
+			}
 		case r.rc.level == "snapshot":
 			in, err = s.snapshotAt(r.db, coll, pre, hint, r.rc.atClusterTime)
 		default:
@@ -144,6 +152,16 @@ func cmdAggregate(r *request) (bson.D, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if !nearFirst {
+			// As a find, the pipeline's cursor returns the documents in
+			// the order of the plan its leading $match and $sort get.
+			match, sortDoc := leadingMatchSort(pipeline)
+			plan, err := r.planFor(coll, match, sortDoc, hint)
+			if err != nil {
+				return nil, err
+			}
+			in = plan.order(in)
 		}
 	}
 	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime, bypass: bypassing(r.ctx)}, Now: r.now, Vars: env.vars, Collator: env.collator(), Scripts: env.scripts})
@@ -154,7 +172,34 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if p.HasWriteStage() {
 		out, end = nil, endAtOnce // $out/$merge run to completion
 	}
+	if textFilter != nil {
+		for i := range out {
+			out[i] = stripTextScoreDeep(out[i])
+		}
+	}
 	return s.cursors.reply(r, ns, out, batchSize, false, end), nil
+}
+
+// leadingMatchSort returns the filter of a leading $match and the spec of
+// the $sort after it (or leading), the part of a pipeline mongod plans as
+// a query.
+func leadingMatchSort(pipeline bson.A) (match, sortDoc bson.D) {
+	stage := func(i int, name string) bson.D {
+		if i >= len(pipeline) {
+			return nil
+		}
+		d, ok := pipeline[i].(bson.D)
+		if !ok || len(d) != 1 || d[0].Key != name {
+			return nil
+		}
+		v, _ := d[0].Value.(bson.D)
+		return v
+	}
+	next := 0
+	if match = stage(0, "$match"); match != nil {
+		next = 1
+	}
+	return match, stage(next, "$sort")
 }
 
 func stageOrEmpty(s string) string {

@@ -75,11 +75,7 @@ func (k catalog) Out(db, coll string, docs []bson.D) error {
 		tmp.validator, tmp.bypass, tmp.logger = c.validator, c.bypass, c.logger
 		tmp.indexes[0] = c.indexes[0] // the _id index (clustered, collated) as it is
 		for _, ix := range c.indexes[1:] {
-			cp := *ix
-			if cp.entries != nil {
-				cp.entries = map[string]*record{}
-			}
-			tmp.indexes = append(tmp.indexes, &cp)
+			tmp.indexes = append(tmp.indexes, ix.emptyCopy())
 		}
 		for _, d := range prepared {
 			if err := tmp.insert(d); err != nil {

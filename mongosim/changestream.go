@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -52,11 +53,21 @@ const (
 	changeRename       // a collection renamed: db.coll → toDB.toColl
 	changeDropDatabase // after the drop events of its collections
 	changeCreate       // a collection created (showExpandedEvents only)
+	// DDL reported only with showExpandedEvents, each with its
+	// operationDescription in change.desc.
+	changeCreateIndexes
+	changeDropIndexes
+	changeModify // collMod; change.stateBefore is its stateBeforeChange
+	changeShardCollection
 )
 
 func (k changeKind) String() string {
-	return [...]string{"insert", "update", "replace", "delete", "drop", "rename", "dropDatabase", "create"}[k]
+	return [...]string{"insert", "update", "replace", "delete", "drop", "rename", "dropDatabase", "create",
+		"createIndexes", "dropIndexes", "modify", "shardCollection"}[k]
 }
+
+// expandedOnly reports kinds a stream reports only with showExpandedEvents.
+func (k changeKind) expandedOnly() bool { return k >= changeCreate }
 
 // change is one logged write. Stored documents are never mutated in place,
 // so before and after are kept by reference; the event document is built
@@ -71,6 +82,8 @@ type change struct {
 	before, after bson.D
 	images        bool   // the collection records pre- and post-images (changeStreamPreAndPostImages)
 	view          bson.D // a view's {viewOn, pipeline}: its create and drop carry no collectionUUID
+	desc          bson.D // operationDescription of an expanded DDL event
+	stateBefore   bson.D // stateBeforeChange of a modify event
 	at            bson.Timestamp
 	wall          time.Time
 }
@@ -114,6 +127,28 @@ func (l *changeLog) recordDDL(kind changeKind, db, coll string, uuid bson.Binary
 		return
 	}
 	l.append(change{kind: kind, db: db, coll: coll, uuid: uuid, toDB: toDB, toColl: toColl})
+}
+
+// recordExpanded appends a DDL change reported only to streams with
+// showExpandedEvents (createIndexes, dropIndexes, modify): its
+// operationDescription and, for modify, its stateBeforeChange. The caller
+// holds c's write lock.
+func (c *collection) recordExpanded(kind changeKind, desc, stateBefore bson.D) {
+	if c.changes == nil {
+		return
+	}
+	c.changes.append(change{kind: kind, db: c.db, coll: c.name, uuid: c.uuid, desc: desc, stateBefore: stateBefore})
+}
+
+// recordShardCollection reports a shardCollection to the primary shard's
+// streams with showExpandedEvents, as mongod's shardCollection event.
+func (s *storage) recordShardCollection(ctx context.Context, db, coll string, key bson.D, unique bool) {
+	_ = s.write(ctx, db, coll, false, func(c *collection) error {
+		if c != nil {
+			c.recordExpanded(changeShardCollection, bson.D{{Key: "shardKey", Value: value.CloneDoc(key)}, {Key: "unique", Value: unique}}, nil)
+		}
+		return nil
+	})
 }
 
 func (l *changeLog) append(ch change) {
@@ -219,28 +254,37 @@ func invalidateToken(seq uint64) bson.D {
 	return bson.D{{Key: "_data", Value: fmt.Sprintf("82%016X01", seq)}}
 }
 
-// parseResumeToken decodes a token made by resumeToken or invalidateToken.
-func parseResumeToken(v any) (seq uint64, fromInvalidate bool, err error) {
+// parseResumeToken decodes a token made by resumeToken, invalidateToken or
+// fragmentToken (fragment > 0).
+func parseResumeToken(v any) (seq uint64, fromInvalidate bool, fragment int, err error) {
 	d, ok := v.(bson.D)
 	if !ok {
-		return 0, false, cmderr.New(cmderr.TypeMismatch, "resume token must be an object, got %s", typeNameOf(v))
+		return 0, false, 0, cmderr.New(cmderr.TypeMismatch, "resume token must be an object, got %s", typeNameOf(v))
 	}
 	data, _ := value.Get(d, "_data")
 	s, ok := data.(string)
-	if ok && len(s) == 20 && strings.HasSuffix(s, "01") {
+	bad := cmderr.New(cmderr.BadValue, "invalid resume token: %s", shellString(v))
+	switch {
+	case ok && len(s) == 20 && strings.HasSuffix(s, "01"):
 		s, fromInvalidate = s[:18], true
+	case ok && len(s) == 24 && s[18:20] == "02":
+		n, err := strconv.ParseUint(s[20:], 16, 16)
+		if err != nil || n == 0 {
+			return 0, false, 0, bad
+		}
+		s, fragment = s[:18], int(n)
 	}
 	if !ok || len(s) != 18 || !strings.HasPrefix(s, "82") {
-		return 0, false, cmderr.New(cmderr.BadValue, "invalid resume token: %s", shellString(v))
+		return 0, false, 0, bad
 	}
 	b, err := hex.DecodeString(s[2:])
 	if err != nil {
-		return 0, false, cmderr.New(cmderr.BadValue, "invalid resume token: %s", shellString(v))
+		return 0, false, 0, bad
 	}
 	for _, x := range b {
 		seq = seq<<8 | uint64(x)
 	}
-	return seq, fromInvalidate, nil
+	return seq, fromInvalidate, fragment, nil
 }
 
 // streamState is the part of a cursor that makes it a change stream.
@@ -250,9 +294,14 @@ type streamState struct {
 	beforeChange string        // fullDocumentBeforeChange: "off", "whenAvailable" or "required"
 	expanded     bool          // showExpandedEvents
 	rest         *agg.Pipeline // the stages after $changeStream, or nil
+	env          opEnv         // the aggregate's collation (or the collection's default) and let variables, for rest
 	pos          uint64        // last change examined
 	invalidating *change       // the change that invalidated the stream, before its invalidate event is sent
+	closing      bool          // the invalidate event is queued in pending (or was filtered out)
 	done         bool          // the invalidate event was sent: the cursor is closed
+	split        bool          // $changeStreamSplitLargeEvent: large events come as fragments
+	pending      []bson.D      // events (fragments) examined but not yet returned
+	skipFrags    int           // resumed from a fragment: the next event's first fragments were sent
 }
 
 // isChangeStream reports whether a pipeline starts with $changeStream.
@@ -266,15 +315,20 @@ func isChangeStream(pipeline bson.A) bool {
 
 // cmdChangeStream opens a change stream: coll is the aggregate's collection
 // ("" for aggregate: 1).
-func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (bson.D, error) {
+func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int, env opEnv) (bson.D, error) {
 	if r.cluster.setName == "" {
 		return nil, cmderr.New(codeChangeStreamNeedsRS, "The $changeStream stage is only supported on replica sets")
+	}
+	if r.rc.level != "" && r.rc.level != "majority" {
+		// mongod reads change streams at majority and refuses any other
+		// explicit level.
+		return nil, cmderr.New(cmderr.InvalidOptions, "Read concern level \"%s\" is not supported for change streams. Only read concern level \"majority\" is supported.", r.rc.level)
 	}
 	opts, ok := pipeline[0].(bson.D)[0].Value.(bson.D)
 	if !ok {
 		return nil, cmderr.New(cmderr.TypeMismatch, "the $changeStream stage specification must be an object")
 	}
-	st := &streamState{db: r.db, coll: coll, fullDocument: "default", beforeChange: "off"}
+	st := &streamState{db: r.db, coll: coll, fullDocument: "default", beforeChange: "off", env: env}
 	var allCluster bool
 	var resume any
 	var resumeKey string
@@ -327,8 +381,13 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 			return nil, cmderr.New(40602, "$changeStream is only valid as the first stage in a pipeline (found at position %d)", i+1)
 		}
 	}
-	if len(pipeline) > 1 {
-		p, err := agg.Compile(pipeline[1:])
+	stages, split, err := takeSplitStage(pipeline[1:])
+	if err != nil {
+		return nil, err
+	}
+	st.split = split
+	if len(stages) > 0 {
+		p, err := agg.Compile(stages)
 		if err != nil {
 			return nil, err
 		}
@@ -348,14 +407,21 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int) (b
 		}
 		st.pos = pos
 	} else if resume != nil {
-		seq, fromInvalidate, err := parseResumeToken(resume)
+		seq, fromInvalidate, fragment, err := parseResumeToken(resume)
 		if err != nil {
 			return nil, err
 		}
 		if fromInvalidate && resumeKey == "resumeAfter" {
 			return nil, cmderr.New(codeInvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification.")
 		}
+		if fragment > 0 && !st.split {
+			return nil, cmderr.New(codeChangeStreamFatalError, "Attempting to resume a change stream from a split event fragment, but the pipeline has no %s", splitStageName)
+		}
 		st.pos = seq
+		if fragment > 0 {
+			// The rest of that event's fragments come first.
+			st.pos, st.skipFrags = seq-1, fragment
+		}
 		// Resuming after the event that invalidated the stream gives
 		// the invalidate event again; startAfter the invalidate starts
 		// a new stream after it.
@@ -410,60 +476,104 @@ func (st *streamState) token(batch []bson.D) bson.D {
 }
 
 // next takes the events after the stream's position, up to batchSize
-// (< 0: no count limit), without waiting. After the event that invalidates
-// the stream comes the invalidate event, and then nothing: st.done.
+// (< 0: no count limit) and maxBatchBytes, without waiting. After the
+// event that invalidates the stream comes the invalidate event, and then
+// nothing: st.done.
 func (st *streamState) next(r *request, log *changeLog, batchSize int) ([]bson.D, error) {
 	var out []bson.D
+	bytes := 0
 	for !st.done && (batchSize < 0 || len(out) < batchSize) {
-		if ch := st.invalidating; ch != nil {
-			ev, keep, err := st.transform(r, bson.D{
-				{Key: "_id", Value: invalidateToken(ch.seq)},
-				{Key: "operationType", Value: "invalidate"},
-				{Key: "clusterTime", Value: ch.at},
-				{Key: "wallTime", Value: bson.NewDateTimeFromTime(ch.wall)},
-			})
-			if err != nil {
-				return nil, err
-			}
-			if keep {
-				out = append(out, ev)
-			}
-			st.invalidating, st.done = nil, true
-			break
-		}
-		changes, ok := log.after(st.pos, 256)
-		if !ok {
-			return nil, cmderr.New(codeChangeStreamHistoryLost, "Resume of change stream was not possible, as the resume point may no longer be in the oplog.")
-		}
-		if len(changes) == 0 {
-			break
-		}
-		for _, ch := range changes {
-			if batchSize >= 0 && len(out) >= batchSize {
+		if len(st.pending) > 0 {
+			s := bsonSize(st.pending[0])
+			if len(out) > 0 && bytes+s > maxBatchBytes {
 				break
 			}
-			st.pos = ch.seq
-			if !st.covers(ch) {
-				continue
-			}
-			ev, err := st.event(r.cluster.data, ch)
-			if err != nil {
-				return nil, err
-			}
-			ev, keep, err := st.transform(r, ev)
-			if err != nil {
-				return nil, err
-			}
-			if keep {
-				out = append(out, ev)
-			}
-			if st.invalidatedBy(ch) {
-				st.invalidating = &ch
-				break
-			}
+			out, bytes, st.pending = append(out, st.pending[0]), bytes+s, st.pending[1:]
+			continue
+		}
+		if st.closing {
+			st.done = true
+			break
+		}
+		if err := st.fill(r, log); err != nil {
+			return nil, err
+		}
+		if len(st.pending) == 0 && !st.closing && st.invalidating == nil {
+			break // nothing new
 		}
 	}
 	return out, nil
+}
+
+// fill examines the changes after the stream's position until one gives
+// events (queued in pending) or the log is used up; after an invalidating
+// change it queues the invalidate event and marks the stream closing.
+func (st *streamState) fill(r *request, log *changeLog) error {
+	if ch := st.invalidating; ch != nil {
+		ev, keep, err := st.transform(r, bson.D{
+			{Key: "_id", Value: invalidateToken(ch.seq)},
+			{Key: "operationType", Value: "invalidate"},
+			{Key: "clusterTime", Value: ch.at},
+			{Key: "wallTime", Value: bson.NewDateTimeFromTime(ch.wall)},
+		})
+		if err != nil {
+			return err
+		}
+		if keep {
+			st.pending = append(st.pending, ev)
+		}
+		st.invalidating, st.closing = nil, true
+		return nil
+	}
+	for {
+		changes, ok := log.after(st.pos, 256)
+		if !ok {
+			return cmderr.New(codeChangeStreamHistoryLost, "Resume of change stream was not possible, as the resume point may no longer be in the oplog.")
+		}
+		if len(changes) == 0 {
+			return nil
+		}
+		if err := st.examine(r, changes); err != nil || len(st.pending) > 0 || st.invalidating != nil {
+			return err
+		}
+	}
+}
+
+// examine turns changes into the stream's events, stopping after the
+// first that gives events or invalidates the stream.
+func (st *streamState) examine(r *request, changes []change) error {
+	for _, ch := range changes {
+		st.pos = ch.seq
+		if !st.covers(ch) {
+			continue
+		}
+		ev, err := st.event(r.cluster.data, ch)
+		if err != nil {
+			return err
+		}
+		ev, keep, err := st.transform(r, ev)
+		if err != nil {
+			return err
+		}
+		if keep {
+			frags, err := splitLargeEvent(ev, ch.seq, st.split)
+			if err != nil {
+				return err
+			}
+			if st.skipFrags > 0 {
+				frags = frags[min(st.skipFrags, len(frags)):]
+				st.skipFrags = 0
+			}
+			st.pending = append(st.pending, frags...)
+		}
+		if st.invalidatedBy(ch) {
+			st.invalidating = &ch
+		}
+		if len(st.pending) > 0 || st.invalidating != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // transform runs the stream's own stages on an event; keep is false when
@@ -473,7 +583,7 @@ func (st *streamState) transform(r *request, ev bson.D) (bson.D, bool, error) {
 	if st.rest == nil {
 		return ev, true, nil
 	}
-	res, err := st.rest.Run(r.ctx, []bson.D{ev}, agg.Env{DB: r.db, Catalog: catalog{s: r.cluster.data}, Now: r.now})
+	res, err := st.rest.Run(r.ctx, []bson.D{ev}, agg.Env{DB: r.db, Catalog: catalog{s: r.cluster.data}, Now: r.now, Vars: st.env.vars, Collator: st.env.collator()})
 	if err != nil {
 		return nil, false, err
 	}
@@ -492,7 +602,7 @@ func (st *streamState) transform(r *request, ev bson.D) (bson.D, bool, error) {
 // covers reports whether a change is in the stream's namespace. A rename
 // is in the namespaces of its source and its target.
 func (st *streamState) covers(ch change) bool {
-	if (ch.kind == changeCreate || ch.view != nil) && !st.expanded {
+	if (ch.kind.expandedOnly() || ch.view != nil) && !st.expanded {
 		return false
 	}
 	internal := func(db string) bool { return db == "admin" || db == "config" || db == "local" }
@@ -550,6 +660,14 @@ func (st *streamState) event(s *storage, ch change) (bson.D, error) {
 	switch ch.kind {
 	case changeDropDatabase:
 		return append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: ch.db}}}), nil
+	case changeCreateIndexes, changeDropIndexes, changeModify, changeShardCollection:
+		ev = append(ev,
+			bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: ch.db}, {Key: "coll", Value: ch.coll}}},
+			bson.E{Key: "operationDescription", Value: value.CloneDoc(ch.desc)})
+		if ch.stateBefore != nil {
+			ev = append(ev, bson.E{Key: "stateBeforeChange", Value: value.CloneDoc(ch.stateBefore)})
+		}
+		return ev, nil
 	case changeDrop, changeRename, changeCreate:
 		ev = append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: ch.db}, {Key: "coll", Value: ch.coll}}})
 		switch {

@@ -242,11 +242,11 @@ func TestChangeLogHistoryLost(t *testing.T) {
 	if !ok || len(got) != 2 || got[1].seq != l.seq {
 		t.Fatalf("after(seq-2) = %d changes, ok %v", len(got), ok)
 	}
-	seq, inv, err := parseResumeToken(resumeToken(12345))
+	seq, inv, _, err := parseResumeToken(resumeToken(12345))
 	if err != nil || seq != 12345 || inv {
 		t.Fatalf("token round trip: %d, %v, %v", seq, inv, err)
 	}
-	seq, inv, err = parseResumeToken(invalidateToken(12345))
+	seq, inv, _, err = parseResumeToken(invalidateToken(12345))
 	if err != nil || seq != 12345 || !inv {
 		t.Fatalf("invalidate token round trip: %d, %v, %v", seq, inv, err)
 	}

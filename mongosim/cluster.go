@@ -357,7 +357,7 @@ func (c *Cluster) Close() error {
 		if c.ttlStop != nil {
 			c.ttlStop()
 		}
-		c.abortAllTransactions("the server is shutting down")
+		c.endAllTransactions("the server is shutting down")
 		var errs []error
 		for _, b := range []*Balancer{c.balancer, c.singleBalancer} {
 			if b == nil {

@@ -19,6 +19,9 @@ import (
 type opEnv struct {
 	coll *collation.Collation // nil: simple
 	vars map[string]any       // let variables plus NOW and CLUSTER_TIME
+	// text compiles a $text against the collection's text index (nil:
+	// $text is not allowed).
+	text func(arg any) (query.TextSearch, error)
 	// scripts runs $where, $function and $accumulator under the
 	// operation's context (nil: not allowed).
 	scripts *js.Env
@@ -34,12 +37,12 @@ func (e opEnv) collator() value.Collator {
 }
 
 func (e opEnv) queryOptions() query.Options {
-	return query.Options{Collator: e.collator(), Vars: e.vars, Scripts: e.scripts}
+	return query.Options{Collator: e.collator(), Vars: e.vars, Text: e.text, Scripts: e.scripts}
 }
 
 // compileFilter compiles a command's filter under its collation and vars.
 func (e opEnv) compileFilter(filter bson.D) (*query.Filter, error) {
-	if e.coll == nil && e.vars == nil && e.scripts == nil {
+	if e.coll == nil && e.vars == nil && e.text == nil && e.scripts == nil {
 		return query.CompileFilter(filter)
 	}
 	return query.CompileFilterWith(filter, e.queryOptions())
@@ -57,6 +60,7 @@ func (r *request) withStatement(e opEnv, db, coll string, v any, present bool, w
 		return opEnv{}, err
 	}
 	e.coll = c
+	e.text = r.textCompiler(db, coll)
 	e.scripts = r.scripts()
 	return e, nil
 }
@@ -73,7 +77,7 @@ func (r *request) opEnvFor(coll string) (opEnv, error) {
 	if err != nil {
 		return opEnv{}, err
 	}
-	return opEnv{coll: c, vars: vars, scripts: r.scripts()}, nil
+	return opEnv{coll: c, vars: vars, text: r.textCompiler(r.db, coll), scripts: r.scripts()}, nil
 }
 
 // scripts is where the command's scripts run: under its context, so

@@ -67,6 +67,9 @@ func cmdCollMod(r *request) (bson.D, error) {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
 		}
+		// The modify event's stateBeforeChange: the options (with the
+		// uuid first, as mongod logs them) before this change.
+		before := append(bson.D{{Key: "uuid", Value: c.uuid}}, value.CloneDoc(c.options)...)
 		var val *validator
 		if len(valFields) > 0 {
 			v, _, err := validatorArgs("collMod", valFields, c.validator)
@@ -105,6 +108,7 @@ func cmdCollMod(r *request) (bson.D, error) {
 			}
 			c.options = replaceOptions(c.options, add, "changeStreamPreAndPostImages")
 		}
+		recordModify(r, c, before)
 		return nil
 	})
 	if err != nil {
@@ -234,4 +238,17 @@ func (c *collection) modifyIndex(m *indexMod) (bson.D, error) {
 		ix.spec = replaceOptions(ix.spec, add, "hidden")
 	}
 	return out, nil
+}
+
+// recordModify reports a collMod to streams with showExpandedEvents: its
+// fields but collMod as operationDescription, the options before it as
+// stateBeforeChange.collectionOptions.
+func recordModify(r *request, c *collection, before bson.D) {
+	desc := bson.D{}
+	for i, e := range r.cmd {
+		if i > 0 && !genericFields[e.Key] {
+			desc = append(desc, bson.E{Key: e.Key, Value: value.Clone(e.Value)})
+		}
+	}
+	c.recordExpanded(changeModify, desc, bson.D{{Key: "collectionOptions", Value: before}})
 }

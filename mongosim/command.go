@@ -30,6 +30,9 @@ type request struct {
 	// cursorNS, when set, is the namespace a cursor reply names instead
 	// of the one read (an aggregate on a view reads its base collection).
 	cursorNS string
+	// stxn, on a router, is the multi-shard transaction a statement
+	// belongs to: each shard it reaches becomes a participant.
+	stxn *shardTxn
 }
 
 // send answers the request. In an exhaust stream a successful reply

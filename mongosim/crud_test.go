@@ -988,8 +988,4 @@ func TestDatabaseAggregateAndUnsupported(t *testing.T) {
 	if sdCode(err) != 51173 {
 		t.Fatalf("min without a hint: %v", err)
 	}
-	_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "t", Value: "text"}}})
-	if sdCode(err) != 238 {
-		t.Fatalf("text index: %v", err)
-	}
 }

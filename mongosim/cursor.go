@@ -2,6 +2,7 @@ package mongosim
 
 import (
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,9 +255,14 @@ func cmdGetMore(r *request) (bson.D, error) {
 }
 
 func cmdKillCursors(r *request) (bson.D, error) {
-	coll, err := collectionArg(r)
-	if err != nil {
-		return nil, err
+	// A database-level cursor (aggregate: 1, listCollections) lives on
+	// db.$cmd.<command>, which killCursors names as mongod accepts.
+	coll, _ := r.cmd[0].Value.(string)
+	if !strings.HasPrefix(coll, "$cmd.") {
+		var err error
+		if coll, err = collectionArg(r); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkFields(r, "cursors"); err != nil {
 		return nil, err

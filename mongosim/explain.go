@@ -95,6 +95,9 @@ func (s readShape) streams(sortByIndex bool) bool {
 // scanPlan runs the read of s and builds its plan: the documents examined
 // and matched, sorted, skipped and limited as find does.
 func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
+	if agg.HasText(s.filter) {
+		return nil, nil, cmderr.Unsupported("explain of a $text query (TEXT_MATCH/TEXT_OR plans)")
+	}
 	f, err := query.CompileFilter(s.filter)
 	if err != nil {
 		return nil, nil, err
@@ -188,6 +191,13 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 		p = &plan{stage: "COLLSCAN", spec: spec, n: n, works: examined + 1,
 			stats: bson.D{{Key: "docsExamined", Value: int32(examined)}}}
 	}
+	return s.finish(p, n, sortByIndex), f, nil
+}
+
+// finish adds the stages after a read's access plan p (which returns n
+// documents): SORT unless the access order is the sort order, SKIP, LIMIT
+// and PROJECTION_DEFAULT.
+func (s readShape) finish(p *plan, n int64, sortByIndex bool) *plan {
 	if len(s.sort) == 1 && s.sort[0].Key == "$natural" {
 		sortByIndex = true // the collection scan's direction is the order
 	}
@@ -211,7 +221,7 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 	if len(s.proj) > 0 {
 		p = p.wrap("PROJECTION_DEFAULT", bson.D{{Key: "transformBy", Value: s.proj}}, n)
 	}
-	return p, f, nil
+	return p
 }
 
 // parsedQuery normalises a filter as mongod's parsedQuery shows it:
@@ -455,7 +465,12 @@ func explainFind(r *request, verbosity string, command bson.D) (bson.D, error) {
 	}
 	s.hint, _ = r.get("hint")
 	start := time.Now()
-	p, _, err := scanPlan(r, s)
+	var p *plan
+	if hasNearFilter(s.filter) {
+		p, err = nearPlan(r, s)
+	} else {
+		p, _, err = scanPlan(r, s)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -647,6 +662,9 @@ func explainAggregate(r *request, verbosity string, command bson.D) (bson.D, err
 	pipeline, ok := pv.(bson.A)
 	if !ok {
 		return nil, typeErr("aggregate.pipeline", "array", pv)
+	}
+	if geoNearFirst(pipeline) {
+		return nil, cmderr.Unsupported("explain of a pipeline starting with $geoNear")
 	}
 	if isChangeStream(pipeline) {
 		return nil, cmderr.Unsupported("explain of a $changeStream")

@@ -427,16 +427,20 @@ func (m *Member) evalGetMoreAfterCheckout(r *request) *fpAction {
 }
 
 // maxTimeAlwaysTimesOut reports whether the maxTimeAlwaysTimeOut fail
-// point fails r. mongod fails an operation with a deadline at its first
-// interrupt check; an awaitData getMore has none (its maxTimeMS is an
-// await time) and is never failed.
+// point fails r: the member's own or the cluster-wide one.
 func (m *Member) maxTimeAlwaysTimesOut(r *request) bool {
+	return maxTimeAlwaysTimesOut(m.fails, m.cluster, r) || maxTimeAlwaysTimesOut(m.cluster.fails, m.cluster, r)
+}
+
+// maxTimeAlwaysTimesOut reports whether the maxTimeAlwaysTimeOut fail
+// point of fails fails r. mongod fails an operation with a deadline at its
+// first interrupt check; a getMore's maxTimeMS is no deadline (an awaitData
+// cursor's await time, refused on others), so a getMore is never failed.
+func maxTimeAlwaysTimesOut(fails *failPoints, c *Cluster, r *request) bool {
 	if limit, _ := maxTimeArg(r); limit <= 0 || r.name == "getMore" {
 		return false
 	}
-	all := func(*failPoint) bool { return true }
-	return m.fails.evaluate(fpMaxTimeAlwaysTimeOut, m.cluster, all) != nil ||
-		m.cluster.fails.evaluate(fpMaxTimeAlwaysTimeOut, m.cluster, all) != nil
+	return fails.evaluate(fpMaxTimeAlwaysTimeOut, c, func(*failPoint) bool { return true }) != nil
 }
 
 // configureFailPoint is the command: admin only, on this member.

@@ -167,3 +167,24 @@ func TestFailGetMoreAfterCursorCheckoutFilters(t *testing.T) {
 		t.Fatalf("message %q", ce.Message)
 	}
 }
+
+// TestMaxTimeAlwaysTimeOutOnRouter: set on a router (configureFailPoint
+// sent to it), the fail point fails that router's commands with a
+// maxTimeMS.
+func TestMaxTimeAlwaysTimeOutOnRouter(t *testing.T) {
+	client, _ := shardedClient(t, 1, nil)
+	ctx := testCtx(t)
+	db := client.Database("fp")
+	if _, err := db.Collection("c").InsertOne(ctx, bson.D{{Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, ctx, client.Database("admin"), bson.D{{Key: "configureFailPoint", Value: "maxTimeAlwaysTimeOut"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}}})
+	ctx = context.WithoutCancel(ctx) // no deadline-derived maxTimeMS
+	if err := db.RunCommand(ctx, bson.D{{Key: "find", Value: "c"}}).Err(); err != nil {
+		t.Fatalf("find without maxTimeMS: %v", err)
+	}
+	commandError(t, db.RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "maxTimeMS", Value: 60_000}}).Err(), 50)
+	if err := db.RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "maxTimeMS", Value: 60_000}}).Err(); err != nil {
+		t.Fatalf("find after the one activation: %v", err)
+	}
+}

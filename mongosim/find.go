@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
@@ -36,17 +37,25 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 		if err := checkHint(c, hint); err != nil {
 			return err
 		}
+		recs, g, scores, err := c.candidatesFor(filterDoc, f)
+		if err != nil {
+			return err
+		}
 		hinted := c.findIndex(hint)
-		for _, rec := range c.candidates(filterDoc, f) {
+		for _, rec := range recs {
 			if hinted != nil && !hinted.holds(rec.doc) {
 				continue // a hinted sparse or partial index lacks it
 			}
-			ok, err := f.MatchErr(rec.doc)
+			ok, err := g.MatchErr(rec.doc)
 			if err != nil {
 				return err
 			}
 			if ok {
-				out = append(out, value.CloneDoc(rec.doc))
+				if scores != nil {
+					out = append(out, withTextScore(rec.doc, scores[rec]))
+				} else {
+					out = append(out, value.CloneDoc(rec.doc))
+				}
 				if limit > 0 && len(out) == limit {
 					break
 				}
@@ -58,7 +67,20 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 }
 
 // readDocs is snapshot, or snapshotAt for a readConcern snapshot read.
+// With a $text, each document carries its textScore (query.TextScoreField).
 func (r *request) readDocs(coll string, f *query.Filter, filterDoc bson.D, limit int, hint any) ([]bson.D, error) {
+	docs, err := r.readDocsOnly(coll, f, filterDoc, limit, hint)
+	if ts := textOf(f); ts != nil && err == nil {
+		for i, d := range docs {
+			if len(d) == 0 || d[len(d)-1].Key != query.TextScoreField {
+				docs[i] = append(d, bson.E{Key: query.TextScoreField, Value: ts.score(d)})
+			}
+		}
+	}
+	return docs, err
+}
+
+func (r *request) readDocsOnly(coll string, f *query.Filter, filterDoc bson.D, limit int, hint any) ([]bson.D, error) {
 	if docs, isView, err := r.data().viewDocs(r.ctx, r.db, coll, r.now); err != nil || isView {
 		return filterDocs(docs, f, limit, err)
 	}
@@ -164,6 +186,9 @@ func cmdFind(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if (proj.NeedsTextScore() || (sorter != nil && sorter.NeedsTextScore())) && f.Text() == nil {
+		return nil, expr.ErrNoTextScore()
+	}
 	if tailable {
 		n, isNum := asFloat(nil)
 		if len(sortDoc) == 1 && sortDoc[0].Key == "$natural" {
@@ -207,6 +232,9 @@ func cmdFind(r *request) (bson.D, error) {
 		keys.keys(docs) // the index keys, whatever the projection says
 	} else if err := projectDocs(proj, f, docs); err != nil {
 		return nil, err
+	}
+	if f.Text() != nil {
+		stripTextScores(docs)
 	}
 	return r.cluster.data.cursors.reply(r, r.db+"."+coll, docs, batchSize, singleBatch, findEnd(r, coll, docs, limit)), nil
 }
@@ -358,12 +386,16 @@ func cmdCount(r *request) (bson.D, error) {
 		if err := checkHint(c, hint); err != nil {
 			return err
 		}
+		recs, g, _, err := c.candidatesFor(filterDoc, f)
+		if err != nil {
+			return err
+		}
 		hinted := c.findIndex(hint)
-		for _, rec := range c.candidates(filterDoc, f) {
+		for _, rec := range recs {
 			if hinted != nil && !hinted.holds(rec.doc) {
 				continue // a hinted sparse or partial index lacks it
 			}
-			ok, err := f.MatchErr(rec.doc)
+			ok, err := g.MatchErr(rec.doc)
 			if err != nil {
 				return err
 			}

@@ -277,6 +277,26 @@ func TestGeoNearRequiresIndexAndSortsByDistance(t *testing.T) {
 	geoWantCode(t, "count", err, 5626500, "not allowed in this context")
 	_, err = coll.Find(ctx, bson.D{{Key: "$or", Value: bson.A{near(0, 0), bson.D{{Key: "a", Value: 1}}}}})
 	geoWantCode(t, "$or", err, 2, "geoNear must be top-level expr")
+	// explain names the geo stage and the index.
+	var ex bson.D
+	sdNoErr(t, coll.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "near"}, {Key: "filter", Value: near(0, 0)}, {Key: "limit", Value: 2}}},
+		{Key: "verbosity", Value: "executionStats"}}).Decode(&ex))
+	qp, _ := geoField(ex, "queryPlanner")
+	wp, _ := geoField(qp.(bson.D), "winningPlan")
+	in, _ := geoField(wp.(bson.D), "inputStage")
+	if st, _ := geoField(wp.(bson.D), "stage"); st != "LIMIT" || in == nil {
+		t.Fatalf("explain winningPlan %v", wp)
+	}
+	if st, _ := geoField(in.(bson.D), "stage"); st != "GEO_NEAR_2DSPHERE" {
+		t.Fatalf("explain input stage %v", in)
+	}
+	if name, _ := geoField(in.(bson.D), "indexName"); name != "loc_2dsphere" {
+		t.Fatalf("explain index %v", in)
+	}
+	es, _ := geoField(ex, "executionStats")
+	if n, _ := geoField(es.(bson.D), "nReturned"); fmt.Sprint(n) != "2" {
+		t.Fatalf("explain nReturned %v", n)
+	}
 	// A flat legacy $near needs a 2d index.
 	_, err = coll.Find(ctx, bson.D{{Key: "loc", Value: bson.D{{Key: "$near", Value: bson.A{0, 0}}}}})
 	geoWantCode(t, "flat $near on 2dsphere", err, 291, "")
@@ -349,4 +369,29 @@ func TestGeoNearStage(t *testing.T) {
 	geoWantIDs(t, "key", got, 1, 2, 4, 3)
 	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$geoNear", Value: bson.D{{Key: "near", Value: geoPoint(0, 0)}}}}})
 	geoWantCode(t, "no distanceField", err, 16606, "")
+}
+
+// Through routers: an unsharded collection's $near and $geoNear run on its
+// shard; a sharded collection spanning several shards refuses them (238)
+// rather than merging out of distance order.
+func TestGeoThroughRouters(t *testing.T) {
+	client, _ := routedClient(t, Options{Shards: 2, Routers: 1}, nil)
+	ctx := sdCtx(t)
+	coll := client.Database("geo").Collection("routed")
+	_, err := coll.InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "loc", Value: geoPoint(1, 0)}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "loc", Value: geoPoint(0.5, 0)}},
+	})
+	sdNoErr(t, err)
+	_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "loc", Value: "2dsphere"}}})
+	sdNoErr(t, err)
+	near := bson.D{{Key: "loc", Value: bson.D{{Key: "$near", Value: bson.D{{Key: "$geometry", Value: geoPoint(0, 0)}}}}}}
+	geoWantIDs(t, "routed $near", sdFindAll(t, ctx, coll, near), 2, 1)
+
+	shardCollection(t, ctx, client, "geo.spread", bson.D{{Key: "_id", Value: "hashed"}})
+	spread := client.Database("geo").Collection("spread")
+	_, err = spread.Find(ctx, near)
+	geoWantCode(t, "sharded $near", err, 238, "")
+	_, err = spread.Aggregate(ctx, mongo.Pipeline{{{Key: "$geoNear", Value: bson.D{{Key: "near", Value: geoPoint(0, 0)}, {Key: "distanceField", Value: "d"}}}}})
+	geoWantCode(t, "sharded $geoNear", err, 238, "")
 }

@@ -135,3 +135,57 @@ func sortByDistance(docs []bson.D, nc *query.NearClause) {
 	}
 	sort.SliceStable(docs, func(i, j int) bool { return key(docs[i]) < key(docs[j]) })
 }
+
+// hasNearFilter reports a find filter holding $near or $nearSphere.
+func hasNearFilter(filter bson.D) bool {
+	f, err := query.CompileFilterWith(filter, query.Options{AllowNear: true})
+	return err == nil && f.Near() != nil
+}
+
+// geoNearFirst reports a pipeline starting with $geoNear.
+func geoNearFirst(pipeline bson.A) bool {
+	if len(pipeline) == 0 {
+		return false
+	}
+	d, ok := pipeline[0].(bson.D)
+	return ok && len(d) == 1 && d[0].Key == "$geoNear"
+}
+
+// nearPlan is explain's plan of a find with $near or $nearSphere: a
+// GEO_NEAR_2DSPHERE (GEO_NEAR_2D) stage over the geo index, then the
+// stages after it. A missing collection is EOF, as on mongod.
+func nearPlan(r *request, s readShape) (*plan, error) {
+	f, err := query.CompileFilterWith(s.filter, query.Options{AllowNear: true})
+	if err != nil {
+		return nil, err
+	}
+	nc := f.Near()
+	var ix *index
+	err = r.data().read(r.db, s.coll, func(c *collection) error {
+		if c == nil {
+			return nil
+		}
+		if ix = nearIndex(c, nc.Path, nc.Near.GeoJSON, nc.Near.Sphere); ix == nil {
+			return errNoGeoIndex(c.ns())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if ix == nil {
+		return &plan{stage: "EOF", works: 1}, nil
+	}
+	docs, err := r.nearDocs(s.coll, f, s.filter, 0, s.hint)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(len(docs))
+	stage := "GEO_NEAR_2DSPHERE"
+	if ix.geo.flat {
+		stage = "GEO_NEAR_2D"
+	}
+	p := &plan{stage: stage, n: n, works: n + 1,
+		spec: bson.D{{Key: "keyPattern", Value: ix.key}, {Key: "indexName", Value: ix.name}, {Key: "indexVersion", Value: int32(2)}}}
+	return s.finish(p, n, false), nil
+}

@@ -226,10 +226,10 @@ func (r *request) leadingGeoNear(coll string, pipeline bson.A, env opEnv) ([]bso
 	if coll == "" || len(pipeline) == 0 {
 		return nil, false, nil
 	}
-	d, ok := pipeline[0].(bson.D)
-	if !ok || len(d) != 1 || d[0].Key != "$geoNear" {
+	if !geoNearFirst(pipeline) {
 		return nil, false, nil
 	}
+	d := pipeline[0].(bson.D)
 	docs, err := r.geoNearInput(coll, d[0].Value, env)
 	return docs, err == nil, err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/collation"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
+	"github.com/sturdy-go/sturdy/mongosim/internal/text"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
@@ -37,6 +38,8 @@ type index struct {
 	collSet  bool
 	finished bool
 	geo      *geoIndex // 2dsphere and 2d indexes (geoindex.go)
+	// text is set for a text index: its spec and inverted index.
+	text *textIndex
 }
 
 // finish gives an index without its own collation the collection's
@@ -44,6 +47,9 @@ type index struct {
 func (ix *index) finish(c *collection) error {
 	if ix.finished {
 		return nil
+	}
+	if ix.text != nil {
+		return ix.finishText(c)
 	}
 	if !ix.collSet {
 		if spec := collationOption(c.options); spec != nil {
@@ -69,6 +75,19 @@ func (ix *index) finish(c *collection) error {
 	return nil
 }
 
+// emptyCopy returns a copy of ix without entries, for another copy of its
+// collection (a transaction's, $out's).
+func (ix *index) emptyCopy() *index {
+	cp := *ix
+	if ix.entries != nil {
+		cp.entries = map[string]*record{}
+	}
+	if ix.text != nil {
+		cp.text = ix.text.empty()
+	}
+	return &cp
+}
+
 // collator is the index's collation as a value.Collator (nil: simple).
 func (ix *index) collator() value.Collator {
 	if ix.coll == nil {
@@ -86,18 +105,21 @@ func idIndex() *index {
 	}
 }
 
-// indexKey is one key a document produces in a unique index.
+// indexKey is one key a document produces in a unique index, or the
+// term scores it has in a text index.
 type indexKey struct {
 	ix    *index
 	key   string
-	value bson.D // {field: value, ...} for the duplicate-key error
+	value bson.D             // {field: value, ...} for the duplicate-key error
+	terms map[string]float64 // text index: term → score
 }
 
-// indexKeys computes the keys doc produces in every secondary unique index.
+// indexKeys computes the keys doc produces in every secondary unique
+// index and text index.
 func (c *collection) indexKeys(doc bson.D) ([]indexKey, error) {
 	var out []indexKey
 	for _, ix := range c.indexes[1:] {
-		if !ix.unique && ix.geo == nil {
+		if !ix.unique && ix.geo == nil && ix.text == nil {
 			continue
 		}
 		keys, err := ix.keysOf(doc)
@@ -113,6 +135,9 @@ func (c *collection) indexKeys(doc bson.D) ([]indexKey, error) {
 // one) array-valued field, as MongoDB's multikey indexes do. A missing field
 // is null; a sparse index skips documents missing every field.
 func (ix *index) keysOf(doc bson.D) ([]indexKey, error) {
+	if ix.text != nil {
+		return ix.textKeysOf(doc)
+	}
 	if ix.partial != nil && !ix.partial.Match(doc) {
 		return nil, nil
 	}
@@ -231,12 +256,20 @@ func (c *collection) checkUnique(keys []indexKey, self *record) error {
 
 func (c *collection) addKeys(keys []indexKey, r *record) {
 	for _, k := range keys {
+		if k.ix.text != nil {
+			k.ix.text.inv.Add(r, k.terms)
+			continue
+		}
 		k.ix.entries[k.key] = r
 	}
 }
 
 func (c *collection) removeKeys(keys []indexKey, r *record) {
 	for _, k := range keys {
+		if k.ix.text != nil {
+			k.ix.text.inv.Remove(r, k.terms)
+			continue
+		}
 		if k.ix.entries[k.key] == r {
 			delete(k.ix.entries, k.key)
 		}
@@ -338,7 +371,7 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 						if err != nil {
 							return nil, err
 						}
-					} else if v != "hashed" {
+					} else if v != "hashed" && v != "text" {
 						return nil, cmderr.Unsupported("index type '" + v + "'")
 					}
 				default:
@@ -409,6 +442,8 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 				return nil, err
 			}
 			ix.coll, ix.collSet = c, true
+		case "weights", "default_language", "language_override", "textIndexVersion":
+			// text index options, read by newTextIndex
 		default:
 			if !geoSpecOptions[e.Key] {
 				return nil, cmderr.Unsupported("index option '" + e.Key + "'")
@@ -434,6 +469,17 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			}
 		}
 	}
+	if text.IsTextKey(ix.key) {
+		if ix.unique || ix.ttl {
+			return nil, cmderr.Unsupported("a unique or TTL text index")
+		}
+		if err := newTextIndex(ix, spec); err != nil {
+			return nil, err
+		}
+		extra = append(extra, ix.text.spec.Options...)
+	} else if err := notTextOptions(spec); err != nil {
+		return nil, err
+	}
 	geoSpec, err := ix.finishGeoSpec(geoOpts)
 	if err != nil {
 		return nil, err
@@ -454,7 +500,8 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 func sameOptions(a, b *index) bool {
 	pa, _ := value.Get(a.spec, "partialFilterExpression")
 	pb, _ := value.Get(b.spec, "partialFilterExpression")
-	return a.unique == b.unique && a.sparse == b.sparse && value.Key(pa) == value.Key(pb) && collation.Equal(a.coll, b.coll)
+	return a.unique == b.unique && a.sparse == b.sparse && value.Key(pa) == value.Key(pb) && collation.Equal(a.coll, b.coll) &&
+		sameTextOptions(a, b)
 }
 
 // addIndex adds ix to c, building its entries; it reports whether the
@@ -475,6 +522,9 @@ func (c *collection) addIndex(ix *index) (bool, error) {
 				shellString(ix.spec), shellString(old.spec))
 		}
 	}
+	if err := c.textConflict(ix); err != nil {
+		return false, err
+	}
 	for _, old := range c.indexes {
 		if sameKeyPattern(old.key, ix.key) {
 			pa, _ := value.Get(old.spec, "partialFilterExpression")
@@ -486,7 +536,7 @@ func (c *collection) addIndex(ix *index) (bool, error) {
 			}
 		}
 	}
-	if ix.unique {
+	if ix.unique || ix.text != nil {
 		var err error
 		c.each(func(r *record) bool {
 			var keys []indexKey
@@ -500,7 +550,11 @@ func (c *collection) addIndex(ix *index) (bool, error) {
 			return true
 		})
 		if err != nil {
-			ix.entries = map[string]*record{}
+			if ix.unique {
+				ix.entries = map[string]*record{}
+			} else {
+				ix.text = ix.text.empty()
+			}
 			return false, err
 		}
 	} else {
@@ -581,6 +635,14 @@ func cmdCreateIndexes(r *request) (bson.D, error) {
 			}
 		}
 		after = len(c.indexes)
+		if after > before {
+			// mongod reports the indexes one build commits in one event.
+			built := bson.A{}
+			for _, ix := range c.indexes[before:] {
+				built = append(built, value.CloneDoc(ix.spec))
+			}
+			c.recordExpanded(changeCreateIndexes, bson.D{{Key: "indexes", Value: built}}, nil)
+		}
 		return nil
 	})
 	if err != nil {
@@ -655,6 +717,8 @@ func cmdDropIndexes(r *request) (bson.D, error) {
 			for _, ix := range c.indexes[1:] {
 				if pred(ix) {
 					n++
+					// mongod logs (and reports) each dropped index.
+					c.recordExpanded(changeDropIndexes, bson.D{{Key: "indexes", Value: bson.A{value.CloneDoc(ix.spec)}}}, nil)
 					continue
 				}
 				kept = append(kept, ix)

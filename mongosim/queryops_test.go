@@ -1,10 +1,12 @@
 package mongosim
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
@@ -136,6 +138,62 @@ func TestElemMatchOverDBRefs(t *testing.T) {
 	for _, tc := range cases {
 		if got := ids(sdFindAll(t, ctx, coll, tc.filter)); got != tc.want {
 			t.Errorf("%v: %s, want %s", tc.filter, got, tc.want)
+		}
+	}
+}
+
+// MongoDB 5.0+ stores field names starting with $ or holding dots: inserts
+// and upsert inserts take them anywhere, replacements and update operators
+// only below the top level, pipelines ($setField with $literal) anywhere.
+func TestDollarAndDottedFieldNames(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("ops").Collection("dollars")
+	docs := []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "$price", Value: 50}, {Key: "a.b", Value: 1}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "loc", Value: bson.D{{Key: "$db", Value: "n"}, {Key: "$ref", Value: "r"}, {Key: "$inc", Value: true}}}},
+	}
+	_, err := coll.InsertMany(ctx, docs)
+	sdNoErr(t, err)
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$x", Value: 1}}}}); sdWriteCodes(err) == nil || sdWriteCodes(err)[0] != 52 {
+		t.Fatalf("$-prefixed field in _id: %v, want 52", err)
+	}
+	// Nested $-prefixed and dotted names through a replacement and $set.
+	_, err = coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "x.y", Value: 2}, {Key: "n", Value: bson.D{{Key: "$z", Value: 1}}}})
+	sdNoErr(t, err)
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "m.$q", Value: 2}}}})
+	sdNoErr(t, err)
+	// Top level: refused for an update of an existing document...
+	const msg = "The dollar ($) prefixed field '$hotel' in '$hotel' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith."
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "$hotel", Value: 3}}}})
+	var we mongo.WriteException
+	if !errors.As(err, &we) || len(we.WriteErrors) != 1 || we.WriteErrors[0].Code != 52 || we.WriteErrors[0].Message != msg {
+		t.Fatalf("$set of a top-level $ field: %v", err)
+	}
+	_, err = coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "b", Value: 1}, {Key: "$hotel", Value: 1}})
+	if codes := sdWriteCodes(err); len(codes) != 1 || codes[0] != 52 {
+		t.Fatalf("replacement with a top-level $ field: %v", err)
+	}
+	// ...accepted for an upsert's insert, and through a pipeline.
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 3}}, bson.D{{Key: "$set", Value: bson.D{{Key: "$hotel", Value: 3}}}}, options.UpdateOne().SetUpsert(true))
+	sdNoErr(t, err)
+	setField := bson.A{bson.D{{Key: "$replaceWith", Value: bson.D{{Key: "$setField", Value: bson.D{
+		{Key: "field", Value: bson.D{{Key: "$literal", Value: "$p"}}}, {Key: "input", Value: "$$ROOT"}, {Key: "value", Value: 5},
+	}}}}}}
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 2}}, setField)
+	sdNoErr(t, err)
+	want := []string{
+		`{"_id":{"$numberInt":"1"},"$price":{"$numberInt":"50"},"a.b":{"$numberInt":"1"},"m":{"$q":{"$numberInt":"2"}}}`,
+		`{"_id":{"$numberInt":"2"},"x.y":{"$numberInt":"2"},"n":{"$z":{"$numberInt":"1"}},"$p":{"$numberInt":"5"}}`,
+		`{"_id":{"$numberInt":"3"},"$hotel":{"$numberInt":"3"}}`,
+	}
+	got := sdFindAll(t, ctx, coll, bson.D{})
+	if len(got) != len(want) {
+		t.Fatalf("documents: %v", got)
+	}
+	for i := range want {
+		if s := bsonString(t, got[i]); s != want[i] {
+			t.Errorf("document %d: %s, want %s", i, s, want[i])
 		}
 	}
 }

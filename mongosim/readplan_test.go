@@ -67,6 +67,14 @@ func TestFindReturnsIndexOrder(t *testing.T) {
 	if got := winningStages(t, db, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: byIn}}); got != "FETCH < IXSCAN _id_ forward" {
 		t.Fatalf("explain _id $in: %s", got)
 	}
+	// So does an aggregate's leading $match.
+	cur, err := coll.Aggregate(ctx, bson.A{bson.D{{Key: "$match", Value: byIn}}})
+	sdNoErr(t, err)
+	var agg []bson.D
+	sdNoErr(t, cur.All(ctx, &agg))
+	if got := ids(agg); got != "1,2,3,4" {
+		t.Fatalf("aggregate $match _id $in: %s, want index order 1,2,3,4", got)
+	}
 	// A filter no index answers scans the collection: insertion order.
 	if got := ids(sdFindAll(t, ctx, coll, bson.D{{Key: "u", Value: 1}})); got != "3,1,4,2" {
 		t.Fatalf("collection scan: %s, want natural order 3,1,4,2", got)

@@ -190,6 +190,7 @@ func (r *Router) shardCollection(rq *request) (bson.D, error) {
 		ss.colls[ns] = sc
 	}
 	ss.mu.Unlock()
+	ss.shards[primary].data.recordShardCollection(rq.ctx, db, coll, key, unique)
 	return bson.D{{Key: "collectionsharded", Value: ns}, {Key: "collectionUUID", Value: sc.uuid}, {Key: "ok", Value: 1.0}}, nil
 }
 
@@ -271,7 +272,7 @@ func (r *Router) broadcastAdmin(rq *request) (bson.D, error) {
 		ids, _ := rq.cmd[0].Value.(bson.A)
 		ss.mu.Lock()
 		for _, id := range ids {
-			delete(ss.txnPins, value.Key(id))
+			delete(ss.txns, value.Key(id))
 			delete(ss.famPins, value.Key(id))
 		}
 		ss.mu.Unlock()

@@ -30,8 +30,10 @@ type shardSet struct {
 	colls     map[string]*shardedColl // by namespace
 	cursors   map[int64]*routerCursor
 	lastSweep time.Time
-	txnPins   map[string]txnPin // by lsid: the shard a transaction runs on (shard_txn.go)
-	famPins   map[string]famPin // by lsid: a retryable findAndModify's target (shard_write.go)
+	txns      map[string]*shardTxn      // by lsid: the session's latest transaction (shard_txn.go)
+	coords    map[string]*coordination  // the coordinators' commit decisions (shard_txn_coordinator.go)
+	hook      atomic.Pointer[coordHook] // tests: interrupts two-phase commits
+	famPins   map[string]famPin         // by lsid: a retryable findAndModify's target (shard_write.go)
 }
 
 type shardedDB struct {

@@ -71,7 +71,17 @@ func (r *Router) routeSharded(rq *request, cmd *command, out *outcome, wce bson.
 			}
 		}
 	}()
-	reply, err := r.route(rq, cmd, out)
+	r.finishRouted(rq, out, wce)(r.route(rq, cmd, out))
+}
+
+// finishRouted returns the function that sends a routed command's reply
+// or error: a shard's error reply as it came, the router's own errors
+// labelled, a client gone away hung up.
+func (r *Router) finishRouted(rq *request, out *outcome, wce bson.D) func(bson.D, error) {
+	return func(reply bson.D, err error) { r.sendRouted(rq, out, wce, reply, err) }
+}
+
+func (r *Router) sendRouted(rq *request, out *outcome, wce, reply bson.D, err error) {
 	if err != nil {
 		var se *shardError
 		switch {
@@ -88,28 +98,28 @@ func (r *Router) routeSharded(rq *request, cmd *command, out *outcome, wce bson.
 	if _, ok := lookupD(reply, "ok"); !ok {
 		reply = append(reply, bson.E{Key: "ok", Value: 1.0})
 	}
-	var token bson.D
-	if sh := r.pinnedShard(rq.cmd); sh != nil {
-		token = bson.D{{Key: "recoveryShardId", Value: sh.setName}}
+	if _, ok := lookupD(reply, "operationTime"); !ok {
+		reply = r.cluster.sharding.withClusterTime(reply)
 	}
-	r.reply(rq, out, reply, wce, token)
-}
-
-// errShardedTxn: a transaction spanning shards needs mongos' two-phase
-// commit, which mongosim does not implement.
-func errShardedTxn(why string) error {
-	return cmderr.New(cmderr.NotImplemented, "mongosim does not support transactions spanning shards (%s); a transaction must stay on one shard", why)
+	r.reply(rq, out, reply, wce, r.shardedRecoveryToken(rq))
 }
 
 // route runs rq and returns the reply to send.
 func (r *Router) route(rq *request, cmd *command, out *outcome) (bson.D, error) {
-	ss := r.cluster.sharding
 	if len(rq.cmd) == 0 {
 		return r.forwardTo(rq, cmd, out, 0) // the shard answers the empty command
 	}
 	if _, ok := rq.get("autocommit"); ok || rq.name == "commitTransaction" || rq.name == "abortTransaction" {
-		return r.routeTxn(rq, cmd, out)
+		return r.routeTxn(rq, cmd, out) // shard_txn.go
 	}
+	return r.routeStatement(rq, cmd, out)
+}
+
+// routeStatement routes a command by what it names: the router's own
+// commands, a sharded collection by shard key, anything else to the
+// database's primary shard.
+func (r *Router) routeStatement(rq *request, cmd *command, out *outcome) (bson.D, error) {
+	ss := r.cluster.sharding
 	if rc := lookupRouterCommand(rq.name); rc != nil {
 		return rc.run(r, rq, cmd, out)
 	}
@@ -244,4 +254,19 @@ func (r *Router) renameCollection(rq *request, cmd *command, out *outcome) (bson
 		return nil, cmderr.Unsupported("renameCollection between databases on different primary shards")
 	}
 	return r.forwardTo(rq, cmd, out, p)
+}
+
+// withClusterTime adds to a reply the router built itself the
+// $clusterTime and operationTime mongos puts on every reply: the latest
+// of the shards' cluster times.
+func (ss *shardSet) withClusterTime(reply bson.D) bson.D {
+	var now bson.Timestamp
+	for _, sc := range ss.shards {
+		if ts := sc.data.clusterClock.current(); now.Before(ts) {
+			now = ts
+		}
+	}
+	return append(reply,
+		bson.E{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: now}, {Key: "signature", Value: zeroSignature}}},
+		bson.E{Key: "operationTime", Value: now})
 }

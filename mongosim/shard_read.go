@@ -306,6 +306,9 @@ func (r *Router) shardedFind(rq *request, cmd *command, out *outcome, sc *sharde
 	if v, ok := rq.get("tailable"); ok && truthy(v) {
 		return nil, cmderr.Unsupported("tailable cursors on a sharded collection")
 	}
+	if hasNearFilter(filter) {
+		return nil, cmderr.Unsupported("$near/$nearSphere on a sharded collection spanning several shards")
+	}
 	sortDoc, _, err := docArg(rq, "sort")
 	if err != nil {
 		return nil, err
@@ -343,6 +346,9 @@ func (r *Router) shardedFind(rq *request, cmd *command, out *outcome, sc *sharde
 	proj, err := optionalProjection(projDoc, env)
 	if err != nil {
 		return nil, err
+	}
+	if proj.NeedsTextScore() || (sorter != nil && sorter.NeedsTextScore()) {
+		return nil, cmderr.Unsupported("{$meta: \"textScore\"} in a find across the shards of a sharded collection")
 	}
 	// Each shard returns whole documents (the router sorts on fields a
 	// projection may drop) and at most skip+limit of them.
@@ -455,6 +461,9 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 		if reply, ok, err := r.relayTargeted(rq, cmd, out, sc.targetShards(leadFilter)); ok {
 			return reply, err
 		}
+	}
+	if geoNearFirst(pipeline) {
+		return nil, cmderr.Unsupported("$geoNear on a sharded collection spanning several shards")
 	}
 	batchSize := -1
 	if cv, ok := rq.get("cursor"); ok {

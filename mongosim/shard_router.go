@@ -309,6 +309,10 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 	if answered {
 		return true
 	}
+	if maxTimeAlwaysTimesOut(r.fails, r.cluster, rq) {
+		r.replyErr(rq, &out, errMaxTime())
+		return true
+	}
 	switch {
 	case isHelloName(br.Name):
 		r.hello(rq)

@@ -41,6 +41,13 @@ func (r *Router) shardCmd(rq *request, i int, cmd bson.D, seqs []wire.DocumentSe
 
 func (r *Router) shardRaw(rq *request, i int, body bson.Raw, seqs []wire.DocumentSequence, write, retry bool) (bson.D, error) {
 	sc := r.cluster.sharding.shards[i]
+	if rq.stxn != nil && !isTxnControl(rq.name) {
+		var err error
+		if body, err = rq.stxn.statementFor(i, body); err != nil {
+			return nil, err
+		}
+		retry = false // a statement in a transaction is not retried alone
+	}
 	var (
 		reply   bson.D
 		lastErr error

@@ -121,6 +121,10 @@ func (r *Router) checkTxn(rq *request, out *outcome) txnAction {
 // committing is aborted and reported as NoSuchTransaction, so a new mongos
 // never itself commits a transaction.
 func (r *Router) recoverCommit(rq *request, out *outcome) {
+	if r.cluster.sharding != nil {
+		r.finishRouted(rq, out, nil)(r.recoverShardedCommit(rq)) // shard_txn.go
+		return
+	}
 	lsid, _ := rq.get("lsid")
 	n, _, _ := txnNumberOf(rq)
 	abort := bson.D{
@@ -152,7 +156,7 @@ func (r *Router) recoverCommit(rq *request, out *outcome) {
 // shardCommand sends doc (with its $db) to the shard's primary on a pooled
 // connection and returns the reply.
 func (r *Router) shardCommand(ctx context.Context, doc bson.D) (bson.D, error) {
-	p := r.recoveryPrimary(doc) // shard_txn.go
+	p := r.cluster.Primary()
 	if p == nil {
 		return nil, errNoTarget
 	}

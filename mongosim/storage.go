@@ -122,6 +122,9 @@ type collection struct {
 	committing *transaction
 	commitSeq  int64
 	mutations  int
+	// prepared holds the prepared transactions (two-phase commit) that
+	// wrote documents here: reads outside them wait until they end.
+	prepared map[*transaction]struct{}
 	// On a transaction's snapshot copy: the owner, the stored collection
 	// it copies (nil when it did not exist), and the documents written
 	// (value: the last write replaced the whole document).
@@ -273,6 +276,13 @@ func (s *storage) read(db, coll string, fn func(c *collection) error) error {
 		c.mu.RLock()
 		if c.dropped {
 			c.mu.RUnlock()
+			continue
+		}
+		if t := c.preparedWriter(); t != nil && s.txn == nil {
+			// As mongod's prepare conflict: a read meeting a prepared
+			// transaction's writes waits for its commit or abort.
+			c.mu.RUnlock()
+			<-t.done
 			continue
 		}
 		err := fn(c)
@@ -494,6 +504,19 @@ func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*rec
 		}
 		return true
 	}
+	if f.Text() != nil {
+		recs, g, _, err := c.candidatesFor(filterDoc, f)
+		if err != nil {
+			return nil, err
+		}
+		f = g
+		for _, r := range recs {
+			if !visit(r) {
+				break
+			}
+		}
+		return out, evalErr
+	}
 	if id, ok := idEquality(filterDoc); ok && c.idLookupFits(f, id) {
 		for _, r := range c.candidates(filterDoc, f) {
 			if !visit(r) {
@@ -504,6 +527,17 @@ func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*rec
 	}
 	c.each(visit)
 	return out, evalErr
+}
+
+// candidatesFor is candidates with what the caller must still check: a
+// $text is answered by the text index, which also gives the textScores;
+// the records then need only the rest of the filter.
+func (c *collection) candidatesFor(filterDoc bson.D, f *query.Filter) ([]*record, *query.Filter, map[*record]float64, error) {
+	if ts := textOf(f); ts != nil {
+		recs, scores, err := c.textCandidates(ts, filterDoc)
+		return recs, f.WithoutText(), scores, err
+	}
+	return c.candidates(filterDoc, f), f, nil, nil
 }
 
 // prepareInsert validates doc for insertion and returns the document to

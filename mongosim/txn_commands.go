@@ -38,7 +38,9 @@ func (r *request) data() *storage {
 	return r.cluster.data
 }
 
-func isTxnControl(name string) bool { return name == "commitTransaction" || name == "abortTransaction" }
+func isTxnControl(name string) bool {
+	return name == "commitTransaction" || name == "abortTransaction" || name == "prepareTransaction"
+}
 
 // checkTxnArgs validates the session fields of a command that carries
 // autocommit (or is commit/abortTransaction) before the session is used.
@@ -165,6 +167,9 @@ func (m *Member) enterTransaction(r *request, cmd *command, n int64) (*txnContex
 			return fail(err)
 		}
 		if s.txn != nil {
+			if phase, _ := s.txn.state(); phase == txnPrepared {
+				return fail(errPrepared(s.txn.number))
+			}
 			s.txn.abort("a newer transaction started on the session")
 		}
 		s.started, s.txnNumber, s.stmts = true, n, map[int]stmtResult{}
@@ -188,6 +193,11 @@ func (m *Member) enterTransaction(r *request, cmd *command, n int64) (*txnContex
 			msg = "Transaction with { txnNumber: %d } has been aborted: " + reason + "."
 		}
 		return fail(cmderr.New(cmderr.NoSuchTransaction, msg, n))
+	case txnPrepared:
+		if !isTxnControl(cmd.name) {
+			return fail(errPrepared(n))
+		}
+		return tc, t, nil
 	case txnCommitted:
 		if cmd.name == "commitTransaction" {
 			return tc, t, nil // a retried commit answers as the first did
@@ -223,8 +233,20 @@ func finishStatement(t *transaction, reply bson.D, err error) (bson.D, error) {
 func cmdCommitTransaction(r *request) (bson.D, error) {
 	t := r.tx
 	wc, wce := commitWriteConcern(r)
-	if phase, _ := t.state(); phase == txnInProgress {
+	_, hasTS := r.get("commitTimestamp")
+	switch phase, _ := t.state(); phase {
+	case txnInProgress:
+		if hasTS {
+			return nil, cmderr.New(cmderr.InvalidOptions, "commitTimestamp cannot be given for a transaction that was not prepared")
+		}
 		if err := t.commit(); err != nil {
+			return nil, err
+		}
+	case txnPrepared:
+		if !hasTS {
+			return nil, cmderr.New(cmderr.InvalidOptions, "commitTransaction of a prepared transaction needs its commitTimestamp")
+		}
+		if err := t.commitPrepared(); err != nil {
 			return nil, err
 		}
 	}
@@ -241,7 +263,7 @@ func cmdAbortTransaction(r *request) (bson.D, error) {
 	if phase, _ := t.state(); phase == txnCommitted {
 		return nil, cmderr.New(cmderr.TransactionCommitted, "Transaction with { txnNumber: %d } has been committed.", t.number)
 	}
-	if !t.abort("abortTransaction") {
+	if !t.abortPrepared("abortTransaction") {
 		return nil, cmderr.New(cmderr.NoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", t.number)
 	}
 	return bson.D{{Key: "ok", Value: 1.0}}, nil
@@ -299,10 +321,19 @@ func txnErrorLabels(name string, code int32) []string {
 	return labels
 }
 
-// abortAllTransactions aborts every open transaction, as a step-down does.
+// abortAllTransactions aborts every open transaction, as a step-down does;
+// prepared ones stay (a prepared transaction survives step-down).
 func (c *Cluster) abortAllTransactions(reason string) {
 	for _, t := range c.data.clock.openTxns() {
 		t.abort(reason)
+	}
+}
+
+// endAllTransactions aborts every open transaction, prepared ones too, as
+// the server shuts down.
+func (c *Cluster) endAllTransactions(reason string) {
+	for _, t := range c.data.clock.openTxns() {
+		t.abortPrepared(reason)
 	}
 }
 

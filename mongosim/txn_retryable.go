@@ -60,6 +60,9 @@ func (t *txnTable) begin(ctx context.Context, lsid []byte, n int64) (*txnContext
 		<-s.sem
 		return nil, cmderr.New(cmderr.IncompleteTransactionHist,
 			"Cannot retry a retryable write that has been converted into a transaction")
+	case s.txn != nil && n > s.txnNumber && s.txn.isPrepared():
+		<-s.sem
+		return nil, errPrepared(s.txnNumber)
 	case !s.started || n > s.txnNumber:
 		if s.txn != nil {
 			s.txn.abort("a newer retryable write started on the session")

@@ -99,6 +99,10 @@ const (
 	txnInProgress txnPhase = iota
 	txnCommitted
 	txnAborted
+	// txnPrepared: prepareTransaction (two-phase commit) checked that the
+	// writes apply; only commitTransaction with a commitTimestamp or
+	// abortTransaction ends it, never a step-down, a reaper or a conflict.
+	txnPrepared
 )
 
 // transaction is one multi-document transaction of a session.
@@ -122,6 +126,11 @@ type transaction struct {
 	reason string // why it was aborted, for error messages
 	held   []heldLock
 	done   chan struct{}
+
+	// prepareTS is the prepareTimestamp of a prepared transaction;
+	// preparedIn the live collections whose readers wait for it.
+	prepareTS  bson.Timestamp
+	preparedIn []*collection
 }
 
 type heldLock struct {
@@ -180,6 +189,11 @@ func (t *transaction) release(held []heldLock) {
 		}
 		h.c.mu.Unlock()
 	}
+	for _, c := range t.preparedIn {
+		c.mu.Lock()
+		delete(c.prepared, t)
+		c.mu.Unlock()
+	}
 	t.parent.clock.unregister(t)
 	close(t.done)
 }
@@ -208,7 +222,7 @@ func (t *transaction) wait(ctx context.Context, now func() time.Time) error {
 // session keeps the transaction only to answer later commands). Only the
 // session's own command calls it, so no statement is using them.
 func (t *transaction) forgetIfDone() {
-	if phase, _ := t.state(); phase != txnInProgress {
+	if phase, _ := t.state(); phase == txnCommitted || phase == txnAborted {
 		t.colls = nil
 	}
 }
@@ -264,12 +278,8 @@ func snapshotOf(base *collection, t *transaction) *collection {
 		options: base.options} // options: the default collation
 	uniques := false
 	for i, ix := range base.indexes {
-		cp := *ix
-		if ix.entries != nil {
-			cp.entries = map[string]*record{}
-		}
 		uniques = uniques || (i > 0 && ix.unique)
-		c.indexes = append(c.indexes, &cp)
+		c.indexes = append(c.indexes, ix.emptyCopy())
 	}
 	if !uniques {
 		c.partial, c.known = true, map[string]bool{}
@@ -445,7 +455,9 @@ func (t *transaction) tryClaim(base *collection, idKey string) (*transaction, er
 	base.mu.Lock()
 	defer base.mu.Unlock()
 	if o := base.locks[idKey]; o != nil && o != t && !o.deadline.IsZero() && !t.parent.now().Before(o.deadline) {
-		return o, nil
+		if phase, _ := o.state(); phase == txnInProgress {
+			return o, nil // a prepared holder outlives its lifetime
+		}
 	}
 	return nil, func() error {
 		if base.dropped {
@@ -540,7 +552,8 @@ func (c *collection) pruneHist(oldest int64) {
 
 // commit applies t's writes to the live store atomically: every touched
 // collection is locked, the writes get one sequence number, then the locks
-// are released. On error t is aborted.
+// are released. On error t is aborted. A prepared transaction commits
+// with commitPrepared.
 func (t *transaction) commit() error {
 	t.mu.Lock()
 	if t.phase != txnInProgress {
@@ -553,14 +566,40 @@ func (t *transaction) commit() error {
 	return err
 }
 
+// commitJob is one collection a commit writes: t's copy and the live one.
+type commitJob struct {
+	scratch, live *collection
+}
+
 // commitLocked applies the writes; t.mu is held, the live collections are
 // locked only inside (t's own claims cannot run concurrently: the session
 // runs one command at a time).
 func (t *transaction) commitLocked() ([]heldLock, error) {
-	type job struct {
-		scratch, live *collection
+	jobs, err := t.commitPlan(true)
+	if err != nil {
+		return t.endLocked(txnAborted, "commit failed"), err
 	}
-	var jobs []job
+	for _, j := range jobs {
+		j.live.mu.Lock()
+	}
+	firstErr := t.checkCommit(jobs)
+	if firstErr == nil {
+		firstErr = t.applyCommit(jobs)
+	}
+	for i := len(jobs) - 1; i >= 0; i-- {
+		jobs[i].live.mu.Unlock()
+	}
+	if firstErr != nil {
+		return t.endLocked(txnAborted, "commit failed"), firstErr
+	}
+	return t.endLocked(txnCommitted, ""), nil
+}
+
+// commitPlan lists the collections t wrote, in name order (the order
+// commits lock them in). With create the collections t created are made
+// live, with the indexes built in them; without, they are left out.
+func (t *transaction) commitPlan(create bool) ([]commitJob, error) {
+	var jobs []commitJob
 	nss := make([]string, 0, len(t.colls))
 	for ns, c := range t.colls {
 		if c != nil && (len(c.dirty) > 0 || t.created[ns]) {
@@ -573,113 +612,117 @@ func (t *transaction) commitLocked() ([]heldLock, error) {
 		if sc.base != nil && t.parent.lookup(sc.db, sc.name) != sc.base {
 			// The collection t read was dropped (or dropped and created
 			// again) since: mongod's drop would have conflicted with t.
-			return t.endLocked(txnAborted, "commit failed"), errWriteConflict()
+			return nil, errWriteConflict()
+		}
+		if !create {
+			if live := t.parent.lookup(sc.db, sc.name); live != nil {
+				jobs = append(jobs, commitJob{sc, live})
+			}
+			continue
 		}
 		live, _, err := t.parent.ensure(sc.db, sc.name)
 		if err != nil {
-			return t.endLocked(txnAborted, "commit failed"), err
+			return nil, err
 		}
 		if t.created[ns] {
-			// Indexes built inside the transaction (only allowed on the
-			// collections it created) are added before its documents.
-			live.mu.Lock()
-			for _, ix := range sc.indexes[1:] {
-				cp := *ix
-				if ix.entries != nil {
-					cp.entries = map[string]*record{}
-				}
-				if _, err := live.addIndex(&cp); err != nil {
-					live.mu.Unlock()
-					return t.endLocked(txnAborted, "commit failed"), err
-				}
+			if err := sc.copyIndexesTo(live); err != nil {
+				return nil, err
 			}
-			live.mu.Unlock()
 		}
-		jobs = append(jobs, job{sc, live})
+		jobs = append(jobs, commitJob{sc, live})
+	}
+	return jobs, nil
+}
+
+// copyIndexesTo adds the indexes built inside a transaction (only allowed
+// on the collections it created) to the live collection, before its
+// documents.
+func (c *collection) copyIndexesTo(live *collection) error {
+	live.mu.Lock()
+	defer live.mu.Unlock()
+	for _, ix := range c.indexes[1:] {
+		if _, err := live.addIndex(ix.emptyCopy()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkCommit verifies, with the live collections locked and before
+// anything is applied, that t's writes still apply: no collection was
+// dropped, no document t did not claim changed since its snapshot, and
+// no written document collides on a unique index with one committed
+// meanwhile, so a commit applies all or nothing.
+func (t *transaction) checkCommit(jobs []commitJob) error {
+	for _, j := range jobs {
+		if j.live.dropped || (j.scratch.base != nil && j.scratch.base != j.live) {
+			return errWriteConflict()
+		}
 	}
 	for _, j := range jobs {
-		j.live.mu.Lock()
-	}
-	// uniqueConflicts checks, before anything is applied, that no written
-	// document collides on a unique index with one committed meanwhile, so
-	// a commit applies all or nothing.
-	uniqueConflicts := func(jobs []job) error {
-		for _, j := range jobs {
-			for k := range j.scratch.dirty {
-				// Documents t did not claim (in collections it created)
-				// may have been written by others since its snapshot.
-				if o := j.live.locks[k]; o != nil && o != t {
+		for k := range j.scratch.dirty {
+			// Documents t did not claim (in collections it created)
+			// may have been written by others since its snapshot.
+			if o := j.live.locks[k]; o != nil && o != t {
+				return errWriteConflict()
+			}
+			for _, h := range j.live.hist[k] {
+				if h.seq > t.snapshot {
 					return errWriteConflict()
 				}
-				for _, h := range j.live.hist[k] {
-					if h.seq > t.snapshot {
-						return errWriteConflict()
-					}
-				}
-				sr := j.scratch.byID[k]
-				if sr == nil {
-					continue
-				}
-				keys, err := j.live.indexKeys(sr.doc)
-				if err != nil {
-					return err
-				}
-				self := j.live.byID[k]
-				for _, ik := range keys {
-					if other := ik.ix.entries[ik.key]; other != nil && other != self {
-						if _, mine := j.scratch.dirty[other.idKey]; !mine {
-							return j.live.dupKey(ik.ix, ik.value)
-						}
+			}
+			sr := j.scratch.byID[k]
+			if sr == nil {
+				continue
+			}
+			keys, err := j.live.indexKeys(sr.doc)
+			if err != nil {
+				return err
+			}
+			self := j.live.byID[k]
+			for _, ik := range keys {
+				if other := ik.ix.entries[ik.key]; other != nil && other != self {
+					if _, mine := j.scratch.dirty[other.idKey]; !mine {
+						return j.live.dupKey(ik.ix, ik.value)
 					}
 				}
 			}
 		}
-		return nil
 	}
+	return nil
+}
+
+// applyCommit writes t's documents to the locked live collections under
+// one sequence number.
+func (t *transaction) applyCommit(jobs []commitJob) error {
 	var firstErr error
+	seq := t.parent.clock.seq.Add(1)
 	for _, j := range jobs {
-		if (j.live.dropped || (j.scratch.base != nil && j.scratch.base != j.live)) && firstErr == nil {
-			firstErr = errWriteConflict()
+		j.live.committing, j.live.commitSeq = t, seq
+		keys := make([]string, 0, len(j.scratch.dirty))
+		for k := range j.scratch.dirty {
+			keys = append(keys, k)
 		}
-	}
-	if firstErr == nil {
-		firstErr = uniqueConflicts(jobs)
-	}
-	if firstErr == nil {
-		seq := t.parent.clock.seq.Add(1)
-		for _, j := range jobs {
-			j.live.committing, j.live.commitSeq = t, seq
-			keys := make([]string, 0, len(j.scratch.dirty))
-			for k := range j.scratch.dirty {
-				keys = append(keys, k)
+		// Apply in the copy's natural order so inserts keep it.
+		sort.Slice(keys, func(a, b int) bool { return scratchPos(j.scratch, keys[a]) < scratchPos(j.scratch, keys[b]) })
+		for _, k := range keys {
+			sr, lr := j.scratch.byID[k], j.live.byID[k]
+			var err error
+			switch {
+			case sr != nil && lr != nil:
+				err = j.live.replace(lr, sr.doc, j.scratch.dirty[k])
+			case sr != nil:
+				err = j.live.insert(sr.doc)
+			case lr != nil:
+				err = j.live.remove(lr)
 			}
-			// Apply in the copy's natural order so inserts keep it.
-			sort.Slice(keys, func(a, b int) bool { return scratchPos(j.scratch, keys[a]) < scratchPos(j.scratch, keys[b]) })
-			for _, k := range keys {
-				sr, lr := j.scratch.byID[k], j.live.byID[k]
-				var err error
-				switch {
-				case sr != nil && lr != nil:
-					err = j.live.replace(lr, sr.doc, j.scratch.dirty[k])
-				case sr != nil:
-					err = j.live.insert(sr.doc)
-				case lr != nil:
-					err = j.live.remove(lr)
-				}
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
+			if err != nil && firstErr == nil {
+				firstErr = err
 			}
-			j.live.committing, j.live.commitSeq = nil, 0
 		}
+		j.live.committing, j.live.commitSeq = nil, 0
 	}
-	for i := len(jobs) - 1; i >= 0; i-- {
-		jobs[i].live.mu.Unlock()
-	}
-	if firstErr != nil {
-		return t.endLocked(txnAborted, "commit failed"), firstErr
-	}
-	return t.endLocked(txnCommitted, ""), nil
+	return firstErr
 }
 
 func scratchPos(c *collection, k string) int {

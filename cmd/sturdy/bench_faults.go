@@ -212,8 +212,7 @@ func runIncWorkload(ctx context.Context, c incClient, g, keys int, d time.Durati
 	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()
-	samplerDone := make(chan []int64)
-	go func() { samplerDone <- sampleEachSecond(runCtx, faultsFired) }()
+	faults := startSampler(runCtx, faultsFired)
 	for i := 0; i < g; i++ {
 		wg.Add(1)
 		go func(i int) {
@@ -246,7 +245,7 @@ func runIncWorkload(ctx context.Context, c incClient, g, keys int, d time.Durati
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	res.Timeline = secs.timeline(<-samplerDone)
+	res.Timeline = secs.timeline(faults.finish())
 	res.Ops, res.Failures = ops.Load(), fail.Load()
 	res.OpsPerS = float64(len(latencies)) / elapsed.Seconds()
 	slices.Sort(latencies)

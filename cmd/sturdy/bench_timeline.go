@@ -39,7 +39,8 @@ func (c *secondCounter) add(at, took time.Duration, ok bool) {
 	}
 }
 
-// timeline returns the seconds that saw an operation, with faults[i] (the
+// timeline returns the seconds up to the last that saw an operation or a
+// fault, with faults[i] (the
 // cumulative activations sampled at the end of second i) turned into
 // activations per second.
 func (c *secondCounter) timeline(faults []int64) []faultsSecond {
@@ -48,6 +49,10 @@ func (c *secondCounter) timeline(faults []int64) []faultsSecond {
 	n := len(c.secs)
 	for n > 0 && c.secs[n-1].ok == 0 && c.secs[n-1].failed == 0 {
 		n--
+	}
+	if len(faults) > n { // faults fired in a second no operation ended in
+		c.secs = append(c.secs, make([]secondBucket, max(0, len(faults)-len(c.secs)))...)
+		n = len(faults)
 	}
 	out := make([]faultsSecond, n)
 	for i := range out {
@@ -64,25 +69,47 @@ func (c *secondCounter) timeline(faults []int64) []faultsSecond {
 	return out
 }
 
-// sampleEachSecond reads read() once a second until ctx ends, and once
-// more at the end; it returns the readings minus the first (taken at the
-// start). A nil read gives none.
-func sampleEachSecond(ctx context.Context, read func() int64) []int64 {
+// sampler reads a cumulative count once a second, for a timeline.
+type sampler struct {
+	read     func() int64 // nil: nothing to sample
+	base     int64
+	readings []int64 // cumulative since base, at the end of each second
+	done     chan struct{}
+}
+
+// startSampler takes the first reading now and the others once a second
+// until ctx ends.
+func startSampler(ctx context.Context, read func() int64) *sampler {
+	s := &sampler{read: read, done: make(chan struct{})}
 	if read == nil {
+		close(s.done)
+		return s
+	}
+	s.base = read()
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.readings = append(s.readings, s.read()-s.base)
+			}
+		}
+	}()
+	return s
+}
+
+// finish waits for the sampler to stop and takes the last reading, which
+// counts what operations still running at the end added.
+func (s *sampler) finish() []int64 {
+	<-s.done
+	if s.read == nil {
 		return nil
 	}
-	base := read()
-	var out []int64
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return append(out, read()-base)
-		case <-t.C:
-			out = append(out, read()-base)
-		}
-	}
+	return append(s.readings, s.read()-s.base)
 }
 
 // writeHTMLFile writes a page to file with write; an empty file name writes

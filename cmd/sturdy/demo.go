@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -47,6 +48,10 @@ type faultKind struct {
 	// rules returns the proxy rules for operation i of n (nil: no fault).
 	// twoStep strategies send two updates per operation; either may fail.
 	rules func(i, n int, rng *mrand.Rand, twoStep bool) []faultproxy.Rule
+	// waitCap, when positive, caps the deadline of strategies that retry
+	// until their deadline (the transaction): under this fault they only
+	// wait, and the figures are the same with a shorter wait.
+	waitCap time.Duration
 }
 
 var updates = faultproxy.Match{Commands: []string{"update"}}
@@ -65,26 +70,29 @@ var demoFaults = []faultKind{
 			kind = faultproxy.DropReply
 		}
 		return []faultproxy.Rule{{Match: updates, Action: faultproxy.Action{Kind: kind}, Skip: at, Times: 1}}
-	}},
-	{"outage", "persistent outage: every write fails for 20% of the run", func(i, n int, _ *mrand.Rand, _ bool) []faultproxy.Rule {
+	}, 0},
+	{"outage", "persistent outage: every write fails for 20% of the run (a transaction gets 50 ms per increment)", func(i, n int, _ *mrand.Rand, _ bool) []faultproxy.Rule {
 		if i < n*2/5 || i >= n*3/5 {
 			return nil
 		}
 		return []faultproxy.Rule{{Match: updates, Action: faultproxy.Action{Kind: faultproxy.DropRequest}}}
-	}},
+	}, 50 * time.Millisecond},
 	{"command-error", "command error Unauthorized (10% of operations)", func(i, n int, rng *mrand.Rand, _ bool) []faultproxy.Rule {
 		if rng.IntN(10) != 0 {
 			return nil
 		}
 		return []faultproxy.Rule{{Match: updates, Action: faultproxy.Action{Kind: faultproxy.Error,
 			Error: faultproxy.CommandError{Code: 13, CodeName: "Unauthorized", Message: "not authorized on sturdy_demo to execute command"}}}}
-	}},
-	{"overload", "error 462 SystemOverloadedError twice (20% of operations)", func(i, n int, rng *mrand.Rand, _ bool) []faultproxy.Rule {
+	}, 0},
+	{"overload", "error 462 SystemOverloadedError twice (20% of operations), with baseBackoffMS 10", func(i, n int, rng *mrand.Rand, _ bool) []faultproxy.Rule {
 		if rng.IntN(5) != 0 {
 			return nil
 		}
-		return []faultproxy.Rule{{Match: updates, Action: faultproxy.Action{Kind: faultproxy.Shed}, Times: 2}}
-	}},
+		// The overloaded server suggests a 10 ms backoff base (baseBackoffMS),
+		// which replaces the Client Backpressure spec's 100 ms: the same
+		// retries, a tenth of the waiting.
+		return []faultproxy.Rule{{Match: updates, Action: faultproxy.Action{Kind: faultproxy.Shed, BaseBackoffMS: 10}, Times: 2}}
+	}, 0},
 }
 
 // clientKind is how the strategy's sturdy client is configured.
@@ -147,8 +155,8 @@ var demoStrategies = []strategy{
 		return e.inc(ctx, op)
 	}},
 	// WithTransaction retries a transient error until its deadline: the
-	// application's deadline for one increment (500 ms) bounds it, so an
-	// outage costs half a second per increment, not the API's 120 s.
+	// application's deadline for one increment (500 ms; 50 ms in the outage,
+	// where it only waits) bounds it, not the API's 120 s.
 	{name: "transaction", client: sturdyDefault, sturdyOnly: true, txn: true, opTimeout: 500 * time.Millisecond, run: func(ctx context.Context, e *cellEnv, op int) error {
 		coll, ok := e.coll.(*sturdy.Collection)
 		if !ok {
@@ -249,24 +257,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stderr, "embedded mongosim replica set at %s\n", sim.URI())
 		}
 	}
-	proxy, err := faultproxy.Start(ctx, faultproxy.Options{Upstreams: target.hosts})
-	if err != nil {
-		return fmt.Errorf("starting the fault proxy: %w", err)
-	}
-	defer proxy.Close()
 	// A driver waits at least 500 ms between two checks of a server, so
 	// every network error costs up to half a second of rediscovery. The SDAM
 	// spec forbids configuring it; the demo alone shortens it so that its
 	// hundreds of injected errors finish in seconds.
 	defer testhook.SetMinHeartbeatInterval(5 * time.Millisecond)()
-	target.proxyURI = proxy.URI()
 	admin, err := sturdy.ConnectWithOptions(ctx, target.base)
 	if err != nil {
 		return err
 	}
 	defer admin.Disconnect(context.Background())
 
-	var results []cellResult
 	strategies := demoStrategies
 	if target.official {
 		strategies = nil
@@ -276,25 +277,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		}
 	}
-	total := len(demoFaults) * len(strategies)
-	progress := isTerminal(stderr)
-	for fi, f := range demoFaults {
-		for si, s := range strategies {
-			if progress {
-				fmt.Fprintf(stderr, "\r%s %-14s %-24s", progressBar(fi*len(strategies)+si, total), f.name, s.name)
-			}
-			res, err := runCell(ctx, &target, proxy, admin, f, s, *ops, *seed)
-			if err != nil {
-				if progress {
-					fmt.Fprintln(stderr)
-				}
-				return fmt.Errorf("%s / %s: %w", f.name, s.name, err)
-			}
-			results = append(results, res)
-		}
-	}
-	if progress {
-		fmt.Fprintf(stderr, "\r%-80s\r", "")
+	results, err := runCells(ctx, target, admin, strategies, *ops, *seed, stderr)
+	if err != nil {
+		return err
 	}
 	if target.official {
 		fmt.Fprintln(stdout, "client: the official Go driver (go.mongodb.org/mongo-driver/v2); \"retry once + idempotent\" is once over adapt/mongov2")
@@ -326,7 +311,8 @@ type demoTarget struct {
 	hosts    []string
 	base     sturdy.Options // options of the deployment's own URI (auth, replica set...)
 	proxyURI string
-	official bool // the application uses the official driver
+	db       string // the cell's database
+	official bool   // the application uses the official driver
 }
 
 // client connects through the fault proxy with the strategy's retry
@@ -384,7 +370,7 @@ func (t *demoTarget) appCollection(ctx context.Context, kind clientKind, attempt
 			app.Disconnect(context.Background())
 			return nil, nil, err
 		}
-		return mongov2.Collection(app.Database(demoDB).Collection(demoColl)), func() { app.Disconnect(context.Background()) }, nil
+		return mongov2.Collection(app.Database(t.db).Collection(demoColl)), func() { app.Disconnect(context.Background()) }, nil
 	}
 	app, err := t.client(ctx, kind, attempts)
 	if err != nil {
@@ -394,12 +380,77 @@ func (t *demoTarget) appCollection(ctx context.Context, kind clientKind, attempt
 		app.Disconnect(context.Background())
 		return nil, nil, err
 	}
-	return app.Database(demoDB).Collection(demoColl), func() { app.Disconnect(context.Background()) }, nil
+	return app.Database(t.db).Collection(demoColl), func() { app.Disconnect(context.Background()) }, nil
+}
+
+// runCells runs every (fault, strategy) cell. The faults run at the same
+// time, each behind its own fault proxy and in its own database, so one
+// fault's rules never reach another's operations; within a fault the
+// strategies run one after the other, as the fault placement is per cell.
+// A progress line tells which cells are done.
+func runCells(ctx context.Context, target demoTarget, admin *sturdy.Client, strategies []strategy, ops int, seed uint64, stderr io.Writer) ([]cellResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cells := make([][]cellResult, len(demoFaults))
+	errs := make([]error, len(demoFaults))
+	var (
+		mu   sync.Mutex
+		done int
+		wg   sync.WaitGroup
+	)
+	total := len(demoFaults) * len(strategies)
+	tty := isTerminal(stderr) // a progress line on a terminal; logs get none
+	progress := func(f faultKind, s strategy) {
+		if !tty {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		fmt.Fprintf(stderr, "\r%s %d/%d cells (last: %s / %s)%-20s", progressBar(done, total), done, total, f.name, s.name, "")
+	}
+	for fi, f := range demoFaults {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			proxy, err := faultproxy.Start(ctx, faultproxy.Options{Upstreams: target.hosts})
+			if err != nil {
+				errs[fi] = fmt.Errorf("starting the fault proxy: %w", err)
+				cancel()
+				return
+			}
+			defer proxy.Close()
+			t := target
+			t.proxyURI, t.db = proxy.URI(), demoDB+"_"+f.name
+			for _, s := range strategies {
+				res, err := runCell(ctx, &t, proxy, admin, f, s, ops, seed)
+				if err != nil {
+					errs[fi] = fmt.Errorf("%s / %s: %w", f.name, s.name, err)
+					cancel()
+					return
+				}
+				cells[fi] = append(cells[fi], res)
+				progress(f, s)
+			}
+		}()
+	}
+	wg.Wait()
+	if tty {
+		fmt.Fprintf(stderr, "\r%-100s\r", "")
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var results []cellResult
+	for _, c := range cells {
+		results = append(results, c...)
+	}
+	return results, nil
 }
 
 func runCell(ctx context.Context, t *demoTarget, proxy *faultproxy.Proxy, admin *sturdy.Client, f faultKind, s strategy, n int, seed uint64) (cellResult, error) {
 	res := cellResult{Fault: f.name, Strategy: s.name, Expected: n}
-	coll := admin.Database(demoDB).Collection(demoColl)
+	coll := admin.Database(t.db).Collection(demoColl)
 	if _, err := coll.DeleteMany(ctx, bson.D{}); err != nil {
 		return res, err
 	}
@@ -425,7 +476,11 @@ func runCell(ctx context.Context, t *demoTarget, proxy *faultproxy.Proxy, admin 
 		if err := proxy.SetRules(rules); err != nil {
 			return res, err
 		}
-		opCtx, cancel := context.WithTimeout(ctx, cmp.Or(s.opTimeout, 10*time.Second))
+		timeout := cmp.Or(s.opTimeout, 10*time.Second)
+		if s.opTimeout > 0 && f.waitCap > 0 {
+			timeout = min(timeout, f.waitCap)
+		}
+		opCtx, cancel := context.WithTimeout(ctx, timeout)
 		err := s.run(opCtx, env, i)
 		cancel()
 		if err != nil {

@@ -4,6 +4,7 @@
 //	sturdy sim     run mongosim, the in-memory MongoDB-compatible server, as a process
 //	sturdy proxy   a MongoDB-aware fault-injection proxy in front of a real deployment
 //	sturdy bench   benchmarks: "bench overload" measures retries against an overloaded server
+//	sturdy version the module version and commit the binary was built from
 //
 // Run "sturdy <command> -h" for a command's flags.
 package main

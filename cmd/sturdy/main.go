@@ -24,6 +24,7 @@ var subcommands = []subcommand{
 	{"proxy", "MongoDB-aware fault-injection proxy in front of mongod, mongos or a replica set", runProxy},
 	{"soak", "chaos run: a mixed workload under a seeded fault schedule, proving nothing is lost, applied twice or stuck", runSoak},
 	{"bench", "benchmarks against the official driver: 'bench overload', 'bench faults', 'bench failover', 'bench connect'", runBench},
+	{"version", "print the module version and commit this binary was built from", runVersion},
 }
 
 func main() {
@@ -68,7 +69,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: sturdy <command> [flags]")
 	fmt.Fprintln(w)
 	for _, c := range subcommands {
-		fmt.Fprintf(w, "  %-6s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
 	}
 }
 

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/sturdy-go/sturdy/mongosim"
@@ -33,6 +35,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&o.JavaScriptDisabled, "noscripting", false, "disable server-side JavaScript ($where, $function, $accumulator, mapReduce), as mongod's --noscripting")
 	seed := fs.Int64("seed", 1, "seed for fail point activationProbability")
 	exitOnEOF := fs.Bool("exit-on-eof", false, "exit when stdin reaches end of file (ties the sim's lifetime to a parent's pipe)")
+	asJSON := fs.Bool("json", false, "print the ready line as one JSON object (uri, members, primary, routers, shards, load balancer, pid) instead of the bare connection string")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -57,7 +60,19 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer c.Close()
-	fmt.Fprintln(stdout, c.URI())
+	if *asJSON {
+		setName := o.ReplicaSetName
+		if o.Standalone {
+			setName = ""
+		}
+		line, err := json.Marshal(readyOf(c, setName))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", line)
+	} else {
+		fmt.Fprintln(stdout, c.URI())
+	}
 	if o.Shards > 1 {
 		for i, sh := range c.Shards() {
 			fmt.Fprintf(stderr, "shard%d: %s\n", i, sh.ReplicaSetURI())
@@ -65,4 +80,57 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// simReady is the -json ready line: everything a wrapper in another
+// language needs to drive the deployment without parsing the URI. It is
+// printed once Launch has returned, when every listener accepts
+// connections and each replica set has elected its first primary.
+type simReady struct {
+	URI          string     `json:"uri"`
+	ReplicaSet   string     `json:"replicaSet,omitempty"`
+	Members      []string   `json:"members"`
+	Primary      string     `json:"primary"`
+	Routers      []string   `json:"routers,omitempty"`
+	Shards       []simShard `json:"shards,omitempty"`
+	LoadBalancer string     `json:"loadBalancer,omitempty"`
+	PID          int        `json:"pid"`
+}
+
+// simShard is one shard of a sharded cluster in the ready line.
+type simShard struct {
+	URI     string   `json:"uri"`
+	Members []string `json:"members"`
+	Primary string   `json:"primary"`
+}
+
+func readyOf(c *mongosim.Cluster, setName string) simReady {
+	r := simReady{URI: c.URI(), ReplicaSet: setName, PID: os.Getpid()}
+	r.Members, r.Primary = memberAddrs(c)
+	for _, rt := range c.Routers() {
+		r.Routers = append(r.Routers, rt.Addr())
+	}
+	if shards := c.Shards(); len(shards) > 1 {
+		for _, sh := range shards {
+			s := simShard{URI: sh.ReplicaSetURI()}
+			s.Members, s.Primary = memberAddrs(sh)
+			r.Shards = append(r.Shards, s)
+		}
+	}
+	if b := c.Balancer(); b != nil {
+		r.LoadBalancer = b.Addr()
+	}
+	return r
+}
+
+// memberAddrs lists a replica set's (or standalone's) member addresses and
+// its primary's.
+func memberAddrs(c *mongosim.Cluster) (members []string, primary string) {
+	for _, m := range c.Members() {
+		members = append(members, m.Addr())
+	}
+	if p := c.Primary(); p != nil {
+		primary = p.Addr()
+	}
+	return members, primary
 }

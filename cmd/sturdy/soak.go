@@ -25,7 +25,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var o soak.Options
 	fs.DurationVar(&o.Duration, "duration", time.Minute, "how long the workload runs")
 	fs.IntVar(&o.Goroutines, "goroutines", 16, "concurrent goroutines")
-	fs.StringVar(&o.Mix, "faults", soak.DefaultMix, "fault mix as kind=weight,... (kinds: reply-lost, request-lost, reset, stepdown, overload, slow), or none")
+	fs.StringVar(&o.Mix, "faults", soak.DefaultMix, "fault mix as kind=weight,... (kinds: reply-lost, request-lost, reset, stepdown, overload, slow, router-restart, commit-lost), or none; with -shards the default is "+soak.ShardedMix)
 	seed := fs.Uint64("seed", 1, "seed of the fault schedule, the operation mix and mongosim's fail point draws")
 	fs.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "deadline of each operation; one that outlives it is stuck")
 	fs.StringVar(&o.URI, "uri", "", "deployment to soak (must allow configureFailPoint and replSetStepDown); default: an embedded mongosim replica set")
@@ -33,6 +33,8 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
 	htmlOut := fs.String("html", "", "also write latency and failure timelines against the fault schedule as HTML to this file")
 	quiet := fs.Bool("quiet", false, "no live progress line")
+	shards := fs.Int("shards", 0, "run an embedded sharded cluster of this many shards (2 or more, each a -members replica set, behind 2 routers) and make every operation a cross-shard transaction")
+	fs.BoolVar(&o.Transactions, "transactions", false, "make every operation a transaction writing to two halves of a collection (implied by -shards)")
 	driver := fs.String("driver", "sturdy", "sturdy, or official: also run the workload through the official Go driver (after sturdy's run, same seed and fault schedule) and report both side by side")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -50,6 +52,16 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "-duration, -goroutines, -op-timeout and -members must be positive")
 		return errUsage
 	}
+	if *shards != 0 {
+		if *shards < 2 || o.URI != "" {
+			fmt.Fprintln(stderr, "-shards needs 2 or more shards, and no -uri")
+			return errUsage
+		}
+		o.Transactions = true
+		if !flagSet(fs, "faults") {
+			o.Mix = soak.ShardedMix
+		}
+	}
 	if _, err := soak.ParseMix(o.Mix); err != nil {
 		fmt.Fprintf(stderr, "-faults: %v\n", err)
 		return errUsage
@@ -57,14 +69,15 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	o.Seed = *seed
 	where := o.URI
 	if o.URI == "" {
-		sim, err := mongosim.Launch(mongosim.Options{Members: *members, Seed: int64(*seed)})
+		sim, err := launchSoakSim(&o, *members, *shards, *seed)
 		if err != nil {
 			return err
 		}
 		defer sim.Close()
-		o.URI = sim.URI()
-		o.FaultsFired = func() int64 { s := sim.Stats(); return s.FailPointsFired + s.StepDowns }
 		where = fmt.Sprintf("an embedded %d-member mongosim", *members)
+		if *shards > 0 {
+			where = fmt.Sprintf("an embedded mongosim of %d shards (%d members each) behind %d routers", *shards, *members, len(o.Routers))
+		}
 	}
 	var reps []*soak.Report
 	for _, drv := range drivers {
@@ -87,6 +100,39 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		reps = append(reps, rep)
 	}
 	return writeSoakReports(stdout, reps, *jsonOut, *htmlOut)
+}
+
+// launchSoakSim starts the embedded deployment: a replica set, or shards
+// behind two routers, which o's faults then reach (shard step-downs,
+// router restarts).
+func launchSoakSim(o *soak.Options, members, shards int, seed uint64) (*mongosim.Cluster, error) {
+	so := mongosim.Options{Members: members, Seed: int64(seed)}
+	if shards > 0 {
+		so.Shards, so.Routers = shards, 2
+	}
+	sim, err := mongosim.Launch(so)
+	if err != nil {
+		return nil, err
+	}
+	o.URI = sim.URI()
+	if shards == 0 {
+		o.FaultsFired = func() int64 { s := sim.Stats(); return s.FailPointsFired + s.StepDowns }
+		return sim, nil
+	}
+	for _, sh := range sim.Shards() {
+		o.ShardURIs = append(o.ShardURIs, sh.ReplicaSetURI())
+	}
+	for _, r := range sim.Routers() {
+		o.Routers = append(o.Routers, r)
+	}
+	return sim, nil
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // writeSoakReports prints the runs' reports (side by side for more than
@@ -188,6 +234,14 @@ func printSoakSummary(w io.Writer, r *soak.Report) {
 		r.Ops, r.Elapsed.Seconds(), float64(r.Ops)/r.Elapsed.Seconds(), r.Faults, len(r.Schedule), r.P50ms, r.P99ms)
 	fmt.Fprintf(w, "stuck %d, linearizable registers: %s, failures reported not-applied that applied: %d, heap max %.1f MB (records for the checks %.1f MB), client goroutines left after Disconnect: %d\n",
 		r.Stuck, r.Linearization, r.Misreport, r.HeapMaxMB, r.RecordsMB, r.LeakedGoroutines)
+	if tc, ok := r.ByKind["transaction"]; ok {
+		where := "on one replica set"
+		if r.CrossShard {
+			where = "each across two shards"
+		}
+		fmt.Fprintf(w, "transactions %s: %d committed, %d failed, %d lost, %d duplicated, %d half-committed\n",
+			where, tc.Ops-tc.Failed, tc.Failed, tc.Lost, tc.Duplicated, r.HalfCommitted)
+	}
 	if len(r.Errors) > 0 {
 		fmt.Fprintln(w, "\nfailures by error:")
 		type kv struct {

@@ -17,6 +17,7 @@ import (
 var faultColors = map[string]string{
 	"reply-lost": "#f0ad4e55", "request-lost": "#d9534f33", "reset": "#9b59b655",
 	"overload": "#e74c3c44", "slow": "#3498db44", "close-before": "#d9534f33",
+	"router-restart": "#7f8c8d55", "commit-lost": "#e67e2255",
 }
 
 func faultColor(kind string) string {
@@ -46,7 +47,9 @@ var soakTemplate = template.Must(template.New("soak").Parse(`<!doctype html>
 <h1>sturdy soak: every write checked under injected faults</h1>
 <p>{{.R.Ops}} operations in {{printf "%.1f" .R.Elapsed.Seconds}} s, {{.R.Failed}} failed ({{.R.FailedApplied}} of them applied),
 <b>{{.R.Lost}} lost, {{.R.Duplicated}} duplicated, {{.R.Stuck}} stuck</b>; register history: {{.Linearizing}};
-{{.R.Faults}} faults in {{len .R.Schedule}} episodes; p50 {{printf "%.2f" .R.P50ms}} ms, p99 {{printf "%.2f" .R.P99ms}} ms.</p>
+{{.R.Faults}} faults in {{len .R.Schedule}} episodes; p50 {{printf "%.2f" .R.P50ms}} ms, p99 {{printf "%.2f" .R.P99ms}} ms.
+{{if (index .R.ByKind "transaction").Ops}}<b>{{.R.HalfCommitted}} half-committed transactions</b>{{if .R.CrossShard}}, each across two shards{{end}}.{{end}}
+Client: {{.R.Driver}}.</p>
 <table id="by-operation"><tr><th>operation</th><th>ops</th><th>failed</th><th>failed, applied</th><th>lost</th><th>duplicated</th></tr>
 {{range .Rows}}<tr class="{{if or .Lost .Duplicated}}bad{{else}}good{{end}}"><td>{{.Kind}}</td><td>{{.Ops}}</td><td>{{.Failed}}</td><td>{{.FailedApplied}}</td><td>{{.Lost}}</td><td>{{.Duplicated}}</td></tr>
 {{end}}<tr><td>all</td><td>{{.R.Ops}}</td><td>{{.R.Failed}}</td><td>{{.R.FailedApplied}}</td><td>{{.R.Lost}}</td><td>{{.R.Duplicated}}</td></tr>

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -37,3 +38,31 @@ func (o officialSoakClient) Collection(db, name string) adapt.Collection {
 }
 
 func (o officialSoakClient) Disconnect(ctx context.Context) error { return o.c.Disconnect(ctx) }
+
+// Transaction runs fn with the official driver's WithTransaction.
+func (o officialSoakClient) Transaction(ctx context.Context, fn func(ctx context.Context, w soak.TxnWriter) error) error {
+	sess, err := o.c.StartSession()
+	if err != nil {
+		return err
+	}
+	defer sess.EndSession(context.WithoutCancel(ctx))
+	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) {
+		return nil, fn(ctx, officialTxnWriter{o.c})
+	})
+	return err
+}
+
+// officialTxnWriter writes with the transaction's context, which carries
+// the official driver's session.
+type officialTxnWriter struct{ c *mongo.Client }
+
+func (w officialTxnWriter) Insert(ctx context.Context, db, coll string, doc bson.D) error {
+	_, err := w.c.Database(db).Collection(coll).InsertOne(ctx, doc)
+	return err
+}
+
+func (w officialTxnWriter) Inc(ctx context.Context, db, coll string, filter bson.D) error {
+	_, err := w.c.Database(db).Collection(coll).UpdateOne(ctx, filter,
+		bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int64(1)}}}}, options.UpdateOne().SetUpsert(true))
+	return err
+}

@@ -29,10 +29,6 @@ import (
 
 // Errors Execute returns for operations it refuses to run.
 var (
-	// ErrUnacknowledgedSession: an explicit session cannot be used with an
-	// unacknowledged (w:0) write, since nothing would tell the client when
-	// the server is done with the session.
-	ErrUnacknowledgedSession = errors.New("an explicit session cannot be used with an unacknowledged (w:0) write")
 	// ErrSessionsNotSupported: an explicit session was used with a server
 	// that does not support sessions (its hello had no
 	// logicalSessionTimeoutMinutes).
@@ -239,10 +235,10 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	switch {
 	case op.Session != nil:
 		if op.Session.Ended {
-			return Result{OperationID: st.opID}, session.ErrSessionEnded
+			return Result{OperationID: st.opID}, mongoerr.ErrSessionEnded
 		}
 		if op.Unacknowledged && !op.Session.Implicit {
-			return Result{OperationID: st.opID}, ErrUnacknowledgedSession
+			return Result{OperationID: st.opID}, mongoerr.ErrUnacknowledgedSession
 		}
 		if !op.Unacknowledged {
 			st.sess = op.Session
@@ -270,8 +266,8 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 			t.State = session.TxnInProgress
 		}
 		err = labelTxnError(op, err)
-		if mongoerr.HasErrorLabel(err, LabelTransientTxn) || st.name == "abortTransaction" ||
-			(st.name == "commitTransaction" && mongoerr.HasErrorLabel(err, LabelUnknownCommitResult)) {
+		if mongoerr.HasErrorLabel(err, mongoerr.LabelTransientTxn) || st.name == "abortTransaction" ||
+			(st.name == "commitTransaction" && mongoerr.HasErrorLabel(err, mongoerr.LabelUnknownCommitResult)) {
 			// When to unpin (transactions specification).
 			op.Session.Unpin()
 		}

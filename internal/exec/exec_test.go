@@ -230,7 +230,7 @@ func TestUnacknowledgedWriteUsesMoreToComeAndNoLsid(t *testing.T) {
 	explicit := insertOp()
 	explicit.Unacknowledged = true
 	explicit.Session = session.NewClient(env.sessions, false)
-	if _, err := env.exec.Execute(ctx10(t), explicit); !errors.Is(err, exec.ErrUnacknowledgedSession) {
+	if _, err := env.exec.Execute(ctx10(t), explicit); !errors.Is(err, mongoerr.ErrUnacknowledgedSession) {
 		t.Fatalf("w:0 with an explicit session: %v", err)
 	}
 }
@@ -431,7 +431,7 @@ func TestExplicitSessionKeptAcrossOperations(t *testing.T) {
 	}
 	op := insertOp()
 	op.Session = sess
-	if _, err := env.exec.Execute(ctx, op); !errors.Is(err, session.ErrSessionEnded) {
+	if _, err := env.exec.Execute(ctx, op); !errors.Is(err, mongoerr.ErrSessionEnded) {
 		t.Fatalf("operation on an ended session: %v", err)
 	}
 	if s.len() != 2 {

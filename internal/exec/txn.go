@@ -11,18 +11,7 @@ import (
 )
 
 // Labels the executor adds to errors in transactions.
-const (
-	LabelTransientTxn        = mongoerr.LabelTransientTxn
-	LabelUnknownCommitResult = "UnknownTransactionCommitResult"
-)
-
-// Codes that decide the UnknownTransactionCommitResult label.
-const (
-	codeMaxTimeMSExpired          = 50
-	codeWriteConcernFailed        = 64
-	codeUnknownReplWriteConcern   = 79
-	codeCannotSatisfyWriteConcern = 100
-)
+const ()
 
 // commitRetryWTimeout is the wtimeout (ms) a commit retried with w:majority
 // gets when its write concern has none, so it cannot wait forever.
@@ -89,8 +78,8 @@ func unpinAfter(op *Operation, err error) {
 	switch {
 	case t.Pinned == "":
 	case op.TxnCommand && op.Command[0].Key == "abortTransaction",
-		mongoerr.HasErrorLabel(err, LabelTransientTxn),
-		op.TxnCommand && mongoerr.HasErrorLabel(err, LabelUnknownCommitResult):
+		mongoerr.HasErrorLabel(err, mongoerr.LabelTransientTxn),
+		op.TxnCommand && mongoerr.HasErrorLabel(err, mongoerr.LabelUnknownCommitResult):
 		t.Pinned = ""
 	}
 }
@@ -103,7 +92,7 @@ func unpinForRetry(op *Operation, st *opState, err error) {
 	if !st.inTxn || !op.TxnCommand || st.sess.Txn.Pinned == "" {
 		return
 	}
-	if op.Command[0].Key == "abortTransaction" || unknownCommitResult(err) || mongoerr.HasErrorLabel(err, LabelTransientTxn) {
+	if op.Command[0].Key == "abortTransaction" || unknownCommitResult(err) || mongoerr.HasErrorLabel(err, mongoerr.LabelTransientTxn) {
 		st.sess.Txn.Pinned = ""
 	}
 }
@@ -146,16 +135,16 @@ func labelTxnError(op *Operation, err error) error {
 		return nil
 	}
 	if op.TxnCommand && op.Command[0].Key == "commitTransaction" {
-		if unknownCommitResult(err) && !mongoerr.HasErrorLabel(err, LabelUnknownCommitResult) {
-			return &labelledError{err: err, labels: []string{LabelUnknownCommitResult}}
+		if unknownCommitResult(err) && !mongoerr.HasErrorLabel(err, mongoerr.LabelUnknownCommitResult) {
+			return &labelledError{err: err, labels: []string{mongoerr.LabelUnknownCommitResult}}
 		}
 		return err
 	}
 	var selErr *mongoerr.ServerSelectionError
 	var cleared *pool.PoolClearedError
 	if (mongoerr.IsNetworkError(err) || errors.As(err, &selErr) || errors.As(err, &cleared)) &&
-		!mongoerr.HasErrorLabel(err, LabelTransientTxn) {
-		return &labelledError{err: err, labels: []string{LabelTransientTxn}}
+		!mongoerr.HasErrorLabel(err, mongoerr.LabelTransientTxn) {
+		return &labelledError{err: err, labels: []string{mongoerr.LabelTransientTxn}}
 	}
 	return err
 }
@@ -173,26 +162,14 @@ func unknownCommitResult(err error) bool {
 	}
 	var ce *mongoerr.CommandError
 	if errors.As(err, &ce) {
-		return ce.Code == codeMaxTimeMSExpired || ce.Code == codeWriteConcernFailed
+		return ce.Code == mongoerr.CodeMaxTimeMSExpired || ce.Code == mongoerr.CodeWriteConcernFailed
 	}
 	var wex *mongoerr.WriteException
 	if errors.As(err, &wex) && wex.WriteConcernError != nil {
 		c := wex.WriteConcernError.Code
-		return c != codeUnknownReplWriteConcern && c != codeCannotSatisfyWriteConcern
+		return c != mongoerr.CodeUnknownReplWriteConcern && c != mongoerr.CodeUnsatisfiableWriteConcern
 	}
 	return false
-}
-
-// IsMaxTimeMSExpired reports whether err is MaxTimeMSExpired (50), as a
-// command error or in a write concern error: the convenient transaction
-// API does not retry such a commit.
-func IsMaxTimeMSExpired(err error) bool {
-	var ce *mongoerr.CommandError
-	if errors.As(err, &ce) && ce.Code == codeMaxTimeMSExpired {
-		return true
-	}
-	var wex *mongoerr.WriteException
-	return errors.As(err, &wex) && wex.WriteConcernError != nil && wex.WriteConcernError.Code == codeMaxTimeMSExpired
 }
 
 // causalCommands are the commands a causally consistent session sends with

@@ -3,18 +3,12 @@ package session
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-)
 
-// Errors returned by client sessions.
-var (
-	// ErrSessionEnded is returned when an operation is attempted with a
-	// client session that has been ended.
-	ErrSessionEnded = errors.New("the session has been ended")
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // expiryMargin is how long a server session must still be valid for to be
@@ -239,11 +233,11 @@ func NewClient(p *Pool, implicit bool) *Client {
 }
 
 // Acquire returns the session's server session, taking one from the pool
-// on first use. It fails with ErrSessionEnded once the session has ended.
+// on first use. It fails with mongoerr.ErrSessionEnded once the session has ended.
 // timeoutMinutes is the deployment's logicalSessionTimeoutMinutes.
 func (c *Client) Acquire(timeoutMinutes *int64) (*Server, error) {
 	if c.Ended {
-		return nil, ErrSessionEnded
+		return nil, mongoerr.ErrSessionEnded
 	}
 	if timeoutMinutes != nil {
 		t := *timeoutMinutes
@@ -274,10 +268,10 @@ func (c *Client) MarkDirty() {
 	}
 }
 
-// CheckUsable returns ErrSessionEnded if the session has ended.
+// CheckUsable returns mongoerr.ErrSessionEnded if the session has ended.
 func (c *Client) CheckUsable() error {
 	if c.Ended {
-		return ErrSessionEnded
+		return mongoerr.ErrSessionEnded
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/goleak"
+
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -226,10 +228,10 @@ func TestEndedClientCannotBeUsed(t *testing.T) {
 	p := NewPool(nil)
 	c := NewClient(p, false)
 	c.End()
-	if _, err := c.Acquire(minutes(30)); !errors.Is(err, ErrSessionEnded) {
-		t.Fatalf("Acquire after End: %v, want ErrSessionEnded", err)
+	if _, err := c.Acquire(minutes(30)); !errors.Is(err, mongoerr.ErrSessionEnded) {
+		t.Fatalf("Acquire after End: %v, want mongoerr.ErrSessionEnded", err)
 	}
-	if err := c.CheckUsable(); !errors.Is(err, ErrSessionEnded) {
+	if err := c.CheckUsable(); !errors.Is(err, mongoerr.ErrSessionEnded) {
 		t.Fatalf("CheckUsable after End: %v", err)
 	}
 	if p.Len() != 0 {

@@ -173,13 +173,24 @@ func (r *Report) check(ctx context.Context, db *sturdy.Database, workers []*work
 	if err := r.checkSaves(ctx, db.Collection("saves"), workers); err != nil {
 		return err
 	}
+	for _, w := range workers {
+		if len(w.txns) > 0 {
+			if err := r.checkTransactions(ctx, db.Collection(txnColl), workers); err != nil {
+				return err
+			}
+			break
+		}
+	}
 	r.Linearization = checkRegisters(regOps, time.Minute)
 	r.Linearizable = r.Linearization == "ok"
 	return nil
 }
 
 func (r *Report) add(kind string, failedApplied, lost, dup int64) {
-	kc := r.ByKind[kind]
+	kc, ok := r.ByKind[kind]
+	if !ok && failedApplied == 0 && lost == 0 && dup == 0 {
+		return // a kind the run did not do
+	}
 	kc.FailedApplied += failedApplied
 	kc.Lost += lost
 	kc.Duplicated += dup

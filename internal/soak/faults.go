@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy"
+	"github.com/sturdy-go/sturdy/faultproxy"
 )
 
 // Fault kinds of the schedule.
@@ -22,12 +24,21 @@ const (
 	FaultStepDown    = "stepdown"     // the primary steps down
 	FaultOverload    = "overload"     // 462 with SystemOverloadedError and RetryableError
 	FaultSlow        = "slow"         // replies are held back
+	// Faults of sharded clusters.
+	FaultRouterRestart = "router-restart" // a mongos router goes away and comes back (Options.Routers)
+	FaultCommitLost    = "commit-lost"    // a commitTransaction's reply is lost after the commit (through a fault proxy)
 )
 
 // DefaultMix is the default fault mix: relative weights of the kinds.
 const DefaultMix = "reply-lost=3,request-lost=2,reset=1,stepdown=1,overload=1,slow=1"
 
-var faultKinds = []string{FaultReplyLost, FaultRequestLost, FaultReset, FaultStepDown, FaultOverload, FaultSlow}
+// ShardedMix is the default mix of transactions on a sharded cluster:
+// router restarts, shard primaries stepping down, commit replies lost, and
+// the command faults at the routers. (Lost replies of retryable writes do
+// not apply: every write is in a transaction.)
+const ShardedMix = "request-lost=2,reset=1,stepdown=2,overload=1,slow=1,router-restart=2,commit-lost=3"
+
+var faultKinds = []string{FaultReplyLost, FaultRequestLost, FaultReset, FaultStepDown, FaultOverload, FaultSlow, FaultRouterRestart, FaultCommitLost}
 
 // ParseMix parses "kind=weight,..." into weights; weights are
 // non-negative integers and at least one is positive. "none" is no faults.
@@ -104,6 +115,8 @@ func Schedule(seed uint64, mix map[string]int, d time.Duration) []Episode {
 		ep := Episode{At: at, Kind: kind}
 		switch kind {
 		case FaultStepDown:
+		case FaultRouterRestart:
+			ep.Duration = 200*time.Millisecond + time.Duration(rng.Int64N(int64(800*time.Millisecond))) // down time
 		case FaultOverload:
 			ep.Duration = 300*time.Millisecond + time.Duration(rng.Int64N(int64(1500*time.Millisecond)))
 			ep.Rate = 0.3 + 0.4*rng.Float64()
@@ -126,8 +139,8 @@ func Schedule(seed uint64, mix map[string]int, d time.Duration) []Episode {
 
 // The commands each fault targets: the workload's writes and reads.
 var (
-	writeCommands = bson.A{"insert", "update", "findAndModify", "delete"}
-	allCommands   = bson.A{"insert", "update", "findAndModify", "delete", "find", "getMore"}
+	writeCommands = bson.A{"insert", "update", "findAndModify", "delete", "commitTransaction"}
+	allCommands   = bson.A{"insert", "update", "findAndModify", "delete", "find", "getMore", "commitTransaction"}
 )
 
 // failPoints returns the configureFailPoint commands that start and stop
@@ -155,50 +168,88 @@ func failPoints(ep Episode) (on, off bson.D) {
 	return nil, nil
 }
 
+// RouterControl stops and restarts one mongos router, for the
+// router-restart fault (an embedded mongosim's *mongosim.Router).
+type RouterControl interface {
+	Stop() error
+	Start() error
+}
+
 // admin is the schedule's own view of the deployment: a client for
-// replSetStepDown, and one direct connection per member, because fail points
-// are per member (as on mongod) and must be set and cleared on all.
+// replSetStepDown, and one direct connection per member (or per router),
+// because fail points are per member (as on mongod) and must be set and
+// cleared on all. On a sharded cluster step-downs go to the shards' own
+// replica sets in turn, and routers restart in turn; lost commit replies
+// are the fault proxy's.
 type admin struct {
 	rs      *sturdy.Client
 	members []*sturdy.Client
+	shards  []*sturdy.Client
+	routers []RouterControl
+	proxy   *faultproxy.Proxy
+	turn    map[string]int // the next shard or router by fault kind
 }
 
-// connectAdmin connects to uri and directly to every member its hello lists.
-func connectAdmin(ctx context.Context, uri string) (*admin, error) {
+// connectAdmin connects to uri and directly to every member its hello
+// lists, or to every router the URI names, and to each of shardURIs.
+func connectAdmin(ctx context.Context, uri string, shardURIs []string) (*admin, error) {
 	rs, err := sturdy.Connect(ctx, uri)
 	if err != nil {
 		return nil, err
 	}
-	a := &admin{rs: rs}
+	a := &admin{rs: rs, turn: map[string]int{}}
+	fail := func(err error) (*admin, error) {
+		a.close(context.Background())
+		return nil, err
+	}
 	reply, err := rs.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: int32(1)}})
 	if err != nil {
-		a.close(ctx)
-		return nil, fmt.Errorf("hello: %w", err)
+		return fail(fmt.Errorf("hello: %w", err))
 	}
 	var hello struct {
 		Hosts []string `bson:"hosts"`
+		Msg   string   `bson:"msg"`
 	}
 	if err := bson.Unmarshal(reply, &hello); err != nil {
-		a.close(ctx)
-		return nil, fmt.Errorf("hello: %w", err)
+		return fail(fmt.Errorf("hello: %w", err))
 	}
-	for _, h := range hello.Hosts {
+	hosts := hello.Hosts
+	if hello.Msg == "isdbgrid" { // mongos: fail points go to every router
+		o, err := sturdy.ParseURI(uri)
+		if err != nil {
+			return fail(err)
+		}
+		hosts = o.Hosts
+	}
+	for _, h := range hosts {
 		c, err := sturdy.Connect(ctx, directURI(uri, h))
 		if err != nil {
-			a.close(ctx)
-			return nil, fmt.Errorf("connect to member %s: %w", h, err)
+			return fail(fmt.Errorf("connect to %s: %w", h, err))
 		}
 		a.members = append(a.members, c)
 	}
-	if len(a.members) == 0 { // a standalone or mongos: fail points go to it
+	if len(a.members) == 0 { // a standalone: fail points go to it
 		c, err := sturdy.Connect(ctx, uri)
 		if err != nil {
-			a.close(ctx)
-			return nil, err
+			return fail(err)
 		}
 		a.members = append(a.members, c)
 	}
+	for _, u := range shardURIs {
+		c, err := sturdy.Connect(ctx, u)
+		if err != nil {
+			return fail(fmt.Errorf("connect to shard %s: %w", u, err))
+		}
+		a.shards = append(a.shards, c)
+	}
 	return a, nil
+}
+
+// next returns the index of the next shard or router of fault kind among n.
+func (a *admin) next(kind string, n int) int {
+	i := a.turn[kind] % n
+	a.turn[kind]++
+	return i
 }
 
 // directURI is uri with its hosts replaced by host and a direct connection.
@@ -232,10 +283,14 @@ func directURI(uri, host string) string {
 }
 
 func (a *admin) close(ctx context.Context) {
-	for _, c := range a.members {
+	for _, c := range append(a.members, a.shards...) {
 		_ = c.Disconnect(ctx)
 	}
 	_ = a.rs.Disconnect(ctx)
+	if a.proxy != nil {
+		_ = a.proxy.Close()
+		a.proxy = nil
+	}
 }
 
 // onAll runs cmd on every member; the first error is returned.
@@ -272,23 +327,72 @@ func runSchedule(ctx context.Context, a *admin, start time.Time, eps []Episode, 
 			return
 		}
 		started(ep)
-		if ep.Kind == FaultStepDown {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			_, err := a.rs.Database("admin").RunCommand(cctx, bson.D{{Key: "replSetStepDown", Value: int32(1)}, {Key: "force", Value: true}})
-			cancel()
-			if err != nil && ctx.Err() == nil {
-				errf(fmt.Errorf("replSetStepDown: %w", err))
-			}
-			continue
+		var err error
+		switch ep.Kind {
+		case FaultStepDown:
+			err = a.stepDown(ctx)
+		case FaultRouterRestart:
+			err = a.restartRouter(func() { wait(start.Add(ep.At + ep.Duration)) })
+		case FaultCommitLost:
+			err = a.loseCommits(ep.Rate, func() { wait(start.Add(ep.At + ep.Duration)) })
+		default:
+			err = a.failPoint(ctx, ep, func() { wait(start.Add(ep.At + ep.Duration)) })
 		}
-		on, off := failPoints(ep)
-		if err := a.onAll(ctx, on); err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil {
 			errf(fmt.Errorf("%s: %w", ep.Kind, err))
 		}
-		wait(start.Add(ep.At + ep.Duration))
-		// Always turn the fail point off, even when the run is over.
-		if err := a.onAll(context.Background(), off); err != nil {
-			errf(fmt.Errorf("%s off: %w", ep.Kind, err))
-		}
 	}
+}
+
+// stepDown steps the primary down: the replica set's, or the next shard's.
+func (a *admin) stepDown(ctx context.Context) error {
+	c := a.rs
+	if len(a.shards) > 0 {
+		c = a.shards[a.next(FaultStepDown, len(a.shards))]
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.Database("admin").RunCommand(cctx, bson.D{{Key: "replSetStepDown", Value: int32(1)}, {Key: "force", Value: true}})
+	return err
+}
+
+// restartRouter stops the next router until down returns, then starts it.
+func (a *admin) restartRouter(down func()) error {
+	if len(a.routers) == 0 {
+		return errors.New("no router to restart (Options.Routers)")
+	}
+	r := a.routers[a.next(FaultRouterRestart, len(a.routers))]
+	if err := r.Stop(); err != nil {
+		return err
+	}
+	down()
+	return r.Start() // even when the run is over
+}
+
+// loseCommits makes the fault proxy drop a fraction rate of the
+// commitTransaction replies (after the commit ran) until over returns.
+func (a *admin) loseCommits(rate float64, over func()) error {
+	if a.proxy == nil {
+		return errors.New("no fault proxy in front of the deployment")
+	}
+	err := a.proxy.SetRules([]faultproxy.Rule{{Name: FaultCommitLost, Match: faultproxy.Match{Commands: []string{"commitTransaction"}},
+		Action: faultproxy.Action{Kind: faultproxy.DropReply}, Probability: rate}})
+	if err != nil {
+		return err
+	}
+	over()
+	return a.proxy.SetRules(nil)
+}
+
+// failPoint sets the episode's fail point on every member until over
+// returns, then turns it off.
+func (a *admin) failPoint(ctx context.Context, ep Episode, over func()) error {
+	on, off := failPoints(ep)
+	err := a.onAll(ctx, on)
+	over()
+	// Always turn the fail point off, even when the run is over.
+	if offErr := a.onAll(context.Background(), off); offErr != nil {
+		return errors.Join(err, fmt.Errorf("off: %w", offErr))
+	}
+	return err
 }

@@ -169,6 +169,6 @@ func (l *latencies) bytes() int64 {
 
 // recordBytes is the memory worker w's records hold.
 func (w *worker) recordBytes() int64 {
-	return int64(cap(w.incs)+cap(w.saves)+cap(w.inserts)) + int64(cap(w.regOps))*int64(unsafe.Sizeof(regOp{})) +
+	return int64(cap(w.incs)+cap(w.saves)+cap(w.inserts)+cap(w.txns)) + int64(cap(w.regOps))*int64(unsafe.Sizeof(regOp{})) +
 		int64(cap(w.finished))*8
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sturdy-go/sturdy"
 	"github.com/sturdy-go/sturdy/adapt"
+	"github.com/sturdy-go/sturdy/faultproxy"
 	"github.com/sturdy-go/sturdy/once"
 	"github.com/sturdy-go/sturdy/optimistic"
 )
@@ -49,6 +50,17 @@ type Options struct {
 	// Driver is the client library the workload runs through; the zero
 	// value is Sturdy. The checks read the data with sturdy either way.
 	Driver Driver
+	// ShardURIs are the replica-set URIs of a sharded cluster's shards:
+	// step-downs go to them in turn (instead of to URI).
+	ShardURIs []string
+	// Routers are the routers the router-restart fault stops and starts
+	// in turn (an embedded mongosim's).
+	Routers []RouterControl
+	// Transactions makes every operation a transaction writing to both
+	// halves of one collection (see txn.go); on a sharded cluster of two
+	// or more shards the halves live on two shards, so every transaction
+	// is a cross-shard one. The driver's client must be a Transactor.
+	Transactions bool
 }
 
 // Progress is the live state of a run.
@@ -64,14 +76,20 @@ type Progress struct {
 
 // Report is the outcome of a run; the JSON names are `sturdy soak --json`'s.
 type Report struct {
-	Driver        string  `json:"driver"` // the client library the workload ran through
-	Ops           int64   `json:"ops"`
-	Succeeded     int64   `json:"succeeded"`
-	Failed        int64   `json:"failed"`
-	FailedApplied int64   `json:"failed_applied"` // failed operations the data shows applied (once)
-	Lost          int64   `json:"lost"`           // succeeded operations not applied
-	Duplicated    int64   `json:"duplicated"`     // operations applied more than once
-	Stuck         int64   `json:"stuck"`          // operations that outlived their deadline
+	Driver        string `json:"driver"` // the client library the workload ran through
+	Ops           int64  `json:"ops"`
+	Succeeded     int64  `json:"succeeded"`
+	Failed        int64  `json:"failed"`
+	FailedApplied int64  `json:"failed_applied"` // failed operations the data shows applied (once)
+	Lost          int64  `json:"lost"`           // succeeded operations not applied
+	Duplicated    int64  `json:"duplicated"`     // operations applied more than once
+	// HalfCommitted counts transactions of which only part is visible
+	// (Options.Transactions): a marker on one shard without its twin on
+	// the other, or a balance that disagrees with its markers.
+	HalfCommitted int64 `json:"half_committed"`
+	// CrossShard: the transactions wrote to two shards.
+	CrossShard    bool    `json:"cross_shard"`
+	Stuck         int64   `json:"stuck"` // operations that outlived their deadline
 	Linearizable  bool    `json:"linearizable"`
 	Linearization string  `json:"linearization"` // "ok", "illegal" or "unknown" (checker timed out)
 	Faults        int64   `json:"faults"`
@@ -110,10 +128,12 @@ type Second struct {
 	P99ms     float64 `json:"p99_ms"`
 }
 
-// OK reports that the run proved what it should: nothing lost, duplicated
-// or stuck, a linearizable register history and no leaked goroutines.
+// OK reports that the run proved what it should: something succeeded, and
+// nothing was lost, duplicated, half-committed or stuck, the register
+// history is linearizable and no goroutine leaked.
 func (r *Report) OK() bool {
-	return r.Lost == 0 && r.Duplicated == 0 && r.Stuck == 0 && r.Misreport == 0 && r.Linearization != "illegal" && r.LeakedGoroutines == 0
+	return r.Succeeded > 0 && r.Lost == 0 && r.Duplicated == 0 && r.HalfCommitted == 0 && r.Stuck == 0 && r.Misreport == 0 &&
+		r.Linearization != "illegal" && r.LeakedGoroutines == 0
 }
 
 func (o *Options) withDefaults() error {
@@ -147,6 +167,8 @@ const (
 	kindInsert    = "insert"
 	kindSave      = "save"
 	kindRegister  = "register"
+	// kindTransaction is Options.Transactions' only kind.
+	kindTransaction = "transaction"
 )
 
 // incPerDoc and savesPerDoc bound how many operations share one document,
@@ -174,6 +196,7 @@ type worker struct {
 	incs     opLog
 	saves    opLog
 	inserts  opLog
+	txns     opLog
 	regOps   []regOp
 	lat      *latencies
 	errs     map[string]int64
@@ -187,6 +210,8 @@ type workload struct {
 	saves         *optimistic.Collection
 	regs          adapt.Collection
 	acked         chan<- string
+	txn           Transactor // with Options.Transactions
+	db            string
 }
 
 // Run runs the workload and the fault schedule for o.Duration, then checks
@@ -207,19 +232,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{Driver: drv.Name, ByKind: make(map[string]KindCount), Errors: make(map[string]int64)}
 	rep.Schedule = Schedule(o.Seed, mix, o.Duration)
 
-	adm, err := connectAdmin(ctx, o.URI)
+	adm, client, err := connect(ctx, o, drv, mix)
 	if err != nil {
-		return nil, fmt.Errorf("soak: admin client: %w", err)
+		return nil, err
 	}
 	defer adm.close(context.Background())
-	if err := adm.rs.Database(o.Database).Drop(ctx); err != nil {
-		return nil, fmt.Errorf("soak: drop %s: %w", o.Database, err)
-	}
-
-	client, err := drv.Connect(ctx, o.URI)
-	if err != nil {
-		return nil, fmt.Errorf("soak: %s: %w", drv.Name, err)
-	}
 	// The checks read through the admin's sturdy client: the same reads
 	// whichever driver the workload ran through.
 	db := adm.rs.Database(o.Database)
@@ -230,6 +247,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		saves:   optimistic.New(client.Collection(o.Database, "saves")),
 		regs:    client.Collection(o.Database, "registers"),
 		acked:   acked,
+		db:      o.Database,
+	}
+	if o.Transactions {
+		t, ok := client.(Transactor)
+		if !ok {
+			_ = client.Disconnect(ctx)
+			return nil, errNoTransactions
+		}
+		wl.txn = t
+		if rep.CrossShard, err = shardTxnCollection(ctx, adm.rs, o.Database); err != nil {
+			_ = client.Disconnect(ctx)
+			return nil, err
+		}
 	}
 
 	var (
@@ -350,6 +380,41 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
+// connect connects the schedule's admin clients (with a fault proxy in
+// front of the deployment when the mix loses commit replies), drops the
+// database, and connects the workload's client (through the proxy, if
+// any).
+func connect(ctx context.Context, o Options, drv Driver, mix map[string]int) (*admin, Client, error) {
+	adm, err := connectAdmin(ctx, o.URI, o.ShardURIs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("soak: admin client: %w", err)
+	}
+	fail := func(err error) (*admin, Client, error) {
+		adm.close(context.Background())
+		return nil, nil, err
+	}
+	adm.routers = o.Routers
+	if err := adm.rs.Database(o.Database).Drop(ctx); err != nil {
+		return fail(fmt.Errorf("soak: drop %s: %w", o.Database, err))
+	}
+	uri := o.URI
+	if mix[FaultCommitLost] > 0 {
+		so, err := sturdy.ParseURI(o.URI)
+		if err != nil {
+			return fail(err)
+		}
+		if adm.proxy, err = faultproxy.Start(ctx, faultproxy.Options{Upstreams: so.Hosts, Seed: int64(o.Seed)}); err != nil {
+			return fail(fmt.Errorf("soak: fault proxy: %w", err))
+		}
+		uri = adm.proxy.URI()
+	}
+	client, err := drv.Connect(ctx, uri)
+	if err != nil {
+		return fail(fmt.Errorf("soak: %s: %w", drv.Name, err))
+	}
+	return adm, client, nil
+}
+
 // settle runs Reconcile until no increment is pending, and stays so for
 // quiet. An operation cut off by the end of the run may still be executing
 // on the server (held by a slow-reply fault, which the server still runs
@@ -434,6 +499,9 @@ func (w *worker) one(ctx context.Context, o Options, start time.Time, wl *worklo
 	outcome := once.NotApplied
 	began := time.Now()
 	switch p := w.rng.IntN(100); {
+	case wl.txn != nil:
+		kind, log = kindTransaction, &w.txns
+		err = w.transaction(opCtx, wl.txn, wl.db)
 	case p < 30:
 		kind, log = kindIncrement, &w.incs
 		n := len(w.incs)

@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,8 +164,8 @@ func TestScheduleIsReproducible(t *testing.T) {
 		}
 		kinds[a[i].Kind] = true
 	}
-	if len(kinds) != len(faultKinds) {
-		t.Errorf("a minute of the default mix used %d of %d fault kinds", len(kinds), len(faultKinds))
+	if len(kinds) != len(mix) {
+		t.Errorf("a minute of the default mix used %d of %d fault kinds", len(kinds), len(mix))
 	}
 	if c := Schedule(10, mix, time.Minute); len(c) == len(a) && c[0] == a[0] && c[1] == a[1] {
 		t.Error("another seed gave the same schedule")
@@ -231,5 +232,75 @@ func TestCompactRecords(t *testing.T) {
 	}
 	if lat.second(0) == nil || lat.second(5) != nil || lat.bytes() == 0 {
 		t.Error("per-second histograms")
+	}
+}
+
+// The transaction check catches a half-committed transaction (one marker
+// without its twin), a lost one, a balance applied twice and one applied
+// without its marker.
+func TestTransactionCheckCatchesHalfCommits(t *testing.T) {
+	c := launch(t)
+	ctx := context.Background()
+	client, err := sturdy.Connect(ctx, c.URI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	coll := client.Database("soakcheck").Collection(txnColl)
+	docs := []any{
+		// Worker 0: transaction 0 whole, 1 only on "a", 2 lost (acknowledged, neither marker).
+		bson.D{{Key: "_id", Value: txnMarker("a", 0, 0)}}, bson.D{{Key: "_id", Value: txnMarker("b", 0, 0)}},
+		bson.D{{Key: "_id", Value: txnMarker("a", 0, 1)}},
+		// Balances: "a" counts 3 for 2 markers (one applied twice), "b" 0 for 1 (one without its marker).
+		bson.D{{Key: "_id", Value: txnBalance("a", 0)}, {Key: "n", Value: int64(3)}},
+		bson.D{{Key: "_id", Value: txnBalance("b", 0)}, {Key: "n", Value: int64(0)}},
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{byKind: map[string]*KindCount{}}
+	w.txns.add(stOK, 0)
+	w.txns.add(stFailed, 0)
+	w.txns.add(stOK, 0)
+	rep := &Report{ByKind: map[string]KindCount{}, Errors: map[string]int64{}}
+	if err := rep.checkTransactions(ctx, coll, []*worker{w}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rep.ByKind[kindTransaction], (KindCount{Lost: 1, Duplicated: 1}); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if rep.HalfCommitted != 2 { // transaction 1, and the "b" balance short of its marker
+		t.Errorf("half-committed %d, want 2", rep.HalfCommitted)
+	}
+	if rep.OK() {
+		t.Error("a report with half-committed transactions says OK")
+	}
+}
+
+// Every operation a transaction over both halves of a collection, under
+// faults (on a replica set here; `sturdy soak --shards 2` puts the halves
+// on two shards): nothing lost, duplicated or half-committed.
+func TestSoakTransactions(t *testing.T) {
+	c := launch(t)
+	rep, err := Run(context.Background(), Options{URI: c.URI(), Duration: 5 * time.Second, Goroutines: 8, Seed: 4,
+		Mix: "request-lost=2,reset=1,stepdown=2,overload=1,commit-lost=4", Transactions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := rep.ByKind[kindTransaction]
+	t.Logf("transactions %d failed %d failed_applied %d lost %d dup %d half %d faults %d", kc.Ops, kc.Failed, kc.FailedApplied, kc.Lost, kc.Duplicated, rep.HalfCommitted, rep.Faults)
+	for e, n := range rep.Errors {
+		t.Logf("  %5d  %s", n, e)
+	}
+	if kc.Ops == 0 || kc.Ops != rep.Ops {
+		t.Fatalf("%d transactions of %d operations", kc.Ops, rep.Ops)
+	}
+	for e := range rep.Errors {
+		if strings.HasPrefix(e, "schedule: ") {
+			t.Errorf("a fault was not injected: %s", e)
+		}
+	}
+	if !rep.OK() {
+		t.Errorf("lost %d, duplicated %d, half-committed %d, stuck %d, leaked %d", rep.Lost, rep.Duplicated, rep.HalfCommitted, rep.Stuck, rep.LeakedGoroutines)
 	}
 }

@@ -258,7 +258,12 @@ func (s *projectStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		if s.mode == modeExclusion {
 			return exclude(s.root, doc), nil
 		}
-		return include(s.root, doc, doc, rt.vars)
+		out, err := include(s.root, doc, doc, rt.vars)
+		if score, noScore := expr.TextScore(doc); err == nil && noScore == nil {
+			// The textScore metadata stays with the document.
+			out = append(out, bson.E{Key: expr.TextScoreField, Value: score})
+		}
+		return out, err
 	})
 }
 

@@ -27,6 +27,11 @@ func compileMatch(arg any) (stage, error) {
 	if !ok {
 		return nil, cmderr.New(15959, "the match filter must be an expression in an object")
 	}
+	if HasText(spec) {
+		// The server answers a leading $text $match from the text index
+		// before the pipeline runs; anywhere else it is refused.
+		return nil, cmderr.New(17313, "$match with $text is only allowed as the first pipeline stage")
+	}
 	rest, exprSpecs := splitExpr(spec)
 	m := &matchStage{}
 	for _, es := range exprSpecs {
@@ -42,6 +47,25 @@ func compileMatch(arg any) (stage, error) {
 	}
 	m.filter, m.rest = f, rest
 	return m, nil
+}
+
+// HasText reports whether a $match filter has a $text, at the top level or
+// in a top-level $and.
+func HasText(spec bson.D) bool {
+	for _, e := range spec {
+		switch e.Key {
+		case "$text":
+			return true
+		case "$and":
+			clauses, _ := value.ToArray(e.Value)
+			for _, c := range clauses {
+				if cd, ok := value.ToDoc(c); ok && HasText(cd) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // splitExpr takes the top-level $expr clauses out of a filter.
@@ -130,6 +154,13 @@ func compileSort(arg any) (stage, error) {
 }
 
 func (s *sortStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
+	if s.sort.NeedsTextScore() {
+		for _, d := range in {
+			if _, err := expr.TextScore(d); err != nil {
+				return nil, err
+			}
+		}
+	}
 	out := append([]bson.D(nil), in...)
 	sorter := s.sort
 	if rt.env.Collator != nil {

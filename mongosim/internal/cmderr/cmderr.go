@@ -80,6 +80,7 @@ const (
 	WriteConflict                      = 112
 	TransactionCommitted               = 256
 	ConflictingOperationInProgress     = 117
+	PreparedTransactionInProgress      = 267
 )
 
 var names = map[int32]string{
@@ -116,6 +117,7 @@ var names = map[int32]string{
 	UnsatisfiableWriteConcern: "UnsatisfiableWriteConcern",
 	UnknownReplWriteConcern:   "UnknownReplWriteConcern", NotAReplicaSet: "NotAReplicaSet", SnapshotTooOld: "SnapshotTooOld", SnapshotUnavailable: "SnapshotUnavailable",
 	WriteConflict: "WriteConflict", TransactionCommitted: "TransactionCommitted", ConflictingOperationInProgress: "ConflictingOperationInProgress",
+	PreparedTransactionInProgress: "PreparedTransactionInProgress",
 }
 
 // Name returns the codeName MongoDB uses for code, or "Location<code>".

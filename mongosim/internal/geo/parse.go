@@ -118,7 +118,7 @@ func LegacyPointOf(v any) (r2.Point, bool) {
 
 func number(v any) (float64, bool) {
 	switch v.(type) {
-	case int32, int64, float64, bson.Decimal128:
+	case int, int32, int64, float64, bson.Decimal128:
 		return value.ToFloat(v)
 	}
 	return 0, false

@@ -21,6 +21,7 @@ type Filter struct {
 	vars  map[string]any
 	coll  value.Collator
 	near  *NearClause // the filter's $near or $nearSphere (geo.go)
+	text  TextSearch  // the $text predicate, nil without one
 	// scripted: the filter has a $where, whose errors abort a match.
 	scripted bool
 }
@@ -50,6 +51,9 @@ type Options struct {
 	// AllowNear admits $near and $nearSphere (find only, as on mongod,
 	// where they order the results by distance).
 	AllowNear bool
+	// Text compiles a $text argument against the collection's text index
+	// (nil: $text is not allowed in this context).
+	Text func(arg any) (TextSearch, error)
 }
 
 // node is one compiled predicate. v is the value the predicate is rooted at:
@@ -83,6 +87,10 @@ type compileCtx struct {
 	// $nor and $not, where $near may not appear.
 	geo    *geoState
 	notTop bool
+	// text is the filter's $text state; underOr and underNor say where a
+	// $text would be.
+	text              *textState
+	underOr, underNor bool
 	// scripts is where $where runs (nil: not allowed); scripted is set
 	// when one is compiled.
 	scripts  *js.Env
@@ -99,12 +107,13 @@ func CompileFilter(filter bson.D) (*Filter, error) {
 func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
 	f := &Filter{vars: expr.WithScripts(expr.WithCollator(o.Vars, o.Collator), o.Scripts), coll: o.Collator}
 	gs := &geoState{allowNear: o.AllowNear}
-	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil, geo: gs,
+	ts := &textState{compile: o.Text}
+	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil, geo: gs, text: ts,
 		scripts: o.Scripts, scripted: &f.scripted})
 	if err != nil {
 		return nil, err
 	}
-	f.root, f.near = n, gs.near
+	f.root, f.near, f.text = n, gs.near, ts.found
 	return f, nil
 }
 
@@ -221,7 +230,7 @@ func (c constNode) matchDoc(bson.D, *int) bool { return bool(c) }
 // ---- compilation ----
 
 var topLevelUnsupported = map[string]bool{
-	"$text": true, "$sampleRate": true,
+	"$sampleRate": true,
 }
 
 func compileDoc(filter bson.D, ctx compileCtx) (node, error) {
@@ -266,6 +275,8 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 		kids := make([]node, 0, len(arr))
 		kidCtx := ctx
 		kidCtx.notTop = ctx.notTop || op != "$and"
+		kidCtx.underNor = ctx.underNor || op == "$nor"
+		kidCtx.underOr = ctx.underOr || (op == "$or" && len(arr) > 1)
 		for _, x := range arr {
 			d, ok := x.(bson.D)
 			if !ok {
@@ -289,6 +300,8 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 		return norNode(kids), nil
 	case "$comment":
 		return nil, nil
+	case "$text":
+		return compileText(arg, ctx)
 	case "$ref", "$id", "$db":
 		// A DBRef's fields (in $elemMatch over DBRefs): an equality on
 		// the field, only $id under the collation.

@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
@@ -18,6 +19,9 @@ type Projection struct {
 	positional bool // has a field.$ projection: needs the match position
 	empty      bool
 	vars       map[string]any // the command's let variables, for computed fields
+	// meta are the top-level fields set to {$meta: "textScore"}, added
+	// after the rest of the projection.
+	meta []string
 }
 
 type projNode struct {
@@ -153,7 +157,19 @@ func compileProjection(spec bson.D, o Options) (*Projection, error) {
 					}
 					return p.root.insert(path, f)
 				case "$meta":
-					return cmderr.Unsupported("$meta projection")
+					if err := expr.CheckMeta(d[0].Value); err != nil {
+						return err
+					}
+					if strings.Contains(path, ".") {
+						return cmderr.Unsupported("$meta projection on a dotted field")
+					}
+					for _, m := range p.meta {
+						if m == path {
+							return cmderr.New(codePathCollision, "Path collision at %s", path)
+						}
+					}
+					p.meta = append(p.meta, path)
+					return nil
 				}
 				// An aggregation expression such as {$add: [...]}.
 			} else {
@@ -299,7 +315,7 @@ func (p *Projection) Apply(doc bson.D) bson.D {
 // Filter.MatchPosition, used by a positional field.$ projection (-1: none).
 func (p *Projection) Project(doc bson.D, pos int) (bson.D, error) {
 	if p.empty {
-		return value.CloneDoc(doc), nil
+		return StripTextScore(value.CloneDoc(doc)), nil
 	}
 	a := applier{p: p, root: doc, pos: pos}
 	var out bson.D
@@ -311,8 +327,29 @@ func (p *Projection) Project(doc bson.D, pos int) (bson.D, error) {
 	if a.err != nil {
 		return nil, a.err
 	}
-	return out, nil
+	for _, m := range p.meta {
+		score, err := expr.TextScore(doc)
+		if err != nil {
+			return nil, err
+		}
+		out = setField(out, m, score)
+	}
+	return StripTextScore(out), nil
 }
+
+// StripTextScore removes the textScore a document carries (TextScoreField),
+// in place.
+func StripTextScore(d bson.D) bson.D {
+	for i := len(d) - 1; i >= 0; i-- {
+		if d[i].Key == TextScoreField {
+			return append(d[:i], d[i+1:]...)
+		}
+	}
+	return d
+}
+
+// NeedsTextScore reports whether the projection reads the textScore.
+func (p *Projection) NeedsTextScore() bool { return p != nil && len(p.meta) > 0 }
 
 type applier struct {
 	p    *Projection

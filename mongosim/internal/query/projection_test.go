@@ -121,7 +121,8 @@ func TestProjectionErrors(t *testing.T) {
 		{`{"a.$.b": 1}`, 31394, ""},
 		{`{"a": {"$slice": "x"}}`, 28724, ""},
 		{`{"a": {"$slice": [1, 0]}}`, 28724, "$slice limit must be positive"},
-		{`{"a": {"$meta": "textScore"}}`, cmderr.NotImplemented, ""},
+		{`{"a": {"$meta": "searchScore"}}`, cmderr.NotImplemented, ""},
+		{`{"a": {"$meta": 1}}`, 17308, "Unsupported argument to $meta: int"},
 		{`{"$a": 1}`, 16410, ""},
 	}
 	for _, c := range cases {

@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
@@ -18,11 +19,12 @@ type sortField struct {
 	path pathSpec
 	desc bool
 	coll value.Collator
+	meta bool // {$meta: "textScore"}: by the document's textScore, highest first
 }
 
 // CompileSort compiles a sort specification. Each value must be a number
-// equal to 1 or -1; {$meta: ...} is not supported. An empty spec is valid
-// and keeps the input order.
+// equal to 1 or -1, or {$meta: "textScore"} (highest score first). An
+// empty spec is valid and keeps the input order.
 func CompileSort(spec bson.D) (*Sort, error) { return CompileSortWith(spec, nil) }
 
 // CompileSortWith is CompileSort ordering strings by coll (nil: simple).
@@ -30,7 +32,11 @@ func CompileSortWith(spec bson.D, coll value.Collator) (*Sort, error) {
 	s := &Sort{}
 	for _, e := range spec {
 		if d, ok := e.Value.(bson.D); ok && len(d) > 0 && d[0].Key == "$meta" {
-			return nil, cmderr.Unsupported("$meta sort")
+			if err := expr.CheckMeta(d[0].Value); err != nil {
+				return nil, err
+			}
+			s.keys = append(s.keys, sortField{meta: true, desc: true})
+			continue
 		}
 		f, ok := value.ToFloat(e.Value)
 		if !ok || (f != 1 && f != -1) {
@@ -42,6 +48,16 @@ func CompileSortWith(spec bson.D, coll value.Collator) (*Sort, error) {
 		s.keys = append(s.keys, sortField{path: newPath(e.Key, compileCtx{}), desc: f == -1, coll: coll})
 	}
 	return s, nil
+}
+
+// NeedsTextScore reports whether the sort reads the textScore.
+func (s *Sort) NeedsTextScore() bool {
+	for _, k := range s.keys {
+		if k.meta {
+			return true
+		}
+	}
+	return false
 }
 
 // Len is the number of sort keys.
@@ -126,6 +142,10 @@ func compareSortValues(a, b any, coll value.Collator) int {
 // reaches (array elements included), the smallest ascending or the largest
 // descending; missing is null.
 func (k sortField) key(doc bson.D) any {
+	if k.meta {
+		score, _ := expr.TextScore(doc)
+		return score
+	}
 	acc := sortAcc{desc: k.desc, coll: k.coll}
 	k.collect(doc, 0, &acc)
 	if !acc.have {

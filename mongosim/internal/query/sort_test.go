@@ -103,10 +103,12 @@ func TestCompileSortErrors(t *testing.T) {
 			t.Errorf("%s: got %v", spec, err)
 		}
 	}
-	_, err := CompileSort(doc(t, `{"score": {"$meta": "textScore"}}`))
-	var ce *cmderr.Error
-	if !errors.As(err, &ce) || ce.Code != cmderr.NotImplemented {
-		t.Errorf("$meta: got %v", err)
+	for spec, code := range map[string]int32{`{"score": {"$meta": "randVal"}}`: cmderr.NotImplemented, `{"score": {"$meta": "nope"}}`: 17308} {
+		_, err := CompileSort(doc(t, spec))
+		var ce *cmderr.Error
+		if !errors.As(err, &ce) || ce.Code != code {
+			t.Errorf("%s: got %v, want code %d", spec, err, code)
+		}
 	}
 }
 

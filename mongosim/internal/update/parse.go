@@ -180,10 +180,10 @@ func parsePath(path string) ([]string, error) {
 				return nil, cmderr.New(cmderr.BadValue,
 					"Cannot have array filter identifier (i.e. '$[<id>]') element in the first position in path '%s'", path)
 			}
-		case p[0] == '$':
-			return nil, cmderr.New(cmderr.DollarPrefixedFieldName,
-				"The dollar ($) prefixed field '%s' in '%s' is not valid for storage.", p, path)
 		}
+		// Other $-prefixed names are field names (MongoDB 5.0+); a
+		// top-level one may only be created by an upsert's insert
+		// (Update.topDollar).
 	}
 	if positional > 1 {
 		return nil, cmderr.New(cmderr.BadValue, "Too many positional (i.e. '$') elements found in path '%s'", path)
@@ -209,6 +209,9 @@ func (u *Update) addLeaf(kind opKind, op string, f bson.E) error {
 	if err := l.init(f); err != nil {
 		return err
 	}
+	if parts[0][0] == '$' && kind != opUnset && kind != opRename {
+		u.topDollar = append(u.topDollar, f.Key)
+	}
 	if kind == opRename {
 		to, err := parsePath(f.Value.(string))
 		if err != nil {
@@ -219,6 +222,9 @@ func (u *Update) addLeaf(kind opKind, op string, f bson.E) error {
 		}
 		if isDynamic(to) {
 			return cmderr.New(cmderr.BadValue, "The destination field for $rename may not be dynamic: %s", f.Value)
+		}
+		if to[0][0] == '$' {
+			u.topDollar = append(u.topDollar, f.Value.(string))
 		}
 		if isPrefix(parts, to) || isPrefix(to, parts) {
 			return cmderr.New(cmderr.BadValue,

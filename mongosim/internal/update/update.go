@@ -53,6 +53,9 @@ type Update struct {
 	positional  bool
 	replacement bson.D
 	pipeline    *pipelineUpdate
+	// topDollar are the paths creating a top-level $-prefixed field,
+	// which only an upsert's insert may do (mongod's storage validation).
+	topDollar []string
 }
 
 // Compile parses an update: a document of $-operators, a replacement
@@ -172,6 +175,12 @@ func (u *Update) apply(doc bson.D, env Env, immutableID bool) (bson.D, error) {
 		return replace(doc, u.replacement, immutableID)
 	case kindPipeline:
 		return u.pipeline.apply(doc, env, immutableID)
+	}
+	if len(u.topDollar) > 0 && !env.Insert {
+		p := u.topDollar[0]
+		first, _, _ := strings.Cut(p, ".")
+		return nil, cmderr.New(cmderr.DollarPrefixedFieldName,
+			"The dollar ($) prefixed field '%s' in '%s' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith.", first, first)
 	}
 	filters, err := u.bindArrayFilters(env.ArrayFilters, env.Collator)
 	if err != nil {

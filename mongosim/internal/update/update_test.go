@@ -355,7 +355,6 @@ func TestParseErrors(t *testing.T) {
 		{"empty component", D(`{"$set":{"a..b":1}}`), cmderr.EmptyFieldName, "The update path 'a..b' contains an empty field name, which is not allowed."},
 		{"positional first", D(`{"$set":{"$.a":1}}`), cmderr.BadValue, "Cannot have positional (i.e. '$') element in the first position in path '$.a'"},
 		{"two positionals", D(`{"$set":{"a.$.b.$":1}}`), cmderr.BadValue, "Too many positional (i.e. '$') elements found in path 'a.$.b.$'"},
-		{"dollar field", D(`{"$set":{"a.$x":1}}`), cmderr.DollarPrefixedFieldName, ""},
 		{"not a document", int32(5), cmderr.FailedToParse, "Update argument must be either an object or an array"},
 		{"nil", nil, cmderr.FailedToParse, ""},
 	}
@@ -664,5 +663,28 @@ func TestConcurrentApply(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// MongoDB 5.0+ stores $-prefixed field names: nested ones through any
+// update, a top-level one only through an upsert's insert.
+func TestDollarPrefixedFields(t *testing.T) {
+	nested, err := Compile(D(`{"$set":{"a.$x":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := nested.Apply(D(`{"_id":1,"a":{}}`), Env{})
+	if err != nil || fmt.Sprint(out) != fmt.Sprint(D(`{"_id":1,"a":{"$x":1}}`)) {
+		t.Fatalf("nested: %v %v", out, err)
+	}
+	top, err := Compile(D(`{"$set":{"$hotel":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = top.Apply(D(`{"_id":1}`), Env{})
+	checkErr(t, err, cmderr.DollarPrefixedFieldName, "The dollar ($) prefixed field '$hotel' in '$hotel' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith.")
+	ins, err := top.Upsert(D(`{"_id":2}`), Env{})
+	if err != nil || fmt.Sprint(ins) != fmt.Sprint(D(`{"_id":2,"$hotel":1}`)) {
+		t.Fatalf("upsert: %v %v", ins, err)
 	}
 }
