@@ -191,11 +191,14 @@ func writeErrorDoc(i int, err error) bson.D {
 func errorReply(err error) (bson.D, error) {
 	var dk *dupKeyError
 	var ve *validationError
+	var kc *keyChangeError
 	switch {
 	case errors.As(err, &dk):
 		err = dk
 	case errors.As(err, &ve):
 		err = ve
+	case errors.As(err, &kc):
+		err = kc
 	default:
 		return nil, err
 	}
@@ -370,7 +373,7 @@ func (cu *compiledUpdate) updateEnv(now time.Time) update.Env {
 }
 
 func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
-	f, err := env.compileFilter(st.filterDoc)
+	f, err := env.compileNearFilter(st.filterDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -409,6 +412,9 @@ func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
 		}
 		if cu.sorter, err = env.compileSort(st.sort); err != nil {
 			return nil, err
+		}
+		if cu.sorter.NeedsTextScore() {
+			return nil, errWriteTextScore
 		}
 	}
 	return cu, nil
@@ -591,6 +597,10 @@ func upsertInto(c *collection, cu *compiledUpdate, now time.Time) (any, bson.D, 
 	return value.Clone(id), doc, nil
 }
 
+// errWriteTextScore refuses the textScore in the sort or projection of a
+// write, which reads the documents without their scores.
+var errWriteTextScore = cmderr.Unsupported("{$meta: \"textScore\"} in the sort or fields of an update or findAndModify")
+
 func firstBySort(s *query.Sort, recs []*record) *record {
 	best := recs[0]
 	for _, r := range recs[1:] {
@@ -670,7 +680,7 @@ func cmdDelete(r *request) (bson.D, error) {
 }
 
 func (s *storage) execDelete(ctx context.Context, db, coll string, st *deleteStmt, env opEnv) (stmtResult, error) {
-	f, err := env.compileFilter(st.filterDoc)
+	f, err := env.compileNearFilter(st.filterDoc)
 	if err != nil {
 		return stmtResult{}, err
 	}
@@ -754,7 +764,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 	}
 	hint, _ := r.get("hint")
 
-	f, err := env.compileFilter(filterDoc)
+	f, err := env.compileNearFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -767,6 +777,9 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 	proj, err := optionalProjection(fields, env)
 	if err != nil {
 		return nil, err
+	}
+	if proj.NeedsTextScore() || (sorter != nil && sorter.NeedsTextScore()) {
+		return nil, errWriteTextScore
 	}
 	var cu *compiledUpdate
 	if hasUpdate {

@@ -171,7 +171,7 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	hint, _ := r.get("hint")
 
-	f, err := env.compileFindFilter(filterDoc)
+	f, err := env.compileNearFilter(filterDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +188,9 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	if (proj.NeedsTextScore() || (sorter != nil && sorter.NeedsTextScore())) && f.Text() == nil {
 		return nil, expr.ErrNoTextScore()
+	}
+	if err := checkTextQuery(f, sortDoc, hint, tailable); err != nil {
+		return nil, err
 	}
 	if tailable {
 		n, isNum := asFloat(nil)

@@ -395,3 +395,46 @@ func TestGeoThroughRouters(t *testing.T) {
 	_, err = spread.Aggregate(ctx, mongo.Pipeline{{{Key: "$geoNear", Value: bson.D{{Key: "near", Value: geoPoint(0, 0)}, {Key: "distanceField", Value: "d"}}}}})
 	geoWantCode(t, "sharded $geoNear", err, 238, "")
 }
+
+// Updates, deletes and findAndModify accept $near, as mongod: the nearest
+// matching documents are the ones written.
+func TestGeoNearInWrites(t *testing.T) {
+	coll, ctx := geoColl(t, "writes")
+	_, err := coll.InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "loc", Value: geoPoint(3, 0)}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "loc", Value: geoPoint(1, 0)}},
+		bson.D{{Key: "_id", Value: 3}, {Key: "loc", Value: geoPoint(2, 0)}},
+		bson.D{{Key: "_id", Value: 4}, {Key: "loc", Value: geoPoint(50, 0)}},
+	})
+	sdNoErr(t, err)
+	near := func(max float64) bson.D {
+		return bson.D{{Key: "loc", Value: bson.D{{Key: "$near", Value: bson.D{{Key: "$geometry", Value: geoPoint(0, 0)}, {Key: "$maxDistance", Value: max}}}}}}
+	}
+	_, err = coll.UpdateOne(ctx, near(1e7), bson.D{{Key: "$set", Value: bson.D{{Key: "hit", Value: 1}}}})
+	geoWantCode(t, "update without index", err, 291, "")
+	_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "loc", Value: "2dsphere"}}})
+	sdNoErr(t, err)
+
+	res, err := coll.UpdateOne(ctx, near(1e7), bson.D{{Key: "$set", Value: bson.D{{Key: "first", Value: true}}}})
+	sdNoErr(t, err)
+	if res.ModifiedCount != 1 {
+		t.Fatalf("updateOne: %+v", res)
+	}
+	geoWantIDs(t, "updateOne took the nearest", sdFindAll(t, ctx, coll, bson.D{{Key: "first", Value: true}}), 2)
+	res, err = coll.UpdateMany(ctx, near(400000), bson.D{{Key: "$set", Value: bson.D{{Key: "close", Value: true}}}})
+	sdNoErr(t, err)
+	if res.ModifiedCount != 3 {
+		t.Fatalf("updateMany within 400 km: %+v", res)
+	}
+	var got bson.D
+	sdNoErr(t, coll.FindOneAndUpdate(ctx, near(1e7), bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}).Decode(&got))
+	if id, _ := geoField(got, "_id"); fmt.Sprint(id) != "2" {
+		t.Fatalf("findOneAndUpdate: %v", got)
+	}
+	del, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$ne", Value: 2}}}, near(1e7)[0]})
+	sdNoErr(t, err)
+	if del.DeletedCount != 1 {
+		t.Fatalf("deleteOne: %+v", del)
+	}
+	geoWantIDs(t, "deleteOne took the nearest but 2", sdFindAll(t, ctx, coll, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})), 1, 2, 4)
+}

@@ -10,9 +10,10 @@ import (
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
-// compileFindFilter is compileFilter for find, the one command whose filter
-// may hold $near or $nearSphere.
-func (e opEnv) compileFindFilter(filter bson.D) (*query.Filter, error) {
+// compileNearFilter is compileFilter for the commands whose filter may hold
+// $near or $nearSphere: find, update, delete and findAndModify (where the
+// nearest documents are the ones written first).
+func (e opEnv) compileNearFilter(filter bson.D) (*query.Filter, error) {
 	o := e.queryOptions()
 	o.AllowNear = true
 	return query.CompileFilterWith(filter, o)
@@ -188,4 +189,54 @@ func nearPlan(r *request, s readShape) (*plan, error) {
 	p := &plan{stage: stage, n: n, works: n + 1,
 		spec: bson.D{{Key: "keyPattern", Value: ix.key}, {Key: "indexName", Value: ix.name}, {Key: "indexVersion", Value: int32(2)}}}
 	return s.finish(p, n, false), nil
+}
+
+// matchNear is collection.match for a filter with $near: the matching
+// records nearest first, at most limit (> 0), through the geo index.
+func (c *collection) matchNear(f *query.Filter, limit int) ([]*record, error) {
+	nc := f.Near()
+	ix := nearIndex(c, nc.Path, nc.Near.GeoJSON, nc.Near.Sphere)
+	if ix == nil {
+		return nil, errNoGeoIndex(c.ns())
+	}
+	type hit struct {
+		r *record
+		d float64
+	}
+	var hits []hit
+	var evalErr error
+	add := func(r *record, d float64) bool {
+		ok, err := f.MatchErr(r.doc)
+		if err != nil {
+			evalErr = err
+			return false
+		}
+		if ok {
+			hits = append(hits, hit{r, d})
+		}
+		return limit <= 0 || len(hits) < limit
+	}
+	if c.txn == nil && !ix.geo.flat && nc.Near.Sphere {
+		gi, recs := ix.geo.nearCells(c, nc.Path)
+		gi.Near(nc.Near, func(i int) (float64, bool) { return nc.Distance(recs[i].doc) }, func(i int, d float64) bool { return add(recs[i], d) })
+	} else {
+		var all []hit
+		c.each(func(r *record) bool {
+			if d, ok := nc.Distance(r.doc); ok {
+				all = append(all, hit{r, d})
+			}
+			return true
+		})
+		sort.SliceStable(all, func(i, j int) bool { return all[i].d < all[j].d })
+		for _, h := range all {
+			if !add(h.r, h.d) {
+				break
+			}
+		}
+	}
+	out := make([]*record, len(hits))
+	for i, h := range hits {
+		out[i] = h.r
+	}
+	return out, evalErr
 }

@@ -350,3 +350,23 @@ func stripTextScoreValue(v any) any {
 	}
 	return v
 }
+
+// checkTextQuery applies mongod's rules for a find with $text: no
+// $natural sort, no hint, not tailable.
+func checkTextQuery(f *query.Filter, sortDoc bson.D, hint any, tailable bool) error {
+	if f.Text() == nil {
+		return nil
+	}
+	if _, natural := value.Get(sortDoc, "$natural"); natural {
+		return cmderr.New(cmderr.BadValue, "text expression not allowed with $natural sort order")
+	}
+	if d, isDoc := hint.(bson.D); hint != nil && (!isDoc || len(d) > 0) {
+		if s, isStr := hint.(string); !isStr || s != "" {
+			return cmderr.New(cmderr.BadValue, "text and hint not allowed in same query")
+		}
+	}
+	if tailable {
+		return cmderr.New(cmderr.BadValue, "text and tailable cursor not allowed in same query")
+	}
+	return nil
+}

@@ -114,6 +114,9 @@ func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
 		return nil, err
 	}
 	f.root, f.near, f.text = n, gs.near, ts.found
+	if f.near != nil && f.text != nil {
+		return nil, cmderr.New(cmderr.BadValue, "text and geoNear not allowed in same query")
+	}
 	return f, nil
 }
 
