@@ -26,7 +26,11 @@ func (r *Router) routeShardedColl(rq *request, cmd *command, out *outcome, sc *s
 	case "insert", "update", "delete":
 		return r.shardedWrite(rq, sc)
 	case "findAndModify":
-		return r.shardedFindAndModify(rq, cmd, out, sc)
+		reply, err := r.shardedFindAndModify(rq, cmd, out, sc)
+		if code, _ := replyCode(reply); err == nil && code == codeWouldChangeOwningShard {
+			return r.famKeyChange(rq, sc, reply) // shard_keychange_router.go
+		}
+		return reply, err
 	case "find":
 		return r.shardedFind(rq, cmd, out, sc)
 	case "count":
@@ -501,7 +505,7 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 	if err != nil {
 		return nil, err
 	}
-	res, err := rest.Run(rq.ctx, docs, agg.Env{DB: rq.db, Catalog: routerCatalog{r: r, rq: rq}, Now: rq.now, Vars: env.vars, Collator: env.collator()})
+	res, err := rest.Run(rq.ctx, docs, agg.Env{DB: rq.db, Catalog: routerCatalog{r: r, rq: rq}, Now: rq.now, Vars: env.vars, Collator: env.collator(), Scripts: rq.scripts()})
 	if err != nil {
 		return errorReply(err)
 	}

@@ -675,10 +675,15 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 		doc = rest
 	}
 	for _, f := range c.shardKey {
+		if c.committing != nil {
+			// A commit applying a transaction's delete and insert of one
+			// _id: the router moved the document within the shard.
+			break
+		}
 		was, _ := dottedValue(r.doc, f)
 		now, _ := dottedValue(doc, f)
 		if !sameValue(was, now) {
-			return cmderr.New(cmderr.ImmutableField, "After applying the update, the (immutable) field '%s' was found to have been altered to %s: %s", f, f, shellString(now))
+			return &keyChangeError{pre: value.CloneDoc(r.doc), post: value.CloneDoc(doc)}
 		}
 	}
 	if n := bsonSize(doc); n > maxBSONSize {
@@ -804,6 +809,10 @@ func errorFields(err error) (code int32, fields bson.D) {
 	}
 	if fields, ok := validationFields(err); ok {
 		return codeDocumentValidationFailure, fields
+	}
+	var kc *keyChangeError
+	if errors.As(err, &kc) {
+		return codeWouldChangeOwningShard, kc.fields()
 	}
 	var ce *cmderr.Error
 	if errors.As(err, &ce) {
