@@ -144,11 +144,13 @@ type record struct {
 	seq   uint64 // insertion number in its collection
 }
 
-func newStorage(now func() time.Time) *storage {
+func newStorage(now func() time.Time, clock *logicalClock) *storage {
 	if now == nil {
 		now = time.Now
 	}
-	clock := newLogicalClock(now)
+	if clock == nil {
+		clock = newLogicalClock(now)
+	}
 	return &storage{now: now, dbs: map[string]*database{}, cursors: &cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now, clock),
 		clusterClock: clock, ddlAt: map[string]bson.Timestamp{}, clock: newTxnClock()}
 }
