@@ -72,6 +72,11 @@ type Options struct {
 	// several commands. mongosim does not refuse larger batches.
 	MaxWriteBatchSize int
 	IdleTimeout       time.Duration
+	// JavaScriptDisabled turns server-side JavaScript off, as mongod's
+	// security.javascriptEnabled: false (--noscripting): $where,
+	// $function, $accumulator and mapReduce then fail with mongod's
+	// errors for a server without a script engine.
+	JavaScriptDisabled bool
 }
 
 // AuthOptions holds the one user mongosim knows when auth is on.

@@ -454,6 +454,7 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 		return nil, cmderr.Unsupported("aggregate explain")
 	}
 	lead := 0
+	var err error
 	var leadFilter bson.D
 	for lead < len(pipeline) {
 		d, ok := pipeline[lead].(bson.D)
@@ -471,6 +472,9 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 	}
 	if geoNearFirst(pipeline) {
 		return nil, cmderr.Unsupported("$geoNear on a sharded collection spanning several shards")
+	}
+	if lead, err = textLead(pipeline, lead); err != nil {
+		return nil, err
 	}
 	batchSize := -1
 	if cv, ok := rq.get("cursor"); ok {
@@ -504,7 +508,7 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 	if err != nil {
 		return nil, err
 	}
-	res, err := rest.Run(rq.ctx, docs, agg.Env{DB: rq.db, Catalog: routerCatalog{r: r, rq: rq}, Now: rq.now, Vars: env.vars, Collator: env.collator()})
+	res, err := rest.Run(rq.ctx, docs, agg.Env{DB: rq.db, Catalog: routerCatalog{r: r, rq: rq}, Now: rq.now, Vars: env.vars, Collator: env.collator(), Scripts: rq.scripts()})
 	if err != nil {
 		return errorReply(err)
 	}
