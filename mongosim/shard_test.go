@@ -633,10 +633,6 @@ func TestShardedTransactionsAndUnsupported(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != 238 {
 		t.Fatalf("$merge into a sharded collection = %v, want NotImplemented (238)", err)
 	}
-	_, err = client.Database("db").Watch(ctx, mongo.Pipeline{})
-	if !errors.As(err, &ce) || ce.Code != 238 {
-		t.Fatalf("database change stream = %v, want NotImplemented (238)", err)
-	}
 }
 
 // A read whose filter fixes the shard key goes to that key's shard only;
