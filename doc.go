@@ -59,7 +59,11 @@
 // codes), readpref, once and optimistic (the exactly-once and
 // optimistic-locking patterns), adapt/mongov2 (the patterns over the
 // official driver), blackpipe and mongosim (the test servers), faultproxy
-// (fault injection in front of a real deployment) and cmd/sturdy (the CLI).
+// (fault injection in front of a real deployment), soak (the chaos run
+// behind `sturdy soak`) and cmd/sturdy (the CLI). The harnesses that import
+// this package from inside the module (the specification-test runner, the
+// client benchmarks) live in internal/harness, so that the rest of
+// internal/ is the core below the API.
 //
 // # How a command travels
 //

@@ -191,11 +191,14 @@ func writeErrorDoc(i int, err error) bson.D {
 func errorReply(err error) (bson.D, error) {
 	var dk *dupKeyError
 	var ve *validationError
+	var kc *keyChangeError
 	switch {
 	case errors.As(err, &dk):
 		err = dk
 	case errors.As(err, &ve):
 		err = ve
+	case errors.As(err, &kc):
+		err = kc
 	default:
 		return nil, err
 	}
@@ -410,6 +413,9 @@ func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
 		if cu.sorter, err = env.compileSort(st.sort); err != nil {
 			return nil, err
 		}
+		if cu.sorter.NeedsTextScore() {
+			return nil, errWriteTextScore
+		}
 	}
 	return cu, nil
 }
@@ -531,7 +537,7 @@ func (s *storage) execUpdate(ctx context.Context, db, coll string, st *updateStm
 		if st.multi || cu.sorter != nil {
 			limit = 0
 		}
-		matched, err := c.match(cu.filter, st.filterDoc, limit)
+		matched, err := c.matchPlanned(cu.filter, st.filterDoc, limit, st.hint)
 		if err != nil {
 			return err
 		}
@@ -590,6 +596,10 @@ func upsertInto(c *collection, cu *compiledUpdate, now time.Time) (any, bson.D, 
 	id, _ := value.Get(doc, "_id")
 	return value.Clone(id), doc, nil
 }
+
+// errWriteTextScore refuses the textScore in the sort or projection of a
+// write, which reads the documents without their scores.
+var errWriteTextScore = cmderr.Unsupported("{$meta: \"textScore\"} in the sort or fields of an update or findAndModify")
 
 func firstBySort(s *query.Sort, recs []*record) *record {
 	best := recs[0]
@@ -686,7 +696,7 @@ func (s *storage) execDelete(ctx context.Context, db, coll string, st *deleteStm
 		if st.multi {
 			limit = 0
 		}
-		matched, err := c.match(f, st.filterDoc, limit)
+		matched, err := c.matchPlanned(f, st.filterDoc, limit, st.hint)
 		if err != nil {
 			return err
 		}
@@ -768,6 +778,9 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if proj.NeedsTextScore() || (sorter != nil && sorter.NeedsTextScore()) {
+		return nil, errWriteTextScore
+	}
 	var cu *compiledUpdate
 	if hasUpdate {
 		switch updateSpec.(type) {
@@ -806,7 +819,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 				if sorter != nil {
 					limit = 0
 				}
-				m, err := c.match(f, filterDoc, limit)
+				m, err := c.matchPlanned(f, filterDoc, limit, hint)
 				if err != nil {
 					return err
 				}

@@ -1,6 +1,6 @@
 package mongosim
 
-// Fixes made where the unified spec tests (internal/spectest) showed mongosim
+// Fixes made where the unified spec tests (internal/harness/spectest) showed mongosim
 // behaving differently from MongoDB. Each test drives mongosim with the
 // official Go driver, as an independent client.
 

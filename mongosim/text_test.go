@@ -406,12 +406,28 @@ func TestTextQueryErrors(t *testing.T) {
 			t.Errorf("%v: message %q, want %q", tc.filter, ce.Message, tc.msg)
 		}
 	}
+	for _, o := range []*options.FindOptionsBuilder{
+		options.Find().SetSort(bson.D{{Key: "$natural", Value: 1}}),
+		options.Find().SetHint("a_text"),
+	} {
+		_, err := c.Find(ctx, search("coffee"), o)
+		commandError(t, err, cmderr.BadValue)
+	}
 	// {$meta: "textScore"} without $text.
 	meta := bson.D{{Key: "$meta", Value: "textScore"}}
 	_, err = c.Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: "s", Value: meta}}))
 	commandError(t, err, 40218)
 	_, err = c.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "s", Value: meta}}))
 	commandError(t, err, 40218)
+	// Writes read documents without their scores: a textScore sort there
+	// is NotImplemented.
+	err = c.FindOneAndUpdate(ctx, search("coffee"), bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}},
+		options.FindOneAndUpdate().SetSort(bson.D{{Key: "s", Value: meta}})).Err()
+	commandError(t, err, cmderr.NotImplemented)
+	// findAndModify by $text alone works.
+	if err := c.FindOneAndUpdate(ctx, search("coffee"), bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}}).Err(); err != nil {
+		t.Errorf("findAndModify by $text: %v", err)
+	}
 	// In a pipeline, $text only in the first $match.
 	_, err = c.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}, {{Key: "$match", Value: search("coffee")}}})
 	commandError(t, err, 17313)

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/sturdy-go/sturdy/internal/soak"
+	"github.com/sturdy-go/sturdy/soak"
 )
 
 // Every page the tools write, rendered from a fixed report and read as a

@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sturdy-go/sturdy/internal/soak"
 	"github.com/sturdy-go/sturdy/mongosim"
+	"github.com/sturdy-go/sturdy/soak"
 )
 
 // errSoakFailed is returned when the run found lost, duplicated or stuck
@@ -239,8 +239,8 @@ func printSoakSummary(w io.Writer, r *soak.Report) {
 		if r.CrossShard {
 			where = "each across two shards"
 		}
-		fmt.Fprintf(w, "transactions %s: %d committed, %d failed, %d lost, %d duplicated, %d half-committed\n",
-			where, tc.Ops-tc.Failed, tc.Failed, tc.Lost, tc.Duplicated, r.HalfCommitted)
+		fmt.Fprintf(w, "transactions %s: %d committed, %d failed, %d lost, %d duplicated, %d half-committed; %d commit replies lost\n",
+			where, tc.Ops-tc.Failed, tc.Failed, tc.Lost, tc.Duplicated, r.HalfCommitted, r.CommitRepliesLost)
 	}
 	if len(r.Errors) > 0 {
 		fmt.Fprintln(w, "\nfailures by error:")

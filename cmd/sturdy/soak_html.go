@@ -6,7 +6,7 @@ import (
 	"io"
 	"sort"
 
-	"github.com/sturdy-go/sturdy/internal/soak"
+	"github.com/sturdy-go/sturdy/soak"
 )
 
 // The soak's HTML report: the per-operation table, then operations per

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/adapt"
 	"github.com/sturdy-go/sturdy/adapt/mongov2"
-	"github.com/sturdy-go/sturdy/internal/soak"
+	"github.com/sturdy-go/sturdy/soak"
 )
 
 // officialDriver runs the soak's workload through the official Go driver,

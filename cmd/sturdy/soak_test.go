@@ -12,7 +12,7 @@ import (
 )
 
 // The command end to end: a short run writes its JSON and HTML reports and
-// exits 0 only when the checks pass. (internal/soak's TestSoak is the
+// exits 0 only when the checks pass. (soak's TestSoak is the
 // 30-second run.)
 func TestSoakCommandSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -52,6 +52,9 @@ func CompileSortWith(spec bson.D, coll value.Collator) (*Sort, error) {
 
 // NeedsTextScore reports whether the sort reads the textScore.
 func (s *Sort) NeedsTextScore() bool {
+	if s == nil {
+		return false
+	}
 	for _, k := range s.keys {
 		if k.meta {
 			return true

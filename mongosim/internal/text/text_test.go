@@ -167,3 +167,25 @@ func TestIndexAddRemove(t *testing.T) {
 		t.Errorf("%d terms left", ix.Terms())
 	}
 }
+
+// TestWildcardWeightsFollowMongodLowerBound pins a mongod quirk: with "$**"
+// and explicit weights, a field gets the weight of the first weighted
+// field at or after its name (mongod's lower bound in its sorted weights),
+// 1 past the last one.
+func TestWildcardWeightsFollowMongodLowerBound(t *testing.T) {
+	spec, err := ParseSpec(bson.D{{Key: "$**", Value: "text"}}, bson.D{{Key: "weights", Value: bson.D{{Key: "title", Value: 10}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scores, err := spec.Score(bson.D{{Key: "body", Value: "alpha"}, {Key: "title", Value: "beta"}, {Key: "zeta", Value: "gamma"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each string is one word that stems to itself, so the term is the
+	// whole string (× 1.1).
+	w := func(weight float64) float64 { return weight * 1 * (0.5*1/1 + 0.5) * 1.1 }
+	want := map[string]float64{"alpha": w(10), "beta": w(10), "gamma": w(1)}
+	if !reflect.DeepEqual(scores, want) {
+		t.Errorf("scores %v, want %v", scores, want)
+	}
+}

@@ -46,7 +46,7 @@ var Sturdy = Driver{
 		}
 		// An embedded mongosim runs in the same process; this package's
 		// goroutines and the command's are not the client's either.
-		for _, p := range []string{"sturdy-go/sturdy/mongosim", "sturdy-go/sturdy/blackpipe", "sturdy-go/sturdy/faultproxy", "sturdy-go/sturdy/internal/soak", "sturdy-go/sturdy/cmd/"} {
+		for _, p := range []string{"sturdy-go/sturdy/mongosim", "sturdy-go/sturdy/blackpipe", "sturdy-go/sturdy/faultproxy", "sturdy-go/sturdy/soak", "sturdy-go/sturdy/cmd/"} {
 			if strings.Contains(stack, p) {
 				return false
 			}

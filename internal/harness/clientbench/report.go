@@ -3,7 +3,7 @@
 // report runs the client benchmarks several times and prints a markdown
 // table comparing sturdy with the official driver, from the module root:
 //
-//	go run ./internal/clientbench/report.go [-rounds 5] [-benchtime 1s] [-bench .]
+//	go run ./internal/harness/clientbench/report.go [-rounds 5] [-benchtime 1s] [-bench .]
 //
 // Each round is a separate `go test -count 1` run, so sturdy's and the
 // official driver's runs interleave and share the machine's ups and downs;
@@ -39,7 +39,7 @@ func main() {
 	if err != nil {
 		fail("finding the module root: %v", err)
 	}
-	args := []string{"test", "-run", "^$", "-bench", *bench, "-benchtime", *benchtime, "-count", "1", "./internal/clientbench"}
+	args := []string{"test", "-run", "^$", "-bench", *bench, "-benchtime", *benchtime, "-count", "1", "./internal/harness/clientbench"}
 	results := map[string]sample{}
 	var order []string
 	start := time.Now()
@@ -64,7 +64,7 @@ func main() {
 		}
 	}
 	printTable(order, results)
-	fmt.Printf("\nCommand: `go run ./internal/clientbench/report.go -rounds %d -benchtime %s -bench '%s'` "+
+	fmt.Printf("\nCommand: `go run ./internal/harness/clientbench/report.go -rounds %d -benchtime %s -bench '%s'` "+
 		"(each round: `go %s`), medians of %d rounds, %s total.\n",
 		*rounds, *benchtime, *bench, strings.Join(args, " "), *rounds, time.Since(start).Round(time.Second))
 	fmt.Printf("Machine: %s, %d CPUs, GOMAXPROCS %d, %s %s/%s; load average at the end: %s.\n",

@@ -13,9 +13,9 @@
 // Benchmark{Canned,Sim}/<op>/g<goroutines>/{sturdy,official}, ready for
 // benchstat.
 //
-//	go test -run '^$' -bench . -benchmem ./internal/clientbench
+//	go test -run '^$' -bench . -benchmem ./internal/harness/clientbench
 //
-// report.go (go run ./internal/clientbench/report.go) runs them and prints a
+// report.go (go run ./internal/harness/clientbench/report.go) runs them and prints a
 // markdown table of sturdy/official ratios.
 //
 // The package has no non-test code: the official driver may only appear in

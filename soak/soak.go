@@ -88,12 +88,15 @@ type Report struct {
 	// the other, or a balance that disagrees with its markers.
 	HalfCommitted int64 `json:"half_committed"`
 	// CrossShard: the transactions wrote to two shards.
-	CrossShard    bool    `json:"cross_shard"`
-	Stuck         int64   `json:"stuck"` // operations that outlived their deadline
-	Linearizable  bool    `json:"linearizable"`
-	Linearization string  `json:"linearization"` // "ok", "illegal" or "unknown" (checker timed out)
-	Faults        int64   `json:"faults"`
-	HeapMaxMB     float64 `json:"heap_max_mb"` // the whole process's, an embedded mongosim included
+	CrossShard bool `json:"cross_shard"`
+	// CommitRepliesLost counts the commitTransaction replies the fault
+	// proxy dropped after the commit (the commit-lost fault).
+	CommitRepliesLost int64   `json:"commit_replies_lost"`
+	Stuck             int64   `json:"stuck"` // operations that outlived their deadline
+	Linearizable      bool    `json:"linearizable"`
+	Linearization     string  `json:"linearization"` // "ok", "illegal" or "unknown" (checker timed out)
+	Faults            int64   `json:"faults"`
+	HeapMaxMB         float64 `json:"heap_max_mb"` // the whole process's, an embedded mongosim included
 	// RecordsMB is what the run's records held for the checks at the end:
 	// a byte per operation, the register history and the latency
 	// histograms.
@@ -237,44 +240,26 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer adm.close(context.Background())
+	acked := make(chan string, 4096)
+	wl, err := newWorkload(ctx, o, adm, client, acked, rep)
+	if err != nil {
+		_ = client.Disconnect(ctx)
+		return nil, err
+	}
 	// The checks read through the admin's sturdy client: the same reads
 	// whichever driver the workload ran through.
 	db := adm.rs.Database(o.Database)
-	acked := make(chan string, 4096)
-	wl := workload{
-		incs:    once.New(client.Collection(o.Database, "increments")),
-		inserts: once.New(client.Collection(o.Database, "inserts")),
-		saves:   optimistic.New(client.Collection(o.Database, "saves")),
-		regs:    client.Collection(o.Database, "registers"),
-		acked:   acked,
-		db:      o.Database,
-	}
-	if o.Transactions {
-		t, ok := client.(Transactor)
-		if !ok {
-			_ = client.Disconnect(ctx)
-			return nil, errNoTransactions
-		}
-		wl.txn = t
-		if rep.CrossShard, err = shardTxnCollection(ctx, adm.rs, o.Database); err != nil {
-			_ = client.Disconnect(ctx)
-			return nil, err
-		}
-	}
 
 	var (
-		ops, failed, lost atomic.Int64
-		stuck             atomic.Int64
-		episodes          atomic.Int64
-		heapMax           atomic.Uint64
-		scheduleErrs      []error
-		mu                sync.Mutex
+		cnt          counters
+		scheduleErrs []error
+		mu           sync.Mutex
 	)
 	faults := func() int64 {
 		if o.FaultsFired != nil {
 			return o.FaultsFired()
 		}
-		return episodes.Load()
+		return cnt.episodes.Load()
 	}
 	faults0 := faults()
 
@@ -283,50 +268,57 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer cancel()
 
 	var bg sync.WaitGroup
-	bg.Add(1)
+	bg.Add(3)
 	go func() {
 		defer bg.Done()
-		runSchedule(runCtx, adm, start, rep.Schedule, func(Episode) { episodes.Add(1) }, func(err error) {
+		runSchedule(runCtx, adm, start, rep.Schedule, func(Episode) { cnt.episodes.Add(1) }, func(err error) {
 			mu.Lock()
 			scheduleErrs = append(scheduleErrs, err)
 			mu.Unlock()
 		})
 	}()
-
 	// The continuous check: acknowledged inserts are looked up as they
 	// come, so a lost write shows in the progress line within seconds.
-	bg.Add(1)
 	go func() {
 		defer bg.Done()
-		checkInsertsLive(ctx, db.Collection("inserts"), acked, &lost)
+		checkInsertsLive(ctx, db.Collection("inserts"), acked, &cnt.lost)
 	}()
-
-	// Heap, goroutines and progress, once a second.
 	stopSampler := make(chan struct{})
-	bg.Add(1)
 	go func() {
 		defer bg.Done()
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stopSampler:
-				return
-			case <-tick.C:
-			}
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > heapMax.Load() {
-				heapMax.Store(ms.HeapAlloc)
-			}
-			if o.Progress != nil {
-				o.Progress(Progress{Elapsed: time.Since(start), Ops: ops.Load(), Failed: failed.Load(),
-					Faults: faults() - faults0, Lost: lost.Load(), Goroutines: runtime.NumGoroutine(),
-					HeapMB: float64(ms.HeapAlloc) / (1 << 20)})
-			}
-		}
+		cnt.sample(stopSampler, o.Progress, start, func() int64 { return faults() - faults0 })
 	}()
 
+	workers, lat := runWorkers(runCtx, o, start, wl, &cnt)
+	rep.Elapsed = time.Since(start)
+	close(acked)
+	cancel()
+	close(stopSampler)
+	bg.Wait()
+	rep.Faults = faults() - faults0
+	rep.Stuck = cnt.stuck.Load()
+	rep.Lost = cnt.lost.Load() // from the live check; the final check recounts
+	rep.HeapMaxMB = float64(cnt.heapMax.Load()) / (1 << 20)
+	if adm.proxy != nil {
+		rep.CommitRepliesLost = adm.proxy.Stats().RepliesDropped
+	}
+	for _, err := range scheduleErrs {
+		rep.Errors["schedule: "+truncate(err.Error())]++
+	}
+	if err := rep.finish(ctx, db, wl, workers, lat); err != nil {
+		return nil, err
+	}
+	if err := client.Disconnect(context.Background()); err != nil {
+		return nil, fmt.Errorf("soak: disconnect: %w", err)
+	}
+	adm.close(context.Background())
+	owns := func(stack string) bool { return Sturdy.Owns(stack) || drv.Owns != nil && drv.Owns(stack) }
+	rep.LeakedGoroutines = waitGoroutines(owns, 5*time.Second)
+	return rep, nil
+}
+
+// runWorkers runs o.Goroutines workers until ctx ends.
+func runWorkers(ctx context.Context, o Options, start time.Time, wl *workload, cnt *counters) ([]*worker, *latencies) {
 	workers := make([]*worker, o.Goroutines)
 	lat := &latencies{}
 	var wg sync.WaitGroup
@@ -336,48 +328,85 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for runCtx.Err() == nil {
-				w.one(runCtx, o, start, &wl, &ops, &failed, &stuck)
+			for ctx.Err() == nil {
+				w.one(ctx, o, start, wl, cnt)
 			}
 		}()
 	}
 	wg.Wait()
-	rep.Elapsed = time.Since(start)
-	close(acked)
-	cancel()
-	close(stopSampler)
-	bg.Wait()
-	rep.Faults = faults() - faults0
-	rep.Stuck = stuck.Load()
-	rep.Lost = lost.Load() // from the live check; the final check recounts
+	return workers, lat
+}
 
-	// Settle what failed increments left pending, then check everything
-	// from the data with fresh, fault-free reads.
-	checkCtx, checkCancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer checkCancel()
-	if err := settle(checkCtx, wl.incs, db.Collection("increments")); err != nil {
-		return nil, err
+// newWorkload builds what the workers run through; with Transactions it
+// also lays the transactions' collection out over two shards, if there
+// are.
+func newWorkload(ctx context.Context, o Options, adm *admin, client Client, acked chan<- string, rep *Report) (*workload, error) {
+	wl := &workload{
+		incs:    once.New(client.Collection(o.Database, "increments")),
+		inserts: once.New(client.Collection(o.Database, "inserts")),
+		saves:   optimistic.New(client.Collection(o.Database, "saves")),
+		regs:    client.Collection(o.Database, "registers"),
+		acked:   acked,
+		db:      o.Database,
+	}
+	if !o.Transactions {
+		return wl, nil
+	}
+	t, ok := client.(Transactor)
+	if !ok {
+		return nil, errNoTransactions
+	}
+	wl.txn = t
+	var err error
+	rep.CrossShard, err = shardTxnCollection(ctx, adm.rs, o.Database)
+	return wl, err
+}
+
+// counters are the live counts the workers, the live check and the
+// progress line share.
+type counters struct {
+	ops, failed, lost, stuck, episodes atomic.Int64
+	heapMax                            atomic.Uint64
+}
+
+// sample records the heap's high-water mark and reports progress once a
+// second until stop is closed.
+func (c *counters) sample(stop <-chan struct{}, progress func(Progress), start time.Time, faults func() int64) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var ms runtime.MemStats
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		runtime.ReadMemStats(&ms)
+		if ms.HeapAlloc > c.heapMax.Load() {
+			c.heapMax.Store(ms.HeapAlloc)
+		}
+		if progress != nil {
+			progress(Progress{Elapsed: time.Since(start), Ops: c.ops.Load(), Failed: c.failed.Load(),
+				Faults: faults(), Lost: c.lost.Load(), Goroutines: runtime.NumGoroutine(),
+				HeapMB: float64(ms.HeapAlloc) / (1 << 20)})
+		}
+	}
+}
+
+// finish settles what failed increments left pending, then checks
+// everything from the data with fresh, fault-free reads.
+func (r *Report) finish(ctx context.Context, db *sturdy.Database, wl *workload, workers []*worker, lat *latencies) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := settle(ctx, wl.incs, db.Collection("increments")); err != nil {
+		return err
 	}
 	records := lat.bytes()
 	for _, w := range workers {
 		records += w.recordBytes()
 	}
-	rep.RecordsMB = float64(records) / (1 << 20)
-	if err := rep.check(checkCtx, db, workers, lat); err != nil {
-		return nil, err
-	}
-	rep.HeapMaxMB = float64(heapMax.Load()) / (1 << 20)
-
-	if err := client.Disconnect(context.Background()); err != nil {
-		return nil, fmt.Errorf("soak: disconnect: %w", err)
-	}
-	adm.close(context.Background())
-	owns := func(stack string) bool { return Sturdy.Owns(stack) || drv.Owns != nil && drv.Owns(stack) }
-	rep.LeakedGoroutines = waitGoroutines(owns, 5*time.Second)
-	for _, err := range scheduleErrs {
-		rep.Errors["schedule: "+truncate(err.Error())]++
-	}
-	return rep, nil
+	r.RecordsMB = float64(records) / (1 << 20)
+	return r.check(ctx, db, workers, lat)
 }
 
 // connect connects the schedule's admin clients (with a fault proxy in
@@ -488,7 +517,7 @@ func truncate(s string) string {
 }
 
 // one runs one operation of a kind the worker's random source picks.
-func (w *worker) one(ctx context.Context, o Options, start time.Time, wl *workload, ops, failed, stuck *atomic.Int64) {
+func (w *worker) one(ctx context.Context, o Options, start time.Time, wl *workload, cnt *counters) {
 	opCtx, cancel := context.WithTimeout(ctx, o.OpTimeout)
 	defer cancel()
 	var (
@@ -538,9 +567,9 @@ func (w *worker) one(ctx context.Context, o Options, start time.Time, wl *worklo
 	}
 	took := time.Since(began)
 	if took > o.OpTimeout+time.Second {
-		stuck.Add(1)
+		cnt.stuck.Add(1)
 	}
-	ops.Add(1)
+	cnt.ops.Add(1)
 	kc := w.byKind[kind]
 	if kc == nil {
 		kc = &KindCount{}
@@ -562,10 +591,10 @@ func (w *worker) one(ctx context.Context, o Options, start time.Time, wl *worklo
 				log.cutLast()
 			}
 			kc.Ops--
-			ops.Add(-1)
+			cnt.ops.Add(-1)
 			return
 		}
-		failed.Add(1)
+		cnt.failed.Add(1)
 		kc.Failed++
 		w.errs[kind+": "+truncate(err.Error())]++
 		w.finished[2*sec+1]++

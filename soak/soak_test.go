@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -302,5 +303,73 @@ func TestSoakTransactions(t *testing.T) {
 	}
 	if !rep.OK() {
 		t.Errorf("lost %d, duplicated %d, half-committed %d, stuck %d, leaked %d", rep.Lost, rep.Duplicated, rep.HalfCommitted, rep.Stuck, rep.LeakedGoroutines)
+	}
+}
+
+// On a sharded cluster every transaction commits on two shards (mongos's
+// two-phase commit), under router restarts, shard step-downs and lost
+// commit replies: nothing lost, duplicated or half-committed, and each
+// shard holds one half of every committed transaction.
+func TestSoakCrossShardTransactions(t *testing.T) {
+	c, err := mongosim.Launch(mongosim.Options{Shards: 2, Routers: 2, Members: 3, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	o := Options{URI: c.URI(), Duration: 8 * time.Second, Goroutines: 8, Mix: ShardedMix, Transactions: true}
+	// The first seed whose schedule has every fault this test is about.
+	mix, _ := ParseMix(ShardedMix)
+	for o.Seed = 1; ; o.Seed++ {
+		kinds := map[string]bool{}
+		for _, ep := range Schedule(o.Seed, mix, o.Duration) {
+			kinds[ep.Kind] = true
+		}
+		if kinds[FaultRouterRestart] && kinds[FaultStepDown] && kinds[FaultCommitLost] {
+			break
+		}
+	}
+	for _, sh := range c.Shards() {
+		o.ShardURIs = append(o.ShardURIs, sh.ReplicaSetURI())
+	}
+	for _, r := range c.Routers() {
+		o.Routers = append(o.Routers, r)
+	}
+	ctx := context.Background()
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := rep.ByKind[kindTransaction]
+	t.Logf("transactions %d failed %d failed_applied %d lost %d dup %d half %d episodes %d commit replies lost %d", kc.Ops, kc.Failed, kc.FailedApplied, kc.Lost, kc.Duplicated, rep.HalfCommitted, len(rep.Schedule), rep.CommitRepliesLost)
+	for e, n := range rep.Errors {
+		t.Logf("  %5d  %s", n, e)
+		if strings.HasPrefix(e, "schedule: ") {
+			t.Errorf("a fault was not injected: %s", e)
+		}
+	}
+	if rep.CommitRepliesLost == 0 {
+		t.Error("no commit reply was lost")
+	}
+	if !rep.CrossShard || !rep.OK() {
+		t.Fatalf("cross-shard %v; lost %d, duplicated %d, half-committed %d, stuck %d, leaked %d", rep.CrossShard,
+			rep.Lost, rep.Duplicated, rep.HalfCommitted, rep.Stuck, rep.LeakedGoroutines)
+	}
+	// Each shard, read directly, holds exactly one half's markers.
+	for i, sh := range c.Shards() {
+		sc, err := sturdy.Connect(ctx, sh.ReplicaSetURI())
+		if err != nil {
+			t.Fatal(err)
+		}
+		coll := sc.Database("soak").Collection(txnColl)
+		own, other := []string{"a", "b"}[i], []string{"b", "a"}[i]
+		nOwn, err1 := coll.CountDocuments(ctx, bson.D{{Key: "h", Value: own}})
+		nOther, err2 := coll.CountDocuments(ctx, bson.D{{Key: "h", Value: other}})
+		_ = sc.Disconnect(ctx)
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatal(err)
+		}
+		if nOwn == 0 || nOther != 0 {
+			t.Errorf("shard %d holds %d %q and %d %q documents", i, nOwn, own, nOther, other)
+		}
 	}
 }
