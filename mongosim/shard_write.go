@@ -210,6 +210,11 @@ func (r *Router) shardedWrite(rq *request, sc *shardedColl) (bson.D, error) {
 			return int(i - j)
 		})
 	}
+	if rq.name == "update" {
+		if err := r.resolveKeyChanges(rq, sc, ops, &res); err != nil {
+			return nil, err
+		}
+	}
 	return res.reply(rq.name), nil
 }
 

@@ -221,7 +221,7 @@ func finishStatement(t *transaction, reply bson.D, err error) (bson.D, error) {
 		err = t.conflict
 	}
 	if err == nil {
-		if _, bad := lookupD(reply, "writeErrors"); bad {
+		if _, bad := lookupD(reply, "writeErrors"); bad && !onlyKeyChanges(reply) {
 			t.abort("a write error occurred in the transaction")
 		}
 		return reply, nil

@@ -275,7 +275,7 @@ func (t *transaction) ensure(db, coll string) (*collection, bool, error) {
 func snapshotOf(base *collection, t *transaction) *collection {
 	c := &collection{db: base.db, name: base.name, uuid: base.uuid, byID: map[string]*record{},
 		txn: t, base: base, dirty: map[string]bool{}, validator: base.validator, logger: base.logger, view: base.view,
-		options: base.options} // options: the default collation
+		options: base.options, shardKey: base.shardKey} // options: the default collation
 	uniques := false
 	for i, ix := range base.indexes {
 		uniques = uniques || (i > 0 && ix.unique)
