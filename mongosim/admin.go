@@ -49,7 +49,7 @@ func buildInfoCmd(*request) (bson.D, error) {
 		{Key: "gitVersion", Value: "mongosim"},
 		{Key: "modules", Value: bson.A{}},
 		{Key: "allocator", Value: "system"},
-		{Key: "javascriptEngine", Value: "none"},
+		{Key: "javascriptEngine", Value: "mozjs"},
 		{Key: "sysInfo", Value: "deprecated"},
 		{Key: "versionArray", Value: bson.A{int32(8), int32(0), int32(0), int32(0)}},
 		{Key: "bits", Value: int32(64)},

@@ -164,7 +164,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 			in = plan.order(in)
 		}
 	}
-	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime, bypass: bypassing(r.ctx)}, Now: r.now, Vars: env.vars, Collator: env.collator()})
+	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime, bypass: bypassing(r.ctx)}, Now: r.now, Vars: env.vars, Collator: env.collator(), Scripts: env.scripts})
 	if err != nil {
 		return errorReply(err) // $merge/$out duplicates keep keyPattern/keyValue
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/collation"
 	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/js"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
@@ -21,6 +22,9 @@ type opEnv struct {
 	// text compiles a $text against the collection's text index (nil:
 	// $text is not allowed).
 	text func(arg any) (query.TextSearch, error)
+	// scripts runs $where, $function and $accumulator under the
+	// operation's context (nil: not allowed).
+	scripts *js.Env
 }
 
 // collator returns the collation as a value.Collator, nil (not a typed
@@ -33,12 +37,12 @@ func (e opEnv) collator() value.Collator {
 }
 
 func (e opEnv) queryOptions() query.Options {
-	return query.Options{Collator: e.collator(), Vars: e.vars, Text: e.text}
+	return query.Options{Collator: e.collator(), Vars: e.vars, Text: e.text, Scripts: e.scripts}
 }
 
 // compileFilter compiles a command's filter under its collation and vars.
 func (e opEnv) compileFilter(filter bson.D) (*query.Filter, error) {
-	if e.coll == nil && e.vars == nil && e.text == nil {
+	if e.coll == nil && e.vars == nil && e.text == nil && e.scripts == nil {
 		return query.CompileFilter(filter)
 	}
 	return query.CompileFilterWith(filter, e.queryOptions())
@@ -57,6 +61,7 @@ func (r *request) withStatement(e opEnv, db, coll string, v any, present bool, w
 	}
 	e.coll = c
 	e.text = r.textCompiler(db, coll)
+	e.scripts = r.scripts()
 	return e, nil
 }
 
@@ -72,7 +77,13 @@ func (r *request) opEnvFor(coll string) (opEnv, error) {
 	if err != nil {
 		return opEnv{}, err
 	}
-	return opEnv{coll: c, vars: vars, text: r.textCompiler(r.db, coll)}, nil
+	return opEnv{coll: c, vars: vars, text: r.textCompiler(r.db, coll), scripts: r.scripts()}, nil
+}
+
+// scripts is where the command's scripts run: under its context, so
+// maxTimeMS, killOp and shutdown interrupt them.
+func (r *request) scripts() *js.Env {
+	return &js.Env{Ctx: r.ctx, Disabled: r.cluster.opts.JavaScriptDisabled}
 }
 
 // resolveCollation parses an operation's collation; an operation without

@@ -162,7 +162,16 @@ func (wc writeConcern) doc() bson.D {
 // takesWriteConcern reports whether the command accepts a writeConcern:
 // the writes (DDL included) and aggregate with $out or $merge.
 func takesWriteConcern(cmd *command, r *request) bool {
-	return cmd.write || cmd.name == "aggregate" && hasWriteStage(r)
+	return cmd.write || cmd.name == "aggregate" && hasWriteStage(r) || cmd.name == "mapReduce" && mapReduceWrites(r)
+}
+
+// mapReduceWrites reports a mapReduce whose output goes to a collection.
+func mapReduceWrites(r *request) bool {
+	out, ok := r.get("out")
+	if d, isDoc := out.(bson.D); isDoc && len(d) > 0 && d[0].Key == "inline" {
+		return false
+	}
+	return ok
 }
 
 // readConcern is a parsed readConcern argument.

@@ -537,7 +537,7 @@ func (s *storage) execUpdate(ctx context.Context, db, coll string, st *updateStm
 		if st.multi || cu.sorter != nil {
 			limit = 0
 		}
-		matched, err := c.match(cu.filter, st.filterDoc, limit)
+		matched, err := c.matchPlanned(cu.filter, st.filterDoc, limit, st.hint)
 		if err != nil {
 			return err
 		}
@@ -696,7 +696,7 @@ func (s *storage) execDelete(ctx context.Context, db, coll string, st *deleteStm
 		if st.multi {
 			limit = 0
 		}
-		matched, err := c.match(f, st.filterDoc, limit)
+		matched, err := c.matchPlanned(f, st.filterDoc, limit, st.hint)
 		if err != nil {
 			return err
 		}
@@ -819,7 +819,7 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 				if sorter != nil {
 					limit = 0
 				}
-				m, err := c.match(f, filterDoc, limit)
+				m, err := c.matchPlanned(f, filterDoc, limit, hint)
 				if err != nil {
 					return err
 				}

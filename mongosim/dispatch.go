@@ -296,14 +296,16 @@ func (m *Member) run(r *request, cmd *command) {
 
 	clock := c.data.clusterClock
 	before := clock.current()
+	started := time.Now()
 	reply, err := cmd.run(r)
+	m.profileOp(r, reply, err, time.Since(started))
 	if r.tx != nil && !isTxnControl(cmd.name) {
 		reply, err = finishStatement(r.tx, reply, err)
 	}
 	if r.tx != nil {
 		r.tx.forgetIfDone()
 	}
-	if err == nil && (cmd.write && !cmd.retryableWrite || cmd.name == "aggregate" && hasOutStage(r)) {
+	if err == nil && (cmd.write && !cmd.retryableWrite || cmd.name == "aggregate" && hasOutStage(r) || cmd.name == "mapReduce" && mapReduceWrites(r)) {
 		// DDL (create, drop, createIndexes, ...) writes an oplog entry
 		// on mongod, which advances the cluster time. The change log does
 		// not record it, so snapshot reads before it cannot be rebuilt.
@@ -321,8 +323,10 @@ func (m *Member) run(r *request, cmd *command) {
 	if r.expired() && cmd.name != "getMore" {
 		// The work outlived maxTimeMS (getMore's maxTimeMS is its await
 		// time, not a limit): mongod would have interrupted it.
-		err = errMaxTime()
-	} else if r.killed() {
+		if !hasCode(err, cmderr.MaxTimeMSExpired) {
+			err = errMaxTime()
+		}
+	} else if r.killed() && !hasCode(err, cmderr.Interrupted) {
 		err = errInterrupted()
 	}
 	if err != nil {
@@ -680,4 +684,11 @@ func bsonTypeName(v any) string {
 		return "date"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// hasCode reports whether err is a command error with code, which the
+// handler already shaped (e.g. with mongod's executor prefix).
+func hasCode(err error, code int32) bool {
+	var ce *cmderr.Error
+	return errors.As(err, &ce) && ce.Code == code
 }

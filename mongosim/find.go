@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"errors"
 	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -22,6 +23,12 @@ func init() {
 // snapshot returns deep copies of the documents of db.coll matching f, in
 // natural order; limit > 0 stops early. A missing collection has none.
 func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, limit int, hint any) ([]bson.D, error) {
+	if f.Scripted() {
+		// A script may run long (sleep, a loop until maxTimeMS): it runs on
+		// copies, outside the collection's lock, so writers never wait on it.
+		docs, err := s.snapshot(db, coll, nil, filterDoc, 0, hint)
+		return filterDocs(docs, f, limit, err)
+	}
 	var out []bson.D
 	err := s.read(db, coll, func(c *collection) error {
 		if c == nil {
@@ -209,6 +216,9 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	docs, err := r.findDocs(coll, f, filterDoc, early, hint)
 	if err != nil {
+		if f.Scripted() {
+			err = executorError("find", r, err)
+		}
 		return nil, err
 	}
 	// The plan's order; a sort then reorders, equal keys staying in it.
@@ -362,8 +372,17 @@ func cmdCount(r *request) (bson.D, error) {
 			return nil, err
 		}
 		n = int64(len(docs))
+	} else if f.Scripted() {
+		docs, err := r.data().snapshot(r.db, coll, f, filterDoc, 0, hint)
+		if err != nil {
+			return nil, err
+		}
+		n = int64(len(docs))
 	}
 	err = r.data().read(r.db, coll, func(c *collection) error {
+		if f.Scripted() {
+			return nil // counted above
+		}
 		if c == nil || c.view != nil {
 			return nil
 		}
@@ -460,4 +479,22 @@ func splitPath(p string) []string {
 		}
 	}
 	return append(out, p[start:])
+}
+
+// executorError is how mongod reports an error raised while a command's
+// plan ran (a script's error, or its interruption by maxTimeMS or killOp).
+func executorError(cmd string, r *request, err error) error {
+	var ce *cmderr.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	switch {
+	case r.expired():
+		ce = errMaxTime().(*cmderr.Error)
+	case r.killed():
+		ce = errInterrupted().(*cmderr.Error)
+	}
+	out := *ce
+	out.Message = "Executor error during " + cmd + " command :: caused by :: " + ce.Message
+	return &out
 }

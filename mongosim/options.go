@@ -28,6 +28,9 @@ type Options struct {
 	// Standalone runs one server that is not a replica-set member, so
 	// drivers see no retryable-write support, as with a real standalone.
 	Standalone bool
+	// clusterClock, set for shards 1.., is the deployment's cluster time,
+	// shared with shard 0.
+	clusterClock *logicalClock
 	// ReplicaSetName defaults to "rs0".
 	ReplicaSetName string
 	// Host to listen on; default "127.0.0.1".
@@ -69,6 +72,11 @@ type Options struct {
 	// several commands. mongosim does not refuse larger batches.
 	MaxWriteBatchSize int
 	IdleTimeout       time.Duration
+	// JavaScriptDisabled turns server-side JavaScript off, as mongod's
+	// security.javascriptEnabled: false (--noscripting): $where,
+	// $function, $accumulator and mapReduce then fail with mongod's
+	// errors for a server without a script engine.
+	JavaScriptDisabled bool
 }
 
 // AuthOptions holds the one user mongosim knows when auth is on.

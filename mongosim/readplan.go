@@ -117,19 +117,33 @@ func (ix *index) multikeyIn(c *collection) bool {
 // reverse when scanning backwards). A document the index does not hold
 // (sparse, partial) is not returned.
 func (p *ixPlan) order(docs []bson.D) []bson.D {
+	perm := p.permutation(docs)
+	if perm == nil {
+		return docs
+	}
+	out := make([]bson.D, len(perm))
+	for i, j := range perm {
+		out[i] = docs[j]
+	}
+	return out
+}
+
+// permutation returns the positions of docs in scan order, leaving out
+// those the index does not hold; nil to keep docs as they are.
+func (p *ixPlan) permutation(docs []bson.D) []int {
 	var inBounds *query.Filter
 	if p.cond != nil {
 		inBounds, _ = query.CompileFilter(bson.D{{Key: "k", Value: p.cond}})
 	}
 	type keyed struct {
-		doc bson.D
+		pos int
 		key bson.D
 	}
 	out := make([]keyed, 0, len(docs))
-	for _, d := range docs {
+	for i, d := range docs {
 		keys, err := p.ix.keysOf(d)
 		if err != nil {
-			return docs // parallel arrays: no such index could exist on mongod
+			return nil // parallel arrays: no such index could exist on mongod
 		}
 		var best bson.D
 		for _, k := range keys {
@@ -144,18 +158,52 @@ func (p *ixPlan) order(docs []bson.D) []bson.D {
 			best = keys[0].value // matched other than through one key's bounds
 		}
 		if best != nil {
-			out = append(out, keyed{doc: d, key: best})
+			out = append(out, keyed{pos: i, key: best})
 		}
 	}
 	if p.backward {
 		slices.Reverse(out)
 	}
 	slices.SortStableFunc(out, func(a, b keyed) int { return p.compareKeys(a.key, b.key) })
-	docs = docs[:0]
-	for _, k := range out {
-		docs = append(docs, k.doc)
+	perm := make([]int, len(out))
+	for i, k := range out {
+		perm[i] = k.pos
 	}
-	return docs
+	return perm
+}
+
+// matchPlanned is match for a write: a single-document write without a
+// sort takes the first match in the order of mongod's plan, not of the
+// collection, and a hinted sparse or partial index hides the documents it
+// lacks.
+func (c *collection) matchPlanned(f *query.Filter, filterDoc bson.D, limit int, hint any) ([]*record, error) {
+	p := planRead(c, filterDoc, nil, hint)
+	if !p.ordered() {
+		return c.match(f, filterDoc, limit)
+	}
+	all, err := c.match(f, filterDoc, 0)
+	if err != nil {
+		return nil, err
+	}
+	if p.backward {
+		slices.Reverse(all)
+	} else {
+		docs := make([]bson.D, len(all))
+		for i, rec := range all {
+			docs[i] = rec.doc
+		}
+		if perm := p.ix.permutation(docs); perm != nil {
+			ordered := make([]*record, len(perm))
+			for i, j := range perm {
+				ordered[i] = all[j]
+			}
+			all = ordered
+		}
+	}
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+	}
+	return all, nil
 }
 
 // compareKeys orders two keys of p's index in scan order: each field in

@@ -222,3 +222,54 @@ func TestExplainPartialAndSparseIndexes(t *testing.T) {
 		t.Fatalf("find a > 3: %s, want 4,5,6", got)
 	}
 }
+
+// A single-document write takes the first match in the plan's order, as
+// mongod's update and delete stages do.
+func TestSingleWritesFollowPlanOrder(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("plan").Collection("w")
+	_, err := coll.InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 5}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 1}},
+		bson.D{{Key: "_id", Value: 3}, {Key: "a", Value: 3}, {Key: "s", Value: 1}},
+		bson.D{{Key: "_id", Value: 4}, {Key: "a", Value: 4}},
+	})
+	sdNoErr(t, err)
+	_, err = coll.Indexes().CreateMany(ctx, []mongo.IndexModel{
+		{Keys: bson.D{{Key: "a", Value: 1}}},
+		{Keys: bson.D{{Key: "s", Value: 1}}, Options: options.Index().SetSparse(true)},
+	})
+	sdNoErr(t, err)
+	res, err := coll.UpdateOne(ctx, bson.D{{Key: "a", Value: bson.D{{Key: "$gt", Value: 0}}}}, bson.D{{Key: "$set", Value: bson.D{{Key: "hit", Value: 1}}}})
+	sdNoErr(t, err)
+	if res.ModifiedCount != 1 {
+		t.Fatalf("updateOne: %+v", res)
+	}
+	if got := ids(sdFindAll(t, ctx, coll, bson.D{{Key: "hit", Value: 1}})); got != "2" {
+		t.Fatalf("updateOne a > 0 updated %s, want 2 (the smallest a)", got)
+	}
+	var doc bson.D
+	err = coll.FindOneAndUpdate(ctx, bson.D{{Key: "a", Value: bson.D{{Key: "$in", Value: bson.A{5, 4}}}}}, bson.D{{Key: "$set", Value: bson.D{{Key: "hit", Value: 2}}}}).Decode(&doc)
+	sdNoErr(t, err)
+	if doc[0].Value != int32(4) {
+		t.Fatalf("findOneAndUpdate a in [5, 4]: %v, want _id 4", doc)
+	}
+	_, err = coll.DeleteOne(ctx, bson.D{{Key: "a", Value: bson.D{{Key: "$gte", Value: 3}}}})
+	sdNoErr(t, err)
+	if got := ids(sdFindAll(t, ctx, coll, bson.D{}, options.Find().SetHint(bson.D{{Key: "$natural", Value: 1}}))); got != "1,2,4" {
+		t.Fatalf("after deleteOne a >= 3: %s, want 1,2,4", got)
+	}
+	// $natural -1 takes the last document; a hinted sparse index hides
+	// the documents without its field.
+	_, err = coll.UpdateOne(ctx, bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "last", Value: true}}}}, options.UpdateOne().SetHint(bson.D{{Key: "$natural", Value: -1}}))
+	sdNoErr(t, err)
+	if got := ids(sdFindAll(t, ctx, coll, bson.D{{Key: "last", Value: true}})); got != "4" {
+		t.Fatalf("updateOne $natural -1 updated %s, want 4", got)
+	}
+	many, err := coll.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "sp", Value: true}}}}, options.UpdateMany().SetHint("s_1"))
+	sdNoErr(t, err)
+	if many.MatchedCount != 0 {
+		t.Fatalf("updateMany hinting s_1 matched %d; the only document with s was deleted", many.MatchedCount)
+	}
+}

@@ -32,6 +32,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&o.PartialMessageTimeout, "partial-timeout", 30*time.Second, "disconnect a client that stalls this long in the middle of a message (negative: never)")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 0, "disconnect a client idle this long between messages (0: never)")
 	fs.DurationVar(&o.TTLMonitorInterval, "ttl-interval", 60*time.Second, "how often the TTL monitor deletes expired documents, as mongod's ttlMonitorSleepSecs (negative: never)")
+	fs.BoolVar(&o.JavaScriptDisabled, "noscripting", false, "disable server-side JavaScript ($where, $function, $accumulator, mapReduce), as mongod's --noscripting")
 	seed := fs.Int64("seed", 1, "seed for fail point activationProbability")
 	exitOnEOF := fs.Bool("exit-on-eof", false, "exit when stdin reaches end of file (ties the sim's lifetime to a parent's pipe)")
 	asJSON := fs.Bool("json", false, "print the ready line as one JSON object (uri, members, primary, routers, shards, load balancer, pid) instead of the bare connection string")

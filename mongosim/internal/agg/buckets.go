@@ -60,9 +60,15 @@ func newAccs(specs []accSpec, coll value.Collator) []accumulator {
 	return accs
 }
 
-// accumulate adds doc to one group's accumulators.
+// accumulate adds doc to one group's accumulators; an $accumulator's
+// state starts from the group's first document.
 func accumulate(rt *runtime, specs []accSpec, accs []accumulator, doc bson.D) error {
 	for k, a := range specs {
+		if ja, ok := accs[k].(*jsAcc); ok && !ja.started {
+			if err := ja.start(rt, doc); err != nil {
+				return err
+			}
+		}
 		x, err := a.arg.Eval(doc, rt.vars)
 		if err != nil {
 			return err
@@ -75,11 +81,18 @@ func accumulate(rt *runtime, specs []accSpec, accs []accumulator, doc bson.D) er
 }
 
 // accResults appends the accumulators' results to d.
-func accResults(d bson.D, specs []accSpec, accs []accumulator) bson.D {
+func accResults(d bson.D, specs []accSpec, accs []accumulator) (bson.D, error) {
 	for k, a := range specs {
-		d = append(d, bson.E{Key: a.field, Value: accs[k].result()})
+		v := accs[k].result()
+		if ja, ok := accs[k].(*jsAcc); ok {
+			var err error
+			if v, err = ja.finish(); err != nil {
+				return nil, err
+			}
+		}
+		d = append(d, bson.E{Key: a.field, Value: v})
 	}
-	return d
+	return d, nil
 }
 
 type bucketStage struct {
@@ -190,7 +203,11 @@ func (b *bucketStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		if slot < n {
 			id = b.boundaries[slot]
 		}
-		out = append(out, accResults(bson.D{{Key: "_id", Value: id}}, b.output, accs))
+		d, err := accResults(bson.D{{Key: "_id", Value: id}}, b.output, accs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
 	}
 	return out, nil
 }
@@ -337,7 +354,11 @@ func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 				return nil, err
 			}
 		}
-		out = append(out, accResults(bson.D{{Key: "_id", Value: bson.D{{Key: "min", Value: mn}, {Key: "max", Value: mx}}}}, b.output, accs))
+		d, err := accResults(bson.D{{Key: "_id", Value: bson.D{{Key: "min", Value: mn}, {Key: "max", Value: mx}}}}, b.output, accs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
 		prevMax, havePrev = mx, true
 		i = end
 	}

@@ -25,6 +25,8 @@ type accSpec struct {
 	// make, when set, creates the accumulator (the n-accumulators, whose
 	// n and sort order come from the specification).
 	make func() accumulator
+	// js is set for $accumulator, whose state starts per group.
+	js *jsAccSpec
 }
 
 func (a accSpec) newAcc() accumulator {
@@ -49,9 +51,7 @@ var accumulators = map[string]func() accumulator{
 	"$stdDevSamp":   func() accumulator { return &stdDevAcc{sample: true} },
 }
 
-var unsupportedAccumulators = map[string]bool{
-	"$accumulator": true,
-}
+var unsupportedAccumulators = map[string]bool{}
 
 type sumAcc struct{ sum any }
 
@@ -265,6 +265,9 @@ func compileAcc(field string, spec any) (accSpec, error) {
 		return accSpec{}, cmderr.New(40238, "The field '%s' must specify one accumulator", field)
 	}
 	op, argSpec := acc[0].Key, acc[0].Value
+	if op == "$accumulator" {
+		return compileJSAcc(field, argSpec)
+	}
 	if quantileOps[op] {
 		x, mk, err := compileQuantileAcc(op, argSpec)
 		if err != nil {
@@ -323,32 +326,19 @@ func (g *groupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		key := groupKeyWith(id, rt.env.Collator)
 		grp := index[key]
 		if grp == nil {
-			grp = &group{id: id, accs: make([]accumulator, len(g.accs))}
-			for j, a := range g.accs {
-				grp.accs[j] = a.newAcc()
-				if ca, ok := grp.accs[j].(collatedAcc); ok && rt.env.Collator != nil {
-					ca.setCollator(rt.env.Collator)
-				}
-			}
+			grp = &group{id: id, accs: newAccs(g.accs, rt.env.Collator)}
 			index[key] = grp
 			order = append(order, grp)
 		}
-		for j, a := range g.accs {
-			v, err := a.arg.Eval(doc, rt.vars)
-			if err != nil {
-				return nil, err
-			}
-			if err := grp.accs[j].add(v); err != nil {
-				return nil, err
-			}
+		if err := accumulate(rt, g.accs, grp.accs, doc); err != nil {
+			return nil, err
 		}
 	}
 	out := make([]bson.D, 0, len(order))
 	for _, grp := range order {
-		d := make(bson.D, 0, len(g.accs)+1)
-		d = append(d, bson.E{Key: "_id", Value: grp.id})
-		for j, a := range g.accs {
-			d = append(d, bson.E{Key: a.field, Value: grp.accs[j].result()})
+		d, err := accResults(append(make(bson.D, 0, len(g.accs)+1), bson.E{Key: "_id", Value: grp.id}), g.accs, grp.accs)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, d)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/js"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
@@ -38,6 +39,9 @@ type Env struct {
 	// Collator is the command's collation ($match, $sort, $group keys,
 	// comparison expressions); nil is the simple collation.
 	Collator value.Collator
+	// Scripts runs $function and $accumulator under the operation's
+	// context; nil fails them as a mongod with scripting disabled does.
+	Scripts *js.Env
 }
 
 // Pipeline is a compiled aggregation pipeline; it is immutable and may be
@@ -252,7 +256,7 @@ func (p *Pipeline) Run(ctx context.Context, in []bson.D, env Env) ([]bson.D, err
 	if _, ok := vars["NOW"]; !ok {
 		vars["NOW"] = bson.NewDateTimeFromTime(now)
 	}
-	rt := &runtime{ctx: ctx, env: env, vars: expr.WithCollator(vars, env.Collator)}
+	rt := &runtime{ctx: ctx, env: env, vars: expr.WithScripts(expr.WithCollator(vars, env.Collator), env.Scripts)}
 	return p.run(rt, in)
 }
 

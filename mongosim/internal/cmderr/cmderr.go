@@ -66,6 +66,7 @@ const (
 	IngressRequestRateLimitExceeded    = 462
 	MaxTimeMSExpired                   = 50
 	Interrupted                        = 11601
+	JSInterpreterFailure               = 139
 	OperationNotSupportedInTransaction = 263
 	InvalidLength                      = 16
 	Overflow                           = 15
@@ -105,7 +106,7 @@ var names = map[int32]string{
 	Location40324: "Location40324", Location15955: "Location15955",
 	InvalidPipelineOperator: "InvalidPipelineOperator", NotImplemented: "NotImplemented",
 	IngressRequestRateLimitExceeded: "IngressRequestRateLimitExceeded",
-	MaxTimeMSExpired:                "MaxTimeMSExpired", Interrupted: "Interrupted",
+	MaxTimeMSExpired:                "MaxTimeMSExpired", Interrupted: "Interrupted", JSInterpreterFailure: "JSInterpreterFailure",
 	OperationNotSupportedInTransaction: "OperationNotSupportedInTransaction",
 	InvalidLength:                      "InvalidLength", Overflow: "Overflow", UnknownError: "UnknownError",
 	BSONObjectTooLarge: "BSONObjectTooLarge", CappedPositionLost: "CappedPositionLost",

@@ -123,7 +123,7 @@ func TestPathsAndVariables(t *testing.T) {
 		{name: "two operators", spec: `{"$add": [1], "$abs": 1}`, code: 15983},
 		{name: "operator then field", spec: `{"a": 1, "$add": [1]}`, code: 16404},
 		{name: "unknown operator", spec: `{"$foo": 1}`, code: 168},
-		{name: "unsupported operator", spec: `{"$function": {"body": "f", "args": [], "lang": "js"}}`, code: 238},
+		{name: "unsupported operator", spec: `{"$meta": "searchScore"}`, code: 238},
 		{name: "let", spec: `{"$let": {"vars": {"x": "$a", "y": 3}, "in": {"$add": ["$$x", "$$y"]}}}`, want: `8`},
 		{name: "let shadows", spec: `{"$let": {"vars": {"uv": 1}, "in": "$$uv"}}`, want: `1`},
 		{name: "let var path", spec: `{"$let": {"vars": {"o": "$sub"}, "in": "$$o.deep.z"}}`, want: `9`},

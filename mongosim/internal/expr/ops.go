@@ -17,7 +17,7 @@ var operators map[string]opCompiler
 // unsupported names real MongoDB expression operators mongosim does not
 // implement: they fail with NotImplemented rather than "unrecognized".
 var unsupported = map[string]bool{
-	"$function": true, "$accumulator": true, "$regexFind": true, "$regexFindAll": true,
+	"$regexFind": true, "$regexFindAll": true,
 	"$regexMatch": true, "$dateFromString": true, "$dateFromParts": true, "$dateToParts": true,
 	"$isoWeek": true, "$isoWeekYear": true, "$isoDayOfWeek": true, "$week": true,
 	"$meta": true, "$sampleRate": true, "$binarySize": true, "$bsonSize": true,
@@ -57,6 +57,7 @@ func init() {
 	for name, c := range dateArithOps {
 		operators[name] = c
 	}
+	operators["$function"] = compileFunctionOp
 }
 
 func compileOperator(name string, args any) (evalFn, error) {

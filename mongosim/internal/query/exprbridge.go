@@ -49,7 +49,16 @@ func (f *Filter) MatchErr(doc bson.D) (bool, error) {
 	if f == nil {
 		return true, nil
 	}
-	ok := f.root.matchDoc(doc, nil)
+	if f.scripted {
+		ok, err := matchScripted(func() bool { return f.root.matchDoc(doc, nil) })
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, nil
+		}
+	}
+	ok := f.scripted || f.root.matchDoc(doc, nil)
 	for _, e := range f.exprs {
 		if _, err := e.Eval(doc, f.vars); err != nil {
 			return false, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/js"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
@@ -21,6 +22,8 @@ type Filter struct {
 	coll  value.Collator
 	near  *NearClause // the filter's $near or $nearSphere (geo.go)
 	text  TextSearch  // the $text predicate, nil without one
+	// scripted: the filter has a $where, whose errors abort a match.
+	scripted bool
 }
 
 // Collator returns the collation the filter compares strings with (nil:
@@ -37,6 +40,10 @@ func (f *Filter) Collator() value.Collator {
 type Options struct {
 	// Collator orders and equates strings (nil: simple, binary).
 	Collator value.Collator
+	// Scripts, when set, allows $where and runs its scripts under the
+	// operation's context; nil (validators, partial indexes, $match)
+	// refuses $where as mongod does there.
+	Scripts *js.Env
 	// Vars are the command's let variables (and $$NOW, $$CLUSTER_TIME) by
 	// name without "$$", for $expr. When set, a $expr reading an undefined
 	// user variable fails compilation (17276), as on mongod.
@@ -84,6 +91,10 @@ type compileCtx struct {
 	// $text would be.
 	text              *textState
 	underOr, underNor bool
+	// scripts is where $where runs (nil: not allowed); scripted is set
+	// when one is compiled.
+	scripts  *js.Env
+	scripted *bool
 }
 
 // CompileFilter compiles a MongoDB query filter. Errors are *cmderr.Error
@@ -94,10 +105,11 @@ func CompileFilter(filter bson.D) (*Filter, error) {
 
 // CompileFilterWith is CompileFilter with a collation and variables.
 func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
-	f := &Filter{vars: expr.WithCollator(o.Vars, o.Collator), coll: o.Collator}
+	f := &Filter{vars: expr.WithScripts(expr.WithCollator(o.Vars, o.Collator), o.Scripts), coll: o.Collator}
 	gs := &geoState{allowNear: o.AllowNear}
 	ts := &textState{compile: o.Text}
-	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil, geo: gs, text: ts})
+	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil, geo: gs, text: ts,
+		scripts: o.Scripts, scripted: &f.scripted})
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +126,10 @@ func (f *Filter) Match(doc bson.D) bool {
 	if f == nil {
 		return true
 	}
+	if f.scripted {
+		ok, _ := matchScripted(func() bool { return f.root.matchDoc(doc, nil) })
+		return ok
+	}
 	return f.root.matchDoc(doc, nil)
 }
 
@@ -124,6 +140,13 @@ func (f *Filter) MatchPosition(doc bson.D) (ok bool, pos int) {
 	pos = -1
 	if f == nil {
 		return true, -1
+	}
+	if f.scripted {
+		ok, _ := matchScripted(func() bool { return f.root.matchDoc(doc, &pos) })
+		if !ok {
+			return false, -1
+		}
+		return true, pos
 	}
 	if !f.root.matchDoc(doc, &pos) {
 		return false, -1
@@ -210,7 +233,7 @@ func (c constNode) matchDoc(bson.D, *int) bool { return bool(c) }
 // ---- compilation ----
 
 var topLevelUnsupported = map[string]bool{
-	"$where": true, "$sampleRate": true,
+	"$sampleRate": true,
 }
 
 func compileDoc(filter bson.D, ctx compileCtx) (node, error) {
@@ -232,7 +255,7 @@ func compileDoc(filter bson.D, ctx compileCtx) (node, error) {
 		}
 		nodes = append(nodes, n)
 	}
-	return simplifyAnd(nodes), nil
+	return simplifyAnd(lastWhere(nodes)), nil
 }
 
 func simplifyAnd(nodes andNode) node {
@@ -300,6 +323,8 @@ func compileTopLevel(op string, arg any, ctx compileCtx) (node, error) {
 			return nil, cmderr.New(cmderr.BadValue, "$expr can only be applied to the top-level document")
 		}
 		return compileExpr(arg, ctx)
+	case "$where":
+		return compileWhere(arg, ctx)
 	case "$jsonSchema":
 		sch, err := CompileSchema(arg)
 		if err != nil {
@@ -420,7 +445,7 @@ func compileOps(p pathSpec, ops bson.D, ctx compileCtx) (node, error) {
 }
 
 var fieldUnsupported = map[string]bool{
-	"$text": true, "$where": true, "$jsonSchema": true,
+	"$text": true, "$jsonSchema": true,
 }
 
 func compileOp(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
@@ -914,7 +939,7 @@ type elemMatchLeaf struct {
 }
 
 var elemMatchTopLevel = map[string]bool{
-	"$and": true, "$or": true, "$nor": true, "$expr": true, "$where": true, "$text": true,
+	"$and": true, "$or": true, "$nor": true, "$expr": true, "$text": true,
 	"$comment": true, "$jsonSchema": true, "$alwaysTrue": true, "$alwaysFalse": true,
 }
 

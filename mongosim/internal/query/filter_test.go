@@ -363,7 +363,7 @@ func TestCompileErrors(t *testing.T) {
 		{`{"a": {"$regex": "a(?=b)"}}`, cmderr.NotImplemented, ""},
 		{`{"a": {"$regex": "(a)\\1"}}`, cmderr.NotImplemented, ""},
 		{`{"a": {"$regex": "a*+"}}`, cmderr.NotImplemented, ""},
-		{`{"$where": "true"}`, cmderr.NotImplemented, "mongosim does not support query operator $where"},
+		{`{"$where": "true"}`, cmderr.BadValue, "$where is not allowed in this context"},
 		{`{"$text": {"$search": "x"}}`, cmderr.BadValue, "$text is not allowed in this context"},
 		{`{"a": {"$elemMatch": {"$text": {"$search": "x"}}}}`, cmderr.BadValue, "$text can only be applied to the top-level document"},
 		{`{"$jsonSchema": {"format": "x"}}`, cmderr.FailedToParse, "$jsonSchema keyword 'format' is not currently supported"},
