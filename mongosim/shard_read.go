@@ -220,6 +220,9 @@ func (r *Router) getMore(rq *request) (bson.D, error) {
 	if c.ns != rq.db+"."+coll {
 		return nil, cmderr.New(cmderr.Unauthorized, "Requested getMore on namespace '%s.%s', but cursor belongs to a different namespace %s", rq.db, coll, c.ns)
 	}
+	if c.stream != nil {
+		return r.streamGetMore(rq, id, c) // shard_changestream.go
+	}
 	if c.shard >= 0 {
 		reply, err := r.shardRaw(rq, c.shard, rq.raw.Command, nil, false, false)
 		if err != nil {
@@ -450,7 +453,7 @@ func (r *Router) shardedAggregate(rq *request, cmd *command, out *outcome, sc *s
 func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *shardedColl, force bool) (bson.D, error) {
 	pipeline := pipelineOf(rq)
 	if isChangeStream(pipeline) {
-		return nil, cmderr.Unsupported("change streams on a sharded collection")
+		return r.openMergedStream(rq) // shard_changestream.go
 	}
 	if v, ok := rq.get("explain"); ok && truthy(v) {
 		return nil, cmderr.Unsupported("aggregate explain")

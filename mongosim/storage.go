@@ -144,14 +144,17 @@ type record struct {
 	doc   bson.D
 	idKey string
 	pos   int
-	seq   uint64 // insertion number in its collection
+	seq   uint64    // insertion number in its collection
+	geo   *recCells // S2 cells of doc for a 2dsphere index (geoindex.go)
 }
 
-func newStorage(now func() time.Time) *storage {
+func newStorage(now func() time.Time, clock *logicalClock) *storage {
 	if now == nil {
 		now = time.Now
 	}
-	clock := newLogicalClock(now)
+	if clock == nil {
+		clock = newLogicalClock(now)
+	}
 	return &storage{now: now, dbs: map[string]*database{}, cursors: &cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now, clock),
 		clusterClock: clock, ddlAt: map[string]bson.Timestamp{}, clock: newTxnClock()}
 }
