@@ -372,10 +372,15 @@ func (r *Router) shardedFind(rq *request, cmd *command, out *outcome, sc *sharde
 		sorter.SortDocs(docs)
 	}
 	docs = skipLimit(docs, skip, limit)
-	if proj != nil {
-		for i, d := range docs {
-			docs[i] = proj.Apply(d)
+	var f *query.Filter
+	if proj != nil && proj.NeedsPosition() {
+		// field.$ takes the position where the filter matched.
+		if f, err = env.compileFilter(filter); err != nil {
+			return nil, err
 		}
+	}
+	if err := projectDocs(proj, f, docs); err != nil {
+		return nil, err
 	}
 	return r.cursorReply(sc.ns, docs, batchSize, singleBatch), nil
 }
