@@ -144,7 +144,8 @@ type record struct {
 	doc   bson.D
 	idKey string
 	pos   int
-	seq   uint64 // insertion number in its collection
+	seq   uint64    // insertion number in its collection
+	geo   *recCells // S2 cells of doc for a 2dsphere index (geoindex.go)
 }
 
 func newStorage(now func() time.Time, clock *logicalClock) *storage {
