@@ -331,7 +331,6 @@ func leadingTextMatch(pipeline bson.A) (bson.D, bson.A) {
 	return m, pipeline[1:]
 }
 
-
 // checkTextQuery applies mongod's rules for a find with $text: no
 // $natural sort, no hint, not tailable.
 func checkTextQuery(f *query.Filter, sortDoc bson.D, hint any, tailable bool) error {
