@@ -68,7 +68,7 @@ func BenchmarkInsertManyValidated(b *testing.B) {
 func BenchmarkStorageInsertValidated(b *testing.B) {
 	for _, bv := range benchValidators {
 		b.Run(bv.name, func(b *testing.B) {
-			s := newStorage(nil)
+			s := newStorage(nil, nil)
 			var val *validator
 			if bv.v != nil {
 				v, _, err := validatorArgs("create", bson.D{{Key: "validator", Value: bv.v}}, nil)

@@ -38,6 +38,7 @@ func TestChangeStreamExpandedDDLEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustRun(t, ctx, db, bson.D{{Key: "collMod", Value: "c"}, {Key: "validationLevel", Value: "moderate"}})
+	mustRun(t, ctx, db, bson.D{{Key: "collMod", Value: "c"}, {Key: "index", Value: bson.D{{Key: "name", Value: "a_1"}, {Key: "hidden", Value: true}}}})
 	if err := coll.Indexes().DropOne(ctx, "a_1"); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,8 @@ func TestChangeStreamExpandedDDLEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	want := []string{"create", "createIndexes", "modify", "dropIndexes", "rename", "drop"}
+	want := []string{"create", "createIndexes", "modify", "modify", "dropIndexes", "rename", "drop"}
+	modifies := 0
 	var uuid bson.RawValue
 	for i, op := range want {
 		ev := nextEvent(ctx, t, expanded)
@@ -72,6 +74,13 @@ func TestChangeStreamExpandedDDLEvents(t *testing.T) {
 				t.Fatalf("%s: operationDescription %v", op, ev)
 			}
 		case "modify":
+			modifies++
+			if modifies == 2 {
+				if ev.get("operationDescription", "index", "hidden") != true || ev.get("stateBeforeChange", "indexOptions", "hidden") != false {
+					t.Fatalf("index modify: %v", ev)
+				}
+				break
+			}
 			if ev.get("operationDescription", "validationLevel") != "moderate" || ev.get("operationDescription", "collMod") != "<missing>" {
 				t.Fatalf("modify: operationDescription %v", ev)
 			}

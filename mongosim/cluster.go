@@ -142,7 +142,7 @@ func Launch(o Options) (*Cluster, error) {
 		opts:       o,
 		now:        o.Now,
 		started:    o.Now(),
-		data:       newStorage(o.Now),
+		data:       newStorage(o.Now, o.clusterClock),
 		txns:       newTxnTable(),
 		limiter:    newLimiter(o.Now, memberLimits(o)),
 		fails:      newFailPoints(),

@@ -1,6 +1,8 @@
 package mongosim
 
 import (
+	"strings"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
@@ -108,7 +110,7 @@ func cmdCollMod(r *request) (bson.D, error) {
 			}
 			c.options = replaceOptions(c.options, add, "changeStreamPreAndPostImages")
 		}
-		recordModify(r, c, before)
+		recordModify(r, c, before, reply)
 		return nil
 	})
 	if err != nil {
@@ -241,14 +243,25 @@ func (c *collection) modifyIndex(m *indexMod) (bson.D, error) {
 }
 
 // recordModify reports a collMod to streams with showExpandedEvents: its
-// fields but collMod as operationDescription, the options before it as
-// stateBeforeChange.collectionOptions.
-func recordModify(r *request, c *collection, before bson.D) {
+// fields but collMod as operationDescription; as stateBeforeChange, the
+// collection's options before it and, for an index change, the index's
+// changed options before it (the reply's *_old fields).
+func recordModify(r *request, c *collection, before, indexReply bson.D) {
 	desc := bson.D{}
 	for i, e := range r.cmd {
 		if i > 0 && !genericFields[e.Key] {
 			desc = append(desc, bson.E{Key: e.Key, Value: value.Clone(e.Value)})
 		}
 	}
-	c.recordExpanded(changeModify, desc, bson.D{{Key: "collectionOptions", Value: before}})
+	state := bson.D{{Key: "collectionOptions", Value: before}}
+	var indexOld bson.D
+	for _, e := range indexReply {
+		if name, ok := strings.CutSuffix(e.Key, "_old"); ok {
+			indexOld = append(indexOld, bson.E{Key: name, Value: e.Value})
+		}
+	}
+	if indexOld != nil {
+		state = append(state, bson.E{Key: "indexOptions", Value: indexOld})
+	}
+	c.recordExpanded(changeModify, desc, state)
 }

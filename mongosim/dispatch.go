@@ -296,7 +296,9 @@ func (m *Member) run(r *request, cmd *command) {
 
 	clock := c.data.clusterClock
 	before := clock.current()
+	started := time.Now()
 	reply, err := cmd.run(r)
+	m.profileOp(r, reply, err, time.Since(started))
 	if r.tx != nil && !isTxnControl(cmd.name) {
 		reply, err = finishStatement(r.tx, reply, err)
 	}

@@ -32,9 +32,11 @@
 //     one file per family: crud.go, bulkwrite.go, find.go, cursor.go,
 //     aggregate.go, changestream.go, index.go, catalog.go, collmod.go,
 //     views.go, validation.go, explain*.go, admin*.go, users.go, auth.go,
-//     currentop.go, collstats.go, ttl.go, tailable.go, mapreduce.go.
-//     Server-side JavaScript ($where, $function, $accumulator, mapReduce)
-//     runs in internal/js under each operation's context.
+//     currentop.go, collstats.go, ttl.go, tailable.go, textsearch.go (text
+//     indexes and $text over the tokenizer, scoring and inverted index of
+//     internal/text), mapreduce.go. Server-side JavaScript ($where,
+//     $function, $accumulator, mapReduce) runs in internal/js under each
+//     operation's context.
 //   - Storage: storage.go (collections, records, indexes' upkeep), with the
 //     canonical key of a value in internal/value (value.Key).
 //   - Transactions, member side (txn_*.go): txn_retryable.go is the

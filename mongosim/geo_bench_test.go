@@ -62,3 +62,38 @@ func BenchmarkGeoNear100k(b *testing.B) {
 	b.ReportMetric(float64(scanT.Nanoseconds())/float64(b.N), "scan-ns/op")
 	b.ReportMetric(float64(scanT)/float64(nearT), "speedup")
 }
+
+// BenchmarkGeoNearAfterWrite is an insert followed by a $near (limit 10)
+// over 100 000 indexed points: each $near after a write rebuilds the
+// sorted cell list, reusing the cells of the documents not written.
+func BenchmarkGeoNearAfterWrite(b *testing.B) {
+	client, _ := dataClient(b)
+	ctx := sdCtx(b)
+	coll := client.Database("geobench").Collection("writes")
+	rng := rand.New(rand.NewSource(2))
+	docs := make([]any, 100000)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: i}, {Key: "loc", Value: geoPoint(rng.Float64()*360-180, rng.Float64()*180-90)}}
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "loc", Value: "2dsphere"}}}); err != nil {
+		b.Fatal(err)
+	}
+	near := bson.D{{Key: "loc", Value: bson.D{{Key: "$near", Value: bson.D{{Key: "$geometry", Value: geoPoint(2.35, 48.85)}}}}}}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "loc", Value: geoPoint(rng.Float64()*360-180, rng.Float64()*180-90)}}); err != nil {
+			b.Fatal(err)
+		}
+		cur, err := coll.Find(ctx, near, options.Find().SetLimit(10))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var out []bson.D
+		if err := cur.All(ctx, &out); err != nil || len(out) != 10 {
+			b.Fatal(err, len(out))
+		}
+	}
+}

@@ -438,3 +438,32 @@ func TestGeoNearInWrites(t *testing.T) {
 	}
 	geoWantIDs(t, "deleteOne took the nearest but 2", sdFindAll(t, ctx, coll, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})), 1, 2, 4)
 }
+
+// The cell index follows writes: moved, deleted and new documents are
+// found where they are now.
+func TestGeoNearFollowsWrites(t *testing.T) {
+	coll, ctx := geoColl(t, "moving")
+	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "loc", Value: "2dsphere"}}})
+	sdNoErr(t, err)
+	var docs []any
+	for i := 0; i < 200; i++ {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "loc", Value: geoPoint(float64(i%20)*5, float64(i/20)*5)}})
+	}
+	_, err = coll.InsertMany(ctx, docs)
+	sdNoErr(t, err)
+	near := bson.D{{Key: "loc", Value: bson.D{{Key: "$near", Value: bson.D{{Key: "$geometry", Value: geoPoint(-120, -60)}}}}}}
+	first := options.Find().SetLimit(1)
+	geoWantIDs(t, "before", sdFindAll(t, ctx, coll, near, first), 0)
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 150}}, bson.D{{Key: "$set", Value: bson.D{{Key: "loc", Value: geoPoint(-120, -60.5)}}}})
+	sdNoErr(t, err)
+	geoWantIDs(t, "moved", sdFindAll(t, ctx, coll, near, first), 150)
+	_, err = coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: 150}})
+	sdNoErr(t, err)
+	geoWantIDs(t, "deleted", sdFindAll(t, ctx, coll, near, first), 0)
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "new"}, {Key: "loc", Value: geoPoint(-120, -60)}})
+	sdNoErr(t, err)
+	geoWantIDs(t, "inserted", sdFindAll(t, ctx, coll, near, options.Find().SetLimit(2)), "new", 0)
+	if n := len(sdFindAll(t, ctx, coll, near)); n != 200 {
+		t.Fatalf("%d documents by distance, want 200", n)
+	}
+}

@@ -2,7 +2,6 @@ package mongosim
 
 import (
 	"errors"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,13 +29,31 @@ type geoIndex struct {
 // version. It is shared by the shallow copies transactions and renames
 // make of an index, so its key names the collection it was built for.
 type geoCache struct {
-	mu      sync.Mutex
-	key     geoCacheKey
-	field   string
-	recs    []*record
-	index   *geo.Index
-	version int
+	mu    sync.Mutex
+	key   geoCacheKey
+	field string
+	recs  []*record
+	index *geo.Index
+	gen   uint64 // numbers the builds, for recCells.gen
 }
+
+// recCells are a record's S2 cells on one 2dsphere field, computed from
+// the document version doc points into (stored documents are replaced,
+// never modified), so a rebuild after a write parses only the documents
+// written. geoCellsMu guards record.geo: caches of different indexes may
+// rebuild at once under the collection's read lock.
+type recCells struct {
+	doc   *bson.E
+	field string
+	cells []s2.CellID
+	// owner, gen and pos: the record was document pos of owner's build
+	// gen, so the next build keeps its index entries.
+	owner *geoCache
+	gen   uint64
+	pos   int32
+}
+
+var geoCellsMu sync.Mutex
 
 type geoCacheKey struct {
 	c               *collection
@@ -256,29 +273,59 @@ func (g *geoIndex) nearCells(c *collection, field string) (*geo.Index, []*record
 	if gc.index != nil && gc.key == key && gc.field == field {
 		return gc.index, gc.recs
 	}
+	if gc.index == nil || gc.field != field || gc.key.c != c {
+		gc.index, gc.recs = &geo.Index{}, nil // nothing to keep
+	}
+	remap := make([]int32, len(gc.recs))
+	for i := range remap {
+		remap[i] = -1
+	}
 	var recs []*record
-	var cells [][]s2.CellID
+	var added [][]s2.CellID
+	var addedDocs []int32
 	parts := strings.Split(field, ".")
+	geoCellsMu.Lock()
 	c.each(func(r *record) bool {
-		var cs []s2.CellID
-		for _, v := range pathValues(r.doc, parts, nil, false) {
-			shapes, err := sphereShapes(v)
-			if err != nil {
-				continue
-			}
-			for _, s := range shapes {
-				cs = append(cs, geo.Cells(s)...)
-			}
+		if len(r.doc) == 0 {
+			return true
 		}
-		if len(cs) > 0 {
-			recs = append(recs, r)
-			cells = append(cells, cs)
+		rc := r.geo
+		kept := rc != nil && rc.doc == &r.doc[0] && rc.field == field
+		if !kept {
+			rc = &recCells{doc: &r.doc[0], field: field, cells: docCellsOf(r.doc, parts)}
+			r.geo = rc
 		}
+		if len(rc.cells) == 0 {
+			return true
+		}
+		pos := int32(len(recs))
+		if kept && rc.owner == gc && rc.gen == gc.gen && int(rc.pos) < len(remap) {
+			remap[rc.pos] = pos
+		} else {
+			added, addedDocs = append(added, rc.cells), append(addedDocs, pos)
+		}
+		rc.owner, rc.gen, rc.pos = gc, gc.gen+1, pos
+		recs = append(recs, r)
 		return true
 	})
-	gc.key, gc.field, gc.recs, gc.index = key, field, recs, geo.BuildIndex(cells)
+	geoCellsMu.Unlock()
+	gc.index = gc.index.Update(remap, addedDocs, added, len(recs))
+	gc.key, gc.field, gc.recs = key, field, recs
+	gc.gen++
 	return gc.index, recs
 }
 
-// maxNearLimit stands for "no limit" in a $near search.
-const maxNearLimit = math.MaxInt
+// docCellsOf returns the S2 cells of a document's geometries at a path.
+func docCellsOf(doc bson.D, parts []string) []s2.CellID {
+	var cs []s2.CellID
+	for _, v := range pathValues(doc, parts, nil, false) {
+		shapes, err := sphereShapes(v)
+		if err != nil {
+			continue
+		}
+		for _, s := range shapes {
+			cs = append(cs, geo.Cells(s)...)
+		}
+	}
+	return cs
+}

@@ -3,10 +3,12 @@ package mongosim
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 )
 
 // Maintenance commands in mongod 8.0's reply shapes: fsync (with lock, and
@@ -14,7 +16,7 @@ import (
 // so fsync has nothing to flush and validate finds nothing wrong; what they
 // change or report is real: fsync's lock blocks the member's writes until
 // as many fsyncUnlocks, validate counts the records and index keys, and
-// profile keeps each database's level, slowms and sampleRate.
+// profile sets what the profiler (profiler.go) records.
 
 func init() {
 	register(
@@ -174,13 +176,16 @@ func number(n int64) any {
 }
 
 // profileState is the database profiler's settings: a level per database,
-// slowms and sampleRate for the whole server, as on mongod.
+// slowms and sampleRate for the whole server, as on mongod. on is set while
+// any database profiles, so other commands pay one atomic load.
 type profileState struct {
 	mu         sync.Mutex
 	levels     map[string]int32
 	slowMS     int32
 	sampleRate float64
 	filter     bson.D
+	match      *query.Filter // filter, compiled
+	on         atomic.Bool
 }
 
 func profileCmd(r *request) (bson.D, error) {
@@ -219,18 +224,27 @@ func profileCmd(r *request) (bson.D, error) {
 	if f, ok := r.get("filter"); ok {
 		switch d := f.(type) {
 		case bson.D:
-			p.filter = d
+			m, err := query.CompileFilter(d)
+			if err != nil {
+				return nil, err
+			}
+			p.filter, p.match = d, m
 		case string:
 			if d != "unset" {
 				return nil, cmderr.New(cmderr.BadValue, "'filter' must be an object or the string 'unset'")
 			}
-			p.filter = nil
+			p.filter, p.match = nil, nil
 		default:
 			return nil, cmderr.New(cmderr.BadValue, "'filter' must be an object or the string 'unset'")
 		}
 	}
 	if level >= 0 {
 		p.levels[r.db] = int32(level)
+		on := false
+		for _, l := range p.levels {
+			on = on || l > 0
+		}
+		p.on.Store(on)
 	}
 	return append(reply, bson.E{Key: "ok", Value: 1.0}), nil
 }

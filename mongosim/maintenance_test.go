@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"fmt"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -161,5 +162,55 @@ func TestIndexBackgroundAndDropDups(t *testing.T) {
 	}}})
 	if sdCode(err) != 14 {
 		t.Fatalf("background: \"yes\": %v, want 14 TypeMismatch", err)
+	}
+}
+
+func TestProfilerRecordsOperations(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("prof2")
+	coll := db.Collection("c")
+	_, err := dbCmd(t, db, bson.D{{Key: "profile", Value: 2}})
+	sdNoErr(t, err)
+	_, err = coll.InsertMany(ctx, []any{bson.D{{Key: "x", Value: 1}}, bson.D{{Key: "x", Value: 2}}})
+	sdNoErr(t, err)
+	sdFindAll(t, ctx, coll, bson.D{{Key: "x", Value: 1}})
+	_, err = coll.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}})
+	sdNoErr(t, err)
+	_, err = coll.DeleteOne(ctx, bson.D{{Key: "x", Value: 2}})
+	sdNoErr(t, err)
+	_, err = dbCmd(t, db, bson.D{{Key: "profile", Value: 0}})
+	sdNoErr(t, err)
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "x", Value: 3}}) // not profiled
+	sdNoErr(t, err)
+
+	entries := sdFindAll(t, ctx, db.Collection("system.profile"), bson.D{{Key: "ns", Value: "prof2.c"}})
+	var ops []string
+	for _, e := range entries {
+		ops = append(ops, field(e, "op").(string))
+	}
+	if fmt.Sprint(ops) != "[insert query update remove]" {
+		t.Fatalf("profiled ops %v: %v", ops, entries)
+	}
+	if field(entries[0], "ninserted") != int32(2) || field(entries[1], "nreturned") != int32(1) ||
+		field(entries[2], "nModified") != int32(2) || field(entries[3], "ndeleted") != int32(1) {
+		t.Fatalf("entry counters: %v", entries)
+	}
+	cmd, _ := field(entries[1], "command").(bson.D)
+	if field(cmd, "find") != "c" || field(entries[1], "protocol") != "op_msg" || field(entries[1], "millis") == nil {
+		t.Fatalf("query entry: %v", entries[1])
+	}
+	// A filter decides alone which operations are recorded.
+	_, err = dbCmd(t, db, bson.D{{Key: "profile", Value: 1}, {Key: "filter", Value: bson.D{{Key: "op", Value: "remove"}}}})
+	sdNoErr(t, err)
+	sdFindAll(t, ctx, coll, bson.D{})
+	_, err = coll.DeleteMany(ctx, bson.D{})
+	sdNoErr(t, err)
+	_, err = dbCmd(t, db, bson.D{{Key: "profile", Value: 0}, {Key: "filter", Value: "unset"}})
+	sdNoErr(t, err)
+	n, err := db.Collection("system.profile").CountDocuments(ctx, bson.D{{Key: "ns", Value: "prof2.c"}})
+	sdNoErr(t, err)
+	if n != 5 {
+		t.Fatalf("%d entries after the filtered period, want 5 (one more remove)", n)
 	}
 }

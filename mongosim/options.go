@@ -28,6 +28,9 @@ type Options struct {
 	// Standalone runs one server that is not a replica-set member, so
 	// drivers see no retryable-write support, as with a real standalone.
 	Standalone bool
+	// clusterClock, set for shards 1.., is the deployment's cluster time,
+	// shared with shard 0.
+	clusterClock *logicalClock
 	// ReplicaSetName defaults to "rs0".
 	ReplicaSetName string
 	// Host to listen on; default "127.0.0.1".

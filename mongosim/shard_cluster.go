@@ -74,7 +74,8 @@ type routerCursor struct {
 	ns       string
 	mu       sync.Mutex
 	docs     []bson.D
-	lastUsed atomic.Int64 // unix nanoseconds
+	stream   *mergedStream // a change stream merged from the shards' (shard_changestream.go)
+	lastUsed atomic.Int64  // unix nanoseconds
 }
 
 // startShards launches shards 1..M-1 next to the Cluster (shard 0). Their
@@ -101,6 +102,9 @@ func (c *Cluster) startShards() error {
 			so.Port = o.Port + o.Members + o.Routers + (i-1)*o.Members
 		}
 		so.Seed = o.Seed + int64(i)
+		// One cluster time for every shard, as gossip keeps a real
+		// cluster's clocks in step: change events order across shards.
+		so.clusterClock = c.data.clusterClock
 		sc, err := Launch(so)
 		if err != nil {
 			return fmt.Errorf("mongosim: shard %d: %w", i, err)

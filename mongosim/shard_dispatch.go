@@ -138,7 +138,7 @@ func (r *Router) routeStatement(rq *request, cmd *command, out *outcome) (bson.D
 		return r.routerAggregate(rq, cmd, out, ss.unshardedColl(rq.db, coll), true)
 	}
 	if rq.name == "aggregate" && isChangeStream(pipelineOf(rq)) && coll == "" {
-		return nil, cmderr.Unsupported("database- or cluster-wide change streams on a multi-shard deployment")
+		return r.openMergedStream(rq) // shard_changestream.go
 	}
 	create := cmd != nil && (cmd.write || rq.name == "create" || rq.name == "createIndexes")
 	return r.forwardTo(rq, cmd, out, ss.primaryOf(rq.db, create))

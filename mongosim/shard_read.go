@@ -220,6 +220,9 @@ func (r *Router) getMore(rq *request) (bson.D, error) {
 	if c.ns != rq.db+"."+coll {
 		return nil, cmderr.New(cmderr.Unauthorized, "Requested getMore on namespace '%s.%s', but cursor belongs to a different namespace %s", rq.db, coll, c.ns)
 	}
+	if c.stream != nil {
+		return r.streamGetMore(rq, id, c) // shard_changestream.go
+	}
 	if c.shard >= 0 {
 		reply, err := r.shardRaw(rq, c.shard, rq.raw.Command, nil, false, false)
 		if err != nil {
@@ -368,10 +371,15 @@ func (r *Router) shardedFind(rq *request, cmd *command, out *outcome, sc *sharde
 		sorter.SortDocs(docs)
 	}
 	docs = skipLimit(docs, skip, limit)
-	if proj != nil {
-		for i, d := range docs {
-			docs[i] = proj.Apply(d)
+	var f *query.Filter
+	if proj != nil && proj.NeedsPosition() {
+		// field.$ takes the position where the filter matched.
+		if f, err = env.compileFilter(filter); err != nil {
+			return nil, err
 		}
+	}
+	if err := projectDocs(proj, f, docs); err != nil {
+		return nil, err
 	}
 	return r.cursorReply(sc.ns, docs, batchSize, singleBatch), nil
 }
@@ -445,12 +453,13 @@ func (r *Router) shardedAggregate(rq *request, cmd *command, out *outcome, sc *s
 func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *shardedColl, force bool) (bson.D, error) {
 	pipeline := pipelineOf(rq)
 	if isChangeStream(pipeline) {
-		return nil, cmderr.Unsupported("change streams on a sharded collection")
+		return r.openMergedStream(rq) // shard_changestream.go
 	}
 	if v, ok := rq.get("explain"); ok && truthy(v) {
 		return nil, cmderr.Unsupported("aggregate explain")
 	}
 	lead := 0
+	var err error
 	var leadFilter bson.D
 	for lead < len(pipeline) {
 		d, ok := pipeline[lead].(bson.D)
@@ -468,6 +477,9 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 	}
 	if geoNearFirst(pipeline) {
 		return nil, cmderr.Unsupported("$geoNear on a sharded collection spanning several shards")
+	}
+	if lead, err = textLead(pipeline, lead); err != nil {
+		return nil, err
 	}
 	batchSize := -1
 	if cv, ok := rq.get("cursor"); ok {

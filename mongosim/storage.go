@@ -86,6 +86,9 @@ type collection struct {
 	options    bson.D
 	timeseries bool
 	timeField  string
+	// noIDIndex marks a collection whose documents need no _id (as
+	// system.profile): records get synthetic keys, as time series do.
+	noIDIndex bool
 	// capped collections keep at most cappedMax documents (0: no count
 	// limit) of at most cappedSize bytes in all, evicting the oldest;
 	// bytes is their size, kept only when capped.
@@ -141,14 +144,17 @@ type record struct {
 	doc   bson.D
 	idKey string
 	pos   int
-	seq   uint64 // insertion number in its collection
+	seq   uint64    // insertion number in its collection
+	geo   *recCells // S2 cells of doc for a 2dsphere index (geoindex.go)
 }
 
-func newStorage(now func() time.Time) *storage {
+func newStorage(now func() time.Time, clock *logicalClock) *storage {
 	if now == nil {
 		now = time.Now
 	}
-	clock := newLogicalClock(now)
+	if clock == nil {
+		clock = newLogicalClock(now)
+	}
 	return &storage{now: now, dbs: map[string]*database{}, cursors: &cursorTable{m: map[int64]*cursor{}}, changes: newChangeLog(now, clock),
 		clusterClock: clock, ddlAt: map[string]bson.Timestamp{}, clock: newTxnClock()}
 }
@@ -599,12 +605,15 @@ func (c *collection) insert(doc bson.D) error {
 		}
 		idKey += "\x00" + strconv.FormatUint(c.inserted+1, 10)
 	}
+	if c.noIDIndex {
+		idKey = "\x00" + strconv.FormatUint(c.inserted+1, 10)
+	}
 	if c.validator != nil {
 		if err := c.validate(doc, nil); err != nil {
 			return err
 		}
 	}
-	if !c.timeseries {
+	if !c.timeseries && !c.noIDIndex {
 		if c.fetch(idKey); c.byID[idKey] != nil {
 			return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
 		}

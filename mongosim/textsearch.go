@@ -370,3 +370,53 @@ func checkTextQuery(f *query.Filter, sortDoc bson.D, hint any, tailable bool) er
 	}
 	return nil
 }
+
+// perDocumentStages are the stages that keep a document's textScore and
+// need no other document: a router lets the shards run them after a
+// leading $text $match.
+var perDocumentStages = map[string]bool{"$match": true, "$project": true, "$addFields": true, "$set": true,
+	"$unset": true, "$unwind": true}
+
+// textLead extends the shards' part of a routed aggregate that leads
+// with a $text $match (the first lead stages) over the per-document
+// stages after it, so the textScore is read where it is known; a
+// textScore read by the router's part is NotImplemented.
+func textLead(pipeline bson.A, lead int) (int, error) {
+	if lead == 0 {
+		return lead, nil
+	}
+	first, _ := pipeline[0].(bson.D)
+	if m, _ := first[0].Value.(bson.D); !agg.HasText(m) {
+		return lead, nil
+	}
+	for lead < len(pipeline) {
+		d, ok := pipeline[lead].(bson.D)
+		if !ok || len(d) != 1 || !perDocumentStages[d[0].Key] {
+			break
+		}
+		lead++
+	}
+	if readsTextScore(pipeline[lead:]) {
+		return 0, cmderr.Unsupported("{$meta: \"textScore\"} in the stages a router runs of an aggregate across shards")
+	}
+	return lead, nil
+}
+
+// readsTextScore reports whether a pipeline part holds {$meta: "textScore"}.
+func readsTextScore(v any) bool {
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			if (e.Key == "$meta" && e.Value == "textScore") || readsTextScore(e.Value) {
+				return true
+			}
+		}
+	case bson.A:
+		for _, y := range x {
+			if readsTextScore(y) {
+				return true
+			}
+		}
+	}
+	return false
+}

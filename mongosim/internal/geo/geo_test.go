@@ -154,3 +154,48 @@ func TestIndexNearMatchesBruteForce(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexUpdateKeepsEntries checks an updated index (documents removed,
+// renumbered and added) finds what a fresh build finds.
+func TestIndexUpdateKeepsEntries(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	pts := func(n int) [][]s2.CellID {
+		out := make([][]s2.CellID, n)
+		for i := range out {
+			s, _ := ParseStored(bson.A{rng.Float64()*360 - 180, rng.Float64()*180 - 90})
+			out[i] = Cells(s)
+		}
+		return out
+	}
+	old := pts(500)
+	ix := BuildIndex(old)
+	// Keep every other old document (renumbered), add 100 new ones.
+	remap := make([]int32, len(old))
+	var now [][]s2.CellID
+	for i := range old {
+		remap[i] = -1
+		if i%2 == 0 {
+			remap[i] = int32(len(now))
+			now = append(now, old[i])
+		}
+	}
+	fresh := pts(100)
+	var docs []int32
+	for range fresh {
+		docs = append(docs, int32(len(now)))
+		now = append(now, nil)
+	}
+	for i, d := range docs {
+		now[d] = fresh[i]
+	}
+	up := ix.Update(remap, docs, fresh, len(now))
+	want := BuildIndex(now)
+	if len(up.ids) != len(want.ids) {
+		t.Fatalf("%d entries, want %d", len(up.ids), len(want.ids))
+	}
+	for i := range up.ids {
+		if up.ids[i] != want.ids[i] || up.docs[i] != want.docs[i] {
+			t.Fatalf("entry %d: %v/%d, want %v/%d", i, up.ids[i], up.docs[i], want.ids[i], want.docs[i])
+		}
+	}
+}

@@ -42,33 +42,57 @@ type Index struct {
 	n    int
 }
 
+type entry struct {
+	id  s2.CellID
+	doc int32
+}
+
 // BuildIndex builds an Index from each document's cells (cells[i] belongs
 // to document i).
 func BuildIndex(cells [][]s2.CellID) *Index {
-	type entry struct {
-		id  s2.CellID
-		doc int32
+	docs := make([]int32, len(cells))
+	for i := range docs {
+		docs[i] = int32(i)
 	}
-	var all []entry
+	return (&Index{}).Update(nil, docs, cells, len(cells))
+}
+
+// Update returns the index for a new numbering of n documents, in linear
+// time plus the sorting of the new cells: remap[d] is the new number of
+// old document d (-1: gone or changed), cells[i] are the cells of new
+// document docs[i]. The receiver is unchanged.
+func (ix *Index) Update(remap []int32, docs []int32, cells [][]s2.CellID, n int) *Index {
+	var fresh []entry
 	for i, cs := range cells {
 		for _, c := range cs {
-			all = append(all, entry{c, int32(i)})
+			fresh = append(fresh, entry{c, docs[i]})
 		}
 	}
-	slices.SortFunc(all, func(a, b entry) int {
-		if a.id != b.id {
-			if a.id < b.id {
-				return -1
-			}
+	slices.SortFunc(fresh, func(a, b entry) int {
+		switch {
+		case a.id < b.id:
+			return -1
+		case a.id > b.id:
 			return 1
 		}
 		return int(a.doc - b.doc)
 	})
-	ix := &Index{ids: make([]s2.CellID, len(all)), docs: make([]int32, len(all)), n: len(cells)}
-	for i, e := range all {
-		ix.ids[i], ix.docs[i] = e.id, e.doc
+	out := &Index{ids: make([]s2.CellID, 0, len(ix.ids)+len(fresh)), docs: make([]int32, 0, len(ix.ids)+len(fresh)), n: n}
+	i, j := 0, 0
+	for i < len(ix.ids) || j < len(fresh) {
+		if i < len(ix.ids) && remap[ix.docs[i]] < 0 {
+			i++
+			continue
+		}
+		if j == len(fresh) || (i < len(ix.ids) && ix.ids[i] <= fresh[j].id) {
+			out.ids, out.docs = append(out.ids, ix.ids[i]), append(out.docs, remap[ix.docs[i]])
+			i++
+			continue
+		}
+		out.ids, out.docs = append(out.ids, fresh[j].id), append(out.docs, fresh[j].doc)
+		j++
 	}
-	return ix
+	return out
 }
 
 // candidates calls fn once for each unseen document having a cell that
