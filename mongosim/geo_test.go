@@ -126,7 +126,7 @@ func TestGeo2dsphereIndexValidatesWrites(t *testing.T) {
 		{bson.D{{Key: "_id", Value: 12}, {Key: "loc", Value: bson.D{{Key: "type", Value: "Point"}}}}, ""},
 		{bson.D{{Key: "_id", Value: 13}, {Key: "loc", Value: geoPolygon([][2]float64{{0, 0}, {4, 0}, {4, 4}, {0, 4}})}}, "Loop is not closed"},
 		{bson.D{{Key: "_id", Value: 14}, {Key: "loc", Value: geoPolygon([][2]float64{{0, 0}, {4, 4}, {4, 0}, {0, 4}, {0, 0}})}}, "Edges"},
-		{bson.D{{Key: "_id", Value: 15}, {Key: "loc", Value: "Paris"}}, ""},
+		{bson.D{{Key: "_id", Value: 15}, {Key: "loc", Value: "Paris"}}, `geo element must be an array or object: loc: "Paris"`},
 		{bson.D{{Key: "_id", Value: 16}, {Key: "loc", Value: bson.D{{Key: "type", Value: "Triangle"}, {Key: "coordinates", Value: bson.A{}}}}}, "unknown GeoJSON type"},
 	}
 	for _, b := range bad {
