@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/sturdy-go/sturdy/internal/bsonnum"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -195,13 +196,10 @@ func docOrNil(v any) (any, error) {
 	return toDoc(v, false)
 }
 
-// int64Of reads a numeric field of a reply (int32, int64 or double).
+// int64Of reads a numeric field of a reply (int32, int64 or double); 0
+// when absent or not a number.
 func int64Of(doc bson.Raw, key string) int64 {
-	v, err := doc.LookupErr(key)
-	if err != nil {
-		return 0
-	}
-	n, _ := v.AsInt64OK()
+	n, _ := bsonnum.Field(doc, key)
 	return n
 }
 

@@ -172,7 +172,12 @@ func (r *Router) shardCollection(rq *request) (bson.D, error) {
 	// requires one; on an empty collection shardCollection creates it),
 	// and learns the shard key so updates cannot change it.
 	idx := bson.D{{Key: "key", Value: key}, {Key: "name", Value: indexName(key)}}
-	if unique {
+	switch {
+	case len(key) == 1 && key[0].Key == "_id" && sc.hashed == "":
+		// The _id index every collection has is the key's index, as
+		// on mongod (unique by nature).
+		idx = bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "name", Value: "_id_"}}
+	case unique:
 		idx = append(idx, bson.E{Key: "unique", Value: true})
 	}
 	for i := range ss.shards {

@@ -594,9 +594,8 @@ func TestShardedTransactionsAndUnsupported(t *testing.T) {
 	if counts := directCounts(t, ctx, c, "db", "u"); counts[0] == 0 || counts[1] == 0 || counts[0]+counts[1] != 21 {
 		t.Fatalf("documents per shard after the two-shard transaction = %v, want 21 on both shards", counts)
 	}
-	var ce mongo.CommandError
 	// $out from a sharded collection writes the merged result to an
-	// unsharded one; $merge into a sharded collection is refused.
+	// unsharded one (into a sharded one: shard_merge_test.go).
 	if _, err := coll.InsertMany(ctx, []any{bson.D{{Key: "k", Value: 2}, {Key: "g", Value: "a"}}, bson.D{{Key: "k", Value: 3}, {Key: "g", Value: "a"}}, bson.D{{Key: "k", Value: 4}, {Key: "g", Value: "b"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -624,14 +623,6 @@ func TestShardedTransactionsAndUnsupported(t *testing.T) {
 	summary = nil
 	if err := cur.All(ctx, &summary); err != nil || len(summary) != 2 || summary[0]["n"] != int32(2) || summary[1]["n"] != int32(1) {
 		t.Fatalf("$lookup into a sharded collection = %v, %v", summary, err)
-	}
-	_, err = client.Database("db").Collection("summary").Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: bson.D{{Key: "into", Value: "u"}}}}})
-	if !errors.As(err, &ce) || ce.Code != 238 {
-		t.Fatalf("$merge from an unsharded into a sharded collection = %v, want NotImplemented (238)", err)
-	}
-	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: bson.D{{Key: "into", Value: "u"}}}}})
-	if !errors.As(err, &ce) || ce.Code != 238 {
-		t.Fatalf("$merge into a sharded collection = %v, want NotImplemented (238)", err)
 	}
 }
 
@@ -840,5 +831,45 @@ func TestShardedTransactionRecoveryShard(t *testing.T) {
 	}
 	if n, err := shardDirect(t, c, 1).Database("tdb").Collection("c").CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
 		t.Fatalf("shard 1 holds %d documents (%v), want 0", n, err)
+	}
+}
+
+// A range shard key on _id uses the _id index every collection has, as on
+// mongod: shardCollection, split and moveChunk work, and each shard holds
+// its range.
+func TestShardCollectionOnIDRange(t *testing.T) {
+	client, c := shardedClient(t, 2, nil)
+	ctx := testCtx(t)
+	coll := client.Database("db").Collection("ids")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil { // an existing collection
+		t.Fatal(err)
+	}
+	shardCollection(t, ctx, client, "db.ids", bson.D{{Key: "_id", Value: 1}})
+	admin := client.Database("admin")
+	if err := admin.RunCommand(ctx, bson.D{{Key: "split", Value: "db.ids"}, {Key: "middle", Value: bson.D{{Key: "_id", Value: 10}}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var primary struct {
+		Primary string `bson:"primary"`
+	}
+	if err := client.Database("config").Collection("databases").FindOne(ctx, bson.D{{Key: "_id", Value: "db"}}).Decode(&primary); err != nil {
+		t.Fatal(err)
+	}
+	to := "shard1"
+	if primary.Primary == to {
+		to = "shard0"
+	}
+	if err := admin.RunCommand(ctx, bson.D{{Key: "moveChunk", Value: "db.ids"}, {Key: "find", Value: bson.D{{Key: "_id", Value: 10}}}, {Key: "to", Value: to}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 11}}, bson.D{{Key: "_id", Value: 12}}}); err != nil {
+		t.Fatal(err)
+	}
+	counts := directCounts(t, ctx, c, "db", "ids")
+	if slices.Max(counts) != 2 || slices.Min(counts) != 2 {
+		t.Fatalf("documents per shard %v, want 2 and 2", counts)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 11}}); !mongo.IsDuplicateKeyError(err) {
+		t.Fatalf("a duplicate _id in the moved range: %v", err)
 	}
 }

@@ -307,6 +307,9 @@ func (c *Collection) foldSnapshot(ctx context.Context, doc bson.Raw, limit bson.
 
 // number is a BSON number with $inc's type rules: int32 + int32 stays
 // int32 unless it overflows, then int64; anything with a double is a double.
+// number keeps a counter's BSON type through the clean-up's arithmetic
+// (an int32 counter stays int32 until it overflows), which reading it as an
+// int64 (internal/bsonnum) would lose.
 type number struct {
 	kind bson.Type
 	i    int64

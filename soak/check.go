@@ -13,6 +13,7 @@ import (
 
 	"github.com/sturdy-go/sturdy"
 	"github.com/sturdy-go/sturdy/adapt"
+	"github.com/sturdy-go/sturdy/internal/bsonnum"
 	"github.com/sturdy-go/sturdy/once"
 )
 
@@ -238,12 +239,12 @@ func (r *Report) checkIncrements(ctx context.Context, coll *sturdy.Collection, w
 			}
 		}
 		group, docN, _ := parsePair(id, "inc/", "/")
-		n := numberOf(raw.Lookup("n"))
+		n := int64Value(raw.Lookup("n"))
 		var sum int64
 		if m, ok := raw.Lookup("m").DocumentOK(); ok {
 			elems, _ := m.Elements()
 			for _, e := range elems {
-				v := numberOf(e.Value())
+				v := int64Value(e.Value())
 				sum += v
 				if v > 1 {
 					dup += v - 1
@@ -356,14 +357,8 @@ func (r *Report) checkSaves(ctx context.Context, coll *sturdy.Collection, worker
 	return nil
 }
 
-func numberOf(v bson.RawValue) int64 {
-	switch v.Type {
-	case bson.TypeInt32:
-		return int64(v.Int32())
-	case bson.TypeInt64:
-		return v.Int64()
-	case bson.TypeDouble:
-		return int64(v.Double())
-	}
-	return 0
+// int64Value is a numeric field's value, 0 when it is not a number.
+func int64Value(v bson.RawValue) int64 {
+	n, _ := bsonnum.Int64(v)
+	return n
 }

@@ -117,7 +117,7 @@ func (r *Report) checkTransactions(ctx context.Context, coll *sturdy.Collection,
 				dup++ // cannot happen with a unique _id; counted if it does
 			}
 		} else if g, ok := parseOne(rest, "/bal/"); ok && g < len(workers) {
-			balances[h][g] = numberOf(raw.Lookup("n"))
+			balances[h][g] = int64Value(raw.Lookup("n"))
 		}
 		return nil
 	})

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/sturdy-go/sturdy/internal/bsonnum"
 )
 
 // Description is what the server's hello reply said about it. Numeric fields
@@ -203,7 +205,7 @@ func ParseTopologyVersion(v bson.RawValue) *TopologyVersion {
 	if !ok {
 		return nil
 	}
-	n, ok := intValue(doc.Lookup("counter"))
+	n, ok := bsonnum.Int64(doc.Lookup("counter"))
 	if !ok {
 		return nil
 	}
@@ -223,29 +225,10 @@ func truthy(v bson.RawValue) bool {
 	return ok && n != 0
 }
 
-// intValue is a numeric field's value as an integer: an int32, an int64,
-// or a double truncated toward zero if it lies within int64's range (NaN
-// does not).
-func intValue(v bson.RawValue) (int64, bool) {
-	switch v.Type {
-	case bson.TypeInt32:
-		n, ok := v.Int32OK()
-		return int64(n), ok
-	case bson.TypeInt64:
-		return v.Int64OK()
-	case bson.TypeDouble:
-		f, ok := v.DoubleOK()
-		if ok && f >= -(1<<63) && f < 1<<63 {
-			return int64(f), true
-		}
-	}
-	return 0, false
-}
-
 // int32Value is an int32 field's value, 0 (absent) when it is not a number
 // or does not fit.
 func int32Value(v bson.RawValue) int32 {
-	n, ok := intValue(v)
+	n, ok := bsonnum.Int64(v)
 	if !ok || n > math.MaxInt32 || n < math.MinInt32 {
 		return 0
 	}
@@ -253,7 +236,7 @@ func int32Value(v bson.RawValue) int32 {
 }
 
 func int64Ptr(v bson.RawValue) *int64 {
-	if n, ok := intValue(v); ok {
+	if n, ok := bsonnum.Int64(v); ok {
 		return &n
 	}
 	return nil

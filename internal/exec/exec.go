@@ -17,6 +17,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/backoff"
+	"github.com/sturdy-go/sturdy/internal/bsonnum"
 	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/pool"
@@ -794,7 +795,7 @@ func withMaxTime(ctx context.Context, cmd bson.D, minRTT time.Duration, runComma
 	i := slices.IndexFunc(cmd, func(e bson.E) bool { return e.Key == "maxTimeMS" })
 	if !csot.SendMaxTime(ctx) {
 		if i >= 0 {
-			if cur, ok := asInt64(cmd[i].Value); ok && cur > ms {
+			if cur, ok := bsonnum.Of(cmd[i].Value); ok && cur > ms {
 				cmd[i].Value = ms
 			}
 		}
@@ -826,20 +827,6 @@ func dropWTimeout(cmd bson.D) bson.D {
 		return cmd
 	}
 	return cmd
-}
-
-func asInt64(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	case float64:
-		return int64(n), true
-	}
-	return 0, false
 }
 
 // timeoutError turns err into the timeout error of an operation under

@@ -14,6 +14,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/testsupport"
 	"github.com/sturdy-go/sturdy/readpref"
 )
@@ -66,7 +67,7 @@ func descriptionFrom(t *testing.T, tt ssTopology) Description {
 		if !ok {
 			t.Fatalf("unknown server type %q", s.Type)
 		}
-		sd := ServerDescription{Addr: NormalizeAddr(s.Address), Kind: k, Tags: s.Tags, MaxWireVersion: s.MaxWireVersion}
+		sd := ServerDescription{Addr: NormalizeAddr(s.Address), Kind: k, Description: conn.Description{Tags: s.Tags, MaxWireVersion: s.MaxWireVersion}}
 		if s.AvgRTTMS != nil {
 			sd.RTT = time.Duration(*s.AvgRTTMS * float64(time.Millisecond))
 		}

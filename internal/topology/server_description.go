@@ -90,28 +90,16 @@ func compareTopologyVersion(cur, incoming *TopologyVersion) int {
 // ServerDescription is what the client knows of one server. Values are
 // immutable once published: slices and maps are never modified in place.
 type ServerDescription struct {
-	Addr                         string
-	Kind                         ServerKind
-	RTT                          time.Duration // average round trip time; 0 while Unknown
-	MinRTT                       time.Duration // minimum of the last 10 RTT samples; 0 until there are 2
-	Err                          error         // why the server is Unknown, if it is
-	MinWireVersion               int32
-	MaxWireVersion               int32
-	Me                           string
-	SetName                      string
-	Primary                      string
-	Hosts, Passives, Arbiters    []string
-	Tags                         map[string]string
-	SetVersion                   *int64
-	ElectionID                   *bson.ObjectID
-	LogicalSessionTimeoutMinutes *int64
-	TopologyVersion              *TopologyVersion
-	LastWriteDate                time.Time
-	LastUpdateTime               time.Time
-	MaxBSONObjectSize            int32
-	MaxMessageSizeBytes          int32
-	MaxWriteBatchSize            int32
-	HelloOK                      bool
+	Addr           string
+	Kind           ServerKind
+	RTT            time.Duration // average round trip time; 0 while Unknown
+	MinRTT         time.Duration // minimum of the last 10 RTT samples; 0 until there are 2
+	Err            error         // why the server is Unknown, if it is
+	LastUpdateTime time.Time
+	// Description is the server's last hello reply as conn parsed it, its
+	// addresses normalised and without the raw reply; zero while the server
+	// is Unknown (but for a TopologyVersion an error carried).
+	conn.Description
 }
 
 // unknownServer is the default description of a server not yet checked or
@@ -143,31 +131,10 @@ func NewServerDescription(addr string, hello bson.Raw, rtt time.Duration) Server
 // conn parsed: SDAM's server kind, the RTT, and addresses normalised so
 // that they compare equal however the server spelled them.
 func fromHello(addr string, d conn.Description, rtt time.Duration) ServerDescription {
-	sd := ServerDescription{
-		Addr:                         NormalizeAddr(addr),
-		Kind:                         serverKind(d),
-		RTT:                          rtt,
-		MinWireVersion:               d.MinWireVersion,
-		MaxWireVersion:               d.MaxWireVersion,
-		Me:                           NormalizeAddr(d.Me),
-		SetName:                      d.SetName,
-		Primary:                      NormalizeAddr(d.Primary),
-		Hosts:                        normalizeAddrs(d.Hosts),
-		Passives:                     normalizeAddrs(d.Passives),
-		Arbiters:                     normalizeAddrs(d.Arbiters),
-		Tags:                         d.Tags,
-		SetVersion:                   d.SetVersion,
-		ElectionID:                   d.ElectionID,
-		LogicalSessionTimeoutMinutes: d.LogicalSessionTimeoutMinutes,
-		TopologyVersion:              d.TopologyVersion,
-		LastWriteDate:                d.LastWriteDate,
-		LastUpdateTime:               time.Now(),
-		MaxBSONObjectSize:            d.MaxBSONObjectSize,
-		MaxMessageSizeBytes:          d.MaxMessageSizeBytes,
-		MaxWriteBatchSize:            d.MaxWriteBatchSize,
-		HelloOK:                      d.HelloOK,
-	}
-	return sd
+	d.Raw = nil // a description lives as long as the server's; the reply need not
+	d.Me, d.Primary = NormalizeAddr(d.Me), NormalizeAddr(d.Primary)
+	d.Hosts, d.Passives, d.Arbiters = normalizeAddrs(d.Hosts), normalizeAddrs(d.Passives), normalizeAddrs(d.Arbiters)
+	return ServerDescription{Addr: NormalizeAddr(addr), Kind: serverKind(d), RTT: rtt, LastUpdateTime: time.Now(), Description: d}
 }
 
 // serverKind is the SDAM server type a hello reply describes.

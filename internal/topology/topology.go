@@ -585,7 +585,7 @@ func (t *Topology) handleAppError(addr string, err error, generation uint64, bef
 		if compareTopologyVersion(cur.TopologyVersion, sc.topologyVersion) >= 0 {
 			return // we already know of a state at least this new
 		}
-		t.applyLocked(ServerDescription{Addr: addr, Kind: ServerUnknown, Err: err, TopologyVersion: sc.topologyVersion})
+		t.applyLocked(ServerDescription{Addr: addr, Kind: ServerUnknown, Err: err, Description: conn.Description{TopologyVersion: sc.topologyVersion}})
 		if sc.shutdown {
 			s.pool.Clear(err, false)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/readpref"
 )
@@ -140,9 +141,9 @@ func TestReadPrefValidation(t *testing.T) {
 
 func TestMaxStalenessFilters(t *testing.T) {
 	now := time.Now()
-	p := ServerDescription{Addr: "p:1", Kind: RSPrimary, LastUpdateTime: now, LastWriteDate: now}
-	fresh := ServerDescription{Addr: "f:1", Kind: RSSecondary, LastUpdateTime: now, LastWriteDate: now.Add(-5 * time.Second)}
-	stale := ServerDescription{Addr: "s:1", Kind: RSSecondary, LastUpdateTime: now, LastWriteDate: now.Add(-200 * time.Second)}
+	p := ServerDescription{Addr: "p:1", Kind: RSPrimary, LastUpdateTime: now, Description: conn.Description{LastWriteDate: now}}
+	fresh := ServerDescription{Addr: "f:1", Kind: RSSecondary, LastUpdateTime: now, Description: conn.Description{LastWriteDate: now.Add(-5 * time.Second)}}
+	stale := ServerDescription{Addr: "s:1", Kind: RSSecondary, LastUpdateTime: now, Description: conn.Description{LastWriteDate: now.Add(-200 * time.Second)}}
 	sel := ReadPrefSelector(readpref.ReadPref{Mode: readpref.Secondary, MaxStaleness: 90 * time.Second}, 10*time.Second)
 
 	d := Description{Kind: ReplicaSetWithPrimary}.withServer(p).withServer(fresh).withServer(stale)
