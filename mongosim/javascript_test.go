@@ -101,6 +101,23 @@ func TestJSWhere(t *testing.T) {
 	if res.ModifiedCount != 1 {
 		t.Errorf("update with $where modified %d", res.ModifiedCount)
 	}
+	dist := coll.Distinct(ctx, "b", bson.D{{Key: "$where", Value: "this.a < 3"}})
+	sdNoErr(t, dist.Err())
+	var bs []int32
+	sdNoErr(t, dist.Decode(&bs))
+	if fmt.Sprint(bs) != "[1 3]" {
+		t.Errorf("distinct with $where: %v", bs)
+	}
+	var fam bson.D
+	sdNoErr(t, coll.FindOneAndUpdate(ctx, bson.D{{Key: "$where", Value: "this.hit === true"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "seen", Value: 1}}}}).Decode(&fam))
+	if id, _ := fam[0].Value.(int32); id != 2 {
+		t.Errorf("findOneAndUpdate with $where: %v", fam)
+	}
+	del, err := coll.DeleteMany(ctx, bson.D{{Key: "$where", Value: "this.seen == 1"}})
+	sdNoErr(t, err)
+	if del.DeletedCount != 1 {
+		t.Errorf("delete with $where deleted %d", del.DeletedCount)
+	}
 
 	_, err = coll.Find(ctx, bson.D{{Key: "$where", Value: "function myFunction() { return a(); }"}})
 	ce := commandError(t, err, 139)

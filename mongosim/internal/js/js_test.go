@@ -109,3 +109,20 @@ func TestErrorsAndInterrupts(t *testing.T) {
 		t.Fatal("disabled $where")
 	}
 }
+
+func TestBodyReturnsItsLastExpression(t *testing.T) {
+	doc := bson.D{{Key: "a", Value: int32(2)}}
+	for src, want := range map[string]bool{
+		"var x = this.a; x == 2":       true,
+		"var x = this.a; x == 3;":      false,
+		"if (this.a == 2) return true": true,
+		"return false":                 false,
+		"  this.a == 2  ":              true,
+		"function f() { return true }": true,
+	} {
+		ok, err := mustCompile(t, src).Test(&Env{}, Call{This: doc})
+		if err != nil || ok != want {
+			t.Errorf("%q: got %v, %v; want %v", src, ok, err, want)
+		}
+	}
+}
