@@ -131,6 +131,12 @@ func marshalReply(doc any) (bson.Raw, error) {
 		raw = d
 	case []byte:
 		return marshalReply(bson.Raw(d))
+	case bson.D:
+		b, err := marshalD(d)
+		if err != nil {
+			return nil, fmt.Errorf("blackpipe: marshal reply: %w", err)
+		}
+		raw = b
 	default:
 		b, err := bson.Marshal(doc)
 		if err != nil {

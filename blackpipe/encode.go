@@ -1,0 +1,97 @@
+package blackpipe
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+// errSlowPath: appendD met a value it does not encode itself; the caller
+// marshals the whole document with bson.Marshal instead.
+var errSlowPath = errors.New("blackpipe: value needs bson.Marshal")
+
+// marshalD encodes d as bson.Marshal does, without reflection for the
+// types replies are made of (documents, arrays, strings, numbers, ...): a
+// large find reply spent most of its server CPU in bson.Marshal's codec
+// lookups. Anything else falls back to bson.Marshal, so the bytes are
+// always the same.
+func marshalD(d bson.D) (bson.Raw, error) {
+	if d == nil {
+		return bson.Marshal(d) // an error, as before
+	}
+	if out, err := appendD(make([]byte, 0, 256), d); err == nil {
+		return out, nil
+	}
+	return bson.Marshal(d)
+}
+
+func appendD(dst []byte, d bson.D) ([]byte, error) {
+	idx, dst := bsoncore.AppendDocumentStart(dst)
+	var err error
+	for _, e := range d {
+		if dst, err = appendElem(dst, e.Key, e.Value); err != nil {
+			return nil, err
+		}
+	}
+	return bsoncore.AppendDocumentEnd(dst, idx)
+}
+
+func appendA(dst []byte, a []any) ([]byte, error) {
+	idx, dst := bsoncore.AppendArrayStart(dst)
+	var (
+		key [20]byte
+		err error
+	)
+	for i, v := range a {
+		if dst, err = appendElem(dst, string(strconv.AppendInt(key[:0], int64(i), 10)), v); err != nil {
+			return nil, err
+		}
+	}
+	return bsoncore.AppendArrayEnd(dst, idx)
+}
+
+// appendElem appends one element, or errSlowPath for a type (or a key)
+// it leaves to bson.Marshal.
+func appendElem(dst []byte, key string, v any) ([]byte, error) {
+	if strings.IndexByte(key, 0) >= 0 {
+		return nil, errSlowPath // bson.Marshal reports the error
+	}
+	switch v := v.(type) {
+	case nil:
+		return bsoncore.AppendNullElement(dst, key), nil
+	case string:
+		return bsoncore.AppendStringElement(dst, key, v), nil
+	case int32:
+		return bsoncore.AppendInt32Element(dst, key, v), nil
+	case int64:
+		return bsoncore.AppendInt64Element(dst, key, v), nil
+	case float64:
+		return bsoncore.AppendDoubleElement(dst, key, v), nil
+	case bool:
+		return bsoncore.AppendBooleanElement(dst, key, v), nil
+	case bson.ObjectID:
+		return bsoncore.AppendObjectIDElement(dst, key, v), nil
+	case bson.DateTime:
+		return bsoncore.AppendDateTimeElement(dst, key, int64(v)), nil
+	case bson.Timestamp:
+		return bsoncore.AppendTimestampElement(dst, key, v.T, v.I), nil
+	case bson.Binary:
+		return bsoncore.AppendBinaryElement(dst, key, v.Subtype, v.Data), nil
+	case bson.D:
+		if v == nil {
+			return bsoncore.AppendNullElement(dst, key), nil
+		}
+		dst = bsoncore.AppendHeader(dst, bsoncore.TypeEmbeddedDocument, key)
+		return appendD(dst, v)
+	case bson.A:
+		if v == nil {
+			return bsoncore.AppendNullElement(dst, key), nil
+		}
+		dst = bsoncore.AppendHeader(dst, bsoncore.TypeArray, key)
+		return appendA(dst, v)
+	}
+	return nil, errSlowPath
+}
