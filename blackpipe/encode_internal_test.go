@@ -3,6 +3,7 @@ package blackpipe
 import (
 	"bytes"
 	"math"
+	"reflect"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -42,5 +43,38 @@ func TestMarshalDMatchesBSONMarshal(t *testing.T) {
 	}
 	if _, err := marshalD(bson.D{{Key: "a\x00b", Value: int32(1)}}); err == nil {
 		t.Error("a key holding NUL encoded without error")
+	}
+}
+
+// TestUnmarshalDMatchesBSONUnmarshal: the reflection-free decoder gives
+// bson.Unmarshal's bson.D for every document, handled types or not.
+func TestUnmarshalDMatchesBSONUnmarshal(t *testing.T) {
+	oid := bson.NewObjectID()
+	docs := []any{
+		bson.D{},
+		bson.D{{Key: "a", Value: nil}, {Key: "s", Value: "héllo"}, {Key: "i", Value: int32(-7)}, {Key: "l", Value: int64(9)}},
+		bson.D{{Key: "f", Value: 1.5}, {Key: "t", Value: true}, {Key: "o", Value: oid}, {Key: "d", Value: bson.DateTime(-5)}},
+		bson.D{{Key: "ts", Value: bson.Timestamp{T: 1, I: 2}}, {Key: "b", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}},
+		bson.D{{Key: "old", Value: bson.Binary{Subtype: 2, Data: []byte("xyz")}}, {Key: "nb", Value: bson.Binary{}}},
+		bson.D{{Key: "ed", Value: bson.D{}}, {Key: "ea", Value: bson.A{}}, {Key: "n", Value: bson.A{bson.D{{Key: "x", Value: bson.A{int32(1), "y"}}}}}},
+		bson.D{{Key: "r", Value: bson.Regex{Pattern: "a", Options: "i"}}, {Key: "dec", Value: bson.NewDecimal128(1, 2)}},
+		bson.D{{Key: "x", Value: bson.D{{Key: "mk", Value: bson.MaxKey{}}, {Key: "u", Value: bson.Undefined{}}}}},
+	}
+	for i, doc := range docs {
+		raw, err := bson.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bson.D
+		wantErr := bson.Unmarshal(raw, &want)
+		got, gotErr := unmarshalD(raw)
+		if (wantErr != nil) != (gotErr != nil) || !reflect.DeepEqual(want, got) {
+			t.Errorf("case %d:\n got %#v, %v\nwant %#v, %v", i, got, gotErr, want, wantErr)
+		}
+	}
+	for _, bad := range [][]byte{nil, {5, 0, 0, 0}, {6, 0, 0, 0, 0x10, 0}, {11, 0, 0, 0, 0x10, 'a', 0, 1, 0, 0, 0}} {
+		if _, err := unmarshalD(bad); err == nil {
+			t.Errorf("%x decoded without error", bad)
+		}
 	}
 }
