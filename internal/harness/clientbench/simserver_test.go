@@ -99,7 +99,7 @@ func serverBench(b *testing.B, docs int, reset, op func() error) {
 		b.Fatal(err)
 	}
 	n := float64(b.N * docs)
-	b.ReportMetric(float64((cpu1 - cpu0).Nanoseconds())/n, "server-cpu-ns/doc")
+	b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/n, "server-cpu-ns/doc")
 	b.ReportMetric(n/elapsed.Seconds(), "docs/s")
 	if reset != nil {
 		if err := reset(); err != nil {
