@@ -23,10 +23,85 @@ func marshalD(d bson.D) (bson.Raw, error) {
 	if d == nil {
 		return bson.Marshal(d) // an error, as before
 	}
-	if out, err := appendD(make([]byte, 0, 256), d); err == nil {
+	// Sizing first spares a large reply (a find's 16 MiB batch) the
+	// regrowth and copies of its buffer; it also finds what only
+	// bson.Marshal encodes.
+	n, ok := sizeD(d)
+	if !ok {
+		return bson.Marshal(d)
+	}
+	if out, err := appendD(make([]byte, 0, n), d); err == nil {
 		return out, nil
 	}
 	return bson.Marshal(d)
+}
+
+// sizeD is the encoded size of d, or !ok when appendD would leave it to
+// bson.Marshal.
+func sizeD(d bson.D) (int, bool) {
+	n := 5
+	for _, e := range d {
+		m, ok := sizeElem(len(e.Key), e.Value)
+		if !ok || strings.IndexByte(e.Key, 0) >= 0 {
+			return 0, false
+		}
+		n += m
+	}
+	return n, true
+}
+
+func sizeElem(keyLen int, v any) (int, bool) {
+	n := 2 + keyLen // type byte, key, NUL
+	switch v := v.(type) {
+	case nil, bool:
+		if _, isBool := v.(bool); isBool {
+			n++
+		}
+	case string:
+		n += 5 + len(v)
+	case int32:
+		n += 4
+	case int64, float64, bson.DateTime, bson.Timestamp:
+		n += 8
+	case bson.ObjectID:
+		n += 12
+	case bson.Binary:
+		n += 5 + len(v.Data)
+		if v.Subtype == 2 {
+			n += 4
+		}
+	case bson.D:
+		if v != nil {
+			m, ok := sizeD(v)
+			if !ok {
+				return 0, false
+			}
+			n += m
+		}
+	case bson.A:
+		if v != nil {
+			n += 5
+			for i, x := range v {
+				m, ok := sizeElem(decimalLen(i), x)
+				if !ok {
+					return 0, false
+				}
+				n += m
+			}
+		}
+	default:
+		return 0, false
+	}
+	return n, true
+}
+
+// decimalLen is the number of digits of i >= 0.
+func decimalLen(i int) int {
+	n := 1
+	for ; i >= 10; i /= 10 {
+		n++
+	}
+	return n
 }
 
 func appendD(dst []byte, d bson.D) ([]byte, error) {

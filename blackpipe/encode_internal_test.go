@@ -78,3 +78,19 @@ func TestUnmarshalDMatchesBSONUnmarshal(t *testing.T) {
 		}
 	}
 }
+
+// TestSizeDIsExact: the size pass must predict appendD's length exactly,
+// or every reply would pay a regrowth.
+func TestSizeDIsExact(t *testing.T) {
+	big := make(bson.A, 1234)
+	for i := range big {
+		big[i] = bson.D{{Key: "_id", Value: int32(i)}, {Key: "b", Value: bson.Binary{Subtype: 2, Data: []byte("ab")}}, {Key: "t", Value: i%2 == 0}}
+	}
+	d := bson.D{{Key: "a", Value: big}, {Key: "n", Value: nil}, {Key: "na", Value: bson.A(nil)}, {Key: "s", Value: "xyz"},
+		{Key: "ts", Value: bson.Timestamp{T: 1}}, {Key: "o", Value: bson.NewObjectID()}, {Key: "f", Value: 2.5}}
+	n, ok := sizeD(d)
+	out, err := appendD(nil, d)
+	if !ok || err != nil || n != len(out) {
+		t.Fatalf("sizeD = %d, %v; appendD gave %d bytes, %v", n, ok, len(out), err)
+	}
+}
