@@ -5,6 +5,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 )
 
@@ -174,7 +175,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 	}
 	if textFilter != nil {
 		for i := range out {
-			out[i] = stripTextScoreDeep(out[i])
+			out[i] = expr.StripTextScore(out[i])
 		}
 	}
 	return s.cursors.reply(r, ns, out, batchSize, false, end), nil
