@@ -454,6 +454,13 @@ func cmdDistinct(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if hint != nil {
+		plan, err := r.planFor(coll, filterDoc, nil, hint)
+		if err != nil {
+			return nil, err
+		}
+		docs = plan.order(docs) // a hinted sparse or partial index holds fewer
+	}
 	parts := splitPath(key)
 	seen := map[string]bool{}
 	values := bson.A{}
