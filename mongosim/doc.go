@@ -34,7 +34,9 @@
 //     views.go, validation.go, explain*.go, admin*.go, users.go, auth.go,
 //     currentop.go, collstats.go, ttl.go, tailable.go, textsearch.go (text
 //     indexes and $text over the tokenizer, scoring and inverted index of
-//     internal/text).
+//     internal/text), mapreduce.go. Server-side JavaScript ($where,
+//     $function, $accumulator, mapReduce) runs in internal/js under each
+//     operation's context.
 //   - Storage: storage.go (collections, records, indexes' upkeep), with the
 //     canonical key of a value in internal/value (value.Key).
 //   - Transactions, member side (txn_*.go): txn_retryable.go is the

@@ -151,6 +151,8 @@ func (g *geoIndex) checkGeo(doc bson.D) error {
 			var err error
 			if g.flat {
 				err = g.check2d(doc, v)
+			} else if notGeoValue(v) {
+				return cmderr.New(16755, "Can't extract geo keys: %s  geo element must be an array or object: %s: %s", shellString(doc), lastPart(f), shellString(v))
 			} else if _, err = sphereShapes(v); err != nil {
 				return cmderr.New(16755, "Can't extract geo keys: %s  %s", shellString(doc), err.Error())
 			}
@@ -160,6 +162,15 @@ func (g *geoIndex) checkGeo(doc bson.D) error {
 		}
 	}
 	return nil
+}
+
+// notGeoValue reports a value that is neither a geometry nor empty.
+func notGeoValue(v any) bool {
+	switch v.(type) {
+	case bson.D, bson.A, nil, bson.Null, bson.Undefined:
+		return false
+	}
+	return true
 }
 
 // sphereShapes parses the geometries of one 2dsphere field value: none for

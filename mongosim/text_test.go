@@ -206,13 +206,22 @@ func TestTextSearchScoresMatchMongodFormula(t *testing.T) {
 	check("coffees -espresso", coffee, 1, 2)
 	check("the and of", nil) // only stop words: nothing
 
+	// A projection of the whole document carries no score inside it.
+	var whole []bson.D
+	cur, err := c.Find(ctx, search("espresso"), options.Find().SetProjection(bson.D{{Key: "root", Value: "$$ROOT"}}))
+	sdNoErr(t, err)
+	sdNoErr(t, cur.All(ctx, &whole))
+	if len(whole) != 1 || len(whole[0][1].Value.(bson.D)) != 3 {
+		t.Errorf("$$ROOT projection: %v", whole)
+	}
+
 	// count and a sort on textScore without projecting it.
 	n, err := c.CountDocuments(ctx, search("coffee"))
 	sdNoErr(t, err)
 	if n != 3 {
 		t.Errorf("count %d", n)
 	}
-	cur, err := c.Find(ctx, search("tea"), options.Find().SetSort(bson.D{{Key: "s", Value: bson.D{{Key: "$meta", Value: "textScore"}}}}).SetLimit(1))
+	cur, err = c.Find(ctx, search("tea"), options.Find().SetSort(bson.D{{Key: "s", Value: bson.D{{Key: "$meta", Value: "textScore"}}}}).SetLimit(1))
 	sdNoErr(t, err)
 	var docs []bson.D
 	sdNoErr(t, cur.All(ctx, &docs))
@@ -406,6 +415,8 @@ func TestTextQueryErrors(t *testing.T) {
 			t.Errorf("%v: message %q, want %q", tc.filter, ce.Message, tc.msg)
 		}
 	}
+	_, err = c.CountDocuments(ctx, search("coffee"), options.Count().SetHint("a_text"))
+	commandError(t, err, cmderr.BadValue)
 	for _, o := range []*options.FindOptionsBuilder{
 		options.Find().SetSort(bson.D{{Key: "$natural", Value: 1}}),
 		options.Find().SetHint("a_text"),
@@ -478,5 +489,19 @@ func TestTextSearchAggregate(t *testing.T) {
 	sdNoErr(t, cur.All(ctx, &got))
 	if len(got) != 2 {
 		t.Errorf("group: %v", got)
+	}
+	// $out and $merge write the documents without their scores.
+	for _, stage := range []bson.D{{{Key: "$out", Value: "agg_out"}}, {{Key: "$merge", Value: "agg_merged"}}} {
+		cur, err = c.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: search("tea")}}, stage})
+		sdNoErr(t, err)
+		sdNoErr(t, cur.Close(ctx))
+		name := stage[0].Value.(string)
+		cur, err = c.Database().Collection(name).Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+		sdNoErr(t, err)
+		got = nil
+		sdNoErr(t, cur.All(ctx, &got))
+		if len(got) != 2 || len(got[0]) != 3 {
+			t.Errorf("%s wrote %v", name, got)
+		}
 	}
 }

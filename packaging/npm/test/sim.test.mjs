@@ -212,6 +212,15 @@ test('auth option: the root user is required and accepted', async () => {
   await server.stop();
 });
 
+test('--auth in args requires mongodb-memory-server\'s default root user', async () => {
+  const server = await MongoMemoryServer.create({ instance: { args: ['--auth'] } });
+  deployments.push(server);
+  await assert.rejects(client(server.getUri()).db('t').collection('c').insertOne({ _id: 1 }), err => err.code === 13);
+  const authed = client(server.getUri(), { auth: { username: 'mongodb-memory-server-root', password: 'rootuser' } });
+  await authed.db('t').collection('c').insertOne({ _id: 1 });
+  await server.stop();
+});
+
 test('port: a given port is used, a port in use is a clear error', async () => {
   const blocker = createServer();
   await new Promise(res => blocker.listen(0, '127.0.0.1', res));
@@ -259,6 +268,17 @@ test('a missing platform package is named in the error', () => {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('a script that forgets stop() still exits, and its sim with it', { skip: process.platform === 'win32' }, async () => {
+  const script = join(process.cwd(), 'forgetful.mjs');
+  writeFileSync(script, "import { MongoMemoryServer } from '@sturdy-go/sim';\n" +
+    'const s = await MongoMemoryServer.create();\n' +
+    'console.log(s.instanceInfo.instance.pid);\n');
+  const out = execFileSync(process.execPath, [script], { encoding: 'utf8', timeout: 20000 });
+  const simPid = Number(out.trim());
+  assert.ok(simPid > 0, out);
+  assert.ok(await waitGone(simPid), `sim ${simPid} outlived the script that started it`);
 });
 
 test('a parent killed with SIGKILL leaves no sim behind', { skip: process.platform === 'win32' }, async () => {

@@ -129,8 +129,13 @@ class Deployment extends EventEmitter {
     }
   }
 
+  // `await using server = await MongoMemoryServer.create()` stops it at the
+  // end of the block unless dispose.enabled is false, as in
+  // mongodb-memory-server.
   async [Symbol.asyncDispose]() {
-    await this.stop();
+    const dispose = this.opts?.dispose ?? this.opts?.replSet?.dispose;
+    if (dispose?.enabled === false) return;
+    await this.stop(dispose?.cleanup);
   }
 }
 
