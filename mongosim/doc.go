@@ -34,7 +34,10 @@
 //     views.go, validation.go, explain*.go, admin*.go, users.go, auth.go,
 //     currentop.go, collstats.go, ttl.go, tailable.go, textsearch.go (text
 //     indexes and $text over the tokenizer, scoring and inverted index of
-//     internal/text), mapreduce.go. Server-side JavaScript ($where,
+//     internal/text), geoindex.go, geofind.go and geonear.go (2dsphere
+//     and 2d indexes, $near and indexed $geoWithin in find and writes, the
+//     $geoNear stage, over the S2 geometry of internal/geo),
+//     mapreduce.go. Server-side JavaScript ($where,
 //     $function, $accumulator, mapReduce) runs in internal/js under each
 //     operation's context.
 //   - Storage: storage.go (collections, records, indexes' upkeep), with the

@@ -787,7 +787,7 @@ func cmdDropIndexes(r *request) (bson.D, error) {
 func indexBuildFailed(c *collection, err error) error {
 	var dk *dupKeyError
 	if !errors.As(err, &dk) {
-		return err
+		return geoBuildFailed(c, err)
 	}
 	out := *dk
 	out.err = cmderr.New(dk.err.Code, "Index build failed: %s: Collection %s ( %s ) :: caused by :: %s",
