@@ -514,3 +514,25 @@ func TestJSDisabled(t *testing.T) {
 		{Key: "reduce", Value: "function(k, v) { return 1; }"}, {Key: "out", Value: bson.D{{Key: "inline", Value: 1}}}})
 	commandError(t, err, 31246)
 }
+
+func TestJSInAView(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("js")
+	_, err := db.Collection("base").InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 2}}, bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 5}}})
+	sdNoErr(t, err)
+	sdNoErr(t, db.CreateView(ctx, "doubled", "base", mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "d", Value: bson.D{{Key: "$function", Value: bson.D{
+		{Key: "body", Value: "function(a) { return a * 2; }"}, {Key: "args", Value: bson.A{"$a"}}, {Key: "lang", Value: "js"}}}}}}}}}))
+	cur, err := db.Collection("doubled").Find(ctx, bson.D{{Key: "$where", Value: "this.d > 5"}})
+	sdNoErr(t, err)
+	var docs []bson.D
+	sdNoErr(t, cur.All(ctx, &docs))
+	if fmt.Sprint(docs) != `[{"_id":{"$numberInt":"2"},"d":{"$numberDouble":"10.0"}}]` {
+		t.Errorf("view with $function read with $where: %v", docs)
+	}
+	// A runaway script in a view's pipeline ends with the reader's maxTimeMS.
+	sdNoErr(t, db.CreateView(ctx, "looping", "base", mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "d", Value: bson.D{{Key: "$function", Value: bson.D{
+		{Key: "body", Value: "function() { while (true) {} }"}, {Key: "args", Value: bson.A{}}, {Key: "lang", Value: "js"}}}}}}}}}))
+	_, err = runCmd(ctx, db, bson.D{{Key: "find", Value: "looping"}, {Key: "maxTimeMS", Value: 100}})
+	commandError(t, err, 50)
+}

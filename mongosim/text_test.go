@@ -415,6 +415,8 @@ func TestTextQueryErrors(t *testing.T) {
 			t.Errorf("%v: message %q, want %q", tc.filter, ce.Message, tc.msg)
 		}
 	}
+	_, err = c.CountDocuments(ctx, search("coffee"), options.Count().SetHint("a_text"))
+	commandError(t, err, cmderr.BadValue)
 	for _, o := range []*options.FindOptionsBuilder{
 		options.Find().SetSort(bson.D{{Key: "$natural", Value: 1}}),
 		options.Find().SetHint("a_text"),

@@ -126,3 +126,15 @@ func TestBodyReturnsItsLastExpression(t *testing.T) {
 		}
 	}
 }
+
+func TestScriptsCannotBreakPooledRuntimes(t *testing.T) {
+	// A script that replaces globals the helpers use leaves later scripts
+	// (in whatever runtime they get) working.
+	_, _ = mustCompile(t, "Object.defineProperty = null; NumberLong = null; return 1").Run(&Env{}, Call{})
+	for i := 0; i < 4; i++ {
+		v, err := mustCompile(t, "function(x) { return x; }").Run(&Env{}, Call{Args: []any{int64(7)}})
+		if err != nil || v != int64(7) {
+			t.Fatalf("after a script replaced globals: %v, %v", v, err)
+		}
+	}
+}
