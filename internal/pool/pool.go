@@ -79,7 +79,6 @@ const (
 	PinTransaction
 )
 
-
 // Stats is a snapshot of the pool's connection counts.
 type Stats struct {
 	Total   int // Pending + Idle + InUse
