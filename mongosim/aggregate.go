@@ -5,6 +5,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 )
 
@@ -143,7 +144,9 @@ func cmdAggregate(r *request) (bson.D, error) {
 		case textFilter != nil:
 			var f *query.Filter
 			if f, err = env.compileFilter(textFilter); err == nil {
-				in, err = r.readDocs(coll, f, textFilter, 0, hint)
+				if err = checkTextQuery(f, nil, hint, false); err == nil {
+					in, err = r.readDocs(coll, f, textFilter, 0, hint)
+				}
 			}
 		case r.rc.level == "snapshot":
 			in, err = s.snapshotAt(r.db, coll, pre, hint, r.rc.atClusterTime)
@@ -174,7 +177,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 	}
 	if textFilter != nil {
 		for i := range out {
-			out[i] = stripTextScoreDeep(out[i])
+			out[i] = expr.StripTextScore(out[i])
 		}
 	}
 	return s.cursors.reply(r, ns, out, batchSize, false, end), nil

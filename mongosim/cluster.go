@@ -152,6 +152,7 @@ func Launch(o Options) (*Cluster, error) {
 	}
 	c.txnLifetimeSecs.Store(defaultTxnLifetimeSecs)
 	c.data.logger = o.Logger
+	c.data.scriptsOff = o.JavaScriptDisabled
 	if !o.Standalone {
 		c.setName = o.ReplicaSetName
 		if err := c.initOplog(); err != nil {

@@ -363,6 +363,9 @@ func cmdCount(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTextQuery(f, nil, hint, false); err != nil {
+		return nil, err
+	}
 	var n int64
 	if docs, isView, err := r.data().viewDocs(r.ctx, r.db, coll, r.now); err != nil {
 		return nil, err
@@ -444,9 +447,19 @@ func cmdDistinct(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTextQuery(f, nil, hint, false); err != nil {
+		return nil, err
+	}
 	docs, err := r.readDocs(coll, f, filterDoc, 0, hint)
 	if err != nil {
 		return nil, err
+	}
+	if hint != nil {
+		plan, err := r.planFor(coll, filterDoc, nil, hint)
+		if err != nil {
+			return nil, err
+		}
+		docs = plan.order(docs) // a hinted sparse or partial index holds fewer
 	}
 	parts := splitPath(key)
 	seen := map[string]bool{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand"
 	"strings"
 	"testing"
 
@@ -126,7 +127,7 @@ func TestGeo2dsphereIndexValidatesWrites(t *testing.T) {
 		{bson.D{{Key: "_id", Value: 12}, {Key: "loc", Value: bson.D{{Key: "type", Value: "Point"}}}}, ""},
 		{bson.D{{Key: "_id", Value: 13}, {Key: "loc", Value: geoPolygon([][2]float64{{0, 0}, {4, 0}, {4, 4}, {0, 4}})}}, "Loop is not closed"},
 		{bson.D{{Key: "_id", Value: 14}, {Key: "loc", Value: geoPolygon([][2]float64{{0, 0}, {4, 4}, {4, 0}, {0, 4}, {0, 0}})}}, "Edges"},
-		{bson.D{{Key: "_id", Value: 15}, {Key: "loc", Value: "Paris"}}, ""},
+		{bson.D{{Key: "_id", Value: 15}, {Key: "loc", Value: "Paris"}}, `geo element must be an array or object: loc: "Paris"`},
 		{bson.D{{Key: "_id", Value: 16}, {Key: "loc", Value: bson.D{{Key: "type", Value: "Triangle"}, {Key: "coordinates", Value: bson.A{}}}}}, "unknown GeoJSON type"},
 	}
 	for _, b := range bad {
@@ -147,7 +148,10 @@ func TestGeo2dsphereIndexValidatesWrites(t *testing.T) {
 	_, err = other.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "loc", Value: geoPoint(0, 100)}})
 	sdNoErr(t, err)
 	_, err = other.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "loc", Value: "2dsphere"}}})
-	geoWantCode(t, "createIndexes", err, 16755, "Can't extract geo keys")
+	geoWantCode(t, "createIndexes", err, 16755, "Index build failed: ")
+	if !strings.Contains(err.Error(), "Collection geo.bad ( ") || !strings.Contains(err.Error(), ":: caused by :: Can't extract geo keys: { _id: 1, ") {
+		t.Fatalf("createIndexes: %v", err)
+	}
 }
 
 func TestGeo2dIndex(t *testing.T) {
@@ -465,5 +469,55 @@ func TestGeoNearFollowsWrites(t *testing.T) {
 	geoWantIDs(t, "inserted", sdFindAll(t, ctx, coll, near, options.Find().SetLimit(2)), "new", 0)
 	if n := len(sdFindAll(t, ctx, coll, near)); n != 200 {
 		t.Fatalf("%d documents by distance, want 200", n)
+	}
+}
+
+// With a 2dsphere index, $geoWithin and $geoIntersects read only the
+// documents whose cells meet the query's covering; the answers must be
+// those of the unindexed scan, edges, poles and the antimeridian included.
+func TestGeoWithinIndexedMatchesScan(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("geo")
+	indexed, plain := db.Collection("within_ix"), db.Collection("within_scan")
+	rng := rand.New(rand.NewSource(5))
+	docs := []any{
+		bson.D{{Key: "_id", Value: "vertex"}, {Key: "loc", Value: geoPoint(0, 0)}},
+		bson.D{{Key: "_id", Value: "edge"}, {Key: "loc", Value: geoPoint(5, 0)}},
+		bson.D{{Key: "_id", Value: "pole"}, {Key: "loc", Value: geoPoint(0, 90)}},
+		bson.D{{Key: "_id", Value: "east"}, {Key: "loc", Value: geoPoint(180, 0)}},
+		bson.D{{Key: "_id", Value: "line"}, {Key: "loc", Value: bson.D{{Key: "type", Value: "LineString"}, {Key: "coordinates", Value: bson.A{bson.A{-5, 5}, bson.A{2, 5}}}}}},
+		bson.D{{Key: "_id", Value: "poly"}, {Key: "loc", Value: geoPolygon([][2]float64{{1, 1}, {2, 1}, {2, 2}, {1, 1}})}},
+		bson.D{{Key: "_id", Value: "legacy"}, {Key: "loc", Value: bson.A{3, 3}}},
+	}
+	for i := 0; i < 2000; i++ {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "loc", Value: geoPoint(rng.Float64()*360-180, rng.Float64()*180-90)}})
+	}
+	for _, c := range []*mongo.Collection{indexed, plain} {
+		_, err := c.InsertMany(ctx, docs)
+		sdNoErr(t, err)
+	}
+	_, err := indexed.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "loc", Value: "2dsphere"}}})
+	sdNoErr(t, err)
+	square := [][2]float64{{0, 0}, {10, 0}, {10, 10}, {0, 10}, {0, 0}}
+	geometry := func(op string, g bson.D) bson.D {
+		return bson.D{{Key: "loc", Value: bson.D{{Key: op, Value: bson.D{{Key: "$geometry", Value: g}}}}}}
+	}
+	queries := []bson.D{
+		geometry("$geoWithin", geoPolygon(square, [][2]float64{{4, 4}, {6, 4}, {6, 6}, {4, 6}, {4, 4}})),
+		geometry("$geoWithin", geoPolygon([][2]float64{{170, -20}, {-170, -20}, {-170, 20}, {170, 20}, {170, -20}})),
+		geometry("$geoIntersects", geoPolygon(square)),
+		geometry("$geoIntersects", bson.D{{Key: "type", Value: "LineString"}, {Key: "coordinates", Value: bson.A{bson.A{-1, 0}, bson.A{-1, 10}}}}),
+		geometry("$geoIntersects", geoPoint(0, 90)),
+		{{Key: "loc", Value: bson.D{{Key: "$geoWithin", Value: bson.D{{Key: "$centerSphere", Value: bson.A{bson.A{0, 90}, 0.3}}}}}}},
+		{{Key: "loc", Value: bson.D{{Key: "$geoWithin", Value: bson.D{{Key: "$centerSphere", Value: bson.A{bson.A{-100, 10}, 3}}}}}}},
+		{{Key: "loc", Value: bson.D{{Key: "$geoWithin", Value: bson.D{{Key: "$box", Value: bson.A{bson.A{0, 0}, bson.A{20, 20}}}}}}}},
+	}
+	byID := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})
+	for _, q := range queries {
+		got, want := geoIDs(sdFindAll(t, ctx, indexed, q, byID)), geoIDs(sdFindAll(t, ctx, plain, q, byID))
+		if fmt.Sprint(got) != fmt.Sprint(want) || len(want) == 0 {
+			t.Fatalf("%v: indexed %v, scan %v", q, got, want)
+		}
 	}
 }

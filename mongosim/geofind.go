@@ -3,6 +3,7 @@ package mongosim
 import (
 	"sort"
 
+	"github.com/golang/geo/s2"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
@@ -23,6 +24,9 @@ func (e opEnv) compileNearFilter(filter bson.D) (*query.Filter, error) {
 // in natural order (readDocs).
 func (r *request) findDocs(coll string, f *query.Filter, filterDoc bson.D, limit int, hint any) ([]bson.D, error) {
 	if f.Near() == nil {
+		if docs, ok, err := r.geoIndexedDocs(coll, f, limit, hint); ok || err != nil {
+			return docs, err
+		}
 		return r.readDocs(coll, f, filterDoc, limit, hint)
 	}
 	return r.nearDocs(coll, f, filterDoc, limit, hint)
@@ -239,4 +243,59 @@ func (c *collection) matchNear(f *query.Filter, limit int) ([]*record, error) {
 		out[i] = h.r
 	}
 	return out, evalErr
+}
+
+// geoIndexedDocs answers a find whose filter has a top-level $geoWithin or
+// $geoIntersects on a 2dsphere-indexed field from the index's cells: only
+// the documents with a cell meeting the region's covering are matched,
+// then returned in natural order. ok is false when no index applies (a
+// hint, a transaction, a snapshot read, a view, a flat region).
+func (r *request) geoIndexedDocs(coll string, f *query.Filter, limit int, hint any) (docs []bson.D, ok bool, err error) {
+	regions := f.GeoRegions()
+	if len(regions) == 0 || hint != nil || r.tx != nil || r.rc.level == "snapshot" || r.data().viewOf(r.db, coll) != nil {
+		return nil, false, nil
+	}
+	err = r.data().read(r.db, coll, func(c *collection) error {
+		if c == nil {
+			return nil
+		}
+		for _, g := range regions {
+			ix := nearIndex(c, g.Path, true, true)
+			if ix == nil || ix.geo.flat || ix.partial != nil {
+				continue
+			}
+			covering, coverable := g.Covering()
+			if !coverable {
+				continue
+			}
+			ok = true
+			docs, err = withinSearch(c, ix, g.Path, covering, f, limit)
+			return err
+		}
+		return nil
+	})
+	return docs, ok, err
+}
+
+// withinSearch matches f on the records whose cells meet covering, in
+// natural order, at most limit (> 0).
+func withinSearch(c *collection, ix *index, path string, covering []s2.CellID, f *query.Filter, limit int) ([]bson.D, error) {
+	gi, recs := ix.geo.nearCells(c, path)
+	var cands []*record
+	gi.Within(covering, func(i int) { cands = append(cands, recs[i]) })
+	sort.Slice(cands, func(i, j int) bool { return cands[i].pos < cands[j].pos })
+	var out []bson.D
+	for _, rec := range cands {
+		ok, err := f.MatchErr(rec.doc)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, value.CloneDoc(rec.doc))
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+	}
+	return out, nil
 }

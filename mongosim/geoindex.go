@@ -151,6 +151,8 @@ func (g *geoIndex) checkGeo(doc bson.D) error {
 			var err error
 			if g.flat {
 				err = g.check2d(doc, v)
+			} else if notGeoValue(v) {
+				return cmderr.New(16755, "Can't extract geo keys: %s  geo element must be an array or object: %s: %s", shellString(doc), lastPart(f), shellString(v))
 			} else if _, err = sphereShapes(v); err != nil {
 				return cmderr.New(16755, "Can't extract geo keys: %s  %s", shellString(doc), err.Error())
 			}
@@ -160,6 +162,15 @@ func (g *geoIndex) checkGeo(doc bson.D) error {
 		}
 	}
 	return nil
+}
+
+// notGeoValue reports a value that is neither a geometry nor empty.
+func notGeoValue(v any) bool {
+	switch v.(type) {
+	case bson.D, bson.A, nil, bson.Null, bson.Undefined:
+		return false
+	}
+	return true
 }
 
 // sphereShapes parses the geometries of one 2dsphere field value: none for
@@ -328,4 +339,20 @@ func docCellsOf(doc bson.D, parts []string) []s2.CellID {
 		}
 	}
 	return cs
+}
+
+// geoBuildFailed words a geometry refused while building a geo index as
+// mongod's index builds do (the reason behind the build's and collection's
+// UUIDs, the code kept).
+func geoBuildFailed(c *collection, err error) error {
+	var ce *cmderr.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	switch ce.Code {
+	case 16755, 13027, 16804:
+		return cmderr.New(ce.Code, "Index build failed: %s: Collection %s ( %s ) :: caused by :: %s",
+			uuidString(randomUUID()), c.ns(), uuidString(c.uuid.Data), ce.Message)
+	}
+	return err
 }

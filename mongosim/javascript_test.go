@@ -101,6 +101,23 @@ func TestJSWhere(t *testing.T) {
 	if res.ModifiedCount != 1 {
 		t.Errorf("update with $where modified %d", res.ModifiedCount)
 	}
+	dist := coll.Distinct(ctx, "b", bson.D{{Key: "$where", Value: "this.a < 3"}})
+	sdNoErr(t, dist.Err())
+	var bs []int32
+	sdNoErr(t, dist.Decode(&bs))
+	if fmt.Sprint(bs) != "[1 3]" {
+		t.Errorf("distinct with $where: %v", bs)
+	}
+	var fam bson.D
+	sdNoErr(t, coll.FindOneAndUpdate(ctx, bson.D{{Key: "$where", Value: "this.hit === true"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "seen", Value: 1}}}}).Decode(&fam))
+	if id, _ := fam[0].Value.(int32); id != 2 {
+		t.Errorf("findOneAndUpdate with $where: %v", fam)
+	}
+	del, err := coll.DeleteMany(ctx, bson.D{{Key: "$where", Value: "this.seen == 1"}})
+	sdNoErr(t, err)
+	if del.DeletedCount != 1 {
+		t.Errorf("delete with $where deleted %d", del.DeletedCount)
+	}
 
 	_, err = coll.Find(ctx, bson.D{{Key: "$where", Value: "function myFunction() { return a(); }"}})
 	ce := commandError(t, err, 139)
@@ -496,4 +513,26 @@ func TestJSDisabled(t *testing.T) {
 	_, err = runCmd(ctx, db, bson.D{{Key: "mapReduce", Value: "off"}, {Key: "map", Value: "function() { emit(1, 1); }"},
 		{Key: "reduce", Value: "function(k, v) { return 1; }"}, {Key: "out", Value: bson.D{{Key: "inline", Value: 1}}}})
 	commandError(t, err, 31246)
+}
+
+func TestJSInAView(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	db := client.Database("js")
+	_, err := db.Collection("base").InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 2}}, bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 5}}})
+	sdNoErr(t, err)
+	sdNoErr(t, db.CreateView(ctx, "doubled", "base", mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "d", Value: bson.D{{Key: "$function", Value: bson.D{
+		{Key: "body", Value: "function(a) { return a * 2; }"}, {Key: "args", Value: bson.A{"$a"}}, {Key: "lang", Value: "js"}}}}}}}}}))
+	cur, err := db.Collection("doubled").Find(ctx, bson.D{{Key: "$where", Value: "this.d > 5"}})
+	sdNoErr(t, err)
+	var docs []bson.D
+	sdNoErr(t, cur.All(ctx, &docs))
+	if fmt.Sprint(docs) != `[{"_id":{"$numberInt":"2"},"d":{"$numberDouble":"10.0"}}]` {
+		t.Errorf("view with $function read with $where: %v", docs)
+	}
+	// A runaway script in a view's pipeline ends with the reader's maxTimeMS.
+	sdNoErr(t, db.CreateView(ctx, "looping", "base", mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "d", Value: bson.D{{Key: "$function", Value: bson.D{
+		{Key: "body", Value: "function() { while (true) {} }"}, {Key: "args", Value: bson.A{}}, {Key: "lang", Value: "js"}}}}}}}}}))
+	_, err = runCmd(ctx, db, bson.D{{Key: "find", Value: "looping"}, {Key: "maxTimeMS", Value: 100}})
+	commandError(t, err, 50)
 }

@@ -197,3 +197,32 @@ func TestDollarAndDottedFieldNames(t *testing.T) {
 		}
 	}
 }
+
+// The router finishing a find across shards projects field.$ at the
+// position where the filter matched, as mongos does.
+func TestPositionalProjectionAcrossShards(t *testing.T) {
+	client, _ := shardedClient(t, 2, nil)
+	ctx := sdCtx(t)
+	shardCollection(t, ctx, client, "ops.spos", bson.D{{Key: "_id", Value: "hashed"}})
+	coll := client.Database("ops").Collection("spos")
+	for i := 1; i <= 4; i++ {
+		_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "arr", Value: bson.A{
+			bson.D{{Key: "k", Value: 1}}, bson.D{{Key: "k", Value: i}},
+		}}})
+		sdNoErr(t, err)
+	}
+	filter := bson.D{{Key: "arr", Value: bson.D{{Key: "$elemMatch", Value: bson.D{{Key: "k", Value: bson.D{{Key: "$gte", Value: 3}}}}}}}}
+	got := sdFindAll(t, ctx, coll, filter, options.Find().SetProjection(bson.D{{Key: "arr.$", Value: 1}}).SetSort(bson.D{{Key: "_id", Value: 1}}))
+	want := []string{
+		`{"_id":{"$numberInt":"3"},"arr":[{"k":{"$numberInt":"3"}}]}`,
+		`{"_id":{"$numberInt":"4"},"arr":[{"k":{"$numberInt":"4"}}]}`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("sharded arr.$: %v", got)
+	}
+	for i := range want {
+		if s := bsonString(t, got[i]); s != want[i] {
+			t.Errorf("document %d: %s, want %s", i, s, want[i])
+		}
+	}
+}

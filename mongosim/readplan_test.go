@@ -156,6 +156,12 @@ func TestFindHints(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("count with sparse hint: %d, want 1", n)
 	}
+	var distinct bson.D
+	err = db.RunCommand(ctx, bson.D{{Key: "distinct", Value: "h"}, {Key: "key", Value: "_id"}, {Key: "hint", Value: "c_1"}}).Decode(&distinct)
+	sdNoErr(t, err)
+	if v, _ := lookupD(distinct, "values"); fmt.Sprint(v) != "[4]" {
+		t.Fatalf("distinct with sparse hint: %v, want [4]", distinct)
+	}
 	// Without the hint the sparse index is not used for {}: all documents.
 	if got := ids(sdFindAll(t, ctx, coll, bson.D{})); got != "1,2,3,4" {
 		t.Fatalf("no hint: %s", got)

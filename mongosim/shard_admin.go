@@ -1,7 +1,6 @@
 package mongosim
 
 import (
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -137,32 +136,24 @@ func (r *Router) shardCollection(rq *request) (bson.D, error) {
 	}
 	nshards := len(ss.shards)
 	var chunks []chunk
-	if sc.hashed != "" && n == 0 {
-		// One chunk per shard over the int64 hash space.
+	if sc.hashed != "" && n == 0 && sc.fields[0] == sc.hashed {
+		// As mongos 7.2+: one chunk per shard, split evenly over the
+		// hash space, chunk i on shard i.
 		lo := minKey
-		step := uint64(math.MaxUint64) / uint64(nshards)
+		splits := hashedSplitPoints(nshards)
 		for i := 0; i < nshards; i++ {
 			hi := maxKey
-			if i < nshards-1 {
-				bound := int64(uint64(1)<<63 + uint64(i+1)*step)
+			if i < len(splits) {
 				hi = slices.Clone(minKey)
 				for j := range hi {
 					hi[j].Value = bson.MinKey{}
 					if sc.fields[j] == sc.hashed {
-						hi[j].Value = bound
+						hi[j].Value = splits[i]
 					}
 				}
-				if sc.fields[0] != sc.hashed {
-					// A compound key with a non-leading hashed field
-					// keeps the whole space on one chunk.
-					break
-				}
 			}
-			chunks = append(chunks, chunk{min: lo, max: hi, shard: (primary + i) % nshards, version: 1})
+			chunks = append(chunks, chunk{min: lo, max: hi, shard: i, version: 1})
 			lo = hi
-		}
-		if len(chunks) < nshards || compareKeys(chunks[len(chunks)-1].max, maxKey) != 0 {
-			chunks = []chunk{{min: minKey, max: maxKey, shard: primary, version: 1}}
 		}
 	} else {
 		chunks = []chunk{{min: minKey, max: maxKey, shard: primary, version: 1}}

@@ -1,8 +1,6 @@
 package mongosim
 
 import (
-	"crypto/md5"
-	"encoding/binary"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -123,14 +121,6 @@ func dottedValue(doc bson.D, path string) (any, bool) {
 		return nil, true
 	}
 	return cur, false
-}
-
-// hashKeyValue is the hashed shard key value: the first 8 bytes of the
-// MD5 of the value's canonical key (equal numbers of any type hash alike,
-// as on mongod, though the values differ from mongod's hashes).
-func hashKeyValue(v any) int64 {
-	sum := md5.Sum([]byte(value.Key(v)))
-	return int64(binary.LittleEndian.Uint64(sum[:8]))
 }
 
 func compareKeys(a, b bson.D) int {

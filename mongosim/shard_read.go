@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -371,10 +372,15 @@ func (r *Router) shardedFind(rq *request, cmd *command, out *outcome, sc *sharde
 		sorter.SortDocs(docs)
 	}
 	docs = skipLimit(docs, skip, limit)
-	if proj != nil {
-		for i, d := range docs {
-			docs[i] = proj.Apply(d)
+	var f *query.Filter
+	if proj != nil && proj.NeedsPosition() {
+		// field.$ takes the position where the filter matched.
+		if f, err = env.compileFilter(filter); err != nil {
+			return nil, err
 		}
+	}
+	if err := projectDocs(proj, f, docs); err != nil {
+		return nil, err
 	}
 	return r.cursorReply(sc.ns, docs, batchSize, singleBatch), nil
 }
@@ -518,9 +524,13 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 	return r.cursorReply(sc.ns, res, batchSize, false), nil
 }
 
+// codeOutToSharded is mongod's refusal of $out into a sharded collection.
+const codeOutToSharded = 28769
+
 // writeStage runs a sharded aggregate's final $out or $merge: the merged
 // results go, as a $documents stage, to the target collection's primary
-// shard. The target must be unsharded.
+// shard, or for $merge into a sharded collection each to the shard its
+// key targets; $out into a sharded collection fails as on mongos.
 func (r *Router) writeStage(rq *request, stage bson.D, docs []bson.D) (bson.D, error) {
 	ss := r.cluster.sharding
 	db, coll := rq.db, ""
@@ -550,18 +560,34 @@ func (r *Router) writeStage(rq *request, stage bson.D, docs []bson.D) (bson.D, e
 	if coll == "" {
 		return nil, cmderr.Unsupported(stage[0].Key + " with this target on a sharded collection")
 	}
-	if ss.coll(db+"."+coll) != nil {
-		return nil, cmderr.Unsupported(stage[0].Key + " into a sharded collection")
+	byShard := map[int][]bson.D{ss.primaryOf(db, true): docs}
+	if target := ss.coll(db + "." + coll); target != nil {
+		if stage[0].Key == "$out" {
+			return nil, cmderr.New(codeOutToSharded, "%s.%s cannot be sharded: $out cannot write to a sharded collection (use $merge)", db, coll)
+		}
+		// $merge into a sharded collection: each document goes to the
+		// shard its key targets, where $merge matches and writes it.
+		byShard = map[int][]bson.D{}
+		for _, d := range docs {
+			key, err := target.keyOfDoc(d)
+			if err != nil {
+				return nil, err
+			}
+			s := target.shardFor(key)
+			byShard[s] = append(byShard[s], d)
+		}
 	}
-	cmd := withField(without(rq.cmd, "let", "hint"), "pipeline", bson.A{bson.D{{Key: "$documents", Value: toArray(docs)}}, stage})
-	cmd[0] = bson.E{Key: "aggregate", Value: int32(1)}
-	cmd = withField(cmd, "cursor", bson.D{})
-	reply, err := r.shardCmd(rq, ss.primaryOf(db, true), cmd, nil, true, false)
-	if err != nil {
-		return nil, err
-	}
-	if !replyOK(reply) {
-		return nil, &shardError{reply: reply}
+	for _, s := range slices.Sorted(maps.Keys(byShard)) {
+		cmd := withField(without(rq.cmd, "let", "hint"), "pipeline", bson.A{bson.D{{Key: "$documents", Value: toArray(byShard[s])}}, stage})
+		cmd[0] = bson.E{Key: "aggregate", Value: int32(1)}
+		cmd = withField(cmd, "cursor", bson.D{})
+		reply, err := r.shardCmd(rq, s, cmd, nil, true, false)
+		if err != nil {
+			return nil, err
+		}
+		if !replyOK(reply) {
+			return nil, &shardError{reply: reply}
+		}
 	}
 	return bson.D{{Key: "cursor", Value: bson.D{{Key: "firstBatch", Value: bson.A{}}, {Key: "id", Value: int64(0)}, {Key: "ns", Value: rq.db + "." + rq.cmd[0].Value.(string)}}}, {Key: "ok", Value: 1.0}}, nil
 }

@@ -41,6 +41,9 @@ type storage struct {
 	cursors      *cursorTable
 	changes      *changeLog    // every write, for change streams
 	clusterClock *logicalClock // the deployment's cluster time (clustertime.go)
+	// scriptsOff is Options.JavaScriptDisabled, for the pipelines the
+	// store runs itself (views).
+	scriptsOff bool
 
 	ddlMu sync.Mutex
 	ddlAt map[string]bson.Timestamp // database ("*": every database) → time of its last DDL
@@ -714,7 +717,7 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 	if err != nil {
 		return err
 	}
-	if err := c.checkUnique(newKeys, r); err != nil {
+	if err := c.checkUnique(keptKeys(newKeys, oldKeys), r); err != nil {
 		return err
 	}
 	if err := c.beforeWrite(r.idKey, whole); err != nil {

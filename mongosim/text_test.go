@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 )
@@ -206,13 +207,22 @@ func TestTextSearchScoresMatchMongodFormula(t *testing.T) {
 	check("coffees -espresso", coffee, 1, 2)
 	check("the and of", nil) // only stop words: nothing
 
+	// A projection of the whole document carries no score inside it.
+	var whole []bson.D
+	cur, err := c.Find(ctx, search("espresso"), options.Find().SetProjection(bson.D{{Key: "root", Value: "$$ROOT"}}))
+	sdNoErr(t, err)
+	sdNoErr(t, cur.All(ctx, &whole))
+	if len(whole) != 1 || len(whole[0][1].Value.(bson.D)) != 3 {
+		t.Errorf("$$ROOT projection: %v", whole)
+	}
+
 	// count and a sort on textScore without projecting it.
 	n, err := c.CountDocuments(ctx, search("coffee"))
 	sdNoErr(t, err)
 	if n != 3 {
 		t.Errorf("count %d", n)
 	}
-	cur, err := c.Find(ctx, search("tea"), options.Find().SetSort(bson.D{{Key: "s", Value: bson.D{{Key: "$meta", Value: "textScore"}}}}).SetLimit(1))
+	cur, err = c.Find(ctx, search("tea"), options.Find().SetSort(bson.D{{Key: "s", Value: bson.D{{Key: "$meta", Value: "textScore"}}}}).SetLimit(1))
 	sdNoErr(t, err)
 	var docs []bson.D
 	sdNoErr(t, cur.All(ctx, &docs))
@@ -406,6 +416,8 @@ func TestTextQueryErrors(t *testing.T) {
 			t.Errorf("%v: message %q, want %q", tc.filter, ce.Message, tc.msg)
 		}
 	}
+	_, err = c.CountDocuments(ctx, search("coffee"), options.Count().SetHint("a_text"))
+	commandError(t, err, cmderr.BadValue)
 	for _, o := range []*options.FindOptionsBuilder{
 		options.Find().SetSort(bson.D{{Key: "$natural", Value: 1}}),
 		options.Find().SetHint("a_text"),
@@ -478,5 +490,56 @@ func TestTextSearchAggregate(t *testing.T) {
 	sdNoErr(t, cur.All(ctx, &got))
 	if len(got) != 2 {
 		t.Errorf("group: %v", got)
+	}
+	// $out and $merge write the documents without their scores.
+	for _, stage := range []bson.D{{{Key: "$out", Value: "agg_out"}}, {{Key: "$merge", Value: "agg_merged"}}} {
+		cur, err = c.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: search("tea")}}, stage})
+		sdNoErr(t, err)
+		sdNoErr(t, cur.Close(ctx))
+		name := stage[0].Value.(string)
+		cur, err = c.Database().Collection(name).Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+		sdNoErr(t, err)
+		got = nil
+		sdNoErr(t, cur.All(ctx, &got))
+		if len(got) != 2 || len(got[0]) != 3 {
+			t.Errorf("%s wrote %v", name, got)
+		}
+	}
+}
+
+// TestTextSearchInTransactionAndSnapshotRead: a transaction's $text sees
+// its own writes through its copy of the text index, and a snapshot read
+// (which matches without the index) finds and scores the same documents.
+func TestTextSearchInTransactionAndSnapshotRead(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	c := client.Database("textdb").Collection("txn")
+	createTextIndex(t, ctx, c, bson.D{{Key: "t", Value: "text"}}, nil)
+	_, err := c.InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "t", Value: "sourdough bread"}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "t", Value: "rye"}},
+	})
+	sdNoErr(t, err)
+	sess, err := client.StartSession()
+	sdNoErr(t, err)
+	defer sess.EndSession(ctx)
+	_, err = sess.WithTransaction(ctx, func(sctx context.Context) (any, error) {
+		if _, err := c.InsertOne(sctx, bson.D{{Key: "_id", Value: 3}, {Key: "t", Value: "breads and rolls"}}); err != nil {
+			return nil, err
+		}
+		if _, err := c.DeleteOne(sctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+			return nil, err
+		}
+		wantIDs(t, "bread in the transaction", textFind(t, sctx, c, search("bread")), 3)
+		return nil, nil
+	})
+	sdNoErr(t, err)
+	wantIDs(t, "bread after commit", textFind(t, ctx, c, search("bread")), 3)
+
+	snap := client.Database("textdb", options.Database().SetReadConcern(readconcern.Snapshot())).Collection("txn")
+	got := textFind(t, ctx, snap, search("breads rye"))
+	wantIDs(t, "snapshot read", got, 2, 3)
+	if len(got) == 2 && (got[0].Score != termScore(1, 1, 1, true) || got[1].Score != termScore(1, 1, 2, false)) {
+		t.Errorf("snapshot read scores %v", got)
 	}
 }

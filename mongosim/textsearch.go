@@ -9,6 +9,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/text"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
@@ -242,10 +243,11 @@ func checkTextPrefix(spec *text.Spec, filterDoc bson.D) error {
 	return nil
 }
 
-// stripTextScores removes the textScore documents carry.
+// stripTextScores removes the textScore documents carry, also from the
+// documents nested in them (a projection of $$ROOT).
 func stripTextScores(docs []bson.D) {
 	for i := range docs {
-		docs[i] = query.StripTextScore(docs[i])
+		docs[i] = expr.StripTextScore(docs[i])
 	}
 }
 
@@ -327,28 +329,6 @@ func leadingTextMatch(pipeline bson.A) (bson.D, bson.A) {
 		return nil, pipeline
 	}
 	return m, pipeline[1:]
-}
-
-// stripTextScoreDeep removes the textScore from a pipeline's output
-// document and the documents nested in it ($push of $$ROOT, $facet).
-func stripTextScoreDeep(d bson.D) bson.D {
-	d = query.StripTextScore(d)
-	for i := range d {
-		d[i].Value = stripTextScoreValue(d[i].Value)
-	}
-	return d
-}
-
-func stripTextScoreValue(v any) any {
-	switch x := v.(type) {
-	case bson.D:
-		return stripTextScoreDeep(x)
-	case bson.A:
-		for i := range x {
-			x[i] = stripTextScoreValue(x[i])
-		}
-	}
-	return v
 }
 
 // checkTextQuery applies mongod's rules for a find with $text: no

@@ -141,7 +141,7 @@ type heldLock struct {
 func newTransaction(parent *storage, lsid []byte, number int64, deadline time.Time) *transaction {
 	t := &transaction{parent: parent, lsid: lsid, number: number, deadline: deadline,
 		colls: map[string]*collection{}, created: map[string]bool{}, done: make(chan struct{})}
-	t.view = &storage{now: parent.now, dbs: map[string]*database{}, cursors: parent.cursors, txn: t}
+	t.view = &storage{now: parent.now, dbs: map[string]*database{}, cursors: parent.cursors, txn: t, scriptsOff: parent.scriptsOff}
 	parent.clock.register(t)
 	return t
 }

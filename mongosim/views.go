@@ -9,6 +9,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/agg"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/js"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
@@ -211,7 +212,13 @@ func (s *storage) runOn(ctx context.Context, db, base string, pipeline bson.A, n
 	if err != nil {
 		return nil, err
 	}
-	return p.Run(ctx, in, agg.Env{DB: db, Catalog: catalog{s: s}, Now: now, Vars: vars})
+	// A view's $function/$accumulator run under the reading operation's
+	// context; without one that can end (an internal read) they may not.
+	var scripts *js.Env
+	if ctx.Done() != nil {
+		scripts = &js.Env{Ctx: ctx, Disabled: s.scriptsOff}
+	}
+	return p.Run(ctx, in, agg.Env{DB: db, Catalog: catalog{s: s}, Now: now, Vars: vars, Scripts: scripts})
 }
 
 // viewArgs validates the definition of the view ns (create or collMod):

@@ -47,7 +47,7 @@ func (o officialSoakClient) Transaction(ctx context.Context, fn func(ctx context
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
 	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) {
-		return nil, fn(ctx, officialTxnWriter{o.c})
+		return nil, fn(ctx, officialTxnWriter(o))
 	})
 	return err
 }

@@ -91,12 +91,40 @@ func TestSoakOfficialDriverSideBySide(t *testing.T) {
 	}
 }
 
+// -shards 2 makes every operation a cross-shard transaction, through both
+// drivers' WithTransaction: nothing lost, duplicated or half-committed.
+func TestSoakCrossShardBothDrivers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	jsonOut := filepath.Join(t.TempDir(), "soak.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"soak", "-shards", "2", "-members", "1", "-driver", "official", "-duration", "3s", "-goroutines", "4", "-seed", "3", "-quiet", "-json", jsonOut}
+	if code := run(ctx, args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr.String(), stdout.String())
+	}
+	var reps []map[string]any
+	readJSON(t, jsonOut, &reps)
+	if len(reps) != 2 {
+		t.Fatalf("%d reports", len(reps))
+	}
+	for _, r := range reps {
+		txns, _ := r["by_kind"].(map[string]any)["transaction"].(map[string]any)
+		if r["cross_shard"] != true || txns == nil || txns["ops"].(float64) == 0 || r["half_committed"].(float64) != 0 {
+			t.Errorf("%v: cross-shard %v, transactions %v, half-committed %v", r["driver"], r["cross_shard"], txns, r["half_committed"])
+		}
+	}
+	if !strings.Contains(stdout.String(), "each across two shards") {
+		t.Errorf("no transaction line:\n%s", stdout.String())
+	}
+}
+
 func TestSoakRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"soak", "-faults", "meteor=1"},
 		{"soak", "-goroutines", "0"},
 		{"soak", "-duration", "-1s"},
 		{"soak", "-driver", "mgo"},
+		{"soak", "-shards", "1"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {

@@ -4,6 +4,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/expr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
@@ -48,10 +49,12 @@ func (s *outStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 	return []bson.D{}, nil
 }
 
+// cloneDocs copies the documents a stage writes, without the textScore
+// they may carry (expr.TextScoreField is no storable field name).
 func cloneDocs(in []bson.D) []bson.D {
 	out := make([]bson.D, len(in))
 	for i, d := range in {
-		out[i] = value.CloneDoc(d)
+		out[i] = expr.StripTextScore(value.CloneDoc(d))
 	}
 	return out
 }

@@ -68,3 +68,29 @@ func TextScore(d bson.D) (float64, error) {
 	}
 	return 0, ErrNoTextScore()
 }
+
+// StripTextScore removes the textScore from d and from the documents
+// nested in it ($push of $$ROOT, $facet), in place.
+func StripTextScore(d bson.D) bson.D {
+	out := d[:0]
+	for _, e := range d {
+		if e.Key == TextScoreField {
+			continue
+		}
+		e.Value = stripTextScoreValue(e.Value)
+		out = append(out, e)
+	}
+	return out
+}
+
+func stripTextScoreValue(v any) any {
+	switch x := v.(type) {
+	case bson.D:
+		return StripTextScore(x)
+	case bson.A:
+		for i := range x {
+			x[i] = stripTextScoreValue(x[i])
+		}
+	}
+	return v
+}

@@ -162,3 +162,46 @@ func ParseIntersects(arg any) (*Intersection, error) {
 
 // Intersects reports whether s meets the query geometry.
 func (q *Intersection) Intersects(s *Shape) bool { return intersects(q.shape, s) }
+
+// coverer covers query regions for an index lookup: coarse cells are
+// enough, the filter decides.
+var coverer = &s2.RegionCoverer{MaxLevel: 30, MaxCells: 16}
+
+// Covering returns cells covering the region on the sphere, and false for
+// a flat region (which a 2dsphere index cannot answer).
+func (r *Region) Covering() ([]s2.CellID, bool) {
+	switch {
+	case r.Flat():
+		return nil, false
+	case r.cap != nil:
+		return coverer.Covering(*r.cap), true
+	}
+	var out []s2.CellID
+	for _, p := range r.polys {
+		out = append(out, coverer.Covering(p)...)
+	}
+	return out, true
+}
+
+// Covering returns cells covering the query geometry.
+func (q *Intersection) Covering() ([]s2.CellID, bool) {
+	s := q.shape
+	out := make([]s2.CellID, 0, len(s.Points))
+	for _, p := range s.Points {
+		out = append(out, s2.CellFromPoint(p).ID())
+	}
+	for _, l := range s.Lines {
+		out = append(out, coverer.Covering(l)...)
+	}
+	for _, p := range s.Polys {
+		out = append(out, coverer.Covering(p)...)
+	}
+	return out, true
+}
+
+// Within calls fn once for each document having a cell that meets the
+// covering: every document whose geometry meets the covered region, and
+// some that do not.
+func (ix *Index) Within(covering []s2.CellID, fn func(doc int)) {
+	ix.candidates(covering, make([]bool, ix.n), fn)
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/dop251/goja"
+	"github.com/dop251/goja/ast"
+	"github.com/dop251/goja/parser"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
@@ -63,23 +65,26 @@ func Compile(code any) (*Function, error) {
 }
 
 // compileSource compiles src into a program whose value is the function.
+// As mongod's parser does, source that is not a function expression is a
+// function body in which the last statement, if it is an expression, is
+// returned: "this.a > 1" and "var x = this.a; x > 1" both return the test.
 func compileSource(src string) (*goja.Program, error) {
 	t := strings.TrimSpace(src)
 	if strings.HasPrefix(t, "function") {
-		p, err := goja.Compile("", "("+t+"\n)", false)
-		if err == nil {
+		if p, err := goja.Compile("", "("+t+"\n)", false); err == nil {
 			return p, nil
 		}
-		// "function f() {...}; f()" and the like: a body, below.
-		if _, err2 := goja.Compile("", "(function() {"+t+"\n})", false); err2 != nil {
-			return nil, syntaxErr(err)
+	}
+	body := t
+	if prog, err := parser.ParseFile(nil, "", t, 0); err == nil && len(prog.Body) > 0 {
+		if last, ok := prog.Body[len(prog.Body)-1].(*ast.ExpressionStatement); ok {
+			i := int(last.Idx0()) - 1 // file.Idx is 1-based
+			if i >= 0 && i <= len(t) {
+				body = t[:i] + "return " + t[i:]
+			}
 		}
 	}
-	expr := strings.TrimRight(t, "; \t\r\n")
-	if p, err := goja.Compile("", "(function() { return (\n"+expr+"\n); })", false); err == nil {
-		return p, nil
-	}
-	p, err := goja.Compile("", "(function() {\n"+t+"\n})", false)
+	p, err := goja.Compile("", "(function() {\n"+body+"\n})", false)
 	if err != nil {
 		return nil, syntaxErr(err)
 	}

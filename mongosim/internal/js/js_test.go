@@ -109,3 +109,32 @@ func TestErrorsAndInterrupts(t *testing.T) {
 		t.Fatal("disabled $where")
 	}
 }
+
+func TestBodyReturnsItsLastExpression(t *testing.T) {
+	doc := bson.D{{Key: "a", Value: int32(2)}}
+	for src, want := range map[string]bool{
+		"var x = this.a; x == 2":       true,
+		"var x = this.a; x == 3;":      false,
+		"if (this.a == 2) return true": true,
+		"return false":                 false,
+		"  this.a == 2  ":              true,
+		"function f() { return true }": true,
+	} {
+		ok, err := mustCompile(t, src).Test(&Env{}, Call{This: doc})
+		if err != nil || ok != want {
+			t.Errorf("%q: got %v, %v; want %v", src, ok, err, want)
+		}
+	}
+}
+
+func TestScriptsCannotBreakPooledRuntimes(t *testing.T) {
+	// A script that replaces globals the helpers use leaves later scripts
+	// (in whatever runtime they get) working.
+	_, _ = mustCompile(t, "Object.defineProperty = null; NumberLong = null; return 1").Run(&Env{}, Call{})
+	for i := 0; i < 4; i++ {
+		v, err := mustCompile(t, "function(x) { return x; }").Run(&Env{}, Call{Args: []any{int64(7)}})
+		if err != nil || v != int64(7) {
+			t.Fatalf("after a script replaced globals: %v, %v", v, err)
+		}
+	}
+}

@@ -7,7 +7,8 @@ import "github.com/dop251/goja"
 var preludeProgram = goja.MustCompile("prelude", preludeSource, false)
 
 const preludeSource = `(function(g, native) {
-function hide(o, k, v) { Object.defineProperty(o, k, {value: v, enumerable: false, writable: true, configurable: true}); }
+var defineProperty = Object.defineProperty; // a script may replace the global one
+function hide(o, k, v) { defineProperty(o, k, {value: v, enumerable: false, writable: true, configurable: true}); }
 function method(C, name, fn) { hide(C.prototype, name, fn); }
 
 function NumberLong(v) {

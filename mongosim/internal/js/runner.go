@@ -28,6 +28,9 @@ type runner struct {
 	origin map[*goja.Object]any
 	ctx    context.Context
 	emit   func(key, value any) error
+	// broken is set when a run panicked: the runtime is dropped, not
+	// pooled, in case a script left it unusable.
+	broken bool
 }
 
 var pool = sync.Pool{New: func() any { return newRunner() }}
@@ -35,6 +38,9 @@ var pool = sync.Pool{New: func() any { return newRunner() }}
 func getRunner() *runner { return pool.Get().(*runner) }
 
 func putRunner(r *runner) {
+	if r.broken {
+		return
+	}
 	clear(r.origin)
 	r.ctx, r.emit = nil, nil
 	if len(r.fns) > maxCachedFunctions {
@@ -62,6 +68,12 @@ func (r *runner) guard(ctx context.Context, emit func(k, v any) error, body func
 		close(fired)
 	})
 	defer func() {
+		if p := recover(); p != nil {
+			// A helper's own failure (a script broke the prelude's
+			// classes): the operation fails, the runtime is not reused.
+			r.broken = true
+			err = cmderr.New(JSInterpreterFailure, "internal error in a script helper: %v", p)
+		}
 		if !stop() {
 			<-fired
 		}

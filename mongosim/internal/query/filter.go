@@ -21,7 +21,9 @@ type Filter struct {
 	vars  map[string]any
 	coll  value.Collator
 	near  *NearClause // the filter's $near or $nearSphere (geo.go)
-	text  TextSearch  // the $text predicate, nil without one
+	// regions are its top-level $geoWithin/$geoIntersects (geo.go).
+	regions []GeoRegion
+	text    TextSearch // the $text predicate, nil without one
 	// scripted: the filter has a $where, whose errors abort a match.
 	scripted bool
 }
@@ -113,7 +115,7 @@ func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.root, f.near, f.text = n, gs.near, ts.found
+	f.root, f.near, f.text, f.regions = n, gs.near, ts.found, gs.regions
 	if f.near != nil && f.text != nil {
 		return nil, cmderr.New(cmderr.BadValue, "text and geoNear not allowed in same query")
 	}
@@ -500,7 +502,7 @@ func compileOp(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
 	case "$all":
 		return compileAll(p, arg, ctx)
 	case "$geoWithin", "$within", "$geoIntersects":
-		return compileGeo(p, op, arg)
+		return compileGeo(p, op, arg, ctx)
 	case "$elemMatch":
 		l, err := newElemMatchLeaf(arg, ctx)
 		if err != nil {

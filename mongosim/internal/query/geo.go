@@ -1,6 +1,7 @@
 package query
 
 import (
+	"github.com/golang/geo/s2"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
@@ -12,6 +13,24 @@ import (
 type geoState struct {
 	allowNear bool
 	near      *NearClause
+	regions   []GeoRegion
+}
+
+// GeoRegion is a top-level $geoWithin or $geoIntersects of a filter: the
+// documents it can match have a geometry at Path meeting Covering's cells,
+// so a 2dsphere index on Path can find them.
+type GeoRegion struct {
+	Path     string
+	Covering func() ([]s2.CellID, bool)
+}
+
+// GeoRegions returns the filter's top-level geo predicates that an index
+// may answer (nil: none).
+func (f *Filter) GeoRegions() []GeoRegion {
+	if f == nil {
+		return nil
+	}
+	return f.regions
 }
 
 // NearClause is a filter's $near or $nearSphere: the field path and the
@@ -112,19 +131,26 @@ func (n nearNode) match(v any, pos *int) bool {
 }
 
 // compileGeo compiles $geoWithin (or $within) and $geoIntersects.
-func compileGeo(p pathSpec, op string, arg any) (node, error) {
+func compileGeo(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
+	var leaf geoLeaf
+	var covering func() ([]s2.CellID, bool)
 	if op == "$geoIntersects" {
 		q, err := geo.ParseIntersects(arg)
 		if err != nil {
 			return nil, err
 		}
-		return p.with(geoLeaf(q.Intersects)), nil
+		leaf, covering = q.Intersects, q.Covering
+	} else {
+		r, err := geo.ParseWithin(arg)
+		if err != nil {
+			return nil, err
+		}
+		leaf, covering = r.Contains, r.Covering
 	}
-	r, err := geo.ParseWithin(arg)
-	if err != nil {
-		return nil, err
+	if ctx.geo != nil && !ctx.nested && !ctx.notTop && !p.noExpand {
+		ctx.geo.regions = append(ctx.geo.regions, GeoRegion{Path: p.path, Covering: covering})
 	}
-	return p.with(geoLeaf(r.Contains)), nil
+	return p.with(leaf), nil
 }
 
 // geoLeaf applies a geo predicate to a value that parses as a geometry.
