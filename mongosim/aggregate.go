@@ -144,7 +144,9 @@ func cmdAggregate(r *request) (bson.D, error) {
 		case textFilter != nil:
 			var f *query.Filter
 			if f, err = env.compileFilter(textFilter); err == nil {
-				in, err = r.readDocs(coll, f, textFilter, 0, hint)
+				if err = checkTextQuery(f, nil, hint, false); err == nil {
+					in, err = r.readDocs(coll, f, textFilter, 0, hint)
+				}
 			}
 		case r.rc.level == "snapshot":
 			in, err = s.snapshotAt(r.db, coll, pre, hint, r.rc.atClusterTime)

@@ -363,6 +363,9 @@ func cmdCount(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTextQuery(f, nil, hint, false); err != nil {
+		return nil, err
+	}
 	var n int64
 	if docs, isView, err := r.data().viewDocs(r.ctx, r.db, coll, r.now); err != nil {
 		return nil, err
@@ -442,6 +445,9 @@ func cmdDistinct(r *request) (bson.D, error) {
 	hint, _ := r.get("hint")
 	f, err := env.compileFilter(filterDoc)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkTextQuery(f, nil, hint, false); err != nil {
 		return nil, err
 	}
 	docs, err := r.readDocs(coll, f, filterDoc, 0, hint)

@@ -21,20 +21,22 @@ import (
 // nanoseconds since the start of the run; a write whose outcome is unknown
 // (it failed) has Return = math.MaxInt64: it may take effect at any time
 // after its call, as in Jepsen's histories.
+// Fields are ordered and sized for 32 bytes a record (the register
+// history is the one record a run keeps per operation).
 type regOp struct {
-	key    int
-	write  bool
 	value  int64 // written, or read (0: no document yet)
 	call   int64
 	ret    int64
-	client int
+	key    uint16 // < registers
+	client uint16 // the worker
+	write  bool
 }
 
 // register reads or writes one of the single-document registers.
 func (w *worker) register(ctx context.Context, regs adapt.Collection, start time.Time) error {
 	key := w.rng.IntN(registers)
 	id := fmt.Sprintf("reg/%d", key)
-	op := regOp{key: key, client: w.g, call: int64(time.Since(start))}
+	op := regOp{key: uint16(key), client: uint16(w.g), call: int64(time.Since(start))}
 	if w.rng.IntN(2) == 0 {
 		op.write = true
 		op.value = int64(w.g)<<40 | int64(len(w.regOps)+1)
@@ -110,7 +112,7 @@ type regInput struct {
 func checkRegisters(ops []regOp, timeout time.Duration) string {
 	history := make([]porcupine.Operation, 0, len(ops))
 	for _, op := range ops {
-		history = append(history, porcupine.Operation{ClientId: op.client, Input: regInput{key: op.key, write: op.write, value: op.value},
+		history = append(history, porcupine.Operation{ClientId: int(op.client), Input: regInput{key: int(op.key), write: op.write, value: op.value},
 			Call: op.call, Output: op.value, Return: op.ret})
 	}
 	switch porcupine.CheckOperationsTimeout(registerModel, history, timeout) {

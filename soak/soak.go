@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -151,6 +152,9 @@ func (o *Options) withDefaults() error {
 	}
 	if o.Goroutines <= 0 {
 		o.Goroutines = 16
+	}
+	if o.Goroutines > math.MaxUint16 {
+		return fmt.Errorf("soak: %d goroutines, at most %d", o.Goroutines, math.MaxUint16)
 	}
 	if o.Seed == 0 {
 		o.Seed = 1

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/goleak"
@@ -233,6 +234,9 @@ func TestCompactRecords(t *testing.T) {
 	}
 	if lat.second(0) == nil || lat.second(5) != nil || lat.bytes() == 0 {
 		t.Error("per-second histograms")
+	}
+	if n := unsafe.Sizeof(regOp{}); n != 32 {
+		t.Errorf("a register record is %d bytes, want 32", n)
 	}
 }
 
