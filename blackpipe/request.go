@@ -75,15 +75,15 @@ func (r *Request) String() string {
 // field named by its identifier (replacing a field of that name), so that an
 // insert's documents appear as "documents" whichever way they were sent.
 func (r *Request) Doc() (bson.D, error) {
-	var d bson.D
-	if err := bson.Unmarshal(r.Command, &d); err != nil {
+	d, err := unmarshalD(r.Command)
+	if err != nil {
 		return nil, fmt.Errorf("blackpipe: decode %s: %w", r.Name, err)
 	}
 	for _, seq := range r.Sequences {
 		arr := make(bson.A, 0, len(seq.Documents))
 		for _, raw := range seq.Documents {
-			var e bson.D
-			if err := bson.Unmarshal(raw, &e); err != nil {
+			e, err := unmarshalD(raw)
+			if err != nil {
 				return nil, fmt.Errorf("blackpipe: decode %s sequence %q: %w", r.Name, seq.Identifier, err)
 			}
 			arr = append(arr, e)
@@ -131,6 +131,12 @@ func marshalReply(doc any) (bson.Raw, error) {
 		raw = d
 	case []byte:
 		return marshalReply(bson.Raw(d))
+	case bson.D:
+		b, err := marshalD(d)
+		if err != nil {
+			return nil, fmt.Errorf("blackpipe: marshal reply: %w", err)
+		}
+		raw = b
 	default:
 		b, err := bson.Marshal(doc)
 		if err != nil {

@@ -70,7 +70,11 @@ func (t *txnTable) begin(ctx context.Context, lsid []byte, n int64) (*txnContext
 		}
 		s.started = true
 		s.txnNumber = n
-		s.stmts = make(map[int]stmtResult)
+		if s.stmts == nil {
+			s.stmts = make(map[int]stmtResult)
+		} else {
+			clear(s.stmts) // keeps the table a 1 000-statement insert grew
+		}
 	}
 	return &txnContext{sess: s, txnNumber: n}, nil
 }

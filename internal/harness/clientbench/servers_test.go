@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -66,17 +68,74 @@ func serveChild() bool {
 		fmt.Fprintln(os.Stderr, "clientbench server:", err)
 		os.Exit(2)
 	}
+	if path := os.Getenv(serveProfileEnv); path != "" {
+		stop, err := startCPUProfile(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "clientbench server:", err)
+			os.Exit(2)
+		}
+		defer stop()
+	}
 	fmt.Println(uri)
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	// Each line on stdin asks for the process's CPU time so far, which
+	// BenchmarkSimServer reads as the server's cost.
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		fmt.Println(cpuTime().Nanoseconds())
+	}
 	_ = close()
 	return true
 }
 
+// serveProfileEnv names a file the server child writes its CPU profile to
+// when it exits: go test -bench SimServer with
+// CLIENTBENCH_SERVE_CPUPROFILE=/tmp/server.pprof profiles mongosim alone.
+const serveProfileEnv = "CLIENTBENCH_SERVE_CPUPROFILE"
+
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
 // child is a server process.
 type child struct {
-	cmd   *exec.Cmd
-	stdin io.Closer
-	uri   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	uri    string
+}
+
+// cpu asks the server process for its CPU time so far.
+func (c *child) cpu() (time.Duration, error) {
+	childMu.Lock()
+	defer childMu.Unlock()
+	if _, err := io.WriteString(c.stdin, "\n"); err != nil {
+		return 0, err
+	}
+	line, err := c.stdout.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	return time.Duration(ns), err
+}
+
+// serverCPU is the CPU time so far of the server process of the given kind.
+func serverCPU(kind string) (time.Duration, error) {
+	childMu.Lock()
+	c := children[kind]
+	childMu.Unlock()
+	if c == nil {
+		return 0, fmt.Errorf("clientbench: no %s server", kind)
+	}
+	return c.cpu()
 }
 
 var (
@@ -106,13 +165,14 @@ func serverURI(kind string) (string, error) {
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
 	if err != nil {
 		_ = stdin.Close()
 		_ = cmd.Wait()
 		return "", fmt.Errorf("clientbench: %s server did not start: %w", kind, err)
 	}
-	c := &child{cmd: cmd, stdin: stdin, uri: strings.TrimSpace(line)}
+	c := &child{cmd: cmd, stdin: stdin, stdout: out, uri: strings.TrimSpace(line)}
 	children[kind] = c
 	return c.uri, nil
 }

@@ -1,0 +1,96 @@
+package blackpipe
+
+import (
+	"bytes"
+	"math"
+	"reflect"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// TestMarshalDMatchesBSONMarshal: the reflection-free encoder must give
+// bson.Marshal's bytes for every value it handles, and fall back for the
+// rest.
+func TestMarshalDMatchesBSONMarshal(t *testing.T) {
+	oid := bson.NewObjectID()
+	cases := []bson.D{
+		nil,
+		{},
+		{{Key: "a", Value: nil}, {Key: "s", Value: "héllo"}, {Key: "e", Value: ""}},
+		{{Key: "i", Value: int32(-7)}, {Key: "l", Value: int64(math.MaxInt64)}, {Key: "f", Value: math.NaN()}, {Key: "g", Value: -0.0}},
+		{{Key: "t", Value: true}, {Key: "f", Value: false}, {Key: "o", Value: oid}, {Key: "d", Value: bson.DateTime(-5)}},
+		{{Key: "ts", Value: bson.Timestamp{T: 1, I: 2}}, {Key: "b", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}},
+		{{Key: "old", Value: bson.Binary{Subtype: 2, Data: []byte("xyz")}}, {Key: "nb", Value: bson.Binary{}}},
+		{{Key: "nd", Value: bson.D(nil)}, {Key: "na", Value: bson.A(nil)}, {Key: "ea", Value: bson.A{}}},
+		{{Key: "cursor", Value: bson.D{{Key: "firstBatch", Value: bson.A{bson.D{{Key: "_id", Value: int32(1)}}, bson.A{"x", int64(2)}}}, {Key: "id", Value: int64(0)}}}},
+		// Left to bson.Marshal: other types, nested too.
+		{{Key: "n", Value: 5}, {Key: "u", Value: uint32(1)}},
+		{{Key: "x", Value: bson.D{{Key: "r", Value: bson.Regex{Pattern: "a", Options: "i"}}}}},
+		{{Key: "raw", Value: bson.Raw{5, 0, 0, 0, 0}}, {Key: "m", Value: bson.M{"k": "v"}}},
+		{{Key: "dec", Value: bson.NewDecimal128(1, 2)}, {Key: "mk", Value: bson.MaxKey{}}},
+		{{Key: "any", Value: []any{int32(1)}}, {Key: "ss", Value: []string{"a"}}},
+	}
+	for i, d := range cases {
+		want, wantErr := bson.Marshal(d)
+		got, gotErr := marshalD(d)
+		if (wantErr != nil) != (gotErr != nil) || !bytes.Equal(want, got) {
+			t.Errorf("case %d %v:\n got %x, %v\nwant %x, %v", i, d, got, gotErr, want, wantErr)
+		}
+	}
+	if _, err := appendD(nil, bson.D{{Key: "n", Value: 5}}); err != errSlowPath {
+		t.Errorf("int: %v, want the slow path", err)
+	}
+	if _, err := marshalD(bson.D{{Key: "a\x00b", Value: int32(1)}}); err == nil {
+		t.Error("a key holding NUL encoded without error")
+	}
+}
+
+// TestUnmarshalDMatchesBSONUnmarshal: the reflection-free decoder gives
+// bson.Unmarshal's bson.D for every document, handled types or not.
+func TestUnmarshalDMatchesBSONUnmarshal(t *testing.T) {
+	oid := bson.NewObjectID()
+	docs := []any{
+		bson.D{},
+		bson.D{{Key: "a", Value: nil}, {Key: "s", Value: "héllo"}, {Key: "i", Value: int32(-7)}, {Key: "l", Value: int64(9)}},
+		bson.D{{Key: "f", Value: 1.5}, {Key: "t", Value: true}, {Key: "o", Value: oid}, {Key: "d", Value: bson.DateTime(-5)}},
+		bson.D{{Key: "ts", Value: bson.Timestamp{T: 1, I: 2}}, {Key: "b", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}},
+		bson.D{{Key: "old", Value: bson.Binary{Subtype: 2, Data: []byte("xyz")}}, {Key: "nb", Value: bson.Binary{}}},
+		bson.D{{Key: "ed", Value: bson.D{}}, {Key: "ea", Value: bson.A{}}, {Key: "n", Value: bson.A{bson.D{{Key: "x", Value: bson.A{int32(1), "y"}}}}}},
+		bson.D{{Key: "r", Value: bson.Regex{Pattern: "a", Options: "i"}}, {Key: "dec", Value: bson.NewDecimal128(1, 2)}},
+		bson.D{{Key: "x", Value: bson.D{{Key: "mk", Value: bson.MaxKey{}}, {Key: "u", Value: bson.Undefined{}}}}},
+	}
+	for i, doc := range docs {
+		raw, err := bson.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bson.D
+		wantErr := bson.Unmarshal(raw, &want)
+		got, gotErr := unmarshalD(raw)
+		if (wantErr != nil) != (gotErr != nil) || !reflect.DeepEqual(want, got) {
+			t.Errorf("case %d:\n got %#v, %v\nwant %#v, %v", i, got, gotErr, want, wantErr)
+		}
+	}
+	for _, bad := range [][]byte{nil, {5, 0, 0, 0}, {6, 0, 0, 0, 0x10, 0}, {11, 0, 0, 0, 0x10, 'a', 0, 1, 0, 0, 0}} {
+		if _, err := unmarshalD(bad); err == nil {
+			t.Errorf("%x decoded without error", bad)
+		}
+	}
+}
+
+// TestSizeDIsExact: the size pass must predict appendD's length exactly,
+// or every reply would pay a regrowth.
+func TestSizeDIsExact(t *testing.T) {
+	big := make(bson.A, 1234)
+	for i := range big {
+		big[i] = bson.D{{Key: "_id", Value: int32(i)}, {Key: "b", Value: bson.Binary{Subtype: 2, Data: []byte("ab")}}, {Key: "t", Value: i%2 == 0}}
+	}
+	d := bson.D{{Key: "a", Value: big}, {Key: "n", Value: nil}, {Key: "na", Value: bson.A(nil)}, {Key: "s", Value: "xyz"},
+		{Key: "ts", Value: bson.Timestamp{T: 1}}, {Key: "o", Value: bson.NewObjectID()}, {Key: "f", Value: 2.5}}
+	n, ok := sizeD(d)
+	out, err := appendD(nil, d)
+	if !ok || err != nil || n != len(out) {
+		t.Fatalf("sizeD = %d, %v; appendD gave %d bytes, %v", n, ok, len(out), err)
+	}
+}

@@ -1,0 +1,109 @@
+package clientbench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// BenchmarkSimServer measures mongosim alone: the official driver sends
+// insert of 1 000-document batches and a find that drains the preloaded
+// 10 000 documents, from one goroutine, and the benchmark reports the
+// server process's CPU time per document (server-cpu-ns/doc), read from
+// the child's rusage before and after the timed loop. To profile the
+// server, set CLIENTBENCH_SERVE_CPUPROFILE to a file name: the child
+// writes its CPU profile there when the benchmark binary exits.
+//
+//	go test -run '^$' -bench SimServer -benchtime 50x ./internal/harness/clientbench
+func BenchmarkSimServer(b *testing.B) {
+	uri := targetURI(b, "mongosim")
+	ctx := context.Background()
+	c, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := c.Disconnect(ctx); err != nil {
+			b.Error(err)
+		}
+	}()
+	db := c.Database(cannedDB)
+	docs := make([]any, manyDocs)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "x", Value: int32(i)}, {Key: "s", Value: "hello world"}}
+	}
+	ins := db.Collection("srvins")
+	b.Run("insert1000", func(b *testing.B) {
+		serverBench(b, manyDocs, func() error { return ins.Drop(ctx) }, func() error {
+			r, err := ins.InsertMany(ctx, docs)
+			if err == nil && len(r.InsertedIDs) != manyDocs {
+				err = fmt.Errorf("insertMany: %d ids", len(r.InsertedIDs))
+			}
+			return err
+		})
+	})
+	drain := db.Collection("drain")
+	b.Run("find10000", func(b *testing.B) {
+		serverBench(b, drainDocs, nil, func() error {
+			cur, err := drain.Find(ctx, bson.D{})
+			if err != nil {
+				return err
+			}
+			n := 0
+			for cur.Next(ctx) {
+				n++
+			}
+			if err := cur.Err(); err != nil {
+				return err
+			}
+			if n != drainDocs {
+				return fmt.Errorf("find: %d documents", n)
+			}
+			return cur.Close(ctx)
+		})
+	})
+}
+
+// serverBench runs op b.N times (after one warm-up) and reports the server
+// process's CPU per document, docs being what one op stores or returns.
+// reset, if any, runs before and after, leaving the server as it was.
+func serverBench(b *testing.B, docs int, reset, op func() error) {
+	if reset != nil {
+		if err := reset(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := op(); err != nil {
+		b.Fatal(err)
+	}
+	cpu0, err := serverCPU("mongosim")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cpu1, err := serverCPU("mongosim")
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := float64(b.N * docs)
+	b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/n, "server-cpu-ns/doc")
+	b.ReportMetric(n/elapsed.Seconds(), "docs/s")
+	if reset != nil {
+		if err := reset(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
