@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"errors"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -24,6 +25,7 @@ func cmdCollMod(r *request) (bson.D, error) {
 	var indexSpec bson.D
 	var valFields bson.D
 	var collTTL any // collection-level expireAfterSeconds (clustered, time series)
+	dryRun := false
 	for i, e := range r.cmd {
 		if i == 0 || genericFields[e.Key] {
 			continue
@@ -45,6 +47,8 @@ func cmdCollMod(r *request) (bson.D, error) {
 			if n, ok := int64Arg(e.Value); !ok || n < 0 {
 				return nil, cmderr.New(cmderr.InvalidOptions, "Invalid value for 'expireAfterSeconds'")
 			}
+		case "dryRun":
+			dryRun = truthy(e.Value)
 		case "index":
 			d, ok := e.Value.(bson.D)
 			if !ok {
@@ -62,6 +66,9 @@ func cmdCollMod(r *request) (bson.D, error) {
 	}
 	mod, err := parseIndexMod(indexSpec)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkDryRun(mod, dryRun); err != nil {
 		return nil, err
 	}
 	reply := bson.D{}
@@ -113,6 +120,10 @@ func cmdCollMod(r *request) (bson.D, error) {
 		recordModify(r, c, before, reply)
 		return nil
 	})
+	var cu *cannotConvertError
+	if errors.As(err, &cu) {
+		return cu.reply(), nil // the error reply carries the violations
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +152,10 @@ type indexMod struct {
 	ttl        any // the expireAfterSeconds value given, nil when absent
 	ttlSecs    int64
 	hidden     *bool
+	// unique, prepareUnique and forceNonUnique convert the index
+	// (collmod_unique.go); dryRun only checks a unique conversion.
+	unique, prepareUnique, forceNonUnique *bool
+	dryRun                                bool
 }
 
 func parseIndexMod(d bson.D) (*indexMod, error) {
@@ -176,7 +191,15 @@ func parseIndexMod(d bson.D) (*indexMod, error) {
 			}
 			m.hidden = &b
 		case "unique", "prepareUnique", "forceNonUnique":
-			return nil, cmderr.Unsupported("collMod index option " + e.Key)
+			b := truthy(e.Value)
+			switch e.Key {
+			case "unique":
+				m.unique = &b
+			case "prepareUnique":
+				m.prepareUnique = &b
+			default:
+				m.forceNonUnique = &b
+			}
 		default:
 			return nil, cmderr.New(40415, "BSON field 'collMod.index.%s' is an unknown field.", e.Key)
 		}
@@ -187,7 +210,7 @@ func parseIndexMod(d bson.D) (*indexMod, error) {
 	if !hasKey && !hasName {
 		return nil, cmderr.New(cmderr.InvalidOptions, "Must specify either index name or key pattern.")
 	}
-	if m.ttl == nil && m.hidden == nil {
+	if m.ttl == nil && m.hidden == nil && m.unique == nil && m.prepareUnique == nil && m.forceNonUnique == nil {
 		return nil, cmderr.New(cmderr.InvalidOptions, "no expireAfterSeconds, hidden, unique, or prepareUnique field")
 	}
 	return m, nil
@@ -239,7 +262,7 @@ func (c *collection) modifyIndex(m *indexMod) (bson.D, error) {
 		}
 		ix.spec = replaceOptions(ix.spec, add, "hidden")
 	}
-	return out, nil
+	return c.modifyUniqueness(ix, m, out)
 }
 
 // recordModify reports a collMod to streams with showExpandedEvents: its

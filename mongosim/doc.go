@@ -34,7 +34,10 @@
 //     views.go, validation.go, explain*.go, admin*.go, users.go, auth.go,
 //     currentop.go, collstats.go, ttl.go, tailable.go, textsearch.go (text
 //     indexes and $text over the tokenizer, scoring and inverted index of
-//     internal/text), mapreduce.go. Server-side JavaScript ($where,
+//     internal/text), geoindex.go, geofind.go and geonear.go (2dsphere
+//     and 2d indexes, $near and indexed $geoWithin in find and writes, the
+//     $geoNear stage, over the S2 geometry of internal/geo),
+//     mapreduce.go. Server-side JavaScript ($where,
 //     $function, $accumulator, mapReduce) runs in internal/js under each
 //     operation's context.
 //   - Storage: storage.go (collections, records, indexes' upkeep), with the
@@ -85,7 +88,18 @@
 // applies the copies to the live collections at once. The session's record
 // in the retryable-write table (txn_retryable.go) holds the transaction, so
 // it survives step-down and connection loss as mongod's config.transactions
-// does. On a sharded cluster the router side is shard_txn.go (which shard
-// a statement goes to) and shard_txn_router.go (the transactions a router
-// remembers, recoveryToken, and a commit retried through another router).
+// does. txn_prepare.go is a participant's side of two-phase commit
+// (prepareTransaction, commit at a commitTimestamp; a prepared transaction
+// survives step-down and blocks what it wrote).
+//
+// On a sharded cluster the router side is shard_txn.go: every shard a
+// statement reaches becomes a participant, the first that writes is the
+// coordinator, and commitTransaction takes mongos' paths, two-phase commit
+// through shard_txn_coordinator.go when several shards wrote (its decision
+// outlives the router and the coordinator's primary);
+// shard_txn_router.go is what a router remembers of the transactions it
+// routed. Updates that change a shard key move the document in a
+// transaction (shard_keychange*.go); change streams over several shards
+// are merged by cluster time (shard_changestream.go); hashed keys use
+// mongod's hash (shard_hash.go).
 package mongosim

@@ -340,3 +340,19 @@ func docCellsOf(doc bson.D, parts []string) []s2.CellID {
 	}
 	return cs
 }
+
+// geoBuildFailed words a geometry refused while building a geo index as
+// mongod's index builds do (the reason behind the build's and collection's
+// UUIDs, the code kept).
+func geoBuildFailed(c *collection, err error) error {
+	var ce *cmderr.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	switch ce.Code {
+	case 16755, 13027, 16804:
+		return cmderr.New(ce.Code, "Index build failed: %s: Collection %s ( %s ) :: caused by :: %s",
+			uuidString(randomUUID()), c.ns(), uuidString(c.uuid.Data), ce.Message)
+	}
+	return err
+}

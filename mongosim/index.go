@@ -20,17 +20,19 @@ import (
 // reports and hint accepts. A TTL index (ttl) has the TTL monitor (ttl.go)
 // delete documents whose date in fields[0] is more than ttlSecs seconds old.
 type index struct {
-	name    string
-	key     bson.D
-	fields  []string
-	unique  bool
-	hidden  bool
-	ttl     bool
-	ttlSecs int64
-	sparse  bool
-	partial *query.Filter
-	spec    bson.D             // as listIndexes reports it
-	entries map[string]*record // unique indexes: key → the record holding it
+	name   string
+	key    bson.D
+	fields []string
+	unique bool
+	// prepareUnique refuses new duplicate keys (collmod_unique.go).
+	prepareUnique bool
+	hidden        bool
+	ttl           bool
+	ttlSecs       int64
+	sparse        bool
+	partial       *query.Filter
+	spec          bson.D             // as listIndexes reports it
+	entries       map[string]*record // unique indexes: key → the record holding it
 	// coll is the index's collation (nil: simple): a unique index treats
 	// strings it deems equal as duplicates. collSet records that the spec
 	// named one (even simple), which overrides the collection default.
@@ -119,7 +121,7 @@ type indexKey struct {
 func (c *collection) indexKeys(doc bson.D) ([]indexKey, error) {
 	var out []indexKey
 	for _, ix := range c.indexes[1:] {
-		if !ix.unique && ix.geo == nil && ix.text == nil {
+		if !ix.unique && !ix.prepareUnique && ix.geo == nil && ix.text == nil {
 			continue
 		}
 		keys, err := ix.keysOf(doc)
@@ -785,7 +787,7 @@ func cmdDropIndexes(r *request) (bson.D, error) {
 func indexBuildFailed(c *collection, err error) error {
 	var dk *dupKeyError
 	if !errors.As(err, &dk) {
-		return err
+		return geoBuildFailed(c, err)
 	}
 	out := *dk
 	out.err = cmderr.New(dk.err.Code, "Index build failed: %s: Collection %s ( %s ) :: caused by :: %s",

@@ -717,7 +717,7 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 	if err != nil {
 		return err
 	}
-	if err := c.checkUnique(newKeys, r); err != nil {
+	if err := c.checkUnique(keptKeys(newKeys, oldKeys), r); err != nil {
 		return err
 	}
 	if err := c.beforeWrite(r.idKey, whole); err != nil {
