@@ -98,8 +98,10 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 			MinPoolSize:   o.MinPoolSize,
 			MaxConnecting: o.MaxConnecting,
 			MaxIdleTime:   o.MaxIdleTime,
-			Conn:          co,
-			Monitor:       o.Monitor,
+			// CMAP's background thread; 0 would be none.
+			BackgroundInterval: defaults.PoolBackgroundInterval,
+			Conn:               co,
+			Monitor:            o.Monitor,
 		},
 		Conn:    co,
 		Monitor: o.Monitor,
@@ -124,6 +126,7 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 			RetryWrites:                *o.RetryWrites,
 			RetryReads:                 *o.RetryReads,
 			MaxAdaptiveRetries:         *o.MaxAdaptiveRetries,
+			BackoffBase:                defaults.BackoffBase,
 			DisableRetryTokens:         !*o.AdaptiveRetries,
 			DisableOverloadRetargeting: !*o.EnableOverloadRetargeting,
 		},
@@ -161,19 +164,15 @@ func withDefaults(o Options) Options {
 		l := defaults.ZlibLevel
 		o.ZlibLevel = &l
 	}
-	t := true
-	if o.RetryWrites == nil {
-		o.RetryWrites = &t
+	orDefault := func(b **bool, def bool) {
+		if *b == nil {
+			*b = &def
+		}
 	}
-	if o.RetryReads == nil {
-		o.RetryReads = &t
-	}
-	if o.AdaptiveRetries == nil {
-		o.AdaptiveRetries = &t
-	}
-	if o.EnableOverloadRetargeting == nil {
-		o.EnableOverloadRetargeting = &t
-	}
+	orDefault(&o.RetryWrites, defaults.RetryWrites)
+	orDefault(&o.RetryReads, defaults.RetryReads)
+	orDefault(&o.AdaptiveRetries, defaults.AdaptiveRetries)
+	orDefault(&o.EnableOverloadRetargeting, defaults.EnableOverloadRetargeting)
 	if o.MaxAdaptiveRetries == nil {
 		n := defaults.MaxAdaptiveRetries
 		o.MaxAdaptiveRetries = &n
@@ -213,7 +212,7 @@ func (c *Client) endSessions(ctx context.Context) {
 		ids = ids[n:]
 		// An executor without a session pool: endSessions carries no lsid.
 		noSessions := &exec.Executor{Topology: c.topo, Monitor: c.opts.Monitor, Logger: c.opts.Logger,
-			MaxAdaptiveRetries: *c.opts.MaxAdaptiveRetries}
+			MaxAdaptiveRetries: *c.opts.MaxAdaptiveRetries, BackoffBase: defaults.BackoffBase}
 		_, err := noSessions.Execute(ctx, &exec.Operation{
 			Name: "endSessions", DB: "admin",
 			Command:  bson.D{{Key: "endSessions", Value: batch}},

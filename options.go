@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/connstring"
 	"github.com/sturdy-go/sturdy/readpref"
 )
@@ -286,6 +287,13 @@ var defaults = struct {
 	// testhook shortens it) and is also the lowest HeartbeatInterval.
 	MinHeartbeatInterval time.Duration
 	MaxAppNameBytes      int
+	// The boolean options that default to on.
+	RetryWrites, RetryReads, AdaptiveRetries, EnableOverloadRetargeting bool
+	SRVServiceName                                                      string
+	// BackoffBase is the Client Backpressure spec's base backoff;
+	// PoolBackgroundInterval how often a pool keeps minPoolSize and closes
+	// idle connections.
+	BackoffBase, PoolBackgroundInterval time.Duration
 }{
 	// MaxAdaptiveRetries: the first accepted Client Backpressure spec's
 	// MAX_ATTEMPTS; newer text says 2, see docs/retry-policy.md.
@@ -294,6 +302,9 @@ var defaults = struct {
 	HeartbeatInterval:    10 * time.Second,
 	MinHeartbeatInterval: 500 * time.Millisecond,
 	MaxAppNameBytes:      128,
+	RetryWrites:          true, RetryReads: true, AdaptiveRetries: true, EnableOverloadRetargeting: true,
+	SRVServiceName: "mongodb",
+	BackoffBase:    backoff.Base, PoolBackgroundInterval: 100 * time.Millisecond,
 }
 
 // validate checks the rules that involve more than one field, and the

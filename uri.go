@@ -1,6 +1,7 @@
 package sturdy
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -168,16 +169,12 @@ func (o *Options) writeConcernFrom(cs *connstring.ConnString) {
 }
 
 func (o *Options) readPreferenceFrom(cs *connstring.ConnString) error {
-	if cs.ReadPreference == "" && len(cs.ReadPreferenceTags) == 0 && cs.MaxStalenessSeconds == nil {
+	if cs.ReadPreference == nil && len(cs.ReadPreferenceTags) == 0 && cs.MaxStalenessSeconds == nil {
 		return nil
 	}
 	rp := &ReadPreference{}
-	if cs.ReadPreference != "" {
-		mode, err := ParseReadMode(cs.ReadPreference)
-		if err != nil {
-			return uriError("readPreference", "%v", err)
-		}
-		rp.Mode = mode
+	if cs.ReadPreference != nil {
+		rp.Mode = *cs.ReadPreference
 	}
 	for _, tags := range cs.ReadPreferenceTags {
 		ts := TagSet{}
@@ -397,7 +394,7 @@ func (o Options) resolveSRVWith(ctx context.Context, r connstring.Resolver) (Opt
 	if o.SRVHost == "" {
 		return o, nil
 	}
-	sl, err := connstring.LookupSeedlist(ctx, r, o.SRVHost, o.SRVServiceName, o.SRVMaxHosts)
+	sl, err := connstring.LookupSeedlist(ctx, r, o.SRVHost, cmp.Or(o.SRVServiceName, defaults.SRVServiceName), o.SRVMaxHosts)
 	if err != nil {
 		return Options{}, err
 	}

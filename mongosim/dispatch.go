@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,14 +59,7 @@ type outcome struct {
 func (m *Member) handle(br *blackpipe.Request) bool {
 	c := m.cluster
 	c.stats.commands.Add(1)
-	defer func() {
-		if p := recover(); p != nil {
-			c.logf("mongosim %s: %s panicked: %v\n%s", m.addr, br.Name, p, debug.Stack())
-			if !br.Replied() {
-				_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(codeInternalError, "mongosim internal error in %s: %v", br.Name, p), nil), bson.Timestamp{}))
-			}
-		}
-	}()
+	defer m.recoverRequest(br)
 	if !m.awaitAdmission(br) {
 		br.NoReply() // the connection closed while queued
 		return true
@@ -108,13 +102,53 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 	if limit > 0 {
 		r.ctx, cancel = context.WithTimeout(r.ctx, limit)
 	}
-	defer cancel()
-	defer c.adm.ops.begin(r)()
+	finish := c.adm.ops.begin(r)
 	c.adm.opc.count(r)
-	start := time.Now()
-	m.run(r, cmd)
-	c.adm.lat.record(r, time.Since(start))
+	work := func() {
+		defer cancel()
+		defer finish()
+		start := time.Now()
+		m.run(r, cmd)
+		c.adm.lat.record(r, time.Since(start))
+	}
+	if mayRunScript(br) {
+		// A script may run long: the connection's reader reads on, so a
+		// client that closes the connection interrupts the script, as
+		// mongod interrupts an operation whose client disconnected.
+		br.WatchClose()
+		go func() {
+			defer m.recoverRequest(br)
+			work()
+		}()
+		return true
+	}
+	work()
 	return true
+}
+
+// recoverRequest answers a request whose handler panicked with an internal
+// error (if it has no answer yet) and logs the panic.
+func (m *Member) recoverRequest(br *blackpipe.Request) {
+	if p := recover(); p != nil {
+		m.cluster.logf("mongosim %s: %s panicked: %v\n%s", m.addr, br.Name, p, debug.Stack())
+		if !br.Replied() {
+			_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(codeInternalError, "mongosim internal error in %s: %v", br.Name, p), nil), bson.Timestamp{}))
+		}
+	}
+}
+
+// mayRunScript reports a request that may run server-side JavaScript
+// (a cheap look at its bytes). Fire-and-forget requests are left out: the
+// next one on the connection must run after them.
+func mayRunScript(br *blackpipe.Request) bool {
+	if br.Flags&wire.MoreToCome != 0 {
+		return false
+	}
+	if strings.EqualFold(br.Name, "mapReduce") {
+		return true
+	}
+	b := []byte(br.Command)
+	return bytes.Contains(b, []byte("$where")) || bytes.Contains(b, []byte("$function")) || bytes.Contains(b, []byte("$accumulator"))
 }
 
 // badRequest answers a message whose framing is intact but whose command

@@ -456,6 +456,30 @@ func TestJSTimeoutsThroughTheGoDriver(t *testing.T) {
 		t.Fatalf("cancelled find: %v", err)
 	}
 	sdNoErr(t, client.Ping(ctx, nil))
+
+	// A client that closes the connection interrupts its script: a loop
+	// without a time limit leaves currentOp once the connection is gone.
+	other := connect(t, c.URI())
+	lctx, lcancel := context.WithCancel(ctx)
+	looped := make(chan error, 1)
+	go func() {
+		_, err := other.Database("js").Collection("csot").Find(lctx, bson.D{{Key: "$where", Value: "while (true) {}"}})
+		looped <- err
+	}()
+	admin := client.Database("admin")
+	opInProgress(t, ctx, admin, "filter.$where")
+	lcancel()
+	<-looped
+	for {
+		raw := mustRun(t, ctx, admin, bson.D{{Key: "currentOp", Value: 1}, {Key: "command.filter.$where", Value: bson.D{{Key: "$exists", Value: true}}}})
+		if len(mustValues(raw.Lookup("inprog"))) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the script of a disconnected client kept running")
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
+	}
 }
 
 func TestJSRunawayScriptsAreInterrupted(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 )
@@ -503,5 +504,42 @@ func TestTextSearchAggregate(t *testing.T) {
 		if len(got) != 2 || len(got[0]) != 3 {
 			t.Errorf("%s wrote %v", name, got)
 		}
+	}
+}
+
+// TestTextSearchInTransactionAndSnapshotRead: a transaction's $text sees
+// its own writes through its copy of the text index, and a snapshot read
+// (which matches without the index) finds and scores the same documents.
+func TestTextSearchInTransactionAndSnapshotRead(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	c := client.Database("textdb").Collection("txn")
+	createTextIndex(t, ctx, c, bson.D{{Key: "t", Value: "text"}}, nil)
+	_, err := c.InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "t", Value: "sourdough bread"}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "t", Value: "rye"}},
+	})
+	sdNoErr(t, err)
+	sess, err := client.StartSession()
+	sdNoErr(t, err)
+	defer sess.EndSession(ctx)
+	_, err = sess.WithTransaction(ctx, func(sctx context.Context) (any, error) {
+		if _, err := c.InsertOne(sctx, bson.D{{Key: "_id", Value: 3}, {Key: "t", Value: "breads and rolls"}}); err != nil {
+			return nil, err
+		}
+		if _, err := c.DeleteOne(sctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+			return nil, err
+		}
+		wantIDs(t, "bread in the transaction", textFind(t, sctx, c, search("bread")), 3)
+		return nil, nil
+	})
+	sdNoErr(t, err)
+	wantIDs(t, "bread after commit", textFind(t, ctx, c, search("bread")), 3)
+
+	snap := client.Database("textdb", options.Database().SetReadConcern(readconcern.Snapshot())).Collection("txn")
+	got := textFind(t, ctx, snap, search("breads rye"))
+	wantIDs(t, "snapshot read", got, 2, 3)
+	if len(got) == 2 && (got[0].Score != termScore(1, 1, 1, true) || got[1].Score != termScore(1, 1, 2, false)) {
+		t.Errorf("snapshot read scores %v", got)
 	}
 }

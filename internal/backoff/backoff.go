@@ -24,10 +24,12 @@ const (
 )
 
 // Delay is jitter × min(Max, base × 2^retry): retry is 0 for the first
-// retry, base ≤ 0 means Base, and jitter is clamped to [0, 1].
+// retry, and jitter is clamped to [0, 1]. The caller chooses base (the
+// client's configured base or a server's baseBackoffMS); base ≤ 0 means no
+// wait.
 func Delay(base time.Duration, retry int, jitter float64) time.Duration {
 	if base <= 0 {
-		base = Base
+		return 0
 	}
 	if retry < 0 {
 		retry = 0

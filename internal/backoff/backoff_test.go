@@ -14,20 +14,20 @@ func TestDelaySchedule(t *testing.T) {
 		jitter float64
 		want   time.Duration
 	}{
-		{0, 0, 0.5, 50 * ms},
-		{0, 1, 0.5, 100 * ms},
-		{0, 2, 0.5, 200 * ms},
-		{0, 3, 0.5, 400 * ms},
-		{0, 4, 0.5, 800 * ms},
-		{0, 0, 1, 100 * ms},
-		{0, 7, 1, 10 * time.Second}, // 12.8 s capped
-		{0, 200, 0.5, 5 * time.Second},
+		{Base, 0, 0.5, 50 * ms},
+		{Base, 1, 0.5, 100 * ms},
+		{Base, 2, 0.5, 200 * ms},
+		{Base, 3, 0.5, 400 * ms},
+		{Base, 4, 0.5, 800 * ms},
+		{Base, 0, 1, 100 * ms},
+		{Base, 7, 1, 10 * time.Second}, // 12.8 s capped
+		{Base, 200, 0.5, 5 * time.Second},
 		{50 * ms, 0, 1, 50 * ms},
 		{50 * ms, 1, 1, 100 * ms},
-		{0, 3, 0, 0},
-		{0, 3, -1, 0},
-		{0, 0, 2, 100 * ms},
-		{0, -3, 1, 100 * ms},
+		{Base, 3, 0, 0},
+		{Base, 3, -1, 0},
+		{Base, 0, 2, 100 * ms},
+		{Base, -3, 1, 100 * ms},
 	}
 	for _, c := range cases {
 		if got := Delay(c.base, c.retry, c.jitter); got != c.want {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 // Schemes of a connection string.
@@ -105,7 +107,7 @@ type ConnString struct {
 	ProxyUsername           string
 	ProxyPassword           string
 	ReadConcernLevel        string
-	ReadPreference          string              // canonical spelling, e.g. "secondaryPreferred"
+	ReadPreference          *readpref.Mode      // nil: not given
 	ReadPreferenceTags      []map[string]string // one map per readPreferenceTags, in order; empty map = any
 	ReplicaSet              string
 	RetryReads              *bool

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sturdy-go/sturdy/readpref"
 )
 
 func mustParse(t *testing.T, uri string) *ConnString {
@@ -56,7 +58,7 @@ func TestHostsAndAddresses(t *testing.T) {
 
 func TestInvalidValueWarningNamesOption(t *testing.T) {
 	cs := mustParse(t, "mongodb://h/?maxPoolSize=abc&heartbeatFrequencyMS=100&w=-1&readPreference=fastest")
-	if cs.MaxPoolSize != nil || cs.HeartbeatFrequency != nil || cs.W != nil || cs.ReadPreference != "" {
+	if cs.MaxPoolSize != nil || cs.HeartbeatFrequency != nil || cs.W != nil || cs.ReadPreference != nil {
 		t.Errorf("invalid values were applied: %+v", cs)
 	}
 	inv := warningsOf(cs, InvalidValue)
@@ -115,7 +117,7 @@ func TestValues(t *testing.T) {
 	if !reflect.DeepEqual(cs.Compressors, []string{"zstd", "zlib"}) || len(warningsOf(cs, UnsupportedValue)) != 1 {
 		t.Errorf("compressors = %v, warnings %v", cs.Compressors, cs.Warnings)
 	}
-	if cs.ReadPreference != "secondaryPreferred" || *cs.MaxStalenessSeconds != 120 {
+	if cs.ReadPreference == nil || *cs.ReadPreference != readpref.SecondaryPreferred || *cs.MaxStalenessSeconds != 120 {
 		t.Errorf("read preference = %q %v", cs.ReadPreference, cs.MaxStalenessSeconds)
 	}
 	if got := cs.AuthMechanismProperties["TOKEN_RESOURCE"]; got != "mongodb://x,y" {

@@ -124,9 +124,7 @@ var AuthMechanisms = []string{"SCRAM-SHA-1", "SCRAM-SHA-256", "MONGODB-X509", "P
 func init() {
 	defs := []optionDef{
 		{name: "appName", apply: func(cs *ConnString, v, _ string) string {
-			if len(v) > 128 {
-				return "must be at most 128 bytes"
-			}
+			// Its length limit is the client's (the root's defaults table).
 			cs.AppName = v
 			return ""
 		}},
@@ -203,7 +201,7 @@ func init() {
 			if !ok {
 				return readPreferenceRule
 			}
-			cs.ReadPreference = m.String()
+			cs.ReadPreference = &m
 			return ""
 		}},
 		{name: "readPreferenceTags", kind: kindList, apply: func(cs *ConnString, _, raw string) string {
@@ -519,7 +517,7 @@ func (cs *ConnString) validate() error {
 		return fail("proxyUsername", "proxyUsername and proxyPassword must be given together")
 	}
 
-	if cs.ReadPreference == "" || cs.ReadPreference == "primary" {
+	if cs.ReadPreference == nil || *cs.ReadPreference == readpref.Primary {
 		for _, tags := range cs.ReadPreferenceTags {
 			if len(tags) > 0 {
 				return fail("readPreferenceTags", "readPreferenceTags cannot be used with read preference primary")

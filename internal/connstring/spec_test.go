@@ -186,7 +186,10 @@ func optionValue(cs *ConnString, lkey string) (any, bool) {
 	case "readconcernlevel":
 		return cs.ReadConcernLevel, true
 	case "readpreference":
-		return cs.ReadPreference, true
+		if cs.ReadPreference == nil {
+			return nil, false
+		}
+		return cs.ReadPreference.String(), true
 	case "readpreferencetags":
 		return cs.ReadPreferenceTags, true
 	case "replicaset":

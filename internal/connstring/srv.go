@@ -17,10 +17,6 @@ type Resolver interface {
 	LookupTXT(ctx context.Context, name string) ([]string, error)
 }
 
-// DefaultSRVServiceName is the SRV service looked up when srvServiceName is
-// not given: _mongodb._tcp.<host>.
-const DefaultSRVServiceName = "mongodb"
-
 // Seedlist is what DNS says about a mongodb+srv name.
 type Seedlist struct {
 	Hosts []Host
@@ -42,7 +38,7 @@ func LookupSeedlist(ctx context.Context, r Resolver, srvHost, service string, ma
 		return nil, &Error{Msg: "empty SRV host name"}
 	}
 	if service == "" {
-		service = DefaultSRVServiceName
+		return nil, &Error{Msg: "empty SRV service name"}
 	}
 	_, records, err := r.LookupSRV(ctx, service, "tcp", srvHost)
 	if err != nil {
@@ -143,46 +139,6 @@ func (sl *Seedlist) parseTXT(txt string) error {
 		default:
 			return &Error{Option: k, Msg: fmt.Sprintf("TXT record option %q is not allowed (only authSource, replicaSet, loadBalanced)", k)}
 		}
-	}
-	return nil
-}
-
-// Resolve fills in cs.Hosts of a mongodb+srv ConnString from DNS and applies
-// the TXT record's options that the URI did not set itself. It does nothing
-// for mongodb:// URIs.
-func Resolve(ctx context.Context, cs *ConnString, r Resolver) error {
-	if !cs.IsSRV() {
-		return nil
-	}
-	maxHosts := 0
-	if cs.SRVMaxHosts != nil {
-		maxHosts = *cs.SRVMaxHosts
-	}
-	sl, err := LookupSeedlist(ctx, r, cs.SRVHost, cs.SRVServiceName, maxHosts)
-	if err != nil {
-		return err
-	}
-	if cs.set == nil {
-		cs.set = map[string]bool{}
-	}
-	if sl.AuthSource != nil && !cs.Has("authSource") {
-		cs.AuthSource = *sl.AuthSource
-		cs.set["authsource"] = true
-	}
-	if sl.ReplicaSet != nil && !cs.Has("replicaSet") {
-		cs.ReplicaSet = *sl.ReplicaSet
-		cs.set["replicaset"] = true
-	}
-	if sl.LoadBalanced != nil && !cs.Has("loadBalanced") {
-		cs.LoadBalanced = sl.LoadBalanced
-		cs.set["loadbalanced"] = true
-	}
-	cs.Hosts = sl.Hosts
-	if cs.SRVMaxHosts != nil && *cs.SRVMaxHosts > 0 && cs.ReplicaSet != "" {
-		return &Error{Option: "srvMaxHosts", Msg: "srvMaxHosts cannot be combined with replicaSet (from the TXT record)"}
-	}
-	if cs.LoadBalanced != nil && *cs.LoadBalanced {
-		return cs.validateLoadBalanced()
 	}
 	return nil
 }

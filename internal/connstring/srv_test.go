@@ -174,7 +174,7 @@ func TestResolveShortNames(t *testing.T) {
 			t.Errorf("Resolve(%q): %v", uri, err)
 		}
 	}
-	sl, err := LookupSeedlist(context.Background(), dns, "localhost.", "", 0)
+	sl, err := LookupSeedlist(context.Background(), dns, "localhost.", "mongodb", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,4 +191,48 @@ func TestResolveNonSRVIsNoop(t *testing.T) {
 	if err := Resolve(context.Background(), cs, dns); err != nil || len(dns.queries) != 0 || len(cs.Hosts) != 2 {
 		t.Errorf("Resolve on mongodb:// = %v, queries %v", err, dns.queries)
 	}
+}
+
+// Resolve, for the SRV tests, fills in cs.Hosts of a mongodb+srv ConnString from DNS and applies
+// the TXT record's options that the URI did not set itself. It does nothing
+// for mongodb:// URIs.
+func Resolve(ctx context.Context, cs *ConnString, r Resolver) error {
+	if !cs.IsSRV() {
+		return nil
+	}
+	maxHosts := 0
+	if cs.SRVMaxHosts != nil {
+		maxHosts = *cs.SRVMaxHosts
+	}
+	service := cs.SRVServiceName
+	if service == "" {
+		service = "mongodb" // the client's default, as the root's defaults table has it
+	}
+	sl, err := LookupSeedlist(ctx, r, cs.SRVHost, service, maxHosts)
+	if err != nil {
+		return err
+	}
+	if cs.set == nil {
+		cs.set = map[string]bool{}
+	}
+	if sl.AuthSource != nil && !cs.Has("authSource") {
+		cs.AuthSource = *sl.AuthSource
+		cs.set["authsource"] = true
+	}
+	if sl.ReplicaSet != nil && !cs.Has("replicaSet") {
+		cs.ReplicaSet = *sl.ReplicaSet
+		cs.set["replicaset"] = true
+	}
+	if sl.LoadBalanced != nil && !cs.Has("loadBalanced") {
+		cs.LoadBalanced = sl.LoadBalanced
+		cs.set["loadbalanced"] = true
+	}
+	cs.Hosts = sl.Hosts
+	if cs.SRVMaxHosts != nil && *cs.SRVMaxHosts > 0 && cs.ReplicaSet != "" {
+		return &Error{Option: "srvMaxHosts", Msg: "srvMaxHosts cannot be combined with replicaSet (from the TXT record)"}
+	}
+	if cs.LoadBalanced != nil && *cs.LoadBalanced {
+		return cs.validateLoadBalanced()
+	}
+	return nil
 }

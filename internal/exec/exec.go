@@ -73,6 +73,10 @@ type Executor struct {
 	// (adaptiveRetries=false): retries are then limited only by
 	// MaxAdaptiveRetries and the context deadline.
 	DisableRetryTokens bool
+	// BackoffBase is the overload backoff before the first retry, before
+	// jitter, unless the server's error suggests one (baseBackoffMS); 0
+	// means no wait.
+	BackoffBase time.Duration
 	// DisableOverloadRetargeting keeps a server that answered with
 	// SystemOverloadedError eligible for the operation's next attempt
 	// (enableOverloadRetargeting=false). Sharded clusters deprioritize the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/session"
@@ -78,7 +79,7 @@ func newEnv(t *testing.T, o topology.Options) *env {
 	sp := session.NewPool(nil)
 	return &env{
 		exec: &exec.Executor{Topology: topo, Sessions: sp, Monitor: rec.monitor(), RetryWrites: true, RetryReads: true,
-			MaxAdaptiveRetries: 5}, // the client's default; the executor takes 0 as none
+			MaxAdaptiveRetries: 5, BackoffBase: backoff.Base}, // the client's defaults; the executor takes 0 as none
 		topo:     topo,
 		sessions: sp,
 		rec:      rec,

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -199,7 +200,7 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 
 	var wait time.Duration
 	if overloaded {
-		wait = backoff.Delay(baseBackoff(err), r.retries, r.jitter())
+		wait = backoff.Delay(cmp.Or(baseBackoff(err), r.e.BackoffBase), r.retries, r.jitter())
 	}
 	if dl, ok := ctx.Deadline(); ok && r.now().Add(wait).After(dl) {
 		return stop() // the deadline would pass before the retry starts

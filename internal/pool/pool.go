@@ -40,7 +40,8 @@ type Options struct {
 	Monitor *event.Monitor
 	// BackgroundInterval is the pause between runs of the background
 	// goroutine that keeps MinPoolSize and closes idle connections; 0 means
-	// 100ms, negative means no background goroutine (tests only).
+	// no background goroutine (the client's default is in the root's
+	// defaults table).
 	BackgroundInterval time.Duration
 	// EstablishError, if set, is called (without the pool's lock held) with
 	// an error establishing a connection, before the connection is
@@ -76,10 +77,6 @@ const (
 	PinNone PinKind = iota
 	PinCursor
 	PinTransaction
-)
-
-const (
-	defaultBackgroundInterval = 100 * time.Millisecond
 )
 
 // Stats is a snapshot of the pool's connection counts.
@@ -195,13 +192,9 @@ func New(addr string, o Options) *Pool {
 		MaxConnecting: p.maxConnecting,
 		MaxIdleTime:   o.MaxIdleTime,
 	}})
-	if o.BackgroundInterval >= 0 {
-		interval := o.BackgroundInterval
-		if interval == 0 {
-			interval = defaultBackgroundInterval
-		}
+	if o.BackgroundInterval > 0 {
 		p.wg.Add(1)
-		go p.background(interval)
+		go p.background(o.BackgroundInterval)
 	}
 	return p
 }

@@ -244,7 +244,9 @@ func runCMAPTest(t *testing.T, tc *cmapTest) {
 
 	po := tc.PoolOptions
 	// The CMAP spec's defaults: New takes its options literally.
-	o := Options{MaxPoolSize: 100, MaxConnecting: 2, Monitor: &event.Monitor{Pool: rec.add}}
+	// The client's defaults (the root's table): CMAP's background thread
+	// every 100 ms unless the test says otherwise.
+	o := Options{MaxPoolSize: 100, MaxConnecting: 2, BackgroundInterval: 100 * time.Millisecond, Monitor: &event.Monitor{Pool: rec.add}}
 	if f, ok := num(po["maxPoolSize"]); ok {
 		o.MaxPoolSize = int(f)
 	}
@@ -261,10 +263,7 @@ func runCMAPTest(t *testing.T, tc *cmapTest) {
 		o.WaitQueueTimeout = d
 	}
 	if d, ok := msOption(po, "backgroundThreadIntervalMS"); ok {
-		o.BackgroundInterval = d
-		if d <= 0 {
-			o.BackgroundInterval = -1
-		}
+		o.BackgroundInterval = max(d, 0)
 	}
 	if s, ok := po["appName"].(string); ok {
 		o.Conn = conn.Options{AppName: s}

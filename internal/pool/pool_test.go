@@ -372,7 +372,7 @@ func TestIdleConnectionsExpire(t *testing.T) {
 	}
 
 	// Without the background goroutine, check-out discards it.
-	p2, rec2 := newPool(t, srv.Addr(), Options{MaxIdleTime: 20 * time.Millisecond, BackgroundInterval: -1})
+	p2, rec2 := newPool(t, srv.Addr(), Options{MaxIdleTime: 20 * time.Millisecond, BackgroundInterval: 0})
 	p2.Ready()
 	c1 := mustCheckOut(t, p2)
 	p2.CheckIn(c1)

@@ -38,12 +38,17 @@ class MongoMemoryServer extends Deployment {
     this.emit('stateChange', s);
   }
 
-  async start() {
+  /** Starts the server; forceSamePort restarts a stopped one on its old port. */
+  async start(forceSamePort = false) {
     if (this._state === MongoMemoryServerStates.starting || this._state === MongoMemoryServerStates.running) {
       throw stateError([MongoMemoryServerStates.new, MongoMemoryServerStates.stopped], this._state);
     }
     this._setState(MongoMemoryServerStates.starting);
-    const flags = serverFlags(this.opts);
+    let opts = this.opts;
+    if (forceSamePort && this._instanceInfo) {
+      opts = { ...opts, instance: { ...opts.instance, port: this._instanceInfo.port } };
+    }
+    const flags = serverFlags(opts);
     let ready;
     try {
       ready = await this._launch(flags);
@@ -75,7 +80,8 @@ class MongoMemoryServer extends Deployment {
     if (this._state !== MongoMemoryServerStates.running && this._state !== MongoMemoryServerStates.starting) {
       throw stateError([MongoMemoryServerStates.running, MongoMemoryServerStates.starting], this._state);
     }
-    const r = this._sim.ready;
+    const r = this._sim?.ready;
+    if (!r) throw stateError([MongoMemoryServerStates.running], this._state);
     const db = otherDb || '';
     if (r.loadBalancer) return `mongodb://${hostPort(r.loadBalancer, otherIp)}/${db}?loadBalanced=true`;
     return `mongodb://${hostPort(r.members[0], otherIp)}/${db}`;

@@ -87,8 +87,12 @@ test('new MongoMemoryServer() + start(), ensureInstance and cleanup', async () =
   await server.start();
   deployments.push(server);
   assert.equal((await server.ensureInstance()).dbName, 'x');
+  const port = server.instanceInfo.port;
   await server.stop({ doCleanup: false });
   await server.cleanup();
+  await server.start(true);
+  assert.equal(server.instanceInfo.port, port, 'start(forceSamePort) moved to another port');
+  await server.stop();
 });
 
 test('replica set of 3: one URI, a primary, writes with majority', async () => {
