@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/session"
 	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
@@ -106,6 +107,26 @@ func TestBaseBackoffFromReply(t *testing.T) {
 		raw, _ := bson.Marshal(bson.D{{Key: "ok", Value: 0.0}, {Key: "code", Value: int32(462)}, {Key: "baseBackoffMS", Value: c.v}})
 		if got := baseBackoff(mongoerr.FromReply(raw)); got != c.want {
 			t.Errorf("baseBackoffMS %v: %v, want %v", c.v, got, c.want)
+		}
+	}
+}
+
+// A commit pinned to a mongos that went Unknown (or left the topology)
+// between selection and sending is unpinned for its free retry, which then
+// selects another mongos; without it the retries went straight back to the
+// same mongos until they ran out (seen in cross-shard soaks with router
+// restarts). A statement stays pinned: only the mongos it started on knows
+// the transaction.
+func TestCommitUnpinnedWhenItsMongosCannotTakeIt(t *testing.T) {
+	for _, err := range []error{ErrServerNoLongerWritable, ErrServerRemoved} {
+		for _, cmd := range []string{"commitTransaction", "insert"} {
+			sess := session.NewClient(nil, false)
+			sess.Txn.State, sess.Txn.Pinned = session.TxnInProgress, "mongos-a:27017"
+			op := &Operation{Command: bson.D{{Key: cmd, Value: 1}}, TxnCommand: cmd == "commitTransaction", Session: sess}
+			unpinForRetry(op, &opState{inTxn: true, sess: sess}, err)
+			if unpinned := sess.Txn.Pinned == ""; unpinned != op.TxnCommand {
+				t.Errorf("%s after %v: unpinned %v, want %v", cmd, err, unpinned, op.TxnCommand)
+			}
 		}
 	}
 }

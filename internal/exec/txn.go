@@ -86,13 +86,17 @@ func unpinAfter(op *Operation, err error) {
 
 // unpinForRetry unpins a commit or abort before its retry selects a
 // server: an abort is unpinned whatever happens, a commit once its error
-// leaves the outcome unknown or is transient. The retry may then recover
-// the outcome on another mongos with the recoveryToken.
+// leaves the outcome unknown or is transient, or its mongos could not take
+// it (gone Unknown or left the topology before the command was sent: its
+// free retries would otherwise go straight back to it, without a pause,
+// until they ran out). The retry may then recover the outcome on another
+// mongos with the recoveryToken.
 func unpinForRetry(op *Operation, st *opState, err error) {
 	if !st.inTxn || !op.TxnCommand || st.sess.Txn.Pinned == "" {
 		return
 	}
-	if op.Command[0].Key == "abortTransaction" || unknownCommitResult(err) || mongoerr.HasErrorLabel(err, mongoerr.LabelTransientTxn) {
+	if op.Command[0].Key == "abortTransaction" || unknownCommitResult(err) || mongoerr.HasErrorLabel(err, mongoerr.LabelTransientTxn) ||
+		errors.Is(err, ErrServerNoLongerWritable) || errors.Is(err, ErrServerRemoved) {
 		st.sess.Txn.Pinned = ""
 	}
 }
