@@ -24,6 +24,9 @@ func FuzzCompileFilter(f *testing.F) {
 		`{"$jsonSchema": {"required": ["a"], "properties": {"c": {"bsonType": "array", "items": {"bsonType": "int"}, "uniqueItems": true}}}}`,
 		`{"$jsonSchema": {"additionalProperties": false, "patternProperties": {"^e": {"minProperties": 2}}, "dependencies": {"a": ["z"]}}}`,
 		`{"$jsonSchema": {"oneOf": [{"properties": {"b": {"enum": ["x"]}}}, {"not": {"required": ["_id"]}}]}}`,
+		`{"e": {"$geoWithin": {"$centerSphere": [[0, 0], 1]}}, "c": {"$geoIntersects": {"$geometry": {"type": "Point", "coordinates": [1, 2]}}}}`,
+		`{"a": {"$geoWithin": {"$box": [[0, 0], [2, 2]]}}}`,
+		`{"c": {"$near": {"$geometry": {"type": "Point", "coordinates": [0, 0]}, "$maxDistance": 5}}}`,
 	}
 	for _, s := range seeds {
 		var d bson.D
@@ -55,6 +58,11 @@ func FuzzCompileFilter(f *testing.F) {
 				if ok, _ := flt.MatchErr(d); !ok {
 					_ = FailureDetails(filter, d) // a validator's errInfo
 				}
+			}
+		}
+		if flt, err := CompileFilterWith(filter, Options{AllowNear: true}); err == nil && flt.Near() != nil {
+			for _, d := range docs {
+				_, _ = flt.Near().Distance(d)
 			}
 		}
 		_, _ = UpsertSeed(filter)
