@@ -269,6 +269,7 @@ func (r *Router) broadcastAdmin(rq *request) (bson.D, error) {
 		ss.mu.Lock()
 		for _, id := range ids {
 			delete(ss.txns, value.Key(id))
+			delete(ss.moves, value.Key(id))
 			delete(ss.famPins, value.Key(id))
 		}
 		ss.mu.Unlock()

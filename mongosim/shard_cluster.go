@@ -33,6 +33,7 @@ type shardSet struct {
 	txns      map[string]*shardTxn      // by lsid: the session's latest transaction (shard_txn.go)
 	coords    map[string]*coordination  // the coordinators' commit decisions (shard_txn_coordinator.go)
 	hook      atomic.Pointer[coordHook] // tests: interrupts two-phase commits
+	moves     map[string]movedWrite     // by lsid: a retryable write that moved a document (shard_keychange_router.go)
 	famPins   map[string]famPin         // by lsid: a retryable findAndModify's target (shard_write.go)
 }
 

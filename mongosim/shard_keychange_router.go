@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 )
 
 // The router's side of shard key updates (shard_keychange.go): it turns a
@@ -62,6 +63,7 @@ func (r *Router) resolveKeyChanges(rq *request, sc *shardedColl, ops []wop, res 
 				res.n++
 				res.nModified++
 				k--
+				r.cluster.sharding.noteMoved(rq, bson.D{{Key: "n", Value: int32(1)}, {Key: "nModified", Value: int32(1)}, {Key: "ok", Value: 1.0}})
 				continue
 			}
 		}
@@ -187,6 +189,49 @@ func (r *Router) famKeyChange(rq *request, sc *shardedColl, reply bson.D) (bson.
 	if n, ok := rq.get("new"); ok && asBool(n) {
 		v = post
 	}
-	return bson.D{{Key: "lastErrorObject", Value: bson.D{{Key: "n", Value: int32(1)}, {Key: "updatedExisting", Value: true}}},
-		{Key: "value", Value: v}, {Key: "ok", Value: 1.0}}, nil
+	out := bson.D{{Key: "lastErrorObject", Value: bson.D{{Key: "n", Value: int32(1)}, {Key: "updatedExisting", Value: true}}},
+		{Key: "value", Value: v}, {Key: "ok", Value: 1.0}}
+	r.cluster.sharding.noteMoved(rq, out)
+	return out, nil
+}
+
+// movedWrite is the reply of a retryable write that moved a document, which
+// a retry of it (same lsid and txnNumber) gets again, as mongos replays it
+// from the write's history: the shard it first ran on no longer holds the
+// document to match.
+type movedWrite struct {
+	number int64
+	reply  bson.D
+}
+
+// noteMoved records the reply of a retryable write that moved a document.
+func (ss *shardSet) noteMoved(rq *request, reply bson.D) {
+	lsid, _ := rq.get("lsid")
+	n, ok, _ := txnNumberOf(rq)
+	if lsid == nil || !ok || rq.stxn != nil {
+		return
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.moves == nil {
+		ss.moves = map[string]movedWrite{}
+	}
+	ss.moves[value.Key(lsid)] = movedWrite{number: n, reply: reply}
+}
+
+// movedReply is the recorded reply when rq retries a retryable write that
+// moved a document.
+func (ss *shardSet) movedReply(rq *request) (bson.D, bool) {
+	lsid, _ := rq.get("lsid")
+	n, ok, _ := txnNumberOf(rq)
+	if lsid == nil || !ok || rq.stxn != nil {
+		return nil, false
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	m, found := ss.moves[value.Key(lsid)]
+	if !found || m.number != n {
+		return nil, false
+	}
+	return slices.Clone(m.reply), true
 }

@@ -124,3 +124,32 @@ func TestShardedShardKeyUpdate(t *testing.T) {
 		t.Fatal("a refused shard key update changed the document")
 	}
 }
+
+// A retry of a retryable update that moved a document (same lsid and
+// txnNumber) gets the first attempt's answer, as mongos replays it.
+func TestShardedShardKeyUpdateRetried(t *testing.T) {
+	client, c := shardedClient(t, 2, nil)
+	ctx := testCtx(t)
+	shardCollection(t, ctx, client, "db.r", bson.D{{Key: "k", Value: "hashed"}})
+	if _, err := client.Database("db").Collection("r").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "k", Value: 1}, {Key: "n", Value: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	router := connect(t, c.Routers()[0].URI()+"?directConnection=true")
+	lsid := bson.D{{Key: "id", Value: newUUID()}}
+	update := bson.D{{Key: "update", Value: "r"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "k", Value: 1}}},
+		{Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "k", Value: 2}}}, {Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(7)}}
+	for attempt := range 2 {
+		var reply struct {
+			N         int32 `bson:"n"`
+			NModified int32 `bson:"nModified"`
+		}
+		if err := router.Database("db").RunCommand(ctx, update).Decode(&reply); err != nil || reply.N != 1 || reply.NModified != 1 {
+			t.Fatalf("attempt %d: %+v, %v; want n 1, nModified 1", attempt, reply, err)
+		}
+	}
+	var doc bson.M
+	if err := client.Database("db").Collection("r").FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&doc); err != nil || doc["k"] != int32(2) || doc["n"] != int32(1) {
+		t.Fatalf("document after a retried move = %v, %v; want k 2, n 1", doc, err)
+	}
+}

@@ -25,8 +25,14 @@ func (r *Router) routeShardedColl(rq *request, cmd *command, out *outcome, sc *s
 	ss := r.cluster.sharding
 	switch rq.name {
 	case "insert", "update", "delete":
+		if reply, ok := ss.movedReply(rq); ok && rq.name == "update" {
+			return reply, nil // a retry of a write that moved its document
+		}
 		return r.shardedWrite(rq, sc)
 	case "findAndModify":
+		if reply, ok := ss.movedReply(rq); ok {
+			return reply, nil // a retry of a write that moved its document
+		}
 		reply, err := r.shardedFindAndModify(rq, cmd, out, sc)
 		if code, _ := replyCode(reply); err == nil && code == codeWouldChangeOwningShard {
 			return r.famKeyChange(rq, sc, reply) // shard_keychange_router.go

@@ -62,6 +62,21 @@ func (r faultsResult) appliedCheck() string {
 	return "ok"
 }
 
+// settleTimeline gives the last second of the timeline the activations
+// counted after the run ended: the server counts a fault after closing the
+// connection, so the client can finish its operation before the count.
+func (r *faultsResult) settleTimeline() {
+	n := len(r.Timeline)
+	if n == 0 {
+		return
+	}
+	var sum int64
+	for _, s := range r.Timeline {
+		sum += s.Faults
+	}
+	r.Timeline[n-1].Faults += r.Faults - sum
+}
+
 // faultsSecond is one second of a client's run.
 type faultsSecond struct {
 	Succeeded int64   `json:"succeeded"`
@@ -161,6 +176,7 @@ func runBenchFaults(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		res.Client, res.Applied = name, applied
 		res.Faults = sim.Stats().FailPointsFired - before
+		res.settleTimeline()
 		if res.Faults > 0 {
 			res.FailuresPerFault = float64(res.Failures) / float64(res.Faults)
 		}

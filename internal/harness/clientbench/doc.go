@@ -15,6 +15,12 @@
 //
 //	go test -run '^$' -bench . -benchmem ./internal/harness/clientbench
 //
+// BenchmarkSimServer turns the measurement around: the official driver is
+// the client and the metric is mongosim's own CPU per document (its child
+// process's rusage), for insert of 1 000-document batches and a find of
+// 10 000; CLIENTBENCH_SERVE_CPUPROFILE=<file> makes the child write a CPU
+// profile of the server.
+//
 // report.go (go run ./internal/harness/clientbench/report.go) runs them and prints a
 // markdown table of sturdy/official ratios.
 //
