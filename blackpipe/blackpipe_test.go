@@ -171,6 +171,29 @@ func TestReceiveAndReplyInsert(t *testing.T) {
 	}
 }
 
+// A reply the server cannot encode still answers the client: InternalError
+// instead of a command that waits for its timeout.
+func TestUnencodableReplyAnswersInternalError(t *testing.T) {
+	s := Start(t)
+	c := connect(t, s.URI())
+	ctx := testCtx(t, 10*time.Second)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.Database("db").RunCommand(ctx, bson.D{{Key: "count", Value: "c"}}).Err()
+	}()
+	r, err := s.Receive(ctx, Command("count"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reply(bson.D{{Key: "bad\x00key", Value: 1}}); err == nil {
+		t.Fatal("Reply encoded a key holding NUL")
+	}
+	var ce mongo.CommandError
+	if err := <-errc; !errors.As(err, &ce) || ce.Code != 1 || !strings.Contains(ce.Message, "could not be encoded") {
+		t.Fatalf("the client got %v, want InternalError naming the encoding failure", err)
+	}
+}
+
 func TestReplyHelpersSeenByDriver(t *testing.T) {
 	s := Start(t)
 	c := connect(t, s.URI())

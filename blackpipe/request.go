@@ -174,9 +174,17 @@ func (r *Request) encodeReply(body bson.Raw) ([]byte, error) {
 // Reply answers the request with doc (bson.D, bson.M, bson.Raw or a struct);
 // "ok": 1 is added if absent. OP_QUERY requests get an OP_REPLY. A request
 // sent with moreToCome gets nothing.
+//
+// A doc that cannot be encoded (a key holding NUL, a value BSON has no type
+// for) is answered with InternalError naming the failure, so the client is
+// never left waiting for a reply; Reply returns the encoding error.
 func (r *Request) Reply(doc any) error {
 	body, err := marshalReply(doc)
 	if err != nil {
+		if eb, e := marshalReply(bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "reply could not be encoded: " + err.Error()},
+			{Key: "code", Value: int32(1)}, {Key: "codeName", Value: "InternalError"}}); e == nil {
+			_ = r.replyRaw(eb)
+		}
 		return err
 	}
 	return r.replyRaw(body)

@@ -33,9 +33,9 @@ func Scripts(vars map[string]any) *js.Env {
 	return e
 }
 
-// compileBody compiles the script of $function (body) or of $accumulator
+// CompileBody compiles the script of $function (body) or of $accumulator
 // (init, accumulate, merge, finalize): a constant string or code.
-func compileBody(op, field string, spec any) (*js.Function, error) {
+func CompileBody(op, field string, spec any) (*js.Function, error) {
 	if !isLiteral(spec) {
 		if op == "$function" {
 			return nil, cmderr.New(31432, "The body function must be a constant expression")
@@ -53,8 +53,8 @@ func compileBody(op, field string, spec any) (*js.Function, error) {
 	return js.Compile(spec)
 }
 
-// CheckLang checks an operator's lang field, which must be "js".
-func CheckLang(d bson.D, missingCode, badCode int32) error {
+// checkLang checks an operator's lang field, which must be "js".
+func checkLang(d bson.D, missingCode, badCode int32) error {
 	lang, ok := value.Get(d, "lang")
 	if !ok {
 		return cmderr.New(missingCode, "The lang field must be specified.")
@@ -63,12 +63,6 @@ func CheckLang(d bson.D, missingCode, badCode int32) error {
 		return cmderr.New(badCode, "Currently the only supported language specifier is 'js'.")
 	}
 	return nil
-}
-
-// CompileBody compiles a script field of $accumulator (init, accumulate,
-// merge, finalize), which must be a constant string or code.
-func CompileBody(op, field string, spec any) (*js.Function, error) {
-	return compileBody(op, field, spec)
 }
 
 func compileFunctionOp(name string, args any) (evalFn, error) {
@@ -80,7 +74,7 @@ func compileFunctionOp(name string, args any) (evalFn, error) {
 	if !ok {
 		return nil, cmderr.New(31261, "The body function must be specified.")
 	}
-	fn, err := compileBody(name, "body", body)
+	fn, err := CompileBody(name, "body", body)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +86,7 @@ func compileFunctionOp(name string, args any) (evalFn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckLang(d, 31418, 31419); err != nil {
+	if err := checkLang(d, 31418, 31419); err != nil {
 		return nil, err
 	}
 	return func(s *scope) (any, error) {
