@@ -373,6 +373,10 @@ func TestGeoNearStage(t *testing.T) {
 	geoWantIDs(t, "key", got, 1, 2, 4, 3)
 	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$geoNear", Value: bson.D{{Key: "near", Value: geoPoint(0, 0)}}}}})
 	geoWantCode(t, "no distanceField", err, 16606, "")
+	// A view's own pipeline comes first, so $geoNear is not.
+	sdNoErr(t, coll.Database().CreateView(ctx, "stage_view", "stage", mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}}))
+	_, err = coll.Database().Collection("stage_view").Aggregate(ctx, stage())
+	geoWantCode(t, "on a view", err, 40603, "")
 }
 
 // Through routers: an unsharded collection's $near and $geoNear run on its

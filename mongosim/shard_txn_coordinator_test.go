@@ -222,3 +222,41 @@ func TestShardedTwoPhaseCommitFaults(t *testing.T) {
 		}
 	}
 }
+
+// The router a two-phase commit went through stops between prepare and
+// decision; the commit sent with the recoveryToken to the other router
+// joins the coordination and reports it committed, on every shard.
+func TestShardedTwoPhaseCommitRecoveredOnAnotherRouter(t *testing.T) {
+	const n = 20
+	_, c, _ := twoShardDocs(t, n)
+	ctx := testCtx(t)
+	r0, r1 := c.Routers()[0], c.Routers()[1]
+	stopped := make(chan struct{})
+	recordStages(c, stagePrepared, func(*Cluster) {
+		_ = r0.Stop()
+		close(stopped)
+	})
+	db0 := connect(t, r0.URI()+"?directConnection=true").Database("db")
+	lsid := bson.D{{Key: "id", Value: newUUID()}}
+	txn := []bson.E{{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}}
+	var upd struct {
+		N             int32  `bson:"n"`
+		RecoveryToken bson.D `bson:"recoveryToken"`
+	}
+	cmd := append(bson.D{{Key: "update", Value: "t"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}},
+		{Key: "u", Value: bson.D{{Key: "$inc", Value: bson.D{{Key: "x", Value: 1}}}}}, {Key: "multi", Value: true}}}},
+		{Key: "startTransaction", Value: true}}, txn...)
+	if err := db0.RunCommand(ctx, cmd).Decode(&upd); err != nil || upd.N != n || upd.RecoveryToken == nil {
+		t.Fatalf("update in the transaction: %+v, %v", upd, err)
+	}
+	commit := append(bson.D{{Key: "commitTransaction", Value: 1}}, txn...)
+	if err := db0.Client().Database("admin").RunCommand(ctx, commit).Err(); err == nil {
+		t.Fatal("the commit through the stopped router answered")
+	}
+	<-stopped
+	commit = append(commit, bson.E{Key: "recoveryToken", Value: upd.RecoveryToken})
+	if err := connect(t, r1.URI()+"?directConnection=true").Database("admin").RunCommand(ctx, commit).Err(); err != nil {
+		t.Fatalf("commit recovered on the other router: %v", err)
+	}
+	wantX(t, ctx, c, n, 1)
+}
