@@ -79,6 +79,49 @@ func updateResult(r *mongo.UpdateResult) *sturdy.UpdateResult {
 		UpsertedCount: r.UpsertedCount, UpsertedID: r.UpsertedID, Acknowledged: r.Acknowledged}
 }
 
+// writeSetter is what the official driver's update, replace and delete
+// option builders share; each Set method returns its own builder type.
+type writeSetter[B any] interface {
+	SetCollation(*options.Collation) B
+	SetHint(any) B
+	SetLet(any) B
+	SetComment(any) B
+}
+
+// setWrite copies the options every write shares onto o, leaving unset
+// ones to the driver's defaults.
+func setWrite[B writeSetter[B]](o B, c *sturdy.Collation, hint, let, comment any) {
+	if c != nil {
+		o.SetCollation(collation(c))
+	}
+	if hint != nil {
+		o.SetHint(hint)
+	}
+	if let != nil {
+		o.SetLet(let)
+	}
+	if comment != nil {
+		o.SetComment(comment)
+	}
+}
+
+// updateSetter is what the UpdateOne, UpdateMany and Replace builders share.
+type updateSetter[B any] interface {
+	writeSetter[B]
+	SetUpsert(bool) B
+	SetBypassDocumentValidation(bool) B
+}
+
+// setUpdate copies the options updates and replacements share onto o;
+// ArrayFilters and Sort, which not every builder has, are the caller's.
+func setUpdate[B updateSetter[B]](o B, p *sturdy.UpdateOptions) {
+	o.SetUpsert(p.Upsert)
+	setWrite(o, p.Collation, p.Hint, p.Let, p.Comment)
+	if p.BypassDocumentValidation != nil {
+		o.SetBypassDocumentValidation(*p.BypassDocumentValidation)
+	}
+}
+
 // UpdateOne implements adapt.Collection.
 func (a *Coll) UpdateOne(ctx context.Context, filter, update any, opts ...*sturdy.UpdateOptions) (*sturdy.UpdateResult, error) {
 	o := options.UpdateOne()
@@ -86,27 +129,12 @@ func (a *Coll) UpdateOne(ctx context.Context, filter, update any, opts ...*sturd
 		if err := noSession(p.Session); err != nil {
 			return nil, err
 		}
-		o.SetUpsert(p.Upsert)
+		setUpdate(o, p)
 		if p.ArrayFilters != nil {
 			o.SetArrayFilters(p.ArrayFilters)
 		}
-		if p.Collation != nil {
-			o.SetCollation(collation(p.Collation))
-		}
-		if p.Hint != nil {
-			o.SetHint(p.Hint)
-		}
-		if p.Let != nil {
-			o.SetLet(p.Let)
-		}
 		if p.Sort != nil {
 			o.SetSort(p.Sort)
-		}
-		if p.Comment != nil {
-			o.SetComment(p.Comment)
-		}
-		if p.BypassDocumentValidation != nil {
-			o.SetBypassDocumentValidation(*p.BypassDocumentValidation)
 		}
 	}
 	r, err := a.c.UpdateOne(ctx, filter, update, o)
@@ -126,24 +154,9 @@ func (a *Coll) UpdateMany(ctx context.Context, filter, update any, opts ...*stur
 		if p.Sort != nil {
 			return nil, fmt.Errorf("%w: Sort applies to UpdateOne only", sturdy.ErrInvalidArgument)
 		}
-		o.SetUpsert(p.Upsert)
+		setUpdate(o, p)
 		if p.ArrayFilters != nil {
 			o.SetArrayFilters(p.ArrayFilters)
-		}
-		if p.Collation != nil {
-			o.SetCollation(collation(p.Collation))
-		}
-		if p.Hint != nil {
-			o.SetHint(p.Hint)
-		}
-		if p.Let != nil {
-			o.SetLet(p.Let)
-		}
-		if p.Comment != nil {
-			o.SetComment(p.Comment)
-		}
-		if p.BypassDocumentValidation != nil {
-			o.SetBypassDocumentValidation(*p.BypassDocumentValidation)
 		}
 	}
 	r, err := a.c.UpdateMany(ctx, filter, update, o)
@@ -160,24 +173,10 @@ func (a *Coll) ReplaceOne(ctx context.Context, filter, replacement any, opts ...
 		if err := noSession(p.Session); err != nil {
 			return nil, err
 		}
-		o.SetUpsert(p.Upsert)
-		if p.Collation != nil {
-			o.SetCollation(collation(p.Collation))
-		}
-		if p.Hint != nil {
-			o.SetHint(p.Hint)
-		}
-		if p.Let != nil {
-			o.SetLet(p.Let)
-		}
+		setUpdate(o, &sturdy.UpdateOptions{Upsert: p.Upsert, Collation: p.Collation, Hint: p.Hint, Let: p.Let,
+			Comment: p.Comment, BypassDocumentValidation: p.BypassDocumentValidation})
 		if p.Sort != nil {
 			o.SetSort(p.Sort)
-		}
-		if p.Comment != nil {
-			o.SetComment(p.Comment)
-		}
-		if p.BypassDocumentValidation != nil {
-			o.SetBypassDocumentValidation(*p.BypassDocumentValidation)
 		}
 	}
 	r, err := a.c.ReplaceOne(ctx, filter, replacement, o)
@@ -211,33 +210,11 @@ func (a *Coll) delete(ctx context.Context, filter any, many bool, p *sturdy.Dele
 	)
 	if many {
 		o := options.DeleteMany()
-		if p0.Collation != nil {
-			o.SetCollation(collation(p0.Collation))
-		}
-		if p0.Hint != nil {
-			o.SetHint(p0.Hint)
-		}
-		if p0.Let != nil {
-			o.SetLet(p0.Let)
-		}
-		if p0.Comment != nil {
-			o.SetComment(p0.Comment)
-		}
+		setWrite(o, p0.Collation, p0.Hint, p0.Let, p0.Comment)
 		r, err = a.c.DeleteMany(ctx, filter, o)
 	} else {
 		o := options.DeleteOne()
-		if p0.Collation != nil {
-			o.SetCollation(collation(p0.Collation))
-		}
-		if p0.Hint != nil {
-			o.SetHint(p0.Hint)
-		}
-		if p0.Let != nil {
-			o.SetLet(p0.Let)
-		}
-		if p0.Comment != nil {
-			o.SetComment(p0.Comment)
-		}
+		setWrite(o, p0.Collation, p0.Hint, p0.Let, p0.Comment)
 		r, err = a.c.DeleteOne(ctx, filter, o)
 	}
 	if err != nil {

@@ -555,11 +555,11 @@ func establishmentFailure(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	var cleared *pool.PoolClearedError
+	var cleared *mongoerr.PoolClearedError
 	if errors.As(err, &cleared) || errors.Is(err, pool.ErrPoolClosed) {
 		return false
 	}
-	var authErr *conn.AuthError
+	var authErr *mongoerr.AuthError
 	return mongoerr.IsNetworkError(err) || errors.As(err, &authErr)
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/csot"
-	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/topology"
 	"github.com/sturdy-go/sturdy/mongoerr"
 )
@@ -32,14 +31,6 @@ import (
 // loop, not a pace: a burst of faults on other connections can clear a
 // pool many times while a check-out waits for a new connection.
 const MaxUnsentRetries = 100
-
-// RetryableWritesUnsupportedMessage replaces the server's message when it
-// rejects a transaction number.
-const RetryableWritesUnsupportedMessage = mongoerr.RetryableWritesUnsupportedMessage
-
-// RetryableWritesUnsupportedError is returned when the server rejected the
-// transaction number of a retryable write.
-type RetryableWritesUnsupportedError = mongoerr.RetryableWritesUnsupportedError
 
 // errRetryUnsupported is the driver-side failure of a retry whose server
 // no longer supports retryable writes; the policy then returns the
@@ -172,7 +163,7 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 		return stop()
 	}
 	if st.txnNumber != nil && !st.inTxn && transactionNumbersRejected(err) {
-		return false, reply, &RetryableWritesUnsupportedError{Err: err}
+		return false, reply, &mongoerr.RetryableWritesUnsupportedError{Err: err}
 	}
 
 	if r.neverSent(st, err) {
@@ -256,7 +247,7 @@ func (r *retrier) neverSent(st *opState, err error) bool {
 		// any command, unless it is bound to the server that left.
 		return r.op.Server == nil
 	}
-	var cleared *pool.PoolClearedError
+	var cleared *mongoerr.PoolClearedError
 	if !errors.As(err, &cleared) && !errors.Is(err, ErrServerNoLongerWritable) {
 		return false
 	}
@@ -382,7 +373,7 @@ func writeAttempted(st *opState, err error) bool {
 // RetryableWriteError label (set by 4.4+ servers, by labelNetworkError,
 // and by labelPre44 for older servers).
 func isRetryableWriteError(err error) bool {
-	var cleared *pool.PoolClearedError
+	var cleared *mongoerr.PoolClearedError
 	return mongoerr.IsNetworkError(err) || errors.As(err, &cleared) ||
 		mongoerr.HasErrorLabel(err, mongoerr.LabelRetryableWrite)
 }
@@ -390,7 +381,7 @@ func isRetryableWriteError(err error) bool {
 // isRetryableReadError: a network error, a pool-cleared error or a
 // retryable read code (also met during a connection handshake).
 func isRetryableReadError(err error) bool {
-	var cleared *pool.PoolClearedError
+	var cleared *mongoerr.PoolClearedError
 	if mongoerr.IsNetworkError(err) || errors.As(err, &cleared) {
 		return true
 	}

@@ -37,6 +37,41 @@ func compileBucketOutput(stageName string, v any, have bool) ([]accSpec, error) 
 	return out, nil
 }
 
+// bucketSpec holds the keys $bucket and $bucketAuto share.
+type bucketSpec struct {
+	groupBy    *expr.Expr
+	output     any
+	haveOutput bool
+}
+
+// walkBucketSpec reads spec's keys in order, stopping at the first error as
+// mongod does: groupBy and output here, the stage's own keys in own, which
+// says whether it knows the key; any other is answered with unknownCode.
+func walkBucketSpec(stageName string, spec bson.D, unknownCode int32, own func(bson.E) (bool, error)) (bucketSpec, error) {
+	var c bucketSpec
+	for _, e := range spec {
+		switch e.Key {
+		case "groupBy":
+			g, err := groupExpr(stageName, e.Value)
+			if err != nil {
+				return c, err
+			}
+			c.groupBy = g
+		case "output":
+			c.output, c.haveOutput = e.Value, true
+		default:
+			known, err := own(e)
+			if err != nil {
+				return c, err
+			}
+			if !known {
+				return c, cmderr.New(unknownCode, "Unrecognized option to %s: %s.", stageName, e.Key)
+			}
+		}
+	}
+	return c, nil
+}
+
 // groupExpr compiles a bucket stage's groupBy, which must be a field path or
 // an expression object.
 func groupExpr(stageName string, v any) (*expr.Expr, error) {
@@ -109,31 +144,25 @@ func compileBucket(arg any) (stage, error) {
 		return nil, cmderr.New(40201, "Argument to $bucket stage must be an object, but found type: %s.", value.TypeName(arg))
 	}
 	b := &bucketStage{}
-	var (
-		outSpec any
-		haveOut bool
-		err     error
-	)
-	for _, e := range spec {
+	common, err := walkBucketSpec("$bucket", spec, 40197, func(e bson.E) (bool, error) {
 		switch e.Key {
-		case "groupBy":
-			if b.groupBy, err = groupExpr("$bucket", e.Value); err != nil {
-				return nil, err
-			}
 		case "boundaries":
 			a, ok := value.ToArray(e.Value)
 			if !ok {
-				return nil, cmderr.New(40200, "The $bucket 'boundaries' field must be an array, but found type: %s.", value.TypeName(e.Value))
+				return true, cmderr.New(40200, "The $bucket 'boundaries' field must be an array, but found type: %s.", value.TypeName(e.Value))
 			}
 			b.boundaries = a
 		case "default":
 			b.def, b.hasDefault = e.Value, true
-		case "output":
-			outSpec, haveOut = e.Value, true
 		default:
-			return nil, cmderr.New(40197, "Unrecognized option to $bucket: %s.", e.Key)
+			return false, nil
 		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	b.groupBy = common.groupBy
 	if b.groupBy == nil || b.boundaries == nil {
 		return nil, cmderr.New(40198, "$bucket requires 'groupBy' and 'boundaries' to be specified.")
 	}
@@ -153,7 +182,7 @@ func compileBucket(arg any) (stage, error) {
 		value.Compare(b.def, b.boundaries[0]) >= 0 && value.Compare(b.def, b.boundaries[len(b.boundaries)-1]) < 0 {
 		return nil, cmderr.New(40199, "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary.")
 	}
-	if b.output, err = compileBucketOutput("$bucket", outSpec, haveOut); err != nil {
+	if b.output, err = compileBucketOutput("$bucket", common.output, common.haveOutput); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -225,37 +254,33 @@ func compileBucketAuto(arg any) (stage, error) {
 		return nil, cmderr.New(40240, "The argument to $bucketAuto must be an object, but found type: %s.", value.TypeName(arg))
 	}
 	b := &bucketAutoStage{}
-	var (
-		outSpec any
-		haveOut bool
-		err     error
-	)
-	for _, e := range spec {
+	common, err := walkBucketSpec("$bucketAuto", spec, 40245, func(e bson.E) (bool, error) {
 		switch e.Key {
-		case "groupBy":
-			if b.groupBy, err = groupExpr("$bucketAuto", e.Value); err != nil {
-				return nil, err
-			}
 		case "buckets":
 			n, ok := value.ToInt64(e.Value)
 			if !ok || n <= 0 || n > 1<<31-1 {
-				return nil, cmderr.New(40243, "The $bucketAuto 'buckets' field must be greater than 0, but found: %s.", expr.Render(e.Value))
+				return true, cmderr.New(40243, "The $bucketAuto 'buckets' field must be greater than 0, but found: %s.", expr.Render(e.Value))
 			}
 			b.buckets = int(n)
-		case "output":
-			outSpec, haveOut = e.Value, true
 		case "granularity":
-			if b.round, err = newRounder(e.Value); err != nil {
-				return nil, err
+			r, err := newRounder(e.Value)
+			if err != nil {
+				return true, err
 			}
+			b.round = r
 		default:
-			return nil, cmderr.New(40245, "Unrecognized option to $bucketAuto: %s.", e.Key)
+			return false, nil
 		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	b.groupBy = common.groupBy
 	if b.groupBy == nil || b.buckets == 0 {
 		return nil, cmderr.New(40246, "$bucketAuto requires 'groupBy' and 'buckets' to be specified")
 	}
-	if b.output, err = compileBucketOutput("$bucketAuto", outSpec, haveOut); err != nil {
+	if b.output, err = compileBucketOutput("$bucketAuto", common.output, common.haveOutput); err != nil {
 		return nil, err
 	}
 	return b, nil
