@@ -128,6 +128,32 @@ func (e *NetworkError) HasErrorLabel(label string) bool { return slices.Contains
 // Timeout reports whether the network error was a timeout.
 func (e *NetworkError) Timeout() bool { return isTimeout(e.Err) }
 
+// IncompatibleError says a server's wire-version range does not overlap
+// with this client's (SupportedMin to SupportedMax). Server selection fails
+// with it, wrapped in a *ServerSelectionError.
+type IncompatibleError struct {
+	Addr           string
+	MinWireVersion int32 // the server's range
+	MaxWireVersion int32
+	SupportedMin   int32 // this client's range
+	SupportedMax   int32
+}
+
+func (e *IncompatibleError) Error() string {
+	if e.MinWireVersion > e.SupportedMax {
+		return fmt.Sprintf("server at %s requires wire version %d, but this version of sturdy only supports up to %d",
+			e.Addr, e.MinWireVersion, e.SupportedMax)
+	}
+	return fmt.Sprintf("server at %s reports wire version %d, but this version of sturdy requires at least %d (MongoDB 4.4)",
+		e.Addr, e.MaxWireVersion, e.SupportedMin)
+}
+
+// ReadPrefError is a read preference that can never be satisfied as given
+// (server selection returns it as is, without waiting).
+type ReadPrefError struct{ Reason string }
+
+func (e *ReadPrefError) Error() string { return "invalid read preference: " + e.Reason }
+
 // ServerSelectionError is returned when no suitable server was found before
 // the server selection timeout or the context deadline.
 type ServerSelectionError struct {

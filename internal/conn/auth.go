@@ -40,10 +40,6 @@ type Credential struct {
 	PasswordSet bool
 }
 
-// AuthError is a failed authentication (defined in mongoerr so callers
-// see its fields).
-type AuthError = mongoerr.AuthError
-
 // authenticator runs one mechanism on a freshly handshaken connection.
 type authenticator interface {
 	// mechsQuery is hello's saslSupportedMechs value ("" for none).
@@ -60,7 +56,7 @@ func newAuthenticator(cred *Credential) (authenticator, error) {
 	switch mech {
 	case "", MechSCRAMSHA1, MechSCRAMSHA256:
 		if cred.Username == "" {
-			return nil, &AuthError{Mechanism: orDefault(mech, "SCRAM"), Err: errors.New("a username is required")}
+			return nil, &mongoerr.AuthError{Mechanism: orDefault(mech, "SCRAM"), Err: errors.New("a username is required")}
 		}
 		source := cred.Source
 		if source == "" {
@@ -69,15 +65,15 @@ func newAuthenticator(cred *Credential) (authenticator, error) {
 		return &scramAuth{cred: cred, mech: mech, source: source}, nil
 	case MechX509:
 		if cred.Source != "" && cred.Source != "$external" {
-			return nil, &AuthError{Mechanism: mech, Err: fmt.Errorf("source must be $external, not %q", cred.Source)}
+			return nil, &mongoerr.AuthError{Mechanism: mech, Err: fmt.Errorf("source must be $external, not %q", cred.Source)}
 		}
 		if cred.Password != "" {
-			return nil, &AuthError{Mechanism: mech, Err: errors.New("a password is not allowed")}
+			return nil, &mongoerr.AuthError{Mechanism: mech, Err: errors.New("a password is not allowed")}
 		}
 		return &x509Auth{user: cred.Username}, nil
 	case MechPLAIN:
 		if cred.Username == "" {
-			return nil, &AuthError{Mechanism: mech, Err: errors.New("a username is required")}
+			return nil, &mongoerr.AuthError{Mechanism: mech, Err: errors.New("a username is required")}
 		}
 		source := cred.Source
 		if source == "" {
@@ -85,7 +81,7 @@ func newAuthenticator(cred *Credential) (authenticator, error) {
 		}
 		return &plainAuth{cred: cred, source: source}, nil
 	}
-	return nil, &AuthError{Mechanism: cred.Mechanism, Err: fmt.Errorf("mechanism %q is not supported (supported: SCRAM-SHA-256, SCRAM-SHA-1, MONGODB-X509, PLAIN)", cred.Mechanism)}
+	return nil, &mongoerr.AuthError{Mechanism: cred.Mechanism, Err: fmt.Errorf("mechanism %q is not supported (supported: SCRAM-SHA-256, SCRAM-SHA-1, MONGODB-X509, PLAIN)", cred.Mechanism)}
 }
 
 func orDefault(s, def string) string {
@@ -100,15 +96,15 @@ func orDefault(s, def string) string {
 func runCommand(ctx context.Context, c *Conn, mech, db string, cmd bson.D) (bson.Raw, error) {
 	body, err := bson.Marshal(cmd)
 	if err != nil {
-		return nil, &AuthError{Mechanism: mech, Err: err}
+		return nil, &mongoerr.AuthError{Mechanism: mech, Err: err}
 	}
 	r, err := c.Send(ctx, &Request{DB: db, Command: body})
 	if err != nil {
-		var ne *NetworkError
+		var ne *mongoerr.NetworkError
 		if errors.As(err, &ne) {
 			return nil, err
 		}
-		return nil, &AuthError{Mechanism: mech, Err: err}
+		return nil, &mongoerr.AuthError{Mechanism: mech, Err: err}
 	}
 	return r.Body, nil
 }
@@ -174,12 +170,12 @@ func (a *scramAuth) mechsQuery() string {
 func (a *scramAuth) start(mech string) (*scram.ClientConversation, bson.D, error) {
 	cl, err := scramClient(mech, a.cred.Username, a.cred.Password)
 	if err != nil {
-		return nil, nil, &AuthError{Mechanism: mech, Err: err}
+		return nil, nil, &mongoerr.AuthError{Mechanism: mech, Err: err}
 	}
 	conv := cl.NewConversation()
 	first, err := conv.Step("")
 	if err != nil {
-		return nil, nil, &AuthError{Mechanism: mech, Err: err}
+		return nil, nil, &mongoerr.AuthError{Mechanism: mech, Err: err}
 	}
 	return conv, bson.D{
 		{Key: "saslStart", Value: int32(1)},
@@ -232,17 +228,17 @@ func (a *scramAuth) converse(ctx context.Context, c *Conn, mech string, conv *sc
 	for range 4 {
 		convID, payload, done, err := saslFields(reply)
 		if err != nil {
-			return &AuthError{Mechanism: mech, Err: err}
+			return &mongoerr.AuthError{Mechanism: mech, Err: err}
 		}
 		var resp string
 		if !conv.Done() {
 			if resp, err = conv.Step(string(payload)); err != nil {
-				return &AuthError{Mechanism: mech, Err: err}
+				return &mongoerr.AuthError{Mechanism: mech, Err: err}
 			}
 		}
 		if done {
 			if !conv.Done() || !conv.Valid() {
-				return &AuthError{Mechanism: mech, Err: errors.New("server ended the conversation before proving it knows the password")}
+				return &mongoerr.AuthError{Mechanism: mech, Err: errors.New("server ended the conversation before proving it knows the password")}
 			}
 			return nil
 		}
@@ -255,7 +251,7 @@ func (a *scramAuth) converse(ctx context.Context, c *Conn, mech string, conv *sc
 			return err
 		}
 	}
-	return &AuthError{Mechanism: mech, Err: errors.New("server did not finish the conversation")}
+	return &mongoerr.AuthError{Mechanism: mech, Err: errors.New("server did not finish the conversation")}
 }
 
 // saslFields reads conversationId, payload and done from a SASL reply.
@@ -326,7 +322,7 @@ func (a *plainAuth) authenticate(ctx context.Context, c *Conn) error {
 		return err
 	}
 	if _, _, done, err := saslFields(reply); err != nil || !done {
-		return &AuthError{Mechanism: MechPLAIN, Err: errors.New("server did not finish the PLAIN conversation")}
+		return &mongoerr.AuthError{Mechanism: MechPLAIN, Err: errors.New("server did not finish the PLAIN conversation")}
 	}
 	return nil
 }

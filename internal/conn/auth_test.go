@@ -13,6 +13,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
 
@@ -51,8 +52,8 @@ func TestSCRAMAgainstMongosim(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := conn.Dial(ctx, addr, conn.Options{Credential: cred})
-			var ae *conn.AuthError
-			var ce *conn.CommandError
+			var ae *mongoerr.AuthError
+			var ce *mongoerr.CommandError
 			if !errors.As(err, &ae) || !errors.As(err, &ce) || ce.Code != 18 {
 				t.Fatalf("got %v, want an AuthError wrapping AuthenticationFailed", err)
 			}
@@ -239,7 +240,7 @@ func TestSCRAMWrongPasswordAgainstBlackpipe(t *testing.T) {
 	srv := blackpipe.Start(t)
 	newSCRAMServer(t, srv, "user", "other", bson.A{"SCRAM-SHA-256"}, true)
 	_, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{Credential: &conn.Credential{Username: "user", Password: "pencil"}})
-	var ae *conn.AuthError
+	var ae *mongoerr.AuthError
 	if !errors.As(err, &ae) || ae.Mechanism != conn.MechSCRAMSHA256 {
 		t.Fatalf("got %v", err)
 	}
@@ -250,8 +251,8 @@ func TestAuthNetworkFailureIsNetworkError(t *testing.T) {
 	newSCRAMServer(t, srv, "user", "pencil", bson.A{"SCRAM-SHA-256"}, true)
 	srv.Autorespond(blackpipe.Command("saslContinue"), func(r *blackpipe.Request) bool { return r.Hangup() == nil })
 	_, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{Credential: &conn.Credential{Username: "user", Password: "pencil"}})
-	var ne *conn.NetworkError
-	var ae *conn.AuthError
+	var ne *mongoerr.NetworkError
+	var ae *mongoerr.AuthError
 	if !errors.As(err, &ne) || errors.As(err, &ae) {
 		t.Fatalf("got %v, want a NetworkError", err)
 	}

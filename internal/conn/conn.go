@@ -19,12 +19,6 @@ import (
 	"github.com/sturdy-go/sturdy/wire"
 )
 
-// NetworkError and CommandError are the shared client error types.
-type (
-	NetworkError = mongoerr.NetworkError
-	CommandError = mongoerr.CommandError
-)
-
 var (
 	// ErrClosed is returned (wrapped in a *NetworkError) for round trips on
 	// a closed connection.
@@ -182,7 +176,7 @@ func (c *Conn) Send(ctx context.Context, req *Request) (*Reply, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed.Load() {
-		return nil, &NetworkError{Addr: c.addr, Op: "write", Err: ErrClosed}
+		return nil, &mongoerr.NetworkError{Addr: c.addr, Op: "write", Err: ErrClosed}
 	}
 	if c.streaming {
 		return nil, ErrStreaming
@@ -245,7 +239,7 @@ func (c *Conn) ReadReply(ctx context.Context) (*Reply, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed.Load() {
-		return nil, &NetworkError{Addr: c.addr, Op: "read", Err: ErrClosed}
+		return nil, &mongoerr.NetworkError{Addr: c.addr, Op: "read", Err: ErrClosed}
 	}
 	if !c.streaming {
 		return nil, ErrNotStreaming
@@ -405,7 +399,7 @@ func (c *Conn) fail(ctx context.Context, op string, err error) error {
 	return netError(ctx, c.addr, op, err)
 }
 
-func netError(ctx context.Context, addr, op string, err error) *NetworkError {
+func netError(ctx context.Context, addr, op string, err error) *mongoerr.NetworkError {
 	ctxErr := ctx.Err()
 	if ctxErr == nil {
 		// The socket deadline fires a moment before the context's timer.
@@ -417,7 +411,7 @@ func netError(ctx context.Context, addr, op string, err error) *NetworkError {
 	if ctxErr != nil && !errors.Is(err, ctxErr) {
 		err = fmt.Errorf("%w: %w", ctxErr, err)
 	}
-	return &NetworkError{Addr: addr, Op: op, Err: err}
+	return &mongoerr.NetworkError{Addr: addr, Op: op, Err: err}
 }
 
 // appendDB appends cmd with a trailing $db element to dst.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -53,7 +54,7 @@ func TestCommandErrorCarriesCodeAndLabels(t *testing.T) {
 	}
 	defer c.Close()
 	_, err = c.RoundTrip(context.Background(), "db", bson.D{{Key: "insert", Value: "c"}})
-	var ce *conn.CommandError
+	var ce *mongoerr.CommandError
 	if !errors.As(err, &ce) || ce.Code != 11602 || !ce.HasErrorLabel("RetryableWriteError") {
 		t.Fatalf("got %v", err)
 	}
@@ -70,7 +71,7 @@ func TestNetworkErrorClosesConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.RoundTrip(context.Background(), "db", bson.D{{Key: "insert", Value: "c"}})
-	var ne *conn.NetworkError
+	var ne *mongoerr.NetworkError
 	if !errors.As(err, &ne) {
 		t.Fatalf("got %v, want a NetworkError", err)
 	}

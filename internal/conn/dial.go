@@ -13,6 +13,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -200,7 +201,7 @@ func (c *Conn) handshake(ctx context.Context, o Options, p dialPlan) error {
 	start := time.Now()
 	reply, err := c.Send(ctx, &Request{DB: "admin", Command: body})
 	if err != nil {
-		var ne *NetworkError
+		var ne *mongoerr.NetworkError
 		if errors.As(err, &ne) {
 			ne.Op = "handshake"
 			return ne
@@ -250,9 +251,9 @@ func (c *Conn) authenticate(ctx context.Context, o Options, auth authenticator) 
 	// After the handshake: SDAM error handling clears this service's
 	// connections (load balancer specification), so the error says which
 	// service, network errors too.
-	var ae *AuthError
+	var ae *mongoerr.AuthError
 	if !errors.As(err, &ae) {
-		ae = &AuthError{Mechanism: o.Credential.Mechanism, Err: err}
+		ae = &mongoerr.AuthError{Mechanism: o.Credential.Mechanism, Err: err}
 		err = ae
 	}
 	ae.ServiceID = c.desc.ServiceID

@@ -146,7 +146,7 @@ func TestDialOptionErrors(t *testing.T) {
 			t.Errorf("%s: option error reported as a network error: %v", name, err)
 		}
 	}
-	var ae *conn.AuthError
+	var ae *mongoerr.AuthError
 	_, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{Credential: &conn.Credential{Mechanism: "MONGODB-AWS", Username: "u"}})
 	if !errors.As(err, &ae) || ae.Mechanism != "MONGODB-AWS" || !strings.Contains(err.Error(), "not supported") {
 		t.Errorf("unsupported mechanism: %v", err)
@@ -232,7 +232,7 @@ func TestTLS(t *testing.T) {
 		c.Close()
 	}
 	_, err = conn.Dial(ctx, srv.Addr(), conn.Options{TLSConfig: &tls.Config{RootCAs: cert.Roots, ServerName: "other.example"}})
-	var ne *conn.NetworkError
+	var ne *mongoerr.NetworkError
 	if !errors.As(err, &ne) || ne.Op != "dial" {
 		t.Errorf("wrong server name: got %v, want a dial NetworkError", err)
 	}
@@ -266,7 +266,7 @@ func TestCustomDialerAndDialTimeout(t *testing.T) {
 	}
 	start := time.Now()
 	_, err = conn.Dial(context.Background(), srv.Addr(), conn.Options{Dialer: blocking, DialTimeout: 50 * time.Millisecond})
-	var ne *conn.NetworkError
+	var ne *mongoerr.NetworkError
 	if !errors.As(err, &ne) || ne.Op != "dial" || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("got %v, want a dial NetworkError with DeadlineExceeded", err)
 	}
@@ -304,7 +304,7 @@ func TestHandshakeFailures(t *testing.T) {
 			srv := blackpipe.Start(t)
 			srv.Autorespond(blackpipe.Command("hello"), h)
 			_, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{})
-			var ne *conn.NetworkError
+			var ne *mongoerr.NetworkError
 			if !errors.As(err, &ne) || ne.Op != "handshake" {
 				t.Fatalf("got %v, want a handshake NetworkError", err)
 			}
@@ -316,7 +316,7 @@ func TestServerChoosingUnofferedCompressorFails(t *testing.T) {
 	srv := blackpipe.Start(t)
 	captureHello(t, srv, bson.E{Key: "compression", Value: bson.A{"snappy"}})
 	_, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{Compressors: []string{"zstd"}})
-	var ne *conn.NetworkError
+	var ne *mongoerr.NetworkError
 	if !errors.As(err, &ne) || ne.Op != "handshake" {
 		t.Errorf("got %v", err)
 	}

@@ -157,7 +157,7 @@ func TestNetworkFaultsCloseConnection(t *testing.T) {
 			c := dial(t, srv.Addr())
 			ctx := context.Background()
 			r, err := c.Send(ctx, &conn.Request{DB: "db", Command: mustRaw(t, bson.D{{Key: "insert", Value: "c"}})})
-			var ne *conn.NetworkError
+			var ne *mongoerr.NetworkError
 			if !errors.As(err, &ne) || r != nil {
 				t.Fatalf("got %v, %v; want a NetworkError", r, err)
 			}
@@ -349,7 +349,7 @@ func TestExhaustMismatchedResponseTo(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := c.ReadReply(ctx)
-	var ne *conn.NetworkError
+	var ne *mongoerr.NetworkError
 	if !errors.As(err, &ne) || ne.Op != "decode" || !c.Closed() {
 		t.Fatalf("got %v", err)
 	}

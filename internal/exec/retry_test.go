@@ -358,8 +358,8 @@ func TestTransactionNumbersRejectedGetsActionableMessage(t *testing.T) {
 	}
 	srv.Autorespond(blackpipe.Command("insert"), autoReplyError)
 	_, err := env.exec.Execute(ctx10(t), insertOp())
-	var unsupported *exec.RetryableWritesUnsupportedError
-	if !errors.As(err, &unsupported) || err.Error() != exec.RetryableWritesUnsupportedMessage {
+	var unsupported *mongoerr.RetryableWritesUnsupportedError
+	if !errors.As(err, &unsupported) || err.Error() != mongoerr.RetryableWritesUnsupportedMessage {
 		t.Fatalf("error %v", err)
 	}
 	if codeOf(err) != 20 {

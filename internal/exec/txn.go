@@ -5,7 +5,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/session"
 	"github.com/sturdy-go/sturdy/mongoerr"
 )
@@ -145,7 +144,7 @@ func labelTxnError(op *Operation, err error) error {
 		return err
 	}
 	var selErr *mongoerr.ServerSelectionError
-	var cleared *pool.PoolClearedError
+	var cleared *mongoerr.PoolClearedError
 	if (mongoerr.IsNetworkError(err) || errors.As(err, &selErr) || errors.As(err, &cleared)) &&
 		!mongoerr.HasErrorLabel(err, mongoerr.LabelTransientTxn) {
 		return &labelledError{err: err, labels: []string{mongoerr.LabelTransientTxn}}
@@ -159,7 +158,7 @@ func labelTxnError(op *Operation, err error) error {
 // invalid write concern.
 func unknownCommitResult(err error) bool {
 	var selErr *mongoerr.ServerSelectionError
-	var cleared *pool.PoolClearedError
+	var cleared *mongoerr.PoolClearedError
 	if mongoerr.IsNetworkError(err) || errors.As(err, &selErr) || errors.As(err, &cleared) ||
 		mongoerr.HasErrorLabel(err, mongoerr.LabelRetryableWrite) {
 		return true

@@ -74,7 +74,7 @@ func TestAttemptThatNeverReachedTheServerDoesNotUseTheRetry(t *testing.T) {
 	if len(evs) != 2 {
 		t.Fatalf("%d retry events, want 2", len(evs))
 	}
-	var cleared *pool.PoolClearedError
+	var cleared *mongoerr.PoolClearedError
 	if !errors.As(evs[0].Reason, &cleared) || evs[0].Attempt != 1 || evs[0].TxnNumber != nil {
 		t.Errorf("first retry %+v: want attempt 1 after the cleared pool, before any txnNumber", evs[0])
 	}
@@ -99,7 +99,7 @@ func TestUnsentRetriesBounded(t *testing.T) {
 	s.Pool().Clear(errors.New("cleared by the test"), false)
 
 	_, err := env.exec.Execute(ctx10(t), insertOp())
-	var cleared *pool.PoolClearedError
+	var cleared *mongoerr.PoolClearedError
 	if !errors.As(err, &cleared) {
 		t.Fatalf("error %v, want the PoolClearedError", err)
 	}
@@ -132,7 +132,7 @@ func TestUnsentRetriesStopAfterServerSelectionTimeout(t *testing.T) {
 	s.Pool().Clear(errors.New("cleared by the test"), false)
 
 	_, err := env.exec.Execute(context.Background(), insertOp())
-	var cleared *pool.PoolClearedError
+	var cleared *mongoerr.PoolClearedError
 	if !errors.As(err, &cleared) {
 		t.Fatalf("error %v, want the PoolClearedError", err)
 	}
@@ -150,7 +150,7 @@ func TestUnsentRetryNeedsRetryOption(t *testing.T) {
 	rs.attach(env.exec)
 	s.Pool().Clear(errors.New("cleared by the test"), false)
 	_, err := env.exec.Execute(ctx10(t), findOp())
-	var cleared *pool.PoolClearedError
+	var cleared *mongoerr.PoolClearedError
 	if !errors.As(err, &cleared) {
 		t.Fatalf("error %v, want the PoolClearedError", err)
 	}

@@ -13,14 +13,6 @@ import (
 // ErrPoolClosed is returned by CheckOut once the pool has been closed.
 var ErrPoolClosed = errors.New("attempted to check out a connection from a closed connection pool")
 
-// The pool's errors are defined in the public mongoerr package so callers
-// see their fields; these names keep the pool's code reading naturally.
-type (
-	PoolClearedError      = mongoerr.PoolClearedError
-	WaitQueueTimeoutError = mongoerr.WaitQueueTimeoutError
-	InUseCounts           = mongoerr.InUseCounts
-)
-
 // addBackpressureLabels marks a network error met while connecting or during
 // the hello handshake as a possible sign of server overload
 // (SystemOverloadedError and RetryableError), so that SDAM does not clear the

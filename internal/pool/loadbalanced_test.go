@@ -13,6 +13,7 @@ import (
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // twoServices makes srv answer each new connection's hello with one of
@@ -77,8 +78,8 @@ func TestWaitQueueTimeoutCountsPinned(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := p.CheckOut(ctx)
-	var wqt *WaitQueueTimeoutError
-	if !errors.As(err, &wqt) || wqt.InUse == nil || *wqt.InUse != (InUseCounts{MaxPoolSize: 3, Cursors: 1, Transactions: 1, Other: 1}) {
+	var wqt *mongoerr.WaitQueueTimeoutError
+	if !errors.As(err, &wqt) || wqt.InUse == nil || *wqt.InUse != (mongoerr.InUseCounts{MaxPoolSize: 3, Cursors: 1, Transactions: 1, Other: 1}) {
 		t.Fatalf("CheckOut: %v (%+v), want a wait-queue timeout counting 1 cursor, 1 transaction, 1 other", err, wqt)
 	}
 	if !strings.Contains(err.Error(), "maxPoolSize: 3, connections in use by cursors: 1, connections in use by transactions: 1, connections in use by other operations: 1") {

@@ -303,7 +303,7 @@ func (p *Pool) CheckOut(ctx context.Context) (*conn.Conn, error) {
 		p.failTimeoutLocked(w)
 		inUse := p.inUseLocked()
 		p.unlock()
-		return nil, &WaitQueueTimeoutError{Addr: p.addr, Wait: p.now().Sub(start), Err: ctx.Err(), InUse: inUse}
+		return nil, &mongoerr.WaitQueueTimeoutError{Addr: p.addr, Wait: p.now().Sub(start), Err: ctx.Err(), InUse: inUse}
 	default:
 		w.elem = p.queue.PushBack(w)
 		p.serveLocked()
@@ -365,7 +365,7 @@ func (p *Pool) giveUp(w *waiter, cause error, onlyQueued bool) (*conn.Conn, erro
 	p.serveLocked()
 	inUse := p.inUseLocked()
 	p.unlock()
-	return nil, &WaitQueueTimeoutError{Addr: p.addr, Wait: p.now().Sub(w.start), Err: cause, InUse: inUse}
+	return nil, &mongoerr.WaitQueueTimeoutError{Addr: p.addr, Wait: p.now().Sub(w.start), Err: cause, InUse: inUse}
 }
 
 func (p *Pool) failTimeoutLocked(w *waiter) {
@@ -404,7 +404,7 @@ func (p *Pool) resolveLocked(w *waiter, m *member, err error) {
 }
 
 func (p *Pool) clearedErrLocked() error {
-	return &PoolClearedError{Addr: p.addr, Cause: p.clearCause}
+	return &mongoerr.PoolClearedError{Addr: p.addr, Cause: p.clearCause}
 }
 
 func (p *Pool) totalLocked() int { return p.pending + len(p.idle) + p.inUse }
@@ -732,11 +732,11 @@ func (p *Pool) setPinLocked(m *member, kind PinKind) {
 }
 
 // inUseLocked is the wait-queue timeout's breakdown in load-balanced mode.
-func (p *Pool) inUseLocked() *InUseCounts {
+func (p *Pool) inUseLocked() *mongoerr.InUseCounts {
 	if !p.opts.LoadBalanced {
 		return nil
 	}
-	return &InUseCounts{MaxPoolSize: p.opts.MaxPoolSize, Cursors: p.pinnedCursors, Transactions: p.pinnedTxns,
+	return &mongoerr.InUseCounts{MaxPoolSize: p.opts.MaxPoolSize, Cursors: p.pinnedCursors, Transactions: p.pinnedTxns,
 		Other: p.inUse - p.pinnedCursors - p.pinnedTxns}
 }
 

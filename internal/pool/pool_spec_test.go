@@ -18,6 +18,7 @@ import (
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/testsupport"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 type cmapTest struct {
@@ -429,12 +430,12 @@ func runCMAPTest(t *testing.T, tc *cmapTest) {
 func errorHasType(err error, typ string) bool {
 	switch typ {
 	case "WaitQueueTimeoutError":
-		var e *WaitQueueTimeoutError
+		var e *mongoerr.WaitQueueTimeoutError
 		return errors.As(err, &e)
 	case "PoolClosedError":
 		return errors.Is(err, ErrPoolClosed)
 	case "PoolClearedError":
-		var e *PoolClearedError
+		var e *mongoerr.PoolClearedError
 		return errors.As(err, &e)
 	}
 	return false

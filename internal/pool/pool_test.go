@@ -108,7 +108,7 @@ func TestCheckOutPausedPoolFailsWithRetryableClearedError(t *testing.T) {
 	p, rec := newPool(t, srv.Addr(), Options{})
 
 	_, err := p.CheckOut(ctxFor(t, time.Second))
-	var pce *PoolClearedError
+	var pce *mongoerr.PoolClearedError
 	if !errors.As(err, &pce) {
 		t.Fatalf("CheckOut on a new (paused) pool: %v, want *PoolClearedError", err)
 	}
@@ -185,7 +185,7 @@ func TestCheckOutContextTimeout(t *testing.T) {
 
 	start := time.Now()
 	_, err := p.CheckOut(ctxFor(t, 50*time.Millisecond))
-	var wqe *WaitQueueTimeoutError
+	var wqe *mongoerr.WaitQueueTimeoutError
 	if !errors.As(err, &wqe) || !errors.Is(err, context.DeadlineExceeded) || !mongoerr.IsTimeout(err) {
 		t.Fatalf("CheckOut: %v, want *WaitQueueTimeoutError wrapping DeadlineExceeded", err)
 	}
@@ -654,7 +654,7 @@ func TestConcurrentCheckOutCheckIn(t *testing.T) {
 				c, err := p.CheckOut(ctx)
 				if err != nil {
 					cancel()
-					var pce *PoolClearedError
+					var pce *mongoerr.PoolClearedError
 					if !errors.As(err, &pce) {
 						t.Errorf("CheckOut: %v", err)
 						return

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/event"
+	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
 // TopologyKind is the shape of the deployment.
@@ -390,30 +391,14 @@ func sessionTimeout(servers []ServerDescription) *int64 {
 	return min
 }
 
-// IncompatibleError says a server's wire-version range does not overlap
-// with this client's.
-type IncompatibleError struct {
-	Addr           string
-	MinWireVersion int32
-	MaxWireVersion int32
-}
-
-func (e *IncompatibleError) Error() string {
-	if e.MinWireVersion > MaxSupportedWireVersion {
-		return fmt.Sprintf("server at %s requires wire version %d, but this version of sturdy only supports up to %d",
-			e.Addr, e.MinWireVersion, MaxSupportedWireVersion)
-	}
-	return fmt.Sprintf("server at %s reports wire version %d, but this version of sturdy requires at least %d (MongoDB 4.4)",
-		e.Addr, e.MaxWireVersion, MinSupportedWireVersion)
-}
-
 func compatibility(servers []ServerDescription) error {
 	for _, s := range servers {
 		if !s.Available() {
 			continue
 		}
 		if s.MinWireVersion > MaxSupportedWireVersion || s.MaxWireVersion < MinSupportedWireVersion {
-			return &IncompatibleError{Addr: s.Addr, MinWireVersion: s.MinWireVersion, MaxWireVersion: s.MaxWireVersion}
+			return &mongoerr.IncompatibleError{Addr: s.Addr, MinWireVersion: s.MinWireVersion, MaxWireVersion: s.MaxWireVersion,
+				SupportedMin: MinSupportedWireVersion, SupportedMax: MaxSupportedWireVersion}
 		}
 	}
 	return nil

@@ -79,8 +79,8 @@ func isNotWritablePrimary(code int32, msg string) bool {
 // poolSideError reports errors that the pool produced without talking to
 // the server: they say nothing new about the server's state.
 func poolSideError(err error) bool {
-	var pce *pool.PoolClearedError
-	var wqe *pool.WaitQueueTimeoutError
+	var pce *mongoerr.PoolClearedError
+	var wqe *mongoerr.WaitQueueTimeoutError
 	return errors.As(err, &pce) || errors.As(err, &wqe) || errors.Is(err, pool.ErrPoolClosed)
 }
 

@@ -6,13 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/readpref"
 )
-
-// ReadPrefError is a read preference that can never be satisfied as given.
-type ReadPrefError struct{ Reason string }
-
-func (e *ReadPrefError) Error() string { return "invalid read preference: " + e.Reason }
 
 // Selector picks the servers suitable for an operation from candidates,
 // which are servers of d (some may have been left out because they are
@@ -77,7 +73,7 @@ func (s readPrefSelector) String() string {
 
 func (s readPrefSelector) Select(d Description, candidates []ServerDescription) ([]ServerDescription, error) {
 	if err := s.rp.Validate(); err != nil {
-		return nil, &ReadPrefError{Reason: err.Error()}
+		return nil, &mongoerr.ReadPrefError{Reason: err.Error()}
 	}
 	switch d.Kind {
 	case Single:
@@ -94,7 +90,7 @@ func (s readPrefSelector) Select(d Description, candidates []ServerDescription) 
 	}
 	if s.rp.MaxStaleness > 0 {
 		if least := readpref.MinMaxStaleness(s.heartbeat); s.rp.MaxStaleness < least {
-			return nil, &ReadPrefError{Reason: fmt.Sprintf("maxStaleness %v is below the minimum %v", s.rp.MaxStaleness, least)}
+			return nil, &mongoerr.ReadPrefError{Reason: fmt.Sprintf("maxStaleness %v is below the minimum %v", s.rp.MaxStaleness, least)}
 		}
 	}
 	primaries := ofKind(candidates, RSPrimary)

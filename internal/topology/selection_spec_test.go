@@ -16,6 +16,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/testsupport"
+	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/readpref"
 )
 
@@ -140,7 +141,7 @@ func TestServerSelectionSpec(t *testing.T) {
 			}
 			got, err := suitable(d, sel, ssAddrs(tf.Deprioritized))
 			if tf.Error {
-				var rpe *ReadPrefError
+				var rpe *mongoerr.ReadPrefError
 				if !errors.As(err, &rpe) {
 					t.Fatalf("want a read preference error, got %v (servers %v)", err, addrs(got))
 				}

@@ -663,7 +663,7 @@ func (t *Topology) selectOnly(desc Description, sel Selector, deprioritized []st
 // connections of the handshake's service if it would clear a pool. The
 // load balancer is never marked Unknown.
 func (t *Topology) handleEstablishErrorLB(addr string, err error) {
-	var ae *conn.AuthError
+	var ae *mongoerr.AuthError
 	if !errors.As(err, &ae) || ae.ServiceID == nil {
 		return
 	}

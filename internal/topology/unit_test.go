@@ -123,13 +123,13 @@ func TestReadPrefValidation(t *testing.T) {
 		{Mode: readpref.Mode(42)},                                  // unknown mode
 	}
 	for _, rp := range bad {
-		var rpe *ReadPrefError
+		var rpe *mongoerr.ReadPrefError
 		if _, err := ReadPrefSelector(rp, 10*time.Second).Select(d, nil); !errors.As(err, &rpe) {
 			t.Errorf("%+v: got %v, want a ReadPrefError", rp, err)
 		}
 	}
 	// Below heartbeat + 10 s.
-	var rpe *ReadPrefError
+	var rpe *mongoerr.ReadPrefError
 	if _, err := ReadPrefSelector(readpref.ReadPref{Mode: readpref.Secondary, MaxStaleness: 100 * time.Second}, 95*time.Second).Select(d, nil); !errors.As(err, &rpe) {
 		t.Errorf("maxStaleness below heartbeat+10s accepted: %v", err)
 	}
@@ -191,5 +191,24 @@ func TestLogicalSessionTimeoutIsMinimum(t *testing.T) {
 	}
 	if !d.SupportsRetryableWrites() {
 		t.Fatal("replica set of 5.0+ members should support retryable writes")
+	}
+}
+
+func TestIncompatibleWireVersionIsPublicError(t *testing.T) {
+	for _, c := range []struct {
+		min, max int32
+		want     string
+	}{
+		{MaxSupportedWireVersion + 1, MaxSupportedWireVersion + 3, "server at a:1 requires wire version 26, but this version of sturdy only supports up to 25"},
+		{0, MinSupportedWireVersion - 1, "server at a:1 reports wire version 8, but this version of sturdy requires at least 9 (MongoDB 4.4)"},
+	} {
+		err := compatibility([]ServerDescription{{Addr: "a:1", Kind: Standalone, Description: conn.Description{MinWireVersion: c.min, MaxWireVersion: c.max}}})
+		var ie *mongoerr.IncompatibleError
+		if !errors.As(err, &ie) || ie.Addr != "a:1" || err.Error() != c.want {
+			t.Errorf("wire %d..%d: got %v, want a *mongoerr.IncompatibleError %q", c.min, c.max, err, c.want)
+		}
+	}
+	if err := compatibility([]ServerDescription{{Addr: "a:1", Kind: Standalone, Description: conn.Description{MaxWireVersion: MaxSupportedWireVersion}}}); err != nil {
+		t.Errorf("compatible server: %v", err)
 	}
 }
