@@ -12,193 +12,211 @@ import (
 // applyLeaf applies one operator to a slot and returns the slot's new value
 // and whether the field exists afterwards.
 func (a *applier) applyLeaf(l *leaf, s slot) (any, bool, error) {
-	unchanged := func() (any, bool, error) { return s.val, s.exists, nil }
-	// create reports the value a creating operator stores in a missing slot.
-	create := func(v any) (any, bool, error) {
-		if err := s.creatable(); err != nil {
-			return nil, false, err
-		}
-		return v, true, nil
-	}
 	switch l.kind {
 	case opPlaceholder:
-		return unchanged()
-
+		return s.val, s.exists, nil
 	case opSetOnInsert:
 		if !a.env.Insert {
-			return unchanged()
+			return s.val, s.exists, nil
 		}
-		fallthrough
+		return store(s, value.Clone(l.arg))
 	case opSet:
-		if s.exists {
-			return value.Clone(l.arg), true, nil
-		}
-		return create(value.Clone(l.arg))
-
+		return store(s, value.Clone(l.arg))
 	case opUnset:
 		return nil, false, nil
-
 	case opInc, opMul:
-		if !s.exists {
-			if l.kind == opInc {
-				return create(l.arg)
-			}
-			return create(zeroLike(l.arg))
-		}
-		if !value.IsNumber(s.val) {
-			return nil, false, cmderr.New(cmderr.TypeMismatch,
-				"Cannot apply %s to a value of non-numeric type. {%s} has the field '%s' of non-numeric type %s",
-				l.op, a.id, s.name(), typeName(s.val))
-		}
-		var v any
-		var err error
-		if l.kind == opInc {
-			v, err = value.Add(s.val, l.arg)
-		} else {
-			v, err = value.Multiply(s.val, l.arg)
-		}
-		if errors.Is(err, value.ErrOverflow) {
-			return nil, false, cmderr.New(cmderr.BadValue,
-				"Failed to apply %s operations to current value (%s) for document {%s}", l.op, safeNumDebug(s.val), a.id)
-		}
-		if err != nil {
-			return nil, false, cmderr.New(cmderr.TypeMismatch, "Cannot apply %s: %v", l.op, err)
-		}
-		return v, true, nil
-
+		return a.applyArithmetic(l, s)
 	case opMin, opMax:
 		if !s.exists {
-			return create(value.Clone(l.arg))
+			return store(s, value.Clone(l.arg))
 		}
 		c := value.CompareWith(l.arg, s.val, a.env.Collator)
 		if (l.kind == opMin && c < 0) || (l.kind == opMax && c > 0) {
 			return value.Clone(l.arg), true, nil
 		}
-		return unchanged()
-
+		return s.val, s.exists, nil
 	case opCurrentDate:
 		var v any = bson.NewDateTimeFromTime(a.now)
 		if l.timestamp {
 			v = bson.Timestamp{T: uint32(a.now.Unix()), I: 1}
 		}
-		if s.exists {
-			return v, true, nil
-		}
-		return create(v)
-
+		return store(s, v)
 	case opPush:
-		if !s.exists {
-			return create(l.push.apply(nil, a.env.Collator))
-		}
-		arr, ok := s.val.(bson.A)
-		if !ok {
-			return nil, false, cmderr.New(cmderr.BadValue,
-				"The field '%s' must be an array but is of type %s in document {%s}", s.name(), typeName(s.val), a.id)
-		}
-		return l.push.apply(arr, a.env.Collator), true, nil
-
+		return a.applyPush(l, s)
 	case opAddToSet:
-		var arr bson.A
-		if s.exists {
-			var ok bool
-			if arr, ok = s.val.(bson.A); !ok {
-				return nil, false, cmderr.New(cmderr.BadValue,
-					"Cannot apply $addToSet to non-array field. Field named '%s' has non-array type %s", s.name(), typeName(s.val))
-			}
-		} else if err := s.creatable(); err != nil {
-			return nil, false, err
-		}
-		out := arr
-		for _, v := range l.each {
-			if !containsEqual(out, v, a.env.Collator) {
-				out = append(out[:len(out):len(out)], value.Clone(v))
-			}
-		}
-		if out == nil {
-			out = bson.A{}
-		}
-		return out, true, nil
-
+		return a.applyAddToSet(l, s)
 	case opPull, opPullAll:
-		if !s.exists {
-			return unchanged()
-		}
-		arr, ok := s.val.(bson.A)
-		if !ok {
-			return nil, false, cmderr.New(cmderr.BadValue, "Cannot apply $pull to a non-array value")
-		}
-		out := make(bson.A, 0, len(arr))
-		var pull *pullSpec
-		if l.kind == opPull {
-			pull = l.pull.under(a.env.Collator)
-		}
-		for _, e := range arr {
-			var drop bool
-			if l.kind == opPull {
-				drop = pull.matches(e, a.env.Collator)
-			} else {
-				drop = containsEqual(l.pullAll, e, a.env.Collator)
-			}
-			if !drop {
-				out = append(out, e)
-			}
-		}
-		return out, true, nil
-
+		return a.applyPull(l, s)
 	case opPop:
-		if !s.exists {
-			return unchanged()
-		}
-		arr, ok := s.val.(bson.A)
-		if !ok {
-			return nil, false, cmderr.New(cmderr.TypeMismatch,
-				"Path '%s' contains an element of non-array type '%s'", s.dotted(), typeName(s.val))
-		}
-		switch {
-		case len(arr) == 0:
-			return arr, true, nil
-		case l.popFirst:
-			return arr[1:], true, nil
-		}
-		return arr[:len(arr)-1], true, nil
-
+		return applyPop(l, s)
 	case opBit:
-		cur := any(int32(0))
-		if s.exists {
-			switch s.val.(type) {
-			case int32, int64:
-				cur = s.val
-			default:
-				return nil, false, cmderr.New(cmderr.BadValue,
-					"Cannot apply $bit to a value of non-integral type.{%s} has the field %s of non-integer type %s",
-					a.id, s.name(), typeName(s.val))
-			}
-		}
-		for _, b := range l.bits {
-			cur = applyBit(b, cur)
-		}
-		if s.exists {
-			return cur, true, nil
-		}
-		return create(cur)
-
+		return a.applyBitwise(l, s)
 	case opRename:
-		v, found, err := a.lookupSource(l)
-		if err != nil || !found {
-			return s.val, s.exists, err
-		}
-		if s.arrayField != "" {
-			return nil, false, cmderr.New(cmderr.BadValue,
-				"The destination field cannot be an array element, '%s' in doc with %s has an array field called '%s'",
-				l.path, a.id, s.arrayField)
-		}
-		a.renamed = append(a.renamed, l.from)
-		if s.exists {
-			return value.Clone(v), true, nil
-		}
-		return create(value.Clone(v))
+		return a.applyRename(l, s)
 	}
 	return nil, false, cmderr.Unsupported("update operator " + l.op)
+}
+
+// store returns v as the slot's new value. A missing slot is created, which
+// fails where its parent cannot hold a new field (see slot.creatable).
+func store(s slot, v any) (any, bool, error) {
+	if !s.exists {
+		if err := s.creatable(); err != nil {
+			return nil, false, err
+		}
+	}
+	return v, true, nil
+}
+
+// applyArithmetic applies $inc and $mul. A missing field takes the
+// increment, or for $mul a zero of the multiplier's type.
+func (a *applier) applyArithmetic(l *leaf, s slot) (any, bool, error) {
+	if !s.exists {
+		if l.kind == opInc {
+			return store(s, l.arg)
+		}
+		return store(s, zeroLike(l.arg))
+	}
+	if !value.IsNumber(s.val) {
+		return nil, false, cmderr.New(cmderr.TypeMismatch,
+			"Cannot apply %s to a value of non-numeric type. {%s} has the field '%s' of non-numeric type %s",
+			l.op, a.id, s.name(), typeName(s.val))
+	}
+	var v any
+	var err error
+	if l.kind == opInc {
+		v, err = value.Add(s.val, l.arg)
+	} else {
+		v, err = value.Multiply(s.val, l.arg)
+	}
+	if errors.Is(err, value.ErrOverflow) {
+		return nil, false, cmderr.New(cmderr.BadValue,
+			"Failed to apply %s operations to current value (%s) for document {%s}", l.op, safeNumDebug(s.val), a.id)
+	}
+	if err != nil {
+		return nil, false, cmderr.New(cmderr.TypeMismatch, "Cannot apply %s: %v", l.op, err)
+	}
+	return v, true, nil
+}
+
+func (a *applier) applyPush(l *leaf, s slot) (any, bool, error) {
+	if !s.exists {
+		return store(s, l.push.apply(nil, a.env.Collator))
+	}
+	arr, ok := s.val.(bson.A)
+	if !ok {
+		return nil, false, cmderr.New(cmderr.BadValue,
+			"The field '%s' must be an array but is of type %s in document {%s}", s.name(), typeName(s.val), a.id)
+	}
+	return l.push.apply(arr, a.env.Collator), true, nil
+}
+
+// applyAddToSet appends each value not already present (under the update's
+// collation), copying the array rather than appending into shared storage.
+func (a *applier) applyAddToSet(l *leaf, s slot) (any, bool, error) {
+	var arr bson.A
+	if s.exists {
+		var ok bool
+		if arr, ok = s.val.(bson.A); !ok {
+			return nil, false, cmderr.New(cmderr.BadValue,
+				"Cannot apply $addToSet to non-array field. Field named '%s' has non-array type %s", s.name(), typeName(s.val))
+		}
+	} else if err := s.creatable(); err != nil {
+		return nil, false, err
+	}
+	out := arr
+	for _, v := range l.each {
+		if !containsEqual(out, v, a.env.Collator) {
+			out = append(out[:len(out):len(out)], value.Clone(v))
+		}
+	}
+	if out == nil {
+		out = bson.A{}
+	}
+	return out, true, nil
+}
+
+// applyPull removes the elements $pull's condition matches, or that equal
+// one of $pullAll's values.
+func (a *applier) applyPull(l *leaf, s slot) (any, bool, error) {
+	if !s.exists {
+		return s.val, s.exists, nil
+	}
+	arr, ok := s.val.(bson.A)
+	if !ok {
+		return nil, false, cmderr.New(cmderr.BadValue, "Cannot apply $pull to a non-array value")
+	}
+	out := make(bson.A, 0, len(arr))
+	var pull *pullSpec
+	if l.kind == opPull {
+		pull = l.pull.under(a.env.Collator)
+	}
+	for _, e := range arr {
+		var drop bool
+		if l.kind == opPull {
+			drop = pull.matches(e, a.env.Collator)
+		} else {
+			drop = containsEqual(l.pullAll, e, a.env.Collator)
+		}
+		if !drop {
+			out = append(out, e)
+		}
+	}
+	return out, true, nil
+}
+
+func applyPop(l *leaf, s slot) (any, bool, error) {
+	if !s.exists {
+		return s.val, s.exists, nil
+	}
+	arr, ok := s.val.(bson.A)
+	if !ok {
+		return nil, false, cmderr.New(cmderr.TypeMismatch,
+			"Path '%s' contains an element of non-array type '%s'", s.dotted(), typeName(s.val))
+	}
+	switch {
+	case len(arr) == 0:
+		return arr, true, nil
+	case l.popFirst:
+		return arr[1:], true, nil
+	}
+	return arr[:len(arr)-1], true, nil
+}
+
+// applyBitwise applies $bit's and/or/xor in order; a missing field starts
+// as int32 0.
+func (a *applier) applyBitwise(l *leaf, s slot) (any, bool, error) {
+	cur := any(int32(0))
+	if s.exists {
+		switch s.val.(type) {
+		case int32, int64:
+			cur = s.val
+		default:
+			return nil, false, cmderr.New(cmderr.BadValue,
+				"Cannot apply $bit to a value of non-integral type.{%s} has the field %s of non-integer type %s",
+				a.id, s.name(), typeName(s.val))
+		}
+	}
+	for _, b := range l.bits {
+		cur = applyBit(b, cur)
+	}
+	return store(s, cur)
+}
+
+// applyRename stores the source field's value at the destination and
+// records the source for removal; a missing source changes nothing.
+func (a *applier) applyRename(l *leaf, s slot) (any, bool, error) {
+	v, found, err := a.lookupSource(l)
+	if err != nil || !found {
+		return s.val, s.exists, err
+	}
+	if s.arrayField != "" {
+		return nil, false, cmderr.New(cmderr.BadValue,
+			"The destination field cannot be an array element, '%s' in doc with %s has an array field called '%s'",
+			l.path, a.id, s.arrayField)
+	}
+	a.renamed = append(a.renamed, l.from)
+	return store(s, value.Clone(v))
 }
 
 func containsEqual(arr bson.A, v any, coll value.Collator) bool {
