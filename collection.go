@@ -336,8 +336,6 @@ func (coll *Collection) famBase(filter, sort, projection any, coll2 *Collation, 
 // ReturnDocument: After. It returns ErrNoDocuments if nothing matched and
 // nothing was upserted.
 func (coll *Collection) FindOneAndUpdate(ctx context.Context, filter, update any, optList ...*FindOneAndUpdateOptions) *SingleResult {
-	ctx, cancel := coll.begin(ctx)
-	defer cancel()
 	opts := lastOptions(optList)
 	if opts == nil {
 		opts = &FindOneAndUpdateOptions{}
@@ -346,6 +344,33 @@ func (coll *Collection) FindOneAndUpdate(ctx context.Context, filter, update any
 	if err != nil {
 		return &SingleResult{err: err}
 	}
+	return coll.findOneAndWrite(ctx, filter, u, opts)
+}
+
+// FindOneAndReplace replaces the first document matching filter and returns
+// it as it was before (or after, with ReturnDocument: After).
+func (coll *Collection) FindOneAndReplace(ctx context.Context, filter, replacement any, optList ...*FindOneAndReplaceOptions) *SingleResult {
+	opts := lastOptions(optList)
+	if opts == nil {
+		opts = &FindOneAndReplaceOptions{}
+	}
+	r, err := replacementDoc(replacement)
+	if err != nil {
+		return &SingleResult{err: err}
+	}
+	// A replacement takes every update option but ArrayFilters.
+	return coll.findOneAndWrite(ctx, filter, r, &FindOneAndUpdateOptions{
+		ReturnDocument: opts.ReturnDocument, Upsert: opts.Upsert, Sort: opts.Sort, Projection: opts.Projection,
+		Collation: opts.Collation, Hint: opts.Hint, Let: opts.Let, Comment: opts.Comment, MaxTime: opts.MaxTime,
+		BypassDocumentValidation: opts.BypassDocumentValidation, Session: opts.Session,
+	})
+}
+
+// findOneAndWrite runs the findAndModify of FindOneAndUpdate or
+// FindOneAndReplace; u is the update or the replacement document.
+func (coll *Collection) findOneAndWrite(ctx context.Context, filter, u any, opts *FindOneAndUpdateOptions) *SingleResult {
+	ctx, cancel := coll.begin(ctx)
+	defer cancel()
 	cmd, err := coll.famBase(filter, opts.Sort, opts.Projection, opts.Collation, opts.Hint, opts.Let, opts.Comment)
 	if err != nil {
 		return &SingleResult{err: err}
@@ -356,31 +381,6 @@ func (coll *Collection) FindOneAndUpdate(ctx context.Context, filter, update any
 	if opts.ArrayFilters != nil {
 		cmd.add("arrayFilters", opts.ArrayFilters)
 	}
-	cmd.addBoolPtr("bypassDocumentValidation", opts.BypassDocumentValidation)
-	cmd.addMaxTime(opts.MaxTime)
-	return coll.findAndModify(ctx, cmd, opts.Session)
-}
-
-// FindOneAndReplace replaces the first document matching filter and returns
-// it as it was before (or after, with ReturnDocument: After).
-func (coll *Collection) FindOneAndReplace(ctx context.Context, filter, replacement any, optList ...*FindOneAndReplaceOptions) *SingleResult {
-	ctx, cancel := coll.begin(ctx)
-	defer cancel()
-	opts := lastOptions(optList)
-	if opts == nil {
-		opts = &FindOneAndReplaceOptions{}
-	}
-	r, err := replacementDoc(replacement)
-	if err != nil {
-		return &SingleResult{err: err}
-	}
-	cmd, err := coll.famBase(filter, opts.Sort, opts.Projection, opts.Collation, opts.Hint, opts.Let, opts.Comment)
-	if err != nil {
-		return &SingleResult{err: err}
-	}
-	cmd.add("update", r)
-	cmd.addTrue("new", opts.ReturnDocument == After)
-	cmd.addTrue("upsert", opts.Upsert)
 	cmd.addBoolPtr("bypassDocumentValidation", opts.BypassDocumentValidation)
 	cmd.addMaxTime(opts.MaxTime)
 	return coll.findAndModify(ctx, cmd, opts.Session)

@@ -34,36 +34,43 @@ func (s *storage) snapshot(db, coll string, f *query.Filter, filterDoc bson.D, l
 		if c == nil {
 			return nil
 		}
-		if err := checkHint(c, hint); err != nil {
-			return err
+		return c.eachMatch(filterDoc, f, hint, func(rec *record, scores map[*record]float64) bool {
+			if scores != nil {
+				out = append(out, withTextScore(rec.doc, scores[rec]))
+			} else {
+				out = append(out, value.CloneDoc(rec.doc))
+			}
+			return limit <= 0 || len(out) < limit
+		})
+	})
+	return out, err
+}
+
+// eachMatch calls fn with every document of c that f matches, in candidate
+// order, until fn returns false; a document a hinted sparse or partial index
+// lacks is passed over. scores holds the $text scores, nil without a $text.
+func (c *collection) eachMatch(filterDoc bson.D, f *query.Filter, hint any, fn func(rec *record, scores map[*record]float64) bool) error {
+	if err := checkHint(c, hint); err != nil {
+		return err
+	}
+	recs, g, scores, err := c.candidatesFor(filterDoc, f)
+	if err != nil {
+		return err
+	}
+	hinted := c.findIndex(hint)
+	for _, rec := range recs {
+		if hinted != nil && !hinted.holds(rec.doc) {
+			continue
 		}
-		recs, g, scores, err := c.candidatesFor(filterDoc, f)
+		ok, err := g.MatchErr(rec.doc)
 		if err != nil {
 			return err
 		}
-		hinted := c.findIndex(hint)
-		for _, rec := range recs {
-			if hinted != nil && !hinted.holds(rec.doc) {
-				continue // a hinted sparse or partial index lacks it
-			}
-			ok, err := g.MatchErr(rec.doc)
-			if err != nil {
-				return err
-			}
-			if ok {
-				if scores != nil {
-					out = append(out, withTextScore(rec.doc, scores[rec]))
-				} else {
-					out = append(out, value.CloneDoc(rec.doc))
-				}
-				if limit > 0 && len(out) == limit {
-					break
-				}
-			}
+		if ok && !fn(rec, scores) {
+			break
 		}
-		return nil
-	})
-	return out, err
+	}
+	return nil
 }
 
 // readDocs is snapshot, or snapshotAt for a readConcern snapshot read.
@@ -145,30 +152,11 @@ func cmdFind(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	sortDoc, _, err := docArg(r, "sort")
+	page, err := findPageArgs(r)
 	if err != nil {
 		return nil, err
 	}
-	projDoc, _, err := docArg(r, "projection")
-	if err != nil {
-		return nil, err
-	}
-	skip, limit, singleBatch, err := skipLimitArgs(r)
-	if err != nil {
-		return nil, err
-	}
-	batchSize := -1
-	if bs, ok, err := nonNegArg(r, "batchSize"); err != nil {
-		return nil, err
-	} else if ok {
-		batchSize = int(bs)
-	}
-	if v, ok := r.get("singleBatch"); ok && truthy(v) {
-		singleBatch = true
-	}
-	if singleBatch && limit > 0 && (batchSize < 0 || int64(batchSize) > limit) {
-		batchSize = int(limit)
-	}
+	sortDoc, projDoc, skip, limit, batchSize, singleBatch := page.sort, page.projection, page.skip, page.limit, page.batchSize, page.singleBatch
 	hint, _ := r.get("hint")
 
 	f, err := env.compileNearFilter(filterDoc)
@@ -303,6 +291,44 @@ func compileSort(spec bson.D, env opEnv) (*query.Sort, error) {
 	return env.compileSort(spec)
 }
 
+// findPage holds a find's sort, projection and paging arguments.
+type findPage struct {
+	sort, projection bson.D
+	skip, limit      int64
+	batchSize        int // -1: the default
+	singleBatch      bool
+}
+
+// findPageArgs reads a find's sort, projection and paging arguments; a
+// single-batch find's batch is at most its limit.
+func findPageArgs(r *request) (findPage, error) {
+	sortDoc, _, err := docArg(r, "sort")
+	if err != nil {
+		return findPage{}, err
+	}
+	projDoc, _, err := docArg(r, "projection")
+	if err != nil {
+		return findPage{}, err
+	}
+	skip, limit, singleBatch, err := skipLimitArgs(r)
+	if err != nil {
+		return findPage{}, err
+	}
+	batchSize := -1
+	if bs, ok, err := nonNegArg(r, "batchSize"); err != nil {
+		return findPage{}, err
+	} else if ok {
+		batchSize = int(bs)
+	}
+	if v, ok := r.get("singleBatch"); ok && truthy(v) {
+		singleBatch = true
+	}
+	if singleBatch && limit > 0 && (batchSize < 0 || int64(batchSize) > limit) {
+		batchSize = int(limit)
+	}
+	return findPage{sort: sortDoc, projection: projDoc, skip: skip, limit: limit, batchSize: batchSize, singleBatch: singleBatch}, nil
+}
+
 // skipLimitArgs reads the skip and limit fields. As mongod 4.4+, find
 // takes no negative limit (drivers send singleBatch instead): 51024, as for
 // skip. count still takes one, the legacy form of one batch of at most
@@ -389,27 +415,10 @@ func cmdCount(r *request) (bson.D, error) {
 		if c == nil || c.view != nil {
 			return nil
 		}
-		if err := checkHint(c, hint); err != nil {
-			return err
-		}
-		recs, g, _, err := c.candidatesFor(filterDoc, f)
-		if err != nil {
-			return err
-		}
-		hinted := c.findIndex(hint)
-		for _, rec := range recs {
-			if hinted != nil && !hinted.holds(rec.doc) {
-				continue // a hinted sparse or partial index lacks it
-			}
-			ok, err := g.MatchErr(rec.doc)
-			if err != nil {
-				return err
-			}
-			if ok {
-				n++
-			}
-		}
-		return nil
+		return c.eachMatch(filterDoc, f, hint, func(*record, map[*record]float64) bool {
+			n++
+			return true
+		})
 	})
 	if err != nil {
 		return nil, err

@@ -323,30 +323,11 @@ func (r *Router) shardedFind(rq *request, cmd *command, out *outcome, sc *sharde
 	if hasNearFilter(filter) {
 		return nil, cmderr.Unsupported("$near/$nearSphere on a sharded collection spanning several shards")
 	}
-	sortDoc, _, err := docArg(rq, "sort")
+	page, err := findPageArgs(rq)
 	if err != nil {
 		return nil, err
 	}
-	projDoc, _, err := docArg(rq, "projection")
-	if err != nil {
-		return nil, err
-	}
-	skip, limit, singleBatch, err := skipLimitArgs(rq)
-	if err != nil {
-		return nil, err
-	}
-	batchSize := -1
-	if bs, ok, err := nonNegArg(rq, "batchSize"); err != nil {
-		return nil, err
-	} else if ok {
-		batchSize = int(bs)
-	}
-	if v, ok := rq.get("singleBatch"); ok && truthy(v) {
-		singleBatch = true
-	}
-	if singleBatch && limit > 0 && (batchSize < 0 || int64(batchSize) > limit) {
-		batchSize = int(limit)
-	}
+	sortDoc, projDoc, skip, limit, batchSize, singleBatch := page.sort, page.projection, page.skip, page.limit, page.batchSize, page.singleBatch
 	env, err := routerEnv(rq)
 	if err != nil {
 		return nil, err

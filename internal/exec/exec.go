@@ -379,9 +379,9 @@ func (e *Executor) selectServer(ctx context.Context, op *Operation, st *opState)
 	return e.Topology.SelectServer(ctx, sel, st.deprioritized)
 }
 
-// attempt runs the command once on srv: check out a connection, assemble
-// the command, publish started, send, publish succeeded or failed, hand
-// errors to SDAM, check the connection back in.
+// attempt runs the command once on srv: get a connection, check it can
+// take the attempt, attach the session, then the round trip; errors go to
+// SDAM and the connection goes back to its pool (or stays pinned).
 func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv *topology.Server) (reply bson.Raw, err error) {
 	defer srv.Dec() // counted in progress since selection
 	defer func() {
@@ -390,31 +390,12 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 		}
 	}()
 
-	var c *conn.Conn
-	if pin := pinnedConn(op, st); pin != nil {
-		// Load-balanced mode: the cursor's or transaction's connection,
-		// with no check-out.
-		c = pin.Conn()
-		defer func() { afterPinned(op, st, pin, reply, err) }()
-	} else {
-		p := srv.Pool()
-		gen := p.Generation()
-		c, err = p.CheckOut(ctx)
-		if err != nil {
-			if errors.Is(err, pool.ErrPoolClosed) {
-				return nil, e.poolClosed(srv)
-			}
-			if establishmentFailure(ctx, err) {
-				srv.ProcessError(err, gen, true)
-			}
-			return nil, err
-		}
-		defer func() {
-			if !keepPinned(op, st, srv, c, reply, err) {
-				p.CheckIn(c)
-			}
-		}()
+	c, pin, err := e.connFor(ctx, op, st, srv)
+	if err != nil {
+		return nil, err
 	}
+	defer func() { releaseConn(op, st, srv, c, pin, reply, err) }()
+
 	// Read before Writable: a description read after the server went
 	// Unknown would make a retryable write go without a txnNumber.
 	sd := srv.Description()
@@ -430,11 +411,56 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	if st.txnNumber != nil && (cd.MaxWireVersion < 6 || cd.LogicalSessionTimeoutMinutes == nil) {
 		return nil, errRetryUnsupported // the retry's connection cannot take the txnNumber
 	}
+	ss, err := e.attachSession(op, st, srv, sd, cd)
+	if err != nil {
+		return nil, err
+	}
+	return e.roundTrip(ctx, op, st, srv, c, cd, ss)
+}
 
-	// The session: acquired only now that a connection is ours.
+// connFor returns the attempt's connection: in load-balanced mode the
+// cursor's or transaction's pinned one (pin), with no check-out; else one
+// checked out of srv's pool, a failure to establish it going to SDAM.
+func (e *Executor) connFor(ctx context.Context, op *Operation, st *opState, srv *topology.Server) (*conn.Conn, *Pin, error) {
+	if pin := pinnedConn(op, st); pin != nil {
+		return pin.Conn(), pin, nil
+	}
+	p := srv.Pool()
+	gen := p.Generation()
+	c, err := p.CheckOut(ctx)
+	if err != nil {
+		if errors.Is(err, pool.ErrPoolClosed) {
+			return nil, nil, e.poolClosed(srv)
+		}
+		if establishmentFailure(ctx, err) {
+			srv.ProcessError(err, gen, true)
+		}
+		return nil, nil, err
+	}
+	return c, nil, nil
+}
+
+// releaseConn ends the attempt's use of c: a pinned connection updates
+// its pin, a checked-out one is pinned to the new cursor or transaction
+// or checked back in.
+func releaseConn(op *Operation, st *opState, srv *topology.Server, c *conn.Conn, pin *Pin, reply bson.Raw, err error) {
+	if pin != nil {
+		afterPinned(op, st, pin, reply, err)
+		return
+	}
+	if !keepPinned(op, st, srv, c, reply, err) {
+		srv.Pool().CheckIn(c)
+	}
+}
+
+// attachSession acquires the server session, only now that a connection
+// is ours, and takes the txnNumber the attempt carries: the transaction's,
+// or a new one for a retryable write's first attempt.
+func (e *Executor) attachSession(op *Operation, st *opState, srv *topology.Server, sd topology.ServerDescription, cd conn.Description) (*session.Server, error) {
 	var ss *session.Server
 	if st.sess != nil {
 		if cd.LogicalSessionTimeoutMinutes != nil {
+			var err error
 			if ss, err = st.sess.Acquire(e.sessionTimeout(cd)); err != nil {
 				return nil, err
 			}
@@ -455,9 +481,15 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 		n := ss.NextTxnNumber()
 		st.txnNumber = &n
 	}
+	return ss, nil
+}
 
+// roundTrip assembles and encodes the command, publishes started, sends
+// it on c and publishes succeeded or failed.
+func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, srv *topology.Server, c *conn.Conn, cd conn.Description, ss *session.Server) (bson.Raw, error) {
 	cmd := e.assemble(op, st, srv, cd, ss)
-	if cmd, err = withMaxTime(ctx, cmd, srv.Description().MinRTT, op.RunCommand); err != nil {
+	cmd, err := withMaxTime(ctx, cmd, srv.Description().MinRTT, op.RunCommand)
+	if err != nil {
 		return nil, err
 	}
 	// Encoded into a pooled buffer: Send copies it into the connection's
@@ -483,22 +515,10 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 		e.publishStarted(ctx, op, st, cmd, ids)
 	})
 	dur := time.Since(start)
+	var reply bson.Raw
 	if r != nil {
 		reply = r.Body
-		e.advanceClusterTime(st.sess, reply)
-		if st.sess != nil && !st.sess.Implicit {
-			if t, i, ok := reply.Lookup("operationTime").TimestampOK(); ok {
-				st.sess.AdvanceOperationTime(bson.Timestamp{T: t, I: i})
-			}
-		}
-		if st.sess != nil && st.sess.Snapshot && err == nil {
-			recordSnapshotTime(st.sess, reply)
-		}
-		if st.inTxn {
-			if tok, ok := reply.Lookup("recoveryToken").DocumentOK(); ok {
-				st.sess.Txn.RecoveryToken = append(bson.Raw(nil), tok...)
-			}
-		}
+		e.absorbReply(st, reply, err)
 	}
 	if err != nil {
 		var wex *mongoerr.WriteException
@@ -520,6 +540,26 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	}
 	e.publishSucceeded(ctx, st, ids, dur, reply)
 	return reply, nil
+}
+
+// absorbReply takes what the session learns from a reply (err is the
+// attempt's error): cluster and operation time, the snapshot time and a
+// transaction's recovery token.
+func (e *Executor) absorbReply(st *opState, reply bson.Raw, err error) {
+	e.advanceClusterTime(st.sess, reply)
+	if st.sess != nil && !st.sess.Implicit {
+		if t, i, ok := reply.Lookup("operationTime").TimestampOK(); ok {
+			st.sess.AdvanceOperationTime(bson.Timestamp{T: t, I: i})
+		}
+	}
+	if st.sess != nil && st.sess.Snapshot && err == nil {
+		recordSnapshotTime(st.sess, reply)
+	}
+	if st.inTxn {
+		if tok, ok := reply.Lookup("recoveryToken").DocumentOK(); ok {
+			st.sess.Txn.RecoveryToken = append(bson.Raw(nil), tok...)
+		}
+	}
 }
 
 // commandBuffers hold encoded command bodies between assembly and Send.

@@ -136,12 +136,35 @@ func (r *retrier) succeeded(*opState) {
 	r.tokens.Deposit(n)
 }
 
+// retry: the failed retry's token first, then the errors that end the
+// operation, the free retry of an attempt that never reached the server,
+// and last the counted retry the policy allows.
 func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.Raw) (bool, bson.Raw, error) {
 	overloaded := mongoerr.HasErrorLabel(err, mongoerr.LabelSystemOverloaded)
 	if r.took && !overloaded {
 		r.tokens.Deposit(backoff.RetryCost) // the failed retry's token comes back
 		r.took = false
 	}
+	if end, finalReply, final := r.ends(ctx, st, err, reply); end {
+		return false, finalReply, final
+	}
+	if r.neverSent(st, err) {
+		return r.retryUnsent(ctx, st, err)
+	}
+	if !r.allowed(ctx, st, err, overloaded) {
+		return r.stop()
+	}
+	return r.retryCounted(ctx, st, err, overloaded)
+}
+
+// stop ends the operation with the error the retryable-writes rules pick.
+func (r *retrier) stop() (bool, bson.Raw, error) { return false, r.prevReply, r.prevErr }
+
+// ends records err as the error to report if it says a write was
+// attempted, and reports whether it ends the operation whatever the
+// policy: out of time, unacknowledged, no server, no retryable writes or
+// sessions, a closed client.
+func (r *retrier) ends(ctx context.Context, st *opState, err error, reply bson.Raw) (bool, bson.Raw, error) {
 	var te *mongoerr.TimeoutError
 	if errors.As(err, &te) {
 		// Out of time before sending: report the timeout with the error
@@ -149,68 +172,69 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 		if te.Err == nil && r.prevErr != nil {
 			te.Err = r.prevErr
 		}
-		return false, r.prevReply, err
+		return true, r.prevReply, err
 	}
 	if r.prevErr == nil || writeAttempted(st, err) {
 		r.prevErr, r.prevReply = err, reply
 	}
-	stop := func() (bool, bson.Raw, error) { return false, r.prevReply, r.prevErr }
-
 	var selErr *mongoerr.ServerSelectionError
 	switch {
 	case ctx.Err() != nil, r.op.Unacknowledged, errors.As(err, &selErr), errors.Is(err, errRetryUnsupported),
 		errors.Is(err, ErrSessionsNotSupported), errors.Is(err, topology.ErrTopologyClosed):
-		return stop()
+		return true, r.prevReply, r.prevErr
 	}
 	if st.txnNumber != nil && !st.inTxn && transactionNumbersRejected(err) {
-		return false, reply, &mongoerr.RetryableWritesUnsupportedError{Err: err}
+		return true, reply, &mongoerr.RetryableWritesUnsupportedError{Err: err}
 	}
+	return false, nil, nil
+}
 
-	if r.neverSent(st, err) {
-		if r.unsent >= MaxUnsentRetries || r.unsentExpired(ctx) {
-			return stop()
-		}
-		r.unsent++
-		r.took = false
-		unpinForRetry(r.op, st, err)
-		r.announce(ctx, st, err, 0, serverAddr(st))
-		return true, nil, nil
+// retryUnsent is the free retry of an attempt that never reached the
+// server (MaxUnsentRetries of them, within the operation's time).
+func (r *retrier) retryUnsent(ctx context.Context, st *opState, err error) (bool, bson.Raw, error) {
+	if r.unsent >= MaxUnsentRetries || r.unsentExpired(ctx) {
+		return r.stop()
 	}
+	r.unsent++
+	r.took = false
+	unpinForRetry(r.op, st, err)
+	r.announce(ctx, st, err, 0, serverAddr(st))
+	return true, nil, nil
+}
 
+// allowed reports whether the policy allows a counted retry after err:
+// an overload retry within MaxAdaptiveRetries, or a retryable write's or
+// read's one retry (more once overload was seen, or under a timeout).
+// It notes whether overload has been seen.
+func (r *retrier) allowed(ctx context.Context, st *opState, err error, overloaded bool) bool {
 	labelled := mongoerr.HasErrorLabel(err, mongoerr.LabelRetryable) && r.overloadAllowed()
 	if labelled || overloaded {
 		r.overload = true
 	}
 	classic := r.retryableWrite(st) && isRetryableWriteError(err) ||
 		r.op.RetryableRead && r.e.RetryReads && !st.inTxn && isRetryableReadError(err)
-	allowed := labelled && r.retries < r.maxAdaptive ||
+	return labelled && r.retries < r.maxAdaptive ||
 		classic && (r.retries < 1 || r.overload && r.retries < r.maxAdaptive || !r.overload && csot.Active(ctx))
-	if !allowed {
-		return stop()
-	}
+}
 
+// retryCounted starts a counted retry: backoff after overload (unless the
+// deadline would pass first), a token, the server deprioritized, the
+// retry announced, then the wait.
+func (r *retrier) retryCounted(ctx context.Context, st *opState, err error, overloaded bool) (bool, bson.Raw, error) {
 	var wait time.Duration
 	if overloaded {
 		wait = backoff.Delay(cmp.Or(baseBackoff(err), r.e.BackoffBase), r.retries, r.jitter())
 	}
 	if dl, ok := ctx.Deadline(); ok && r.now().Add(wait).After(dl) {
-		return stop() // the deadline would pass before the retry starts
+		return r.stop() // the deadline would pass before the retry starts
 	}
 	if r.tokens != nil {
 		if !r.tokens.Consume(backoff.RetryCost) {
-			return stop()
+			return r.stop()
 		}
 		r.took = true
 	}
-	addr := ""
-	if st.server != nil {
-		addr = st.server.Addr()
-		if overloaded && !r.e.DisableOverloadRetargeting || r.e.Topology.Description().Kind == topology.Sharded {
-			if !slices.Contains(st.deprioritized, addr) {
-				st.deprioritized = append(st.deprioritized, addr)
-			}
-		}
-	}
+	addr := r.deprioritize(st, overloaded)
 	if r.op.TxnCommand && !mongoerr.HasErrorLabel(err, mongoerr.LabelRetryable) {
 		// Transactions spec: a commit retried after anything but an
 		// overload error asks for w:majority.
@@ -225,10 +249,26 @@ func (r *retrier) retry(ctx context.Context, st *opState, err error, reply bson.
 				r.tokens.Deposit(backoff.RetryCost) // the retry never ran
 				r.took = false
 			}
-			return stop()
+			return r.stop()
 		}
 	}
 	return true, nil, nil
+}
+
+// deprioritize adds the failed attempt's server to those selection
+// avoids, after overload (with retargeting on) or on a sharded cluster,
+// and returns its address ("" when selection failed).
+func (r *retrier) deprioritize(st *opState, overloaded bool) string {
+	if st.server == nil {
+		return ""
+	}
+	addr := st.server.Addr()
+	if overloaded && !r.e.DisableOverloadRetargeting || r.e.Topology.Description().Kind == topology.Sharded {
+		if !slices.Contains(st.deprioritized, addr) {
+			st.deprioritized = append(st.deprioritized, addr)
+		}
+	}
+	return addr
 }
 
 // neverSent reports whether the failed attempt of a retryable operation

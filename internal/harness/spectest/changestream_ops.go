@@ -2,6 +2,7 @@ package spectest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -95,28 +96,44 @@ func (tr *testRun) createChangeStream(watch watchFunc) opFunc {
 
 // changeStreamOps are the iteration operations of a change stream entity.
 func changeStreamOps(e *changeStreamEntity) map[string]opFunc {
+	ops := iterationOps(e.cs, func() bson.Raw { return e.cs.Current }, "change stream ended without a document")
+	ops["close"] = func(ctx context.Context, a *args) (opResult, error) {
+		return checked(a, func() (opResult, error) { return opResult{}, e.cs.Close(ctx) })
+	}
+	return ops
+}
+
+// iterator is what change streams and cursors share for iteration.
+type iterator interface {
+	Next(ctx context.Context) bool
+	TryNext(ctx context.Context) bool
+	Err() error
+}
+
+// iterationOps are the iterate operations of a change stream or cursor;
+// current returns the document it moved to, and exhausted is the error
+// when iterateUntilDocumentOrError finds it ended.
+func iterationOps(it iterator, current func() bson.Raw, exhausted string) map[string]opFunc {
+	doc := func() opResult { return opResult{v: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: current()}} }
 	return map[string]opFunc{
 		"iterateUntilDocumentOrError": func(ctx context.Context, a *args) (opResult, error) {
 			return checked(a, func() (opResult, error) {
-				if !e.cs.Next(ctx) {
-					if err := e.cs.Err(); err != nil {
+				if !it.Next(ctx) {
+					if err := it.Err(); err != nil {
 						return opResult{}, err
 					}
-					return opResult{}, fmt.Errorf("change stream ended without a document")
+					return opResult{}, errors.New(exhausted)
 				}
-				return opResult{v: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: e.cs.Current}}, nil
+				return doc(), nil
 			})
 		},
 		"iterateOnce": func(ctx context.Context, a *args) (opResult, error) {
 			return checked(a, func() (opResult, error) {
-				if e.cs.TryNext(ctx) {
-					return opResult{v: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: e.cs.Current}}, nil
+				if it.TryNext(ctx) {
+					return doc(), nil
 				}
-				return opResult{}, e.cs.Err()
+				return opResult{}, it.Err()
 			})
-		},
-		"close": func(ctx context.Context, a *args) (opResult, error) {
-			return checked(a, func() (opResult, error) { return opResult{}, e.cs.Close(ctx) })
 		},
 	}
 }
@@ -168,32 +185,13 @@ func (tr *testRun) createFindCursor(coll *sturdy.Collection) opFunc {
 
 // cursorOps are the iteration operations of a cursor entity.
 func cursorOps(e *cursorEntity) map[string]opFunc {
-	return map[string]opFunc{
-		"iterateUntilDocumentOrError": func(ctx context.Context, a *args) (opResult, error) {
-			return checked(a, func() (opResult, error) {
-				if !e.cur.Next(ctx) {
-					if err := e.cur.Err(); err != nil {
-						return opResult{}, err
-					}
-					return opResult{}, fmt.Errorf("cursor exhausted without a document")
-				}
-				return opResult{v: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: e.cur.Current}}, nil
-			})
-		},
-		"iterateOnce": func(ctx context.Context, a *args) (opResult, error) {
-			return checked(a, func() (opResult, error) {
-				if e.cur.TryNext(ctx) {
-					return opResult{v: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: e.cur.Current}}, nil
-				}
-				return opResult{}, e.cur.Err()
-			})
-		},
-		"close": func(ctx context.Context, a *args) (opResult, error) {
-			// The format says runners suppress every error of a cursor's
-			// close (killCursors is best effort); events show its outcome.
-			return checked(a, func() (opResult, error) { _ = e.cur.Close(ctx); return opResult{}, nil })
-		},
+	ops := iterationOps(e.cur, func() bson.Raw { return e.cur.Current }, "cursor exhausted without a document")
+	ops["close"] = func(ctx context.Context, a *args) (opResult, error) {
+		// The format says runners suppress every error of a cursor's
+		// close (killCursors is best effort); events show its outcome.
+		return checked(a, func() (opResult, error) { _ = e.cur.Close(ctx); return opResult{}, nil })
 	}
+	return ops
 }
 
 // runCursorCommand runs a cursor command: iterated to the end
