@@ -383,6 +383,16 @@ func cursorBatchSize(r *request) (int, error) {
 	return -1, nil
 }
 
+// createOptions are a create command's collection options.
+type createOptions struct {
+	options                bson.D // as listCollections reports them
+	val                    *validator
+	defColl                *collation.Collation
+	clustered, timeseries  bson.D
+	images, capped         bool
+	cappedSize, cappedDocs int64
+}
+
 func cmdCreate(r *request) (bson.D, error) {
 	coll, err := collectionArg(r)
 	if err != nil {
@@ -394,151 +404,17 @@ func cmdCreate(r *request) (bson.D, error) {
 	if _, ok := r.get("pipeline"); ok {
 		return nil, cmderr.New(cmderr.InvalidOptions, "'pipeline' requires 'viewOn' to also be specified")
 	}
-	val, hasValidator, err := validatorArgs("create", r.cmd[1:], nil)
+	o, err := parseCreateOptions(r)
 	if err != nil {
 		return nil, err
 	}
-	if !hasValidator {
-		val = nil
-	}
-	var options bson.D // as listCollections reports them
-	var defColl *collation.Collation
-	var clustered, timeseries bson.D
-	var images, capped bool
-	var size, maxDocs int64
-	for i, e := range r.cmd {
-		if i == 0 || genericFields[e.Key] {
-			continue
-		}
-		switch e.Key {
-		case "capped":
-			capped = truthy(e.Value)
-		case "size", "max":
-			n, ok := int64Arg(e.Value)
-			if !ok || n < 0 {
-				return nil, cmderr.New(cmderr.BadValue, "'%s' must be a non-negative number", e.Key)
-			}
-			if e.Key == "size" {
-				size = n
-			} else {
-				maxDocs = n
-			}
-		case "autoIndexId", "idIndex":
-			// accepted, as mongod does
-		case "validator", "validationLevel", "validationAction":
-			// validatorArgs read them
-		case "storageEngine", "indexOptionDefaults":
-			if d, ok := e.Value.(bson.D); !ok || len(d) > 0 {
-				return nil, cmderr.Unsupported("create option " + e.Key)
-			}
-		case "collation":
-			// The collection's default collation: listCollections shows
-			// it in full; the simple one is not recorded.
-			c, err := parseCollation(e.Value, "create.collation")
-			if err != nil {
-				return nil, err
-			}
-			if c != nil {
-				options = append(options, bson.E{Key: "collation", Value: c.Spec()})
-			}
-			defColl = c
-		case "changeStreamPreAndPostImages":
-			on, err := preAndPostImagesArg("create", e.Value)
-			if err != nil {
-				return nil, err
-			}
-			images = on
-			options = append(options, bson.E{Key: e.Key, Value: bson.D{{Key: "enabled", Value: on}}})
-		case "clusteredIndex":
-			if clustered, err = clusteredIndexArg(e.Value); err != nil {
-				return nil, err
-			}
-			options = append(options, bson.E{Key: e.Key, Value: clustered})
-		case "timeseries":
-			if timeseries, err = timeseriesArg(e.Value); err != nil {
-				return nil, err
-			}
-			options = append(options, bson.E{Key: e.Key, Value: timeseries})
-		case "expireAfterSeconds":
-			n, ok := int64Arg(e.Value)
-			if !ok || n < 0 {
-				return nil, cmderr.New(cmderr.InvalidOptions, "'expireAfterSeconds' must be a non-negative number")
-			}
-			options = append(options, bson.E{Key: e.Key, Value: n})
-		default: // viewOn, pipeline, encryptedFields...
-			return nil, cmderr.Unsupported("create option " + e.Key)
-		}
-	}
-	if _, ok := r.get("expireAfterSeconds"); ok && clustered == nil && timeseries == nil {
-		return nil, cmderr.New(cmderr.InvalidOptions, "'expireAfterSeconds' requires clustering to be enabled")
-	}
-	if capped {
-		if size == 0 {
-			return nil, cmderr.New(cmderr.InvalidOptions, "the 'size' field is required when 'capped' is true")
-		}
-		if clustered != nil || timeseries != nil {
-			return nil, cmderr.New(cmderr.InvalidOptions, "a capped collection cannot be clustered or time series")
-		}
-		capOpts := bson.D{{Key: "capped", Value: true}, {Key: "size", Value: size}}
-		if maxDocs > 0 {
-			capOpts = append(capOpts, bson.E{Key: "max", Value: maxDocs})
-		}
-		options = append(capOpts, options...)
-	}
-	if clustered != nil && timeseries != nil {
-		return nil, cmderr.New(cmderr.InvalidOptions, "Time-series collections are clustered implicitly; clusteredIndex must not be given")
-	}
 	if r.tx != nil {
-		// Inside a transaction the collection appears at commit; create
-		// options are not supported there.
-		if len(options) > 0 || val != nil {
-			return nil, cmderr.Unsupported("create options inside a transaction")
-		}
-		var existed bool
-		if err := r.data().write(r.ctx, r.db, coll, false, func(c *collection) error {
-			existed = c != nil
-			return nil
-		}); err != nil {
-			return nil, err
-		}
-		if existed {
-			return nil, cmderr.New(cmderr.NamespaceExists, "Collection %s.%s already exists.", r.db, coll)
-		}
-		if _, _, err := r.data().ensure(r.db, coll); err != nil {
-			return nil, err
-		}
-		return bson.D{}, nil
+		return createInTransaction(r, coll, o)
 	}
-	if val != nil {
-		options = append(options, val.options()...)
+	if o.val != nil {
+		o.options = append(o.options, o.val.options()...)
 	}
-	init := func(c *collection) {
-		c.options, c.prePostImages = options, images
-		c.validator = val
-		c.capped, c.cappedSize, c.cappedMax = capped, size, maxDocs
-		c.timeseries = timeseries != nil
-		if c.timeseries {
-			tf, _ := value.Get(timeseries, "timeField")
-			c.timeField = tf.(string)
-		}
-		if clustered != nil {
-			// The clustered index is the collection's _id index: it has
-			// the name given and says clustered.
-			ix := idIndex()
-			name, _ := value.Get(clustered, "name")
-			ix.name = name.(string)
-			ix.spec = bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "name", Value: ix.name}, {Key: "unique", Value: true}, {Key: "clustered", Value: true}}
-			c.indexes[0] = ix
-		}
-		if defColl != nil {
-			// The _id index has the collection's default collation too.
-			ix := *c.indexes[0]
-			ix.coll = defColl
-			ix.spec = append(value.CloneDoc(ix.spec), bson.E{Key: "collation", Value: defColl.Spec()})
-			c.indexes[0] = &ix
-		}
-	}
-	c, created, err := r.cluster.data.ensureWith(r.db, coll, init)
+	c, created, err := r.cluster.data.ensureWith(r.db, coll, o.init)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +423,7 @@ func cmdCreate(r *request) (bson.D, error) {
 		// succeeds; with others it fails.
 		var same bool
 		_ = r.cluster.data.read(r.db, coll, func(cur *collection) error {
-			same = cur == c && cur.view == nil && (len(cur.options) == 0 && len(options) == 0 || value.Key(cur.options) == value.Key(options))
+			same = cur == c && cur.view == nil && (len(cur.options) == 0 && len(o.options) == 0 || value.Key(cur.options) == value.Key(o.options))
 			return nil
 		})
 		if !same {
@@ -555,6 +431,159 @@ func cmdCreate(r *request) (bson.D, error) {
 		}
 	}
 	return bson.D{}, nil
+}
+
+// parseCreateOptions reads the options of a create that is not a view and
+// checks the combinations mongod refuses.
+func parseCreateOptions(r *request) (*createOptions, error) {
+	val, hasValidator, err := validatorArgs("create", r.cmd[1:], nil)
+	if err != nil {
+		return nil, err
+	}
+	o := &createOptions{}
+	if hasValidator {
+		o.val = val
+	}
+	for i, e := range r.cmd {
+		if i == 0 || genericFields[e.Key] {
+			continue
+		}
+		if err := o.parse(e); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := r.get("expireAfterSeconds"); ok && o.clustered == nil && o.timeseries == nil {
+		return nil, cmderr.New(cmderr.InvalidOptions, "'expireAfterSeconds' requires clustering to be enabled")
+	}
+	if o.capped {
+		if o.cappedSize == 0 {
+			return nil, cmderr.New(cmderr.InvalidOptions, "the 'size' field is required when 'capped' is true")
+		}
+		if o.clustered != nil || o.timeseries != nil {
+			return nil, cmderr.New(cmderr.InvalidOptions, "a capped collection cannot be clustered or time series")
+		}
+		capOpts := bson.D{{Key: "capped", Value: true}, {Key: "size", Value: o.cappedSize}}
+		if o.cappedDocs > 0 {
+			capOpts = append(capOpts, bson.E{Key: "max", Value: o.cappedDocs})
+		}
+		o.options = append(capOpts, o.options...)
+	}
+	if o.clustered != nil && o.timeseries != nil {
+		return nil, cmderr.New(cmderr.InvalidOptions, "Time-series collections are clustered implicitly; clusteredIndex must not be given")
+	}
+	return o, nil
+}
+
+// parse reads one create field into o.
+func (o *createOptions) parse(e bson.E) error {
+	var err error
+	switch e.Key {
+	case "capped":
+		o.capped = truthy(e.Value)
+	case "size", "max":
+		n, ok := int64Arg(e.Value)
+		if !ok || n < 0 {
+			return cmderr.New(cmderr.BadValue, "'%s' must be a non-negative number", e.Key)
+		}
+		if e.Key == "size" {
+			o.cappedSize = n
+		} else {
+			o.cappedDocs = n
+		}
+	case "autoIndexId", "idIndex":
+		// accepted, as mongod does
+	case "validator", "validationLevel", "validationAction":
+		// validatorArgs read them
+	case "storageEngine", "indexOptionDefaults":
+		if d, ok := e.Value.(bson.D); !ok || len(d) > 0 {
+			return cmderr.Unsupported("create option " + e.Key)
+		}
+	case "collation":
+		// The collection's default collation: listCollections shows
+		// it in full; the simple one is not recorded.
+		c, err := parseCollation(e.Value, "create.collation")
+		if err != nil {
+			return err
+		}
+		if c != nil {
+			o.options = append(o.options, bson.E{Key: "collation", Value: c.Spec()})
+		}
+		o.defColl = c
+	case "changeStreamPreAndPostImages":
+		if o.images, err = preAndPostImagesArg("create", e.Value); err != nil {
+			return err
+		}
+		o.options = append(o.options, bson.E{Key: e.Key, Value: bson.D{{Key: "enabled", Value: o.images}}})
+	case "clusteredIndex":
+		if o.clustered, err = clusteredIndexArg(e.Value); err != nil {
+			return err
+		}
+		o.options = append(o.options, bson.E{Key: e.Key, Value: o.clustered})
+	case "timeseries":
+		if o.timeseries, err = timeseriesArg(e.Value); err != nil {
+			return err
+		}
+		o.options = append(o.options, bson.E{Key: e.Key, Value: o.timeseries})
+	case "expireAfterSeconds":
+		n, ok := int64Arg(e.Value)
+		if !ok || n < 0 {
+			return cmderr.New(cmderr.InvalidOptions, "'expireAfterSeconds' must be a non-negative number")
+		}
+		o.options = append(o.options, bson.E{Key: e.Key, Value: n})
+	default: // viewOn, pipeline, encryptedFields...
+		return cmderr.Unsupported("create option " + e.Key)
+	}
+	return nil
+}
+
+// createInTransaction creates the collection inside a transaction, where it
+// appears at commit; create options are not supported there.
+func createInTransaction(r *request, coll string, o *createOptions) (bson.D, error) {
+	if len(o.options) > 0 || o.val != nil {
+		return nil, cmderr.Unsupported("create options inside a transaction")
+	}
+	var existed bool
+	if err := r.data().write(r.ctx, r.db, coll, false, func(c *collection) error {
+		existed = c != nil
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if existed {
+		return nil, cmderr.New(cmderr.NamespaceExists, "Collection %s.%s already exists.", r.db, coll)
+	}
+	if _, _, err := r.data().ensure(r.db, coll); err != nil {
+		return nil, err
+	}
+	return bson.D{}, nil
+}
+
+// init applies the options to a collection being created.
+func (o *createOptions) init(c *collection) {
+	c.options, c.prePostImages = o.options, o.images
+	c.validator = o.val
+	c.capped, c.cappedSize, c.cappedMax = o.capped, o.cappedSize, o.cappedDocs
+	c.timeseries = o.timeseries != nil
+	if c.timeseries {
+		tf, _ := value.Get(o.timeseries, "timeField")
+		c.timeField = tf.(string)
+	}
+	if o.clustered != nil {
+		// The clustered index is the collection's _id index: it has
+		// the name given and says clustered.
+		ix := idIndex()
+		name, _ := value.Get(o.clustered, "name")
+		ix.name = name.(string)
+		ix.spec = bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "name", Value: ix.name}, {Key: "unique", Value: true}, {Key: "clustered", Value: true}}
+		c.indexes[0] = ix
+	}
+	if o.defColl != nil {
+		// The _id index has the collection's default collation too.
+		ix := *c.indexes[0]
+		ix.coll = o.defColl
+		ix.spec = append(value.CloneDoc(ix.spec), bson.E{Key: "collation", Value: o.defColl.Spec()})
+		c.indexes[0] = &ix
+	}
 }
 
 // preAndPostImagesArg reads changeStreamPreAndPostImages: {enabled: bool}.
