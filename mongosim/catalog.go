@@ -92,25 +92,10 @@ func (k catalog) Merge(db, coll string, docs []bson.D, on []string, whenMatched 
 	if len(on) == 0 {
 		on = []string{"_id"}
 	}
-	var pipeline *agg.Pipeline
-	mode := "merge"
-	switch w := whenMatched.(type) {
-	case nil:
-	case string:
-		switch w {
-		case "replace", "keepExisting", "merge", "fail":
-			mode = w
-		default:
-			return cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field 'whenMatched' is not a valid value.", w)
-		}
-	case bson.A:
-		p, err := agg.Compile(w)
-		if err != nil {
-			return err
-		}
-		pipeline, mode = p, "pipeline"
-	default:
-		return cmderr.New(cmderr.TypeMismatch, "$merge whenMatched must be a string or an array")
+	m := mergeSpec{db: db, on: on, whenNotMatched: whenNotMatched}
+	var err error
+	if m.mode, m.pipeline, err = mergeWhenMatched(whenMatched); err != nil {
+		return err
 	}
 	switch whenNotMatched {
 	case "", "insert", "discard", "fail":
@@ -123,90 +108,138 @@ func (k catalog) Merge(db, coll string, docs []bson.D, on []string, whenMatched 
 			return cmderr.New(51183, "Cannot find index to verify that join fields will be unique")
 		}
 		for _, d := range docs {
-			filter := bson.D{}
-			for _, f := range on {
-				v, ok := query.Lookup(d, f)
-				if !ok {
-					if f == "_id" {
-						continue
-					}
-					return cmderr.New(51132, "$merge write error: 'on' field '%s' cannot be missing, null, undefined or an array", f)
-				}
-				if _, isArr := v.(bson.A); isArr {
-					return cmderr.New(51185, "$merge write error: 'on' field '%s' cannot be missing, null, undefined or an array", f)
-				}
-				filter = append(filter, bson.E{Key: f, Value: bson.D{{Key: "$eq", Value: v}}})
-			}
-			var target *record
-			if len(filter) == len(on) {
-				fl, err := query.CompileFilter(filter)
-				if err != nil {
-					return err
-				}
-				m, err := c.match(fl, filter, 1)
-				if err != nil {
-					return err
-				}
-				if len(m) > 0 {
-					target = m[0]
-				}
-			}
-			if target == nil {
-				switch whenNotMatched {
-				case "discard":
-					continue
-				case "fail":
-					return cmderr.New(13113, "$merge could not find a matching document in the target collection for at least one document in the source collection")
-				}
-				p, err := prepareInsert(d)
-				if err != nil {
-					return err
-				}
-				if err := c.insert(p); err != nil {
-					return err
-				}
-				continue
-			}
-			var next bson.D
-			switch mode {
-			case "keepExisting":
-				continue
-			case "fail":
-				id, _ := value.Get(target.doc, "_id")
-				return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
-			case "replace":
-				next = value.CloneDoc(d)
-			case "merge":
-				next = value.CloneDoc(target.doc)
-				for _, e := range d {
-					set := false
-					for i := range next {
-						if next[i].Key == e.Key {
-							next[i].Value = value.Clone(e.Value)
-							set = true
-							break
-						}
-					}
-					if !set {
-						next = append(next, bson.E{Key: e.Key, Value: value.Clone(e.Value)})
-					}
-				}
-			case "pipeline":
-				out, err := pipeline.Run(context.Background(), []bson.D{value.CloneDoc(target.doc)}, agg.Env{DB: db, Catalog: k, Now: k.s.now(), Vars: map[string]any{"new": value.CloneDoc(d)}})
-				if err != nil {
-					return err
-				}
-				if len(out) != 1 {
-					return cmderr.New(cmderr.BadValue, "$merge whenMatched pipeline must produce exactly one document")
-				}
-				next = out[0]
-			}
-			if err := c.replace(target, next, mode == "replace"); err != nil {
+			if err := k.mergeOne(c, m, d); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// mergeSpec is a parsed $merge: the join fields and what to do with
+// matched and unmatched documents.
+type mergeSpec struct {
+	db             string
+	on             []string
+	mode           string // whenMatched: replace, keepExisting, merge, fail or pipeline
+	pipeline       *agg.Pipeline
+	whenNotMatched string
+}
+
+// mergeWhenMatched parses whenMatched: a mode name or an update pipeline.
+func mergeWhenMatched(whenMatched any) (string, *agg.Pipeline, error) {
+	switch w := whenMatched.(type) {
+	case nil:
+		return "merge", nil, nil
+	case string:
+		switch w {
+		case "replace", "keepExisting", "merge", "fail":
+			return w, nil, nil
+		}
+		return "", nil, cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field 'whenMatched' is not a valid value.", w)
+	case bson.A:
+		p, err := agg.Compile(w)
+		if err != nil {
+			return "", nil, err
+		}
+		return "pipeline", p, nil
+	}
+	return "", nil, cmderr.New(cmderr.TypeMismatch, "$merge whenMatched must be a string or an array")
+}
+
+// mergeOne merges one source document into the target collection.
+func (k catalog) mergeOne(c *collection, m mergeSpec, d bson.D) error {
+	target, err := c.mergeTarget(d, m.on)
+	if err != nil {
+		return err
+	}
+	if target == nil {
+		switch m.whenNotMatched {
+		case "discard":
+			return nil
+		case "fail":
+			return cmderr.New(13113, "$merge could not find a matching document in the target collection for at least one document in the source collection")
+		}
+		p, err := prepareInsert(d)
+		if err != nil {
+			return err
+		}
+		return c.insert(p)
+	}
+	var next bson.D
+	switch m.mode {
+	case "keepExisting":
+		return nil
+	case "fail":
+		id, _ := value.Get(target.doc, "_id")
+		return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
+	case "replace":
+		next = value.CloneDoc(d)
+	case "merge":
+		next = mergeFields(target.doc, d)
+	case "pipeline":
+		out, err := m.pipeline.Run(context.Background(), []bson.D{value.CloneDoc(target.doc)}, agg.Env{DB: m.db, Catalog: k, Now: k.s.now(), Vars: map[string]any{"new": value.CloneDoc(d)}})
+		if err != nil {
+			return err
+		}
+		if len(out) != 1 {
+			return cmderr.New(cmderr.BadValue, "$merge whenMatched pipeline must produce exactly one document")
+		}
+		next = out[0]
+	}
+	return c.replace(target, next, m.mode == "replace")
+}
+
+// mergeTarget finds the document d joins to on the on fields, or nil. A
+// missing _id matches nothing (the document is inserted); any other missing
+// or array join field is an error.
+func (c *collection) mergeTarget(d bson.D, on []string) (*record, error) {
+	filter := bson.D{}
+	for _, f := range on {
+		v, ok := query.Lookup(d, f)
+		if !ok {
+			if f == "_id" {
+				continue
+			}
+			return nil, cmderr.New(51132, "$merge write error: 'on' field '%s' cannot be missing, null, undefined or an array", f)
+		}
+		if _, isArr := v.(bson.A); isArr {
+			return nil, cmderr.New(51185, "$merge write error: 'on' field '%s' cannot be missing, null, undefined or an array", f)
+		}
+		filter = append(filter, bson.E{Key: f, Value: bson.D{{Key: "$eq", Value: v}}})
+	}
+	if len(filter) != len(on) {
+		return nil, nil
+	}
+	fl, err := query.CompileFilter(filter)
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.match(fl, filter, 1)
+	if err != nil || len(m) == 0 {
+		return nil, err
+	}
+	return m[0], nil
+}
+
+// mergeFields is whenMatched "merge": the target with each top-level field
+// of the source set in place or appended.
+func mergeFields(target, src bson.D) bson.D {
+	next := value.CloneDoc(target)
+	for _, e := range src {
+		set := false
+		for i := range next {
+			if next[i].Key == e.Key {
+				next[i].Value = value.Clone(e.Value)
+				set = true
+				break
+			}
+		}
+		if !set {
+			next = append(next, bson.E{Key: e.Key, Value: value.Clone(e.Value)})
+		}
+	}
+	return next
 }
 
 func (c *collection) hasUniqueIndexOn(fields []string) bool {
