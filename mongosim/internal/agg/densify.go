@@ -44,47 +44,69 @@ func compileDensify(arg any) (stage, error) {
 	if !ok {
 		return nil, cmderr.New(cmderr.FailedToParse, "The $densify stage specification must be an object, found %s", value.TypeName(arg))
 	}
+	field, partFields, rng, err := parseDensifySpec(spec)
+	if err != nil {
+		return nil, err
+	}
 	s := &densifyStage{}
-	var field string
-	var partFields []string
-	var rng bson.D
+	bounds, err := s.parseRange(rng)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.parseBounds(bounds); err != nil {
+		return nil, err
+	}
+	if err := s.compilePaths(field, partFields); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// parseDensifySpec reads $densify's top-level fields, all of them checked
+// for type and field and range required.
+func parseDensifySpec(spec bson.D) (field string, partFields []string, rng bson.D, err error) {
 	haveField, haveRange := false, false
 	for _, e := range spec {
 		switch e.Key {
 		case "field":
 			f, ok := e.Value.(string)
 			if !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$densify.field' is the wrong type '%s', expected type 'string'", value.TypeName(e.Value))
+				return "", nil, nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$densify.field' is the wrong type '%s', expected type 'string'", value.TypeName(e.Value))
 			}
 			field, haveField = f, true
 		case "partitionByFields":
 			a, ok := value.ToArray(e.Value)
 			if !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$densify.partitionByFields' is the wrong type '%s', expected type 'array'", value.TypeName(e.Value))
+				return "", nil, nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$densify.partitionByFields' is the wrong type '%s', expected type 'array'", value.TypeName(e.Value))
 			}
 			for i, x := range a {
 				f, ok := x.(string)
 				if !ok {
-					return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$densify.partitionByFields.%d' is the wrong type '%s', expected type 'string'", i, value.TypeName(x))
+					return "", nil, nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$densify.partitionByFields.%d' is the wrong type '%s', expected type 'string'", i, value.TypeName(x))
 				}
 				partFields = append(partFields, f)
 			}
 		case "range":
 			d, ok := value.ToDoc(e.Value)
 			if !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$densify.range' is the wrong type '%s', expected type 'object'", value.TypeName(e.Value))
+				return "", nil, nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$densify.range' is the wrong type '%s', expected type 'object'", value.TypeName(e.Value))
 			}
 			rng, haveRange = d, true
 		default:
-			return nil, cmderr.New(40415, "BSON field '$densify.%s' is an unknown field.", e.Key)
+			return "", nil, nil, cmderr.New(40415, "BSON field '$densify.%s' is an unknown field.", e.Key)
 		}
 	}
 	if !haveField {
-		return nil, cmderr.New(40414, "BSON field '$densify.field' is missing but a required field")
+		return "", nil, nil, cmderr.New(40414, "BSON field '$densify.field' is missing but a required field")
 	}
 	if !haveRange {
-		return nil, cmderr.New(40414, "BSON field '$densify.range' is missing but a required field")
+		return "", nil, nil, cmderr.New(40414, "BSON field '$densify.range' is missing but a required field")
 	}
+	return field, partFields, rng, nil
+}
+
+// parseRange reads range's step and unit into s and returns its bounds.
+func (s *densifyStage) parseRange(rng bson.D) (any, error) {
 	var bounds any
 	haveStep, haveBounds := false, false
 	for _, e := range rng {
@@ -120,62 +142,74 @@ func compileDensify(arg any) (stage, error) {
 			return nil, cmderr.New(cmderr.FailedToParse, "unknown time unit value: %s", s.unit)
 		}
 	}
-	switch b := bounds.(type) {
-	case string:
+	return bounds, nil
+}
+
+// parseBounds sets the mode from bounds: "full", "partition", or an
+// ascending pair of numbers (of the step's type) or of dates (with a unit).
+func (s *densifyStage) parseBounds(bounds any) error {
+	if b, ok := bounds.(string); ok {
 		switch b {
 		case "full":
 			s.mode = densifyFull
 		case "partition":
 			s.mode = densifyPartition
 		default:
-			return nil, cmderr.New(5946802, "Bounds string must either be 'full' or 'partition'")
+			return cmderr.New(5946802, "Bounds string must either be 'full' or 'partition'")
+		}
+		return nil
+	}
+	a, ok := value.ToArray(bounds)
+	if !ok {
+		return cmderr.New(5733404, "The bounds in a range statement must be the string 'full', 'partition', or an ascending array of two numbers or two dates")
+	}
+	if len(a) != 2 {
+		return cmderr.New(5733403, "A bounding array in a range statement must have exactly two elements")
+	}
+	if expr.CompareValues(a[0], a[1]) > 0 {
+		return cmderr.New(5733402, "A bounding array must be an ascending array of either two dates or two numbers")
+	}
+	_, d0 := a[0].(bson.DateTime)
+	_, d1 := a[1].(bson.DateTime)
+	switch {
+	case value.IsNumber(a[0]):
+		if s.unit != "" {
+			return cmderr.New(5733409, "Numeric bounds may not have unit parameter")
+		}
+		if !value.IsNumber(a[1]) {
+			return cmderr.New(5733406, "A bounding array must contain either both dates or both numeric types")
+		}
+		if value.TypeName(a[0]) != value.TypeName(a[1]) || value.TypeName(a[0]) != value.TypeName(s.step) {
+			return cmderr.New(5876900, "Upper bound, lower bound, and step must all have the same type")
+		}
+	case d0:
+		if !d1 {
+			return cmderr.New(5733405, "A bounding array must contain either both dates or both numeric types")
+		}
+		if s.unit == "" {
+			return cmderr.New(5733410, "A bounding array of dates must specify a unit")
 		}
 	default:
-		a, ok := value.ToArray(bounds)
-		if !ok {
-			return nil, cmderr.New(5733404, "The bounds in a range statement must be the string 'full', 'partition', or an ascending array of two numbers or two dates")
-		}
-		if len(a) != 2 {
-			return nil, cmderr.New(5733403, "A bounding array in a range statement must have exactly two elements")
-		}
-		if expr.CompareValues(a[0], a[1]) > 0 {
-			return nil, cmderr.New(5733402, "A bounding array must be an ascending array of either two dates or two numbers")
-		}
-		_, d0 := a[0].(bson.DateTime)
-		_, d1 := a[1].(bson.DateTime)
-		switch {
-		case value.IsNumber(a[0]):
-			if s.unit != "" {
-				return nil, cmderr.New(5733409, "Numeric bounds may not have unit parameter")
-			}
-			if !value.IsNumber(a[1]) {
-				return nil, cmderr.New(5733406, "A bounding array must contain either both dates or both numeric types")
-			}
-			if value.TypeName(a[0]) != value.TypeName(a[1]) || value.TypeName(a[0]) != value.TypeName(s.step) {
-				return nil, cmderr.New(5876900, "Upper bound, lower bound, and step must all have the same type")
-			}
-		case d0:
-			if !d1 {
-				return nil, cmderr.New(5733405, "A bounding array must contain either both dates or both numeric types")
-			}
-			if s.unit == "" {
-				return nil, cmderr.New(5733410, "A bounding array of dates must specify a unit")
-			}
-		default:
-			return nil, cmderr.New(5946800, "Explicit bounds must be numeric or dates")
-		}
-		s.mode, s.lo, s.hi = densifyExplicit, a[0], a[1]
+		return cmderr.New(5946800, "Explicit bounds must be numeric or dates")
 	}
+	s.mode, s.lo, s.hi = densifyExplicit, a[0], a[1]
+	return nil
+}
+
+// compilePaths checks the field and partition paths and builds the sort
+// the stage orders its input by: partition fields (unless bounds are full),
+// then the field.
+func (s *densifyStage) compilePaths(field string, partFields []string) error {
 	parts, err := checkFieldPath("$densify", field)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.parts = parts
 	sortSpec := bson.D{}
 	for _, f := range partFields {
 		pp, err := checkFieldPath("$densify", f)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.partPaths = append(s.partPaths, pp)
 		if s.mode != densifyFull {
@@ -183,13 +217,11 @@ func compileDensify(arg any) (stage, error) {
 		}
 	}
 	if s.mode == densifyPartition && len(partFields) == 0 {
-		return nil, cmderr.New(5733408, "One cannot specify the bounds as 'partition' without specifying a non-empty array of partitionByFields. You may have meant to specify 'full' bounds.")
+		return cmderr.New(5733408, "One cannot specify the bounds as 'partition' without specifying a non-empty array of partitionByFields. You may have meant to specify 'full' bounds.")
 	}
 	sortSpec = append(sortSpec, bson.E{Key: field, Value: int32(1)})
-	if s.sort, err = query.CompileSort(sortSpec); err != nil {
-		return nil, err
-	}
-	return s, nil
+	s.sort, err = query.CompileSort(sortSpec)
+	return err
 }
 
 type densifyPartitionState struct {
