@@ -136,14 +136,12 @@ func (coll *Collection) sendWrite(ctx context.Context, kind stmtKind, stmts []wr
 	}
 	w.seq[0] = wire.DocumentSequence{Identifier: kind.sequence(), Documents: docs}
 	w.op = exec.Operation{
-		Name:           kind.command(),
-		DB:             coll.db,
-		Command:        coll.writeCommand(kind, o),
-		Sequences:      w.seq[:],
-		Write:          true,
-		RetryableWrite: retryable,
-		Unacknowledged: unack,
-		OperationID:    opID,
+		Name:        kind.command(),
+		DB:          coll.db,
+		Command:     coll.writeCommand(kind, o),
+		Sequences:   w.seq[:],
+		Flags:       exec.Write | exec.RetryableWrite.If(retryable) | exec.Unacknowledged.If(unack),
+		OperationID: opID,
 	}
 	return coll.client.execute(ctx, &w.op, o.session)
 }

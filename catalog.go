@@ -106,7 +106,7 @@ func (c *Client) listDatabases(ctx context.Context, filter any, nameOnly *bool, 
 	cmd.addBoolPtr("nameOnly", nameOnly)
 	cmd.addBoolPtr("authorizedDatabases", opts.AuthorizedDatabases)
 	cmd.addIf("comment", opts.Comment)
-	res, err := c.execute(ctx, &exec.Operation{Name: "listDatabases", DB: "admin", Command: bson.D(cmd), RetryableRead: true}, opts.Session)
+	res, err := c.execute(ctx, &exec.Operation{Name: "listDatabases", DB: "admin", Command: bson.D(cmd), Flags: exec.RetryableRead}, opts.Session)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +242,7 @@ func (db *Database) listCollections(ctx context.Context, filter any, nameOnly *b
 		cmd.add("cursor", bson.D{{Key: "batchSize", Value: opts.BatchSize}})
 	}
 	cmd.addIf("comment", opts.Comment)
-	op := &exec.Operation{Name: "listCollections", DB: db.name, Command: bson.D(cmd), RetryableRead: true}
+	op := &exec.Operation{Name: "listCollections", DB: db.name, Command: bson.D(cmd), Flags: exec.RetryableRead}
 	return openCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
 }
 
@@ -339,6 +339,6 @@ func (db *Database) CreateCollection(ctx context.Context, name string, optList .
 	}
 	cmd.addIf("writeConcern", writeConcernDoc(db.wc))
 	cmd.addIf("comment", opts.Comment)
-	_, err := db.client.execute(ctx, &exec.Operation{Name: "create", DB: db.name, Command: bson.D(cmd), Write: true}, opts.Session)
+	_, err := db.client.execute(ctx, &exec.Operation{Name: "create", DB: db.name, Command: bson.D(cmd), Flags: exec.Write}, opts.Session)
 	return err
 }

@@ -178,7 +178,7 @@ func (cs *ChangeStream) open(ctx context.Context, resume bson.Raw) error {
 		cmd.add("readConcern", bson.D{{Key: "level", Value: cs.rc}})
 	}
 	s := cs.opts.Session
-	op := &exec.Operation{Name: "aggregate", DB: cs.db, Command: bson.D(cmd), ReadPref: readPref(cs.rp), RetryableRead: true, KeepSession: s == nil, PinCursor: true}
+	op := &exec.Operation{Name: "aggregate", DB: cs.db, Command: bson.D(cmd), ReadPref: readPref(cs.rp), Flags: exec.RetryableRead | exec.PinCursor | exec.KeepSession.If(s == nil)}
 	res, err := cs.client.execute(ctx, op, s)
 	if err != nil {
 		if s == nil && res.Session != nil {

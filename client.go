@@ -316,19 +316,19 @@ func (c *Client) execute(ctx context.Context, op *exec.Operation, s *Session) (e
 		if err != nil {
 			return exec.Result{}, err
 		}
-		if op.Unacknowledged {
+		if op.Flags.Has(exec.Unacknowledged) {
 			return exec.Result{}, ErrUnacknowledgedSession
 		}
 		op.Session = sc
-		op.KeepSession = false
-		if !op.TxnCommand { // WithTransaction's own commits and aborts keep their contexts
+		op.Flags &^= exec.KeepSession
+		if !op.Flags.Has(exec.TxnCommand) { // WithTransaction's own commits and aborts keep their contexts
 			var cancel context.CancelFunc
 			if ctx, cancel, err = s.txnContext(ctx); err != nil {
 				return exec.Result{}, err
 			}
 			defer cancel()
 		}
-		if rp, inTxn := s.txnReadPref(); inTxn && !op.Write && op.Server == nil {
+		if rp, inTxn := s.txnReadPref(); inTxn && !op.Flags.Has(exec.Write) && op.Server == nil {
 			// The transaction's read preference replaces the
 			// collection's; a transaction reads from the primary only.
 			if rp != nil && rp.Mode != PrimaryMode {

@@ -228,18 +228,15 @@ func (w *clientBulk) send(ctx context.Context, batch []clientOp, start int, nsDo
 		}
 	}
 	op := &exec.Operation{
-		Name:           "bulkWrite",
-		DB:             "admin",
-		Command:        w.cmd,
-		Sequences:      []wire.DocumentSequence{{Identifier: "ops", Documents: opDocs}, {Identifier: "nsInfo", Documents: nsList}},
-		Write:          true,
-		RetryableWrite: retryable,
-		Unacknowledged: w.unack,
-		OperationID:    w.opID,
+		Name:      "bulkWrite",
+		DB:        "admin",
+		Command:   w.cmd,
+		Sequences: []wire.DocumentSequence{{Identifier: "ops", Documents: opDocs}, {Identifier: "nsInfo", Documents: nsList}},
 		// The results come back through a cursor, whose getMores must
 		// carry the implicit session of the command.
-		KeepSession: true,
-		PinCursor:   true,
+		Flags: exec.Write | exec.RetryableWrite.If(retryable) | exec.Unacknowledged.If(w.unack) |
+			exec.KeepSession | exec.PinCursor,
+		OperationID: w.opID,
 	}
 	r, err := w.client.execute(ctx, op, w.session)
 	if w.opID == 0 {

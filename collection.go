@@ -258,7 +258,7 @@ func (coll *Collection) findAndModify(ctx context.Context, cmd cmdBuilder, s *Se
 		}
 	}
 	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
-	op := &exec.Operation{Name: "findAndModify", DB: coll.db, Command: bson.D(cmd), Write: true, RetryableWrite: !unack, Unacknowledged: unack}
+	op := &exec.Operation{Name: "findAndModify", DB: coll.db, Command: bson.D(cmd), Flags: exec.Write | exec.RetryableWrite.If(!unack) | exec.Unacknowledged.If(unack)}
 	res, err := coll.client.execute(ctx, op, s)
 	if err != nil {
 		return &SingleResult{err: err}
@@ -415,7 +415,7 @@ func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOp
 	if err != nil {
 		return nil, err
 	}
-	op := &exec.Operation{Name: "find", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), RetryableRead: true}
+	op := &exec.Operation{Name: "find", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), Flags: exec.RetryableRead}
 	var maxAwait time.Duration
 	if opts.CursorType == TailableAwait {
 		maxAwait = opts.MaxAwaitTime // mongod ignores getMore's maxTimeMS on other cursors
@@ -564,10 +564,11 @@ func aggregate(ctx context.Context, client *Client, db, coll string, rp *ReadPre
 		cmd.addIf("writeConcern", writeConcernDoc(wc))
 		// 5.0+ secondaries run $out and $merge: the executor selects by
 		// the read preference when every server is that recent.
-		op.Write, op.WriteStage, op.ReadPref = true, true, readPref(rp)
+		op.Flags |= exec.Write | exec.WriteStage
+		op.ReadPref = readPref(rp)
 	} else {
 		op.ReadPref = readPref(rp)
-		op.RetryableRead = true
+		op.Flags |= exec.RetryableRead
 	}
 	op.Command = bson.D(cmd)
 	if write && opts.TimeoutMode == TimeoutIteration {
@@ -656,7 +657,7 @@ func (coll *Collection) EstimatedDocumentCount(ctx context.Context, optList ...*
 	cmd.addIf("comment", opts.Comment)
 	cmd.addMaxTime(opts.MaxTime)
 	cmd.addIf("readConcern", coll.readConcern())
-	res, err := coll.client.execute(ctx, &exec.Operation{Name: "count", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), RetryableRead: true}, opts.Session)
+	res, err := coll.client.execute(ctx, &exec.Operation{Name: "count", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), Flags: exec.RetryableRead}, opts.Session)
 	if err != nil {
 		var ce *CommandError
 		if errors.As(err, &ce) && ce.Code == mongoerr.CodeNamespaceNotFound { // NamespaceNotFound: no collection, no documents
@@ -686,7 +687,7 @@ func (coll *Collection) Distinct(ctx context.Context, field string, filter any, 
 	cmd.addIf("comment", opts.Comment)
 	cmd.addMaxTime(opts.MaxTime)
 	cmd.addIf("readConcern", coll.readConcern())
-	res, err := coll.client.execute(ctx, &exec.Operation{Name: "distinct", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), RetryableRead: true}, opts.Session)
+	res, err := coll.client.execute(ctx, &exec.Operation{Name: "distinct", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), Flags: exec.RetryableRead}, opts.Session)
 	if err != nil {
 		return nil, err
 	}
@@ -720,7 +721,7 @@ func (coll *Collection) ListIndexes(ctx context.Context, optList ...*ListOptions
 	}
 	cmd := cmdBuilder{{Key: "listIndexes", Value: coll.name}}
 	cmd.addIf("comment", opts.Comment)
-	op := &exec.Operation{Name: "listIndexes", DB: coll.db, Command: bson.D(cmd), RetryableRead: true}
+	op := &exec.Operation{Name: "listIndexes", DB: coll.db, Command: bson.D(cmd), Flags: exec.RetryableRead}
 	return openCursor(ctx, coll.client, op, opts.Session, 0, opts.Comment, opts.TimeoutMode)
 }
 
@@ -743,7 +744,7 @@ func (coll *Collection) Rename(ctx context.Context, to string, optList ...*Renam
 	cmd.addTrue("dropTarget", opts.DropTarget)
 	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
 	cmd.addIf("comment", opts.Comment)
-	_, err := coll.client.execute(ctx, &exec.Operation{Name: "renameCollection", DB: "admin", Command: bson.D(cmd), Write: true}, opts.Session)
+	_, err := coll.client.execute(ctx, &exec.Operation{Name: "renameCollection", DB: "admin", Command: bson.D(cmd), Flags: exec.Write}, opts.Session)
 	return err
 }
 
@@ -758,7 +759,7 @@ func (coll *Collection) Drop(ctx context.Context, optList ...*DropCollectionOpti
 	}
 	cmd := cmdBuilder{{Key: "drop", Value: coll.name}}
 	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
-	_, err := coll.client.execute(ctx, &exec.Operation{Name: "drop", DB: coll.db, Command: bson.D(cmd), Write: true}, s)
+	_, err := coll.client.execute(ctx, &exec.Operation{Name: "drop", DB: coll.db, Command: bson.D(cmd), Flags: exec.Write}, s)
 	var ce *CommandError
 	if errors.As(err, &ce) && ce.Code == mongoerr.CodeNamespaceNotFound { // NamespaceNotFound
 		return nil

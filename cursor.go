@@ -191,9 +191,9 @@ func openTypedCursor(ctx context.Context, client *Client, op *exec.Operation, s 
 		return nil, err
 	}
 	if s == nil {
-		op.KeepSession = true
+		op.Flags |= exec.KeepSession
 	}
-	op.PinCursor = true
+	op.Flags |= exec.PinCursor
 	res, err := client.execute(ctx, op, s)
 	if err != nil {
 		if s == nil && res.Session != nil {

@@ -81,7 +81,7 @@ func (db *Database) RunCommand(ctx context.Context, cmd any, optList ...*RunComm
 	if err := opts.Session.checkOperationReadPref(opts.ReadPreference); err != nil {
 		return nil, err
 	}
-	op := &exec.Operation{Name: elems[0].Key(), DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference), RunCommand: true}
+	op := &exec.Operation{Name: elems[0].Key(), DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference), Flags: exec.RunCommand}
 	res, err := db.client.execute(ctx, op, opts.Session)
 	if err != nil {
 		var ce *CommandError
@@ -111,7 +111,7 @@ func (db *Database) RunCursorCommand(ctx context.Context, cmd any, optList ...*R
 	if err := opts.Session.checkOperationReadPref(opts.ReadPreference); err != nil {
 		return nil, err
 	}
-	op := &exec.Operation{Name: name, DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference), RunCommand: true}
+	op := &exec.Operation{Name: name, DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference), Flags: exec.RunCommand}
 	return openTypedCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode, opts.CursorType, opts.MaxAwaitTime)
 }
 
@@ -155,6 +155,6 @@ func (db *Database) Drop(ctx context.Context, optList ...*DropDatabaseOptions) e
 	}
 	cmd := cmdBuilder{{Key: "dropDatabase", Value: int32(1)}}
 	cmd.addIf("writeConcern", writeConcernDoc(db.wc))
-	_, err := db.client.execute(ctx, &exec.Operation{Name: "dropDatabase", DB: db.name, Command: bson.D(cmd), Write: true}, s)
+	_, err := db.client.execute(ctx, &exec.Operation{Name: "dropDatabase", DB: db.name, Command: bson.D(cmd), Flags: exec.Write}, s)
 	return err
 }

@@ -36,7 +36,7 @@ func (coll *Collection) CreateIndexes(ctx context.Context, models []IndexModel, 
 	cmd.addIf("commitQuorum", opts.CommitQuorum)
 	cmd.addIf("comment", opts.Comment)
 	cmd.addMaxTime(opts.MaxTime)
-	_, err := coll.client.execute(ctx, &exec.Operation{Name: "createIndexes", DB: coll.db, Command: bson.D(cmd), Write: true}, opts.Session)
+	_, err := coll.client.execute(ctx, &exec.Operation{Name: "createIndexes", DB: coll.db, Command: bson.D(cmd), Flags: exec.Write}, opts.Session)
 	if err != nil {
 		return nil, err
 	}
@@ -118,6 +118,6 @@ func (coll *Collection) dropIndexes(ctx context.Context, index any, opts *DropIn
 	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
 	cmd.addIf("comment", opts.Comment)
 	cmd.addMaxTime(opts.MaxTime)
-	_, err := coll.client.execute(ctx, &exec.Operation{Name: "dropIndexes", DB: coll.db, Command: bson.D(cmd), Write: true}, opts.Session)
+	_, err := coll.client.execute(ctx, &exec.Operation{Name: "dropIndexes", DB: coll.db, Command: bson.D(cmd), Flags: exec.Write}, opts.Session)
 	return err
 }

@@ -365,7 +365,7 @@ func (s *Session) CommitTransaction(ctx context.Context) error {
 	ctx, cancel := s.begin(ctx)
 	defer cancel()
 	_, err := s.client.execute(ctx, &exec.Operation{
-		Name: "commitTransaction", DB: "admin", Command: cmd, Write: true, TxnCommand: true, MajorityCommit: again,
+		Name: "commitTransaction", DB: "admin", Command: cmd, Flags: exec.Write | exec.TxnCommand | exec.MajorityCommit.If(again),
 	}, s)
 	s.mu.Lock()
 	if t.State == session.TxnInProgress || t.State == session.TxnCommitted {
@@ -413,7 +413,7 @@ func (s *Session) AbortTransaction(ctx context.Context) error {
 	ctx, cancel := s.begin(ctx)
 	defer cancel()
 	_, _ = s.client.execute(ctx, &exec.Operation{
-		Name: "abortTransaction", DB: "admin", Command: cmd, Write: true, TxnCommand: true,
+		Name: "abortTransaction", DB: "admin", Command: cmd, Flags: exec.Write | exec.TxnCommand,
 	}, s)
 	s.mu.Lock()
 	t.State = session.TxnAborted

@@ -18,7 +18,7 @@ func TestMarshalDMatchesBSONMarshal(t *testing.T) {
 		nil,
 		{},
 		{{Key: "a", Value: nil}, {Key: "s", Value: "héllo"}, {Key: "e", Value: ""}},
-		{{Key: "i", Value: int32(-7)}, {Key: "l", Value: int64(math.MaxInt64)}, {Key: "f", Value: math.NaN()}, {Key: "g", Value: -0.0}},
+		{{Key: "i", Value: int32(-7)}, {Key: "l", Value: int64(math.MaxInt64)}, {Key: "f", Value: math.NaN()}, {Key: "g", Value: math.Copysign(0, -1)}},
 		{{Key: "t", Value: true}, {Key: "f", Value: false}, {Key: "o", Value: oid}, {Key: "d", Value: bson.DateTime(-5)}},
 		{{Key: "ts", Value: bson.Timestamp{T: 1, I: 2}}, {Key: "b", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}},
 		{{Key: "old", Value: bson.Binary{Subtype: 2, Data: []byte("xyz")}}, {Key: "nb", Value: bson.Binary{}}},

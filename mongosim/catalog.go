@@ -92,25 +92,10 @@ func (k catalog) Merge(db, coll string, docs []bson.D, on []string, whenMatched 
 	if len(on) == 0 {
 		on = []string{"_id"}
 	}
-	var pipeline *agg.Pipeline
-	mode := "merge"
-	switch w := whenMatched.(type) {
-	case nil:
-	case string:
-		switch w {
-		case "replace", "keepExisting", "merge", "fail":
-			mode = w
-		default:
-			return cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field 'whenMatched' is not a valid value.", w)
-		}
-	case bson.A:
-		p, err := agg.Compile(w)
-		if err != nil {
-			return err
-		}
-		pipeline, mode = p, "pipeline"
-	default:
-		return cmderr.New(cmderr.TypeMismatch, "$merge whenMatched must be a string or an array")
+	m := mergeSpec{db: db, on: on, whenNotMatched: whenNotMatched}
+	var err error
+	if m.mode, m.pipeline, err = mergeWhenMatched(whenMatched); err != nil {
+		return err
 	}
 	switch whenNotMatched {
 	case "", "insert", "discard", "fail":
@@ -123,90 +108,138 @@ func (k catalog) Merge(db, coll string, docs []bson.D, on []string, whenMatched 
 			return cmderr.New(51183, "Cannot find index to verify that join fields will be unique")
 		}
 		for _, d := range docs {
-			filter := bson.D{}
-			for _, f := range on {
-				v, ok := query.Lookup(d, f)
-				if !ok {
-					if f == "_id" {
-						continue
-					}
-					return cmderr.New(51132, "$merge write error: 'on' field '%s' cannot be missing, null, undefined or an array", f)
-				}
-				if _, isArr := v.(bson.A); isArr {
-					return cmderr.New(51185, "$merge write error: 'on' field '%s' cannot be missing, null, undefined or an array", f)
-				}
-				filter = append(filter, bson.E{Key: f, Value: bson.D{{Key: "$eq", Value: v}}})
-			}
-			var target *record
-			if len(filter) == len(on) {
-				fl, err := query.CompileFilter(filter)
-				if err != nil {
-					return err
-				}
-				m, err := c.match(fl, filter, 1)
-				if err != nil {
-					return err
-				}
-				if len(m) > 0 {
-					target = m[0]
-				}
-			}
-			if target == nil {
-				switch whenNotMatched {
-				case "discard":
-					continue
-				case "fail":
-					return cmderr.New(13113, "$merge could not find a matching document in the target collection for at least one document in the source collection")
-				}
-				p, err := prepareInsert(d)
-				if err != nil {
-					return err
-				}
-				if err := c.insert(p); err != nil {
-					return err
-				}
-				continue
-			}
-			var next bson.D
-			switch mode {
-			case "keepExisting":
-				continue
-			case "fail":
-				id, _ := value.Get(target.doc, "_id")
-				return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
-			case "replace":
-				next = value.CloneDoc(d)
-			case "merge":
-				next = value.CloneDoc(target.doc)
-				for _, e := range d {
-					set := false
-					for i := range next {
-						if next[i].Key == e.Key {
-							next[i].Value = value.Clone(e.Value)
-							set = true
-							break
-						}
-					}
-					if !set {
-						next = append(next, bson.E{Key: e.Key, Value: value.Clone(e.Value)})
-					}
-				}
-			case "pipeline":
-				out, err := pipeline.Run(context.Background(), []bson.D{value.CloneDoc(target.doc)}, agg.Env{DB: db, Catalog: k, Now: k.s.now(), Vars: map[string]any{"new": value.CloneDoc(d)}})
-				if err != nil {
-					return err
-				}
-				if len(out) != 1 {
-					return cmderr.New(cmderr.BadValue, "$merge whenMatched pipeline must produce exactly one document")
-				}
-				next = out[0]
-			}
-			if err := c.replace(target, next, mode == "replace"); err != nil {
+			if err := k.mergeOne(c, m, d); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// mergeSpec is a parsed $merge: the join fields and what to do with
+// matched and unmatched documents.
+type mergeSpec struct {
+	db             string
+	on             []string
+	mode           string // whenMatched: replace, keepExisting, merge, fail or pipeline
+	pipeline       *agg.Pipeline
+	whenNotMatched string
+}
+
+// mergeWhenMatched parses whenMatched: a mode name or an update pipeline.
+func mergeWhenMatched(whenMatched any) (string, *agg.Pipeline, error) {
+	switch w := whenMatched.(type) {
+	case nil:
+		return "merge", nil, nil
+	case string:
+		switch w {
+		case "replace", "keepExisting", "merge", "fail":
+			return w, nil, nil
+		}
+		return "", nil, cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field 'whenMatched' is not a valid value.", w)
+	case bson.A:
+		p, err := agg.Compile(w)
+		if err != nil {
+			return "", nil, err
+		}
+		return "pipeline", p, nil
+	}
+	return "", nil, cmderr.New(cmderr.TypeMismatch, "$merge whenMatched must be a string or an array")
+}
+
+// mergeOne merges one source document into the target collection.
+func (k catalog) mergeOne(c *collection, m mergeSpec, d bson.D) error {
+	target, err := c.mergeTarget(d, m.on)
+	if err != nil {
+		return err
+	}
+	if target == nil {
+		switch m.whenNotMatched {
+		case "discard":
+			return nil
+		case "fail":
+			return cmderr.New(13113, "$merge could not find a matching document in the target collection for at least one document in the source collection")
+		}
+		p, err := prepareInsert(d)
+		if err != nil {
+			return err
+		}
+		return c.insert(p)
+	}
+	var next bson.D
+	switch m.mode {
+	case "keepExisting":
+		return nil
+	case "fail":
+		id, _ := value.Get(target.doc, "_id")
+		return c.dupKey(c.indexes[0], bson.D{{Key: "_id", Value: id}})
+	case "replace":
+		next = value.CloneDoc(d)
+	case "merge":
+		next = mergeFields(target.doc, d)
+	case "pipeline":
+		out, err := m.pipeline.Run(context.Background(), []bson.D{value.CloneDoc(target.doc)}, agg.Env{DB: m.db, Catalog: k, Now: k.s.now(), Vars: map[string]any{"new": value.CloneDoc(d)}})
+		if err != nil {
+			return err
+		}
+		if len(out) != 1 {
+			return cmderr.New(cmderr.BadValue, "$merge whenMatched pipeline must produce exactly one document")
+		}
+		next = out[0]
+	}
+	return c.replace(target, next, m.mode == "replace")
+}
+
+// mergeTarget finds the document d joins to on the on fields, or nil. A
+// missing _id matches nothing (the document is inserted); any other missing
+// or array join field is an error.
+func (c *collection) mergeTarget(d bson.D, on []string) (*record, error) {
+	filter := bson.D{}
+	for _, f := range on {
+		v, ok := query.Lookup(d, f)
+		if !ok {
+			if f == "_id" {
+				continue
+			}
+			return nil, cmderr.New(51132, "$merge write error: 'on' field '%s' cannot be missing, null, undefined or an array", f)
+		}
+		if _, isArr := v.(bson.A); isArr {
+			return nil, cmderr.New(51185, "$merge write error: 'on' field '%s' cannot be missing, null, undefined or an array", f)
+		}
+		filter = append(filter, bson.E{Key: f, Value: bson.D{{Key: "$eq", Value: v}}})
+	}
+	if len(filter) != len(on) {
+		return nil, nil
+	}
+	fl, err := query.CompileFilter(filter)
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.match(fl, filter, 1)
+	if err != nil || len(m) == 0 {
+		return nil, err
+	}
+	return m[0], nil
+}
+
+// mergeFields is whenMatched "merge": the target with each top-level field
+// of the source set in place or appended.
+func mergeFields(target, src bson.D) bson.D {
+	next := value.CloneDoc(target)
+	for _, e := range src {
+		set := false
+		for i := range next {
+			if next[i].Key == e.Key {
+				next[i].Value = value.Clone(e.Value)
+				set = true
+				break
+			}
+		}
+		if !set {
+			next = append(next, bson.E{Key: e.Key, Value: value.Clone(e.Value)})
+		}
+	}
+	return next
 }
 
 func (c *collection) hasUniqueIndexOn(fields []string) bool {
@@ -383,6 +416,16 @@ func cursorBatchSize(r *request) (int, error) {
 	return -1, nil
 }
 
+// createOptions are a create command's collection options.
+type createOptions struct {
+	options                bson.D // as listCollections reports them
+	val                    *validator
+	defColl                *collation.Collation
+	clustered, timeseries  bson.D
+	images, capped         bool
+	cappedSize, cappedDocs int64
+}
+
 func cmdCreate(r *request) (bson.D, error) {
 	coll, err := collectionArg(r)
 	if err != nil {
@@ -394,151 +437,17 @@ func cmdCreate(r *request) (bson.D, error) {
 	if _, ok := r.get("pipeline"); ok {
 		return nil, cmderr.New(cmderr.InvalidOptions, "'pipeline' requires 'viewOn' to also be specified")
 	}
-	val, hasValidator, err := validatorArgs("create", r.cmd[1:], nil)
+	o, err := parseCreateOptions(r)
 	if err != nil {
 		return nil, err
 	}
-	if !hasValidator {
-		val = nil
-	}
-	var options bson.D // as listCollections reports them
-	var defColl *collation.Collation
-	var clustered, timeseries bson.D
-	var images, capped bool
-	var size, maxDocs int64
-	for i, e := range r.cmd {
-		if i == 0 || genericFields[e.Key] {
-			continue
-		}
-		switch e.Key {
-		case "capped":
-			capped = truthy(e.Value)
-		case "size", "max":
-			n, ok := int64Arg(e.Value)
-			if !ok || n < 0 {
-				return nil, cmderr.New(cmderr.BadValue, "'%s' must be a non-negative number", e.Key)
-			}
-			if e.Key == "size" {
-				size = n
-			} else {
-				maxDocs = n
-			}
-		case "autoIndexId", "idIndex":
-			// accepted, as mongod does
-		case "validator", "validationLevel", "validationAction":
-			// validatorArgs read them
-		case "storageEngine", "indexOptionDefaults":
-			if d, ok := e.Value.(bson.D); !ok || len(d) > 0 {
-				return nil, cmderr.Unsupported("create option " + e.Key)
-			}
-		case "collation":
-			// The collection's default collation: listCollections shows
-			// it in full; the simple one is not recorded.
-			c, err := parseCollation(e.Value, "create.collation")
-			if err != nil {
-				return nil, err
-			}
-			if c != nil {
-				options = append(options, bson.E{Key: "collation", Value: c.Spec()})
-			}
-			defColl = c
-		case "changeStreamPreAndPostImages":
-			on, err := preAndPostImagesArg("create", e.Value)
-			if err != nil {
-				return nil, err
-			}
-			images = on
-			options = append(options, bson.E{Key: e.Key, Value: bson.D{{Key: "enabled", Value: on}}})
-		case "clusteredIndex":
-			if clustered, err = clusteredIndexArg(e.Value); err != nil {
-				return nil, err
-			}
-			options = append(options, bson.E{Key: e.Key, Value: clustered})
-		case "timeseries":
-			if timeseries, err = timeseriesArg(e.Value); err != nil {
-				return nil, err
-			}
-			options = append(options, bson.E{Key: e.Key, Value: timeseries})
-		case "expireAfterSeconds":
-			n, ok := int64Arg(e.Value)
-			if !ok || n < 0 {
-				return nil, cmderr.New(cmderr.InvalidOptions, "'expireAfterSeconds' must be a non-negative number")
-			}
-			options = append(options, bson.E{Key: e.Key, Value: n})
-		default: // viewOn, pipeline, encryptedFields...
-			return nil, cmderr.Unsupported("create option " + e.Key)
-		}
-	}
-	if _, ok := r.get("expireAfterSeconds"); ok && clustered == nil && timeseries == nil {
-		return nil, cmderr.New(cmderr.InvalidOptions, "'expireAfterSeconds' requires clustering to be enabled")
-	}
-	if capped {
-		if size == 0 {
-			return nil, cmderr.New(cmderr.InvalidOptions, "the 'size' field is required when 'capped' is true")
-		}
-		if clustered != nil || timeseries != nil {
-			return nil, cmderr.New(cmderr.InvalidOptions, "a capped collection cannot be clustered or time series")
-		}
-		capOpts := bson.D{{Key: "capped", Value: true}, {Key: "size", Value: size}}
-		if maxDocs > 0 {
-			capOpts = append(capOpts, bson.E{Key: "max", Value: maxDocs})
-		}
-		options = append(capOpts, options...)
-	}
-	if clustered != nil && timeseries != nil {
-		return nil, cmderr.New(cmderr.InvalidOptions, "Time-series collections are clustered implicitly; clusteredIndex must not be given")
-	}
 	if r.tx != nil {
-		// Inside a transaction the collection appears at commit; create
-		// options are not supported there.
-		if len(options) > 0 || val != nil {
-			return nil, cmderr.Unsupported("create options inside a transaction")
-		}
-		var existed bool
-		if err := r.data().write(r.ctx, r.db, coll, false, func(c *collection) error {
-			existed = c != nil
-			return nil
-		}); err != nil {
-			return nil, err
-		}
-		if existed {
-			return nil, cmderr.New(cmderr.NamespaceExists, "Collection %s.%s already exists.", r.db, coll)
-		}
-		if _, _, err := r.data().ensure(r.db, coll); err != nil {
-			return nil, err
-		}
-		return bson.D{}, nil
+		return createInTransaction(r, coll, o)
 	}
-	if val != nil {
-		options = append(options, val.options()...)
+	if o.val != nil {
+		o.options = append(o.options, o.val.options()...)
 	}
-	init := func(c *collection) {
-		c.options, c.prePostImages = options, images
-		c.validator = val
-		c.capped, c.cappedSize, c.cappedMax = capped, size, maxDocs
-		c.timeseries = timeseries != nil
-		if c.timeseries {
-			tf, _ := value.Get(timeseries, "timeField")
-			c.timeField = tf.(string)
-		}
-		if clustered != nil {
-			// The clustered index is the collection's _id index: it has
-			// the name given and says clustered.
-			ix := idIndex()
-			name, _ := value.Get(clustered, "name")
-			ix.name = name.(string)
-			ix.spec = bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "name", Value: ix.name}, {Key: "unique", Value: true}, {Key: "clustered", Value: true}}
-			c.indexes[0] = ix
-		}
-		if defColl != nil {
-			// The _id index has the collection's default collation too.
-			ix := *c.indexes[0]
-			ix.coll = defColl
-			ix.spec = append(value.CloneDoc(ix.spec), bson.E{Key: "collation", Value: defColl.Spec()})
-			c.indexes[0] = &ix
-		}
-	}
-	c, created, err := r.cluster.data.ensureWith(r.db, coll, init)
+	c, created, err := r.cluster.data.ensureWith(r.db, coll, o.init)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +456,7 @@ func cmdCreate(r *request) (bson.D, error) {
 		// succeeds; with others it fails.
 		var same bool
 		_ = r.cluster.data.read(r.db, coll, func(cur *collection) error {
-			same = cur == c && cur.view == nil && (len(cur.options) == 0 && len(options) == 0 || value.Key(cur.options) == value.Key(options))
+			same = cur == c && cur.view == nil && (len(cur.options) == 0 && len(o.options) == 0 || value.Key(cur.options) == value.Key(o.options))
 			return nil
 		})
 		if !same {
@@ -555,6 +464,159 @@ func cmdCreate(r *request) (bson.D, error) {
 		}
 	}
 	return bson.D{}, nil
+}
+
+// parseCreateOptions reads the options of a create that is not a view and
+// checks the combinations mongod refuses.
+func parseCreateOptions(r *request) (*createOptions, error) {
+	val, hasValidator, err := validatorArgs("create", r.cmd[1:], nil)
+	if err != nil {
+		return nil, err
+	}
+	o := &createOptions{}
+	if hasValidator {
+		o.val = val
+	}
+	for i, e := range r.cmd {
+		if i == 0 || genericFields[e.Key] {
+			continue
+		}
+		if err := o.parse(e); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := r.get("expireAfterSeconds"); ok && o.clustered == nil && o.timeseries == nil {
+		return nil, cmderr.New(cmderr.InvalidOptions, "'expireAfterSeconds' requires clustering to be enabled")
+	}
+	if o.capped {
+		if o.cappedSize == 0 {
+			return nil, cmderr.New(cmderr.InvalidOptions, "the 'size' field is required when 'capped' is true")
+		}
+		if o.clustered != nil || o.timeseries != nil {
+			return nil, cmderr.New(cmderr.InvalidOptions, "a capped collection cannot be clustered or time series")
+		}
+		capOpts := bson.D{{Key: "capped", Value: true}, {Key: "size", Value: o.cappedSize}}
+		if o.cappedDocs > 0 {
+			capOpts = append(capOpts, bson.E{Key: "max", Value: o.cappedDocs})
+		}
+		o.options = append(capOpts, o.options...)
+	}
+	if o.clustered != nil && o.timeseries != nil {
+		return nil, cmderr.New(cmderr.InvalidOptions, "Time-series collections are clustered implicitly; clusteredIndex must not be given")
+	}
+	return o, nil
+}
+
+// parse reads one create field into o.
+func (o *createOptions) parse(e bson.E) error {
+	var err error
+	switch e.Key {
+	case "capped":
+		o.capped = truthy(e.Value)
+	case "size", "max":
+		n, ok := int64Arg(e.Value)
+		if !ok || n < 0 {
+			return cmderr.New(cmderr.BadValue, "'%s' must be a non-negative number", e.Key)
+		}
+		if e.Key == "size" {
+			o.cappedSize = n
+		} else {
+			o.cappedDocs = n
+		}
+	case "autoIndexId", "idIndex":
+		// accepted, as mongod does
+	case "validator", "validationLevel", "validationAction":
+		// validatorArgs read them
+	case "storageEngine", "indexOptionDefaults":
+		if d, ok := e.Value.(bson.D); !ok || len(d) > 0 {
+			return cmderr.Unsupported("create option " + e.Key)
+		}
+	case "collation":
+		// The collection's default collation: listCollections shows
+		// it in full; the simple one is not recorded.
+		c, err := parseCollation(e.Value, "create.collation")
+		if err != nil {
+			return err
+		}
+		if c != nil {
+			o.options = append(o.options, bson.E{Key: "collation", Value: c.Spec()})
+		}
+		o.defColl = c
+	case "changeStreamPreAndPostImages":
+		if o.images, err = preAndPostImagesArg("create", e.Value); err != nil {
+			return err
+		}
+		o.options = append(o.options, bson.E{Key: e.Key, Value: bson.D{{Key: "enabled", Value: o.images}}})
+	case "clusteredIndex":
+		if o.clustered, err = clusteredIndexArg(e.Value); err != nil {
+			return err
+		}
+		o.options = append(o.options, bson.E{Key: e.Key, Value: o.clustered})
+	case "timeseries":
+		if o.timeseries, err = timeseriesArg(e.Value); err != nil {
+			return err
+		}
+		o.options = append(o.options, bson.E{Key: e.Key, Value: o.timeseries})
+	case "expireAfterSeconds":
+		n, ok := int64Arg(e.Value)
+		if !ok || n < 0 {
+			return cmderr.New(cmderr.InvalidOptions, "'expireAfterSeconds' must be a non-negative number")
+		}
+		o.options = append(o.options, bson.E{Key: e.Key, Value: n})
+	default: // viewOn, pipeline, encryptedFields...
+		return cmderr.Unsupported("create option " + e.Key)
+	}
+	return nil
+}
+
+// createInTransaction creates the collection inside a transaction, where it
+// appears at commit; create options are not supported there.
+func createInTransaction(r *request, coll string, o *createOptions) (bson.D, error) {
+	if len(o.options) > 0 || o.val != nil {
+		return nil, cmderr.Unsupported("create options inside a transaction")
+	}
+	var existed bool
+	if err := r.data().write(r.ctx, r.db, coll, false, func(c *collection) error {
+		existed = c != nil
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if existed {
+		return nil, cmderr.New(cmderr.NamespaceExists, "Collection %s.%s already exists.", r.db, coll)
+	}
+	if _, _, err := r.data().ensure(r.db, coll); err != nil {
+		return nil, err
+	}
+	return bson.D{}, nil
+}
+
+// init applies the options to a collection being created.
+func (o *createOptions) init(c *collection) {
+	c.options, c.prePostImages = o.options, o.images
+	c.validator = o.val
+	c.capped, c.cappedSize, c.cappedMax = o.capped, o.cappedSize, o.cappedDocs
+	c.timeseries = o.timeseries != nil
+	if c.timeseries {
+		tf, _ := value.Get(o.timeseries, "timeField")
+		c.timeField = tf.(string)
+	}
+	if o.clustered != nil {
+		// The clustered index is the collection's _id index: it has
+		// the name given and says clustered.
+		ix := idIndex()
+		name, _ := value.Get(o.clustered, "name")
+		ix.name = name.(string)
+		ix.spec = bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "name", Value: ix.name}, {Key: "unique", Value: true}, {Key: "clustered", Value: true}}
+		c.indexes[0] = ix
+	}
+	if o.defColl != nil {
+		// The _id index has the collection's default collation too.
+		ix := *c.indexes[0]
+		ix.coll = o.defColl
+		ix.spec = append(value.CloneDoc(ix.spec), bson.E{Key: "collation", Value: o.defColl.Spec()})
+		c.indexes[0] = &ix
+	}
 }
 
 // preAndPostImagesArg reads changeStreamPreAndPostImages: {enabled: bool}.

@@ -438,7 +438,11 @@ func (t *transaction) claim(c *collection, idKey string) error {
 	for {
 		expired, err := t.tryClaim(base, idKey)
 		if expired == nil {
-			if ce, ok := err.(*cmderr.Error); ok && ce.Code == cmderr.WriteConflict {
+			// A write conflict, or the transaction aborted under the
+			// statement (a step-down, killSessions), ends the statement with
+			// a command error carrying TransientTransactionError, as on
+			// mongod, not a write error the convenient API would not retry.
+			if ce, ok := err.(*cmderr.Error); ok && (ce.Code == cmderr.WriteConflict || ce.Code == cmderr.NoSuchTransaction) {
 				t.conflict = ce
 			}
 			return err

@@ -54,7 +54,7 @@ func TestPre44ClassificationByCodeAndMessage(t *testing.T) {
 		{"4.4+ writeConcernError without the label", wce(91, "shutting down"), 9, false},
 	}
 	e := &Executor{RetryWrites: true}
-	op := &Operation{Write: true, RetryableWrite: true}
+	op := &Operation{Flags: Write | RetryableWrite}
 	txn := int64(1)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,7 +78,7 @@ func TestNetworkErrorLabelledOnACopy(t *testing.T) {
 	orig := &mongoerr.NetworkError{Addr: "a:1", Op: "dial", Err: errors.New("refused"), Labels: []string{mongoerr.LabelRetryable}}
 	e := &Executor{RetryWrites: true}
 	st := &opState{}
-	got := e.labelNetworkError(&Operation{Write: true, RetryableWrite: true}, st, orig)
+	got := e.labelNetworkError(&Operation{Flags: Write | RetryableWrite}, st, orig)
 	if !mongoerr.HasErrorLabel(got, mongoerr.LabelRetryableWrite) || !mongoerr.HasErrorLabel(got, mongoerr.LabelRetryable) {
 		t.Fatalf("labels of %v", got)
 	}
@@ -122,10 +122,10 @@ func TestCommitUnpinnedWhenItsMongosCannotTakeIt(t *testing.T) {
 		for _, cmd := range []string{"commitTransaction", "insert"} {
 			sess := session.NewClient(nil, false)
 			sess.Txn.State, sess.Txn.Pinned = session.TxnInProgress, "mongos-a:27017"
-			op := &Operation{Command: bson.D{{Key: cmd, Value: 1}}, TxnCommand: cmd == "commitTransaction", Session: sess}
+			op := &Operation{Command: bson.D{{Key: cmd, Value: 1}}, Flags: TxnCommand.If(cmd == "commitTransaction"), Session: sess}
 			unpinForRetry(op, &opState{inTxn: true, sess: sess}, err)
-			if unpinned := sess.Txn.Pinned == ""; unpinned != op.TxnCommand {
-				t.Errorf("%s after %v: unpinned %v, want %v", cmd, err, unpinned, op.TxnCommand)
+			if unpinned := sess.Txn.Pinned == ""; unpinned != op.Flags.Has(TxnCommand) {
+				t.Errorf("%s after %v: unpinned %v, want %v", cmd, err, unpinned, op.Flags.Has(TxnCommand))
 			}
 		}
 	}

@@ -106,7 +106,7 @@ func TestCSOTRetriesUntilTheDeadline(t *testing.T) {
 		return true
 	})
 	find := func() *exec.Operation {
-		return &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}}, RetryableRead: true}
+		return &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}}, Flags: exec.RetryableRead}
 	}
 	finds := func() int {
 		n := 0

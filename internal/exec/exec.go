@@ -106,54 +106,16 @@ type Operation struct {
 	DB        string
 	Command   bson.D // without $db, lsid, txnNumber, $readPreference, $clusterTime
 	Sequences []wire.DocumentSequence
-	// Write selects a writable server; otherwise ReadPref applies.
-	Write    bool
+	// Flags say which rules apply to the operation (flags.go).
+	Flags    Flags
 	ReadPref *readpref.ReadPref // nil = primary
-	// WriteStage marks an aggregate whose pipeline ends in $out or $merge
-	// (with Write set). Per the CRUD spec such a write may run on a
-	// secondary: a non-primary ReadPref is used for selection and sent as
-	// $readPreference when every available server is 5.0+ (wire version
-	// 13) or none is available; otherwise a writable server is selected.
-	WriteStage bool
-	// RetryableWrite marks a write command eligible for a transaction number
-	// (the Retryable Writes spec's whitelist, judged per command after batch
-	// splitting): it is sent when Executor.RetryWrites is set and the
-	// selected server supports retryable writes.
-	RetryableWrite bool
-	// RetryableRead marks a read eligible for the retryable-reads retry
-	// (find, aggregate without a write stage, distinct, count, the list
-	// commands); getMore and runCommand are not.
-	RetryableRead bool
-	// RunCommand marks a generic command the client knows nothing about:
-	// never a retryable write or read, and retried after overload errors
-	// only when both RetryWrites and RetryReads are on.
-	RunCommand bool
-	// Unacknowledged is a w:0 write: sent with moreToCome, no reply read,
-	// and never with a session id.
-	Unacknowledged bool
 	// Session is an explicit session (or a cursor's implicit one); nil
 	// makes Execute use an implicit session for this operation.
 	Session *session.Client
-	// KeepSession keeps the implicit session alive past Execute (for a
-	// cursor): Result.Session must then be ended by the caller.
-	KeepSession bool
 	// Server pins the operation to a server (getMore, killCursors).
 	Server *topology.Server
 	// OperationID links the events of all attempts; 0 → Execute assigns one.
 	OperationID int64
-	// TxnCommand marks commitTransaction and abortTransaction (with an
-	// explicit Session): sent with the transaction's fields and its
-	// recoveryToken, keeping the command's writeConcern, and retried as
-	// a retryable write whether or not RetryWrites is set.
-	TxnCommand bool
-	// MajorityCommit makes a commitTransaction send w:majority (and
-	// wtimeout 10000 unless the write concern has one) from its first
-	// attempt: the application is committing again.
-	MajorityCommit bool
-	// PinCursor marks a cursor-opening command: in load-balanced mode a
-	// reply with a cursor id keeps the connection checked out, pinned
-	// (Result.Pin), for the cursor's getMores and killCursors.
-	PinCursor bool
 	// Pin runs the operation on a cursor's pinned connection (getMore,
 	// killCursors in load-balanced mode).
 	Pin *Pin
@@ -242,22 +204,22 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 		if op.Session.Ended {
 			return Result{OperationID: st.opID}, mongoerr.ErrSessionEnded
 		}
-		if op.Unacknowledged && !op.Session.Implicit {
+		if op.Flags.Has(Unacknowledged) && !op.Session.Implicit {
 			return Result{OperationID: st.opID}, mongoerr.ErrUnacknowledgedSession
 		}
-		if !op.Unacknowledged {
+		if !op.Flags.Has(Unacknowledged) {
 			st.sess = op.Session
 		}
 		if !op.Session.Implicit {
 			t := &op.Session.Txn
-			if !op.TxnCommand && (t.State == session.TxnCommitted || t.State == session.TxnAborted) {
+			if !op.Flags.Has(TxnCommand) && (t.State == session.TxnCommitted || t.State == session.TxnAborted) {
 				// Any other operation ends a finished transaction.
 				*t = session.Txn{}
 				op.Session.Unpin()
 			}
-			st.inTxn = t.Active() || op.TxnCommand
+			st.inTxn = t.Active() || op.Flags.Has(TxnCommand)
 		}
-	case !op.Unacknowledged && e.Sessions != nil:
+	case !op.Flags.Has(Unacknowledged) && e.Sessions != nil:
 		// Implicit session: its server session is taken from the pool only
 		// after a connection was checked out (Client.Acquire in attempt).
 		st.sess = session.NewClient(e.Sessions, true)
@@ -290,7 +252,7 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 		// Kept too when the error came with a server reply (a write
 		// concern error carries a bulkWrite's results cursor); the caller
 		// ends it.
-		if op.KeepSession && (err == nil || reply != nil) {
+		if op.Flags.Has(KeepSession) && (err == nil || reply != nil) {
 			res.Session = st.sess
 		} else {
 			st.sess.End()
@@ -362,12 +324,12 @@ func (e *Executor) selectServer(ctx context.Context, op *Operation, st *opState)
 	}
 	var sel topology.Selector
 	st.stageReadPref = false
-	if op.WriteStage && op.ReadPref != nil && op.ReadPref.Mode != readpref.Primary {
+	if op.Flags.Has(WriteStage) && op.ReadPref != nil && op.ReadPref.Mode != readpref.Primary {
 		sel = &writeStageSelector{
 			read: topology.ReadPrefSelector(*op.ReadPref, e.Topology.Options().HeartbeatInterval),
 			st:   st,
 		}
-	} else if op.Write {
+	} else if op.Flags.Has(Write) {
 		sel = topology.WriteSelector()
 	} else {
 		rp := readpref.ReadPref{Mode: readpref.Primary}
@@ -399,7 +361,7 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	// Read before Writable: a description read after the server went
 	// Unknown would make a retryable write go without a txnNumber.
 	sd := srv.Description()
-	if op.Write && op.Server == nil && !st.stageReadPref && (!srv.Writable() || sd.Kind == topology.ServerUnknown) && st.retry.retryableWrite(st) {
+	if op.Flags.Has(Write) && op.Server == nil && !st.stageReadPref && (!srv.Writable() || sd.Kind == topology.ServerUnknown) && st.retry.retryableWrite(st) {
 		// Known to have stepped down (or gone Unknown) since selection:
 		// a retryable write selects again rather than meet a
 		// NotWritablePrimary it would have to spend its retry on.
@@ -471,12 +433,12 @@ func (e *Executor) attachSession(op *Operation, st *opState, srv *topology.Serve
 	if ss != nil && st.inTxn {
 		n := st.sess.TxnNumber(ss)
 		st.txnNumber = &n
-		if !op.TxnCommand && st.sess.Txn.Pinned == "" && (sd.Kind == topology.Mongos || cd.IsMongos()) {
+		if !op.Flags.Has(TxnCommand) && st.sess.Txn.Pinned == "" && (sd.Kind == topology.Mongos || cd.IsMongos()) {
 			// The transaction's first command (or the first after an
 			// unpinning error) pins the session to this mongos.
 			st.sess.Txn.Pinned = srv.Addr()
 		}
-	} else if ss != nil && st.txnNumber == nil && op.RetryableWrite && e.RetryWrites &&
+	} else if ss != nil && st.txnNumber == nil && op.Flags.Has(RetryableWrite) && e.RetryWrites &&
 		supportsRetryableWrites(sd, cd) {
 		n := ss.NextTxnNumber()
 		st.txnNumber = &n
@@ -488,7 +450,7 @@ func (e *Executor) attachSession(op *Operation, st *opState, srv *topology.Serve
 // it on c and publishes succeeded or failed.
 func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, srv *topology.Server, c *conn.Conn, cd conn.Description, ss *session.Server) (bson.Raw, error) {
 	cmd := e.assemble(op, st, srv, cd, ss)
-	cmd, err := withMaxTime(ctx, cmd, srv.Description().MinRTT, op.RunCommand)
+	cmd, err := withMaxTime(ctx, cmd, srv.Description().MinRTT, op.Flags.Has(RunCommand))
 	if err != nil {
 		return nil, err
 	}
@@ -501,7 +463,7 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 		return nil, fmt.Errorf("encoding %s command: %w", st.name, err)
 	}
 	*buf = body
-	req := &conn.Request{DB: op.DB, Command: body, Sequences: op.Sequences, MoreToCome: op.Unacknowledged}
+	req := &conn.Request{DB: op.DB, Command: body, Sequences: op.Sequences, MoreToCome: op.Flags.Has(Unacknowledged)}
 	ids := e.identity(st, op, c, ss)
 
 	start := time.Now()
@@ -660,7 +622,7 @@ func (e *Executor) assemble(op *Operation, st *opState, srv *topology.Server, cd
 // (stageReadPref); nor do operations pinned to a server without an
 // explicit read preference (getMore, killCursors).
 func readPrefFor(op *Operation, stageReadPref bool, tk topology.TopologyKind, sk topology.ServerKind, cd conn.Description) bson.D {
-	if (op.Write && !stageReadPref) || (op.Server != nil && op.ReadPref == nil) {
+	if (op.Flags.Has(Write) && !stageReadPref) || (op.Server != nil && op.ReadPref == nil) {
 		return nil
 	}
 	rp := readpref.ReadPref{Mode: readpref.Primary}

@@ -68,12 +68,12 @@ func TestTxnNumberOnlyForRetryableWritesWithRetryWrites(t *testing.T) {
 	s := autoReply(srv, "update", bson.D{{Key: "n", Value: 1}})
 	ctx := ctx10(t)
 
-	multi := &exec.Operation{DB: "db", Command: bson.D{{Key: "update", Value: "c"}}, Write: true} // updateMany: not retryable
+	multi := &exec.Operation{DB: "db", Command: bson.D{{Key: "update", Value: "c"}}, Flags: exec.Write} // updateMany: not retryable
 	if _, err := env.exec.Execute(ctx, multi); err != nil {
 		t.Fatal(err)
 	}
 	env.exec.RetryWrites = false
-	single := &exec.Operation{DB: "db", Command: bson.D{{Key: "update", Value: "c"}}, Write: true, RetryableWrite: true}
+	single := &exec.Operation{DB: "db", Command: bson.D{{Key: "update", Value: "c"}}, Flags: exec.Write | exec.RetryableWrite}
 	if _, err := env.exec.Execute(ctx, single); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestUnacknowledgedWriteUsesMoreToComeAndNoLsid(t *testing.T) {
 	srv, env := replicaSet(t)
 	op := insertOp()
 	op.Command = append(op.Command, bson.E{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 0}}})
-	op.Unacknowledged = true
+	op.Flags |= exec.Unacknowledged
 	ch := executeAsync(env.exec, op)
 	r := receive(t, srv, "insert")
 	if r.Flags&wire.MoreToCome == 0 {
@@ -228,7 +228,7 @@ func TestUnacknowledgedWriteUsesMoreToComeAndNoLsid(t *testing.T) {
 	}
 
 	explicit := insertOp()
-	explicit.Unacknowledged = true
+	explicit.Flags |= exec.Unacknowledged
 	explicit.Session = session.NewClient(env.sessions, false)
 	if _, err := env.exec.Execute(ctx10(t), explicit); !errors.Is(err, mongoerr.ErrUnacknowledgedSession) {
 		t.Fatalf("w:0 with an explicit session: %v", err)
@@ -247,7 +247,7 @@ func TestEventsCarryIdentityInOrder(t *testing.T) {
 	}
 	failing := autoReply(srv, "delete", bson.D{{Key: "ok", Value: 0}, {Key: "code", Value: 11000}, {Key: "errmsg", Value: "dup"}})
 	_ = failing
-	_, err := env.exec.Execute(ctx10(t), &exec.Operation{Name: "delete", DB: "db", Command: bson.D{{Key: "delete", Value: "c"}}, Write: true, OperationID: 777})
+	_, err := env.exec.Execute(ctx10(t), &exec.Operation{Name: "delete", DB: "db", Command: bson.D{{Key: "delete", Value: "c"}}, Flags: exec.Write, OperationID: 777})
 	var ce *mongoerr.CommandError
 	if !errors.As(err, &ce) || ce.Code != 11000 {
 		t.Fatalf("delete error %v, want a CommandError 11000", err)
@@ -447,7 +447,7 @@ func TestKeepSessionAndPinnedGetMore(t *testing.T) {
 	gets := autoReply(sec, "getMore", bson.D{{Key: "cursor", Value: bson.D{{Key: "id", Value: int64(0)}, {Key: "ns", Value: "db.c"}, {Key: "nextBatch", Value: bson.A{}}}}})
 	ctx := ctx10(t)
 	res, err := env.exec.Execute(ctx, &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}},
-		ReadPref: &readpref.ReadPref{Mode: readpref.Secondary}, KeepSession: true})
+		ReadPref: &readpref.ReadPref{Mode: readpref.Secondary}, Flags: exec.KeepSession})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +515,7 @@ func TestDocumentSequencesSentAndShownInEvents(t *testing.T) {
 	s := autoReply(srv, "insert", bson.D{{Key: "n", Value: 2}})
 	d1, _ := bson.Marshal(bson.D{{Key: "_id", Value: 1}})
 	d2, _ := bson.Marshal(bson.D{{Key: "_id", Value: 2}})
-	op := &exec.Operation{DB: "db", Command: bson.D{{Key: "insert", Value: "c"}}, Write: true, RetryableWrite: true,
+	op := &exec.Operation{DB: "db", Command: bson.D{{Key: "insert", Value: "c"}}, Flags: exec.Write | exec.RetryableWrite,
 		Sequences: []wire.DocumentSequence{{Identifier: "documents", Documents: []bson.Raw{d1, d2}}}}
 	if _, err := env.exec.Execute(ctx10(t), op); err != nil {
 		t.Fatal(err)

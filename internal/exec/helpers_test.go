@@ -179,9 +179,8 @@ func ctx10(t *testing.T) context.Context {
 
 func insertOp() *exec.Operation {
 	return &exec.Operation{
-		DB:             "db",
-		Command:        bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "x", Value: 1}}}}},
-		Write:          true,
-		RetryableWrite: true,
+		DB:      "db",
+		Command: bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "x", Value: 1}}}}},
+		Flags:   exec.Write | exec.RetryableWrite,
 	}
 }

@@ -17,7 +17,7 @@ func TestInsertThenFindOnMongosim(t *testing.T) {
 	ctx := ctx10(t)
 	ins := &exec.Operation{DB: "shop", Command: bson.D{{Key: "insert", Value: "items"},
 		{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "name", Value: "pen"}}, bson.D{{Key: "_id", Value: 2}, {Key: "name", Value: "ink"}}}}},
-		Write: true, RetryableWrite: true}
+		Flags: exec.Write | exec.RetryableWrite}
 	res, err := env.exec.Execute(ctx, ins)
 	if err != nil {
 		t.Fatal(err)

@@ -101,7 +101,7 @@ func afterPinned(op *Operation, st *opState, pin *Pin, reply bson.Raw, err error
 			st.sess.Unpin()
 			return
 		}
-		if op.PinCursor && err == nil && openCursorID(reply) != 0 {
+		if op.Flags.Has(PinCursor) && err == nil && openCursorID(reply) != 0 {
 			pin.hold(false, true)
 			st.pin = pin
 		}
@@ -120,13 +120,13 @@ func keepPinned(op *Operation, st *opState, srv *topology.Server, c *conn.Conn, 
 	// Commands of the transaction pin their connection; a commit or abort
 	// that had to check one out (its pin was released by a network error)
 	// does not: the transaction ends with it.
-	if st.inTxn && st.sess != nil && st.sent && !op.TxnCommand &&
+	if st.inTxn && st.sess != nil && st.sent && !op.Flags.Has(TxnCommand) &&
 		(err == nil || !mongoerr.IsNetworkError(err)) {
 		pin = newPin(srv, c)
 		pin.hold(true, false)
 		st.sess.Pinned = pin
 	}
-	if op.PinCursor && err == nil && openCursorID(reply) != 0 {
+	if op.Flags.Has(PinCursor) && err == nil && openCursorID(reply) != 0 {
 		if pin == nil {
 			pin = newPin(srv, c)
 		}

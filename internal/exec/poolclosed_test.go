@@ -62,7 +62,7 @@ func TestCheckOutRacingServerRemovalSelectsAgain(t *testing.T) {
 	held := executeAsync(env.exec, &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}},
 		ReadPref: &readpref.ReadPref{Mode: readpref.Secondary}})
 	heldReq := receive(t, secondary, "find")
-	racer := executeAsync(env.exec, &exec.Operation{DB: "db", Command: bson.D{{Key: "ping", Value: 1}}, RunCommand: true,
+	racer := executeAsync(env.exec, &exec.Operation{DB: "db", Command: bson.D{{Key: "ping", Value: 1}}, Flags: exec.RunCommand,
 		ReadPref: &readpref.ReadPref{Mode: readpref.SecondaryPreferred}})
 	select {
 	case <-queued:
@@ -107,7 +107,7 @@ func TestCheckOutRacingDisconnect(t *testing.T) {
 		Pool: pool.Options{MaxPoolSize: 1, MaxConnecting: 1}, Monitor: mon})
 	held := executeAsync(env.exec, insertOp())
 	heldReq := receive(t, srv, "insert")
-	racer := executeAsync(env.exec, &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}}, RetryableRead: true})
+	racer := executeAsync(env.exec, &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}}, Flags: exec.RetryableRead})
 	<-queued
 	if err := env.topo.Disconnect(context.Background()); err != nil {
 		t.Fatal(err)

@@ -179,7 +179,7 @@ func (r *retrier) ends(ctx context.Context, st *opState, err error, reply bson.R
 	}
 	var selErr *mongoerr.ServerSelectionError
 	switch {
-	case ctx.Err() != nil, r.op.Unacknowledged, errors.As(err, &selErr), errors.Is(err, errRetryUnsupported),
+	case ctx.Err() != nil, r.op.Flags.Has(Unacknowledged), errors.As(err, &selErr), errors.Is(err, errRetryUnsupported),
 		errors.Is(err, ErrSessionsNotSupported), errors.Is(err, topology.ErrTopologyClosed):
 		return true, r.prevReply, r.prevErr
 	}
@@ -212,7 +212,7 @@ func (r *retrier) allowed(ctx context.Context, st *opState, err error, overloade
 		r.overload = true
 	}
 	classic := r.retryableWrite(st) && isRetryableWriteError(err) ||
-		r.op.RetryableRead && r.e.RetryReads && !st.inTxn && isRetryableReadError(err)
+		r.op.Flags.Has(RetryableRead) && r.e.RetryReads && !st.inTxn && isRetryableReadError(err)
 	return labelled && r.retries < r.maxAdaptive ||
 		classic && (r.retries < 1 || r.overload && r.retries < r.maxAdaptive || !r.overload && csot.Active(ctx))
 }
@@ -235,7 +235,7 @@ func (r *retrier) retryCounted(ctx context.Context, st *opState, err error, over
 		r.took = true
 	}
 	addr := r.deprioritize(st, overloaded)
-	if r.op.TxnCommand && !mongoerr.HasErrorLabel(err, mongoerr.LabelRetryable) {
+	if r.op.Flags.Has(TxnCommand) && !mongoerr.HasErrorLabel(err, mongoerr.LabelRetryable) {
 		// Transactions spec: a commit retried after anything but an
 		// overload error asks for w:majority.
 		st.commitMajority = true
@@ -291,7 +291,7 @@ func (r *retrier) neverSent(st *opState, err error) bool {
 	if !errors.As(err, &cleared) && !errors.Is(err, ErrServerNoLongerWritable) {
 		return false
 	}
-	return r.retryableWrite(st) || r.op.RetryableRead && r.e.RetryReads && !st.inTxn
+	return r.retryableWrite(st) || r.op.Flags.Has(RetryableRead) && r.e.RetryReads && !st.inTxn
 }
 
 // unsentExpired reports whether the free retries' time is up: the
@@ -316,11 +316,11 @@ func serverAddr(st *opState) string {
 // reads RetryReads, generic commands both.
 func (r *retrier) overloadAllowed() bool {
 	switch {
-	case r.op.TxnCommand:
+	case r.op.Flags.Has(TxnCommand):
 		return true
-	case r.op.RunCommand:
+	case r.op.Flags.Has(RunCommand):
 		return r.e.RetryWrites && r.e.RetryReads
-	case r.op.Write:
+	case r.op.Flags.Has(Write):
 		return r.e.RetryWrites
 	default:
 		return r.e.RetryReads
@@ -335,9 +335,9 @@ func (r *retrier) retryableWrite(st *opState) bool {
 	if st.inTxn {
 		// Transactions spec: only commit and abort are retried as
 		// retryable writes, and they are whatever retryWrites says.
-		return r.op.TxnCommand
+		return r.op.Flags.Has(TxnCommand)
 	}
-	return r.op.RetryableWrite && r.e.RetryWrites && (st.txnNumber != nil || !st.checkedOut)
+	return r.op.Flags.Has(RetryableWrite) && r.e.RetryWrites && (st.txnNumber != nil || !st.checkedOut)
 }
 
 // announce publishes the RetryEvent and the debug log record of a retry.
@@ -452,14 +452,14 @@ func pre44Retryable(err error) bool {
 // 4.4, to server errors the Retryable Writes spec 1.0 classifies as
 // retryable.
 func (e *Executor) labelNetworkError(op *Operation, st *opState, err error) error {
-	if err == nil || op.Unacknowledged {
+	if err == nil || op.Flags.Has(Unacknowledged) {
 		return err
 	}
 	if st.inTxn {
-		if !op.TxnCommand {
+		if !op.Flags.Has(TxnCommand) {
 			return err // no RetryableWriteError inside a transaction
 		}
-	} else if !op.RetryableWrite || !e.RetryWrites || (st.txnNumber == nil && st.checkedOut) {
+	} else if !op.Flags.Has(RetryableWrite) || !e.RetryWrites || (st.txnNumber == nil && st.checkedOut) {
 		return err
 	}
 	if mongoerr.HasErrorLabel(err, mongoerr.LabelRetryableWrite) {

@@ -103,7 +103,7 @@ func commandEvents[T any](env *env) []T {
 }
 
 func findOp() *exec.Operation {
-	return &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}}, RetryableRead: true}
+	return &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}}, Flags: exec.RetryableRead}
 }
 
 func codeOf(err error) int32 {
@@ -196,8 +196,8 @@ func TestRetryableWriteNotRetriedTwice(t *testing.T) {
 
 func TestIneligibleWritesNotRetried(t *testing.T) {
 	cases := map[string]func(*exec.Executor, *exec.Operation){
-		"updateMany":      func(_ *exec.Executor, op *exec.Operation) { op.RetryableWrite = false },
-		"runCommand":      func(_ *exec.Executor, op *exec.Operation) { op.RetryableWrite, op.RunCommand = false, true },
+		"updateMany":      func(_ *exec.Executor, op *exec.Operation) { op.Flags &^= exec.RetryableWrite },
+		"runCommand":      func(_ *exec.Executor, op *exec.Operation) { op.Flags = op.Flags&^exec.RetryableWrite | exec.RunCommand },
 		"retryWrites off": func(e *exec.Executor, _ *exec.Operation) { e.RetryWrites = false },
 	}
 	for name, edit := range cases {
@@ -208,7 +208,7 @@ func TestIneligibleWritesNotRetried(t *testing.T) {
 				n.Add(1)
 				return r.Hangup() == nil
 			})
-			op := &exec.Operation{DB: "db", Command: bson.D{{Key: "update", Value: "c"}}, Write: true, RetryableWrite: true}
+			op := &exec.Operation{DB: "db", Command: bson.D{{Key: "update", Value: "c"}}, Flags: exec.Write | exec.RetryableWrite}
 			edit(env.exec, op)
 			_, err := env.exec.Execute(ctx10(t), op)
 			if !mongoerr.IsNetworkError(err) {
@@ -238,7 +238,7 @@ func TestUnacknowledgedWriteNotRetried(t *testing.T) {
 	}
 	srv.CloseNewConnections(true) // the write's connection is refused (an overload-labelled error)
 	op := insertOp()
-	op.Unacknowledged = true
+	op.Flags |= exec.Unacknowledged
 	_, err := env.exec.Execute(ctx10(t), op)
 	if !mongoerr.IsNetworkError(err) {
 		t.Fatalf("error %v, want the connection failure", err)
@@ -383,7 +383,7 @@ func TestRetryableReadsRetriedOnce(t *testing.T) {
 				}
 				return r.ReplyError(2, "unexpected third attempt") == nil
 			})
-			op := &exec.Operation{DB: "db", Command: bson.D{{Key: name, Value: "c"}}, RetryableRead: true}
+			op := &exec.Operation{DB: "db", Command: bson.D{{Key: name, Value: "c"}}, Flags: exec.RetryableRead}
 			if _, err := env.exec.Execute(ctx10(t), op); err != nil || n.Load() != 2 {
 				t.Fatalf("error %v after %d attempts", err, n.Load())
 			}
@@ -402,13 +402,13 @@ func TestReadRetryLimitsAndIneligibleReads(t *testing.T) {
 		{"find retryable code", findOp, func(r *blackpipe.Request) error { return r.ReplyError(134, "read concern majority not available yet") }, 2},
 		{"find other code", findOp, func(r *blackpipe.Request) error { return r.ReplyError(2, "bad value") }, 1},
 		{"aggregate with $out", func() *exec.Operation {
-			return &exec.Operation{DB: "db", Command: bson.D{{Key: "aggregate", Value: "c"}}, Write: true}
+			return &exec.Operation{DB: "db", Command: bson.D{{Key: "aggregate", Value: "c"}}, Flags: exec.Write}
 		}, (*blackpipe.Request).Hangup, 1},
 		{"getMore", func() *exec.Operation {
 			return &exec.Operation{DB: "db", Command: bson.D{{Key: "getMore", Value: int64(7)}}}
 		}, (*blackpipe.Request).Hangup, 1},
 		{"runCommand read", func() *exec.Operation {
-			return &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}}, RunCommand: true}
+			return &exec.Operation{DB: "db", Command: bson.D{{Key: "find", Value: "c"}}, Flags: exec.RunCommand}
 		}, (*blackpipe.Request).Hangup, 1},
 	}
 	for _, c := range cases {
@@ -530,7 +530,7 @@ func TestOverloadRetriesGatedByRetryOptions(t *testing.T) {
 			env.exec.RetryWrites, env.exec.RetryReads = c.retryWrites, c.retryReads
 			// An updateMany-like write and a plain command: neither is a
 			// retryable write or read.
-			op := &exec.Operation{DB: "db", Command: bson.D{{Key: "update", Value: "c"}}, Write: c.write, RunCommand: c.runCommand}
+			op := &exec.Operation{DB: "db", Command: bson.D{{Key: "update", Value: "c"}}, Flags: exec.Write.If(c.write) | exec.RunCommand.If(c.runCommand)}
 			n := alwaysOverloaded(srv, "update", 0)
 			if _, err := env.exec.Execute(ctx10(t), op); codeOf(err) != 462 {
 				t.Fatalf("error %v", err)

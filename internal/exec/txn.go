@@ -24,10 +24,10 @@ const commitRetryWTimeout = int64(10000)
 // commit/abort.
 func (e *Executor) appendTxnCommand(cmd bson.D, op *Operation, st *opState, ss *session.Server) bson.D {
 	t := &st.sess.Txn
-	majority := op.TxnCommand && op.Command[0].Key == "commitTransaction" && (op.MajorityCommit || st.commitMajority)
+	majority := op.Flags.Has(TxnCommand) && op.Command[0].Key == "commitTransaction" && (op.Flags.Has(MajorityCommit) || st.commitMajority)
 	hasWC := false
 	for _, el := range op.Command {
-		if op.RunCommand {
+		if op.Flags.Has(RunCommand) {
 			// The application's command is sent as it was given.
 			cmd = append(cmd, el)
 			continue
@@ -36,7 +36,7 @@ func (e *Executor) appendTxnCommand(cmd bson.D, op *Operation, st *opState, ss *
 		case "readConcern":
 			continue
 		case "writeConcern":
-			if !op.TxnCommand {
+			if !op.Flags.Has(TxnCommand) {
 				continue
 			}
 			hasWC = true
@@ -50,7 +50,7 @@ func (e *Executor) appendTxnCommand(cmd bson.D, op *Operation, st *opState, ss *
 		cmd = append(cmd, bson.E{Key: "writeConcern", Value: majorityWriteConcern(nil)})
 	}
 	cmd = append(cmd, bson.E{Key: "lsid", Value: ss.ID}, bson.E{Key: "txnNumber", Value: *st.txnNumber})
-	if t.State == session.TxnStarting && !op.TxnCommand {
+	if t.State == session.TxnStarting && !op.Flags.Has(TxnCommand) {
 		cmd = append(cmd, bson.E{Key: "startTransaction", Value: true})
 		rc := t.ReadConcern
 		if ts, ok := st.sess.OperationTime(); ok && st.sess.Causal {
@@ -61,7 +61,7 @@ func (e *Executor) appendTxnCommand(cmd bson.D, op *Operation, st *opState, ss *
 		}
 	}
 	cmd = append(cmd, bson.E{Key: "autocommit", Value: false})
-	if op.TxnCommand && len(t.RecoveryToken) > 0 {
+	if op.Flags.Has(TxnCommand) && len(t.RecoveryToken) > 0 {
 		cmd = append(cmd, bson.E{Key: "recoveryToken", Value: t.RecoveryToken})
 	}
 	return cmd
@@ -76,9 +76,9 @@ func unpinAfter(op *Operation, err error) {
 	t := &op.Session.Txn
 	switch {
 	case t.Pinned == "":
-	case op.TxnCommand && op.Command[0].Key == "abortTransaction",
+	case op.Flags.Has(TxnCommand) && op.Command[0].Key == "abortTransaction",
 		mongoerr.HasErrorLabel(err, mongoerr.LabelTransientTxn),
-		op.TxnCommand && mongoerr.HasErrorLabel(err, mongoerr.LabelUnknownCommitResult):
+		op.Flags.Has(TxnCommand) && mongoerr.HasErrorLabel(err, mongoerr.LabelUnknownCommitResult):
 		t.Pinned = ""
 	}
 }
@@ -91,7 +91,7 @@ func unpinAfter(op *Operation, err error) {
 // until they ran out). The retry may then recover the outcome on another
 // mongos with the recoveryToken.
 func unpinForRetry(op *Operation, st *opState, err error) {
-	if !st.inTxn || !op.TxnCommand || st.sess.Txn.Pinned == "" {
+	if !st.inTxn || !op.Flags.Has(TxnCommand) || st.sess.Txn.Pinned == "" {
 		return
 	}
 	if op.Command[0].Key == "abortTransaction" || unknownCommitResult(err) || mongoerr.HasErrorLabel(err, mongoerr.LabelTransientTxn) ||
@@ -137,7 +137,7 @@ func labelTxnError(op *Operation, err error) error {
 	if err == nil {
 		return nil
 	}
-	if op.TxnCommand && op.Command[0].Key == "commitTransaction" {
+	if op.Flags.Has(TxnCommand) && op.Command[0].Key == "commitTransaction" {
 		if unknownCommitResult(err) && !mongoerr.HasErrorLabel(err, mongoerr.LabelUnknownCommitResult) {
 			return &labelledError{err: err, labels: []string{mongoerr.LabelUnknownCommitResult}}
 		}
@@ -189,7 +189,7 @@ var causalCommands = map[string]bool{
 // consistent session; never a runCommand, a getMore/killCursors (pinned to
 // a server) or an unacknowledged write.
 func causalCommand(op *Operation) bool {
-	return !op.RunCommand && !op.Unacknowledged && op.Server == nil && causalCommands[op.Command[0].Key]
+	return !op.Flags.Has(RunCommand) && !op.Flags.Has(Unacknowledged) && op.Server == nil && causalCommands[op.Command[0].Key]
 }
 
 // withAfterClusterTime sets readConcern.afterClusterTime in cmd (a copy of
@@ -227,7 +227,7 @@ func snapshotCommand(op *Operation) bool {
 	case "getMore", "killCursors", "endSessions", "commitTransaction", "abortTransaction":
 		return false
 	}
-	return !op.Unacknowledged
+	return !op.Flags.Has(Unacknowledged)
 }
 
 // withSnapshotReadConcern replaces cmd's readConcern (a copy of cmd is

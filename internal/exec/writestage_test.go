@@ -16,7 +16,7 @@ import (
 func outAggregate(rp *readpref.ReadPref) *exec.Operation {
 	return &exec.Operation{DB: "db", Command: bson.D{{Key: "aggregate", Value: "c"},
 		{Key: "pipeline", Value: bson.A{bson.D{{Key: "$out", Value: "d"}}}}, {Key: "cursor", Value: bson.D{}}},
-		Write: true, WriteStage: true, ReadPref: rp}
+		Flags: exec.Write | exec.WriteStage, ReadPref: rp}
 }
 
 var emptyCursor = bson.D{{Key: "cursor", Value: bson.D{{Key: "id", Value: int64(0)}, {Key: "ns", Value: "db.c"}, {Key: "firstBatch", Value: bson.A{}}}}}

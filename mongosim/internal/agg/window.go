@@ -281,116 +281,18 @@ func parseWindowBounds(arg any, srt windowSort) (windowBounds, error) {
 		}
 		return wholePartition, nil
 	}
-	pair := func(v any) (any, any, error) {
-		a, ok := value.ToArray(v)
-		if !ok || len(a) != 2 {
-			return nil, nil, cmderr.New(cmderr.FailedToParse, "Window bounds must be a 2-element array: %s", expr.Render(v))
-		}
-		return a[0], a[1], nil
-	}
-	parse := func(v any, check func(any) error) (windowBound, error) {
-		if s, ok := v.(string); ok {
-			switch s {
-			case "unbounded":
-				return windowBound{kind: boundUnbounded}, nil
-			case "current":
-				return windowBound{kind: boundCurrent}, nil
-			}
-			return windowBound{}, cmderr.New(cmderr.FailedToParse, "Window bounds must be 'unbounded', 'current', or a number.")
-		}
-		x, err := expr.Compile(v)
-		if err != nil {
-			return windowBound{}, err
-		}
-		c, isConst := x.Constant()
-		if !isConst {
-			return windowBound{}, cmderr.New(cmderr.FailedToParse, "Window bounds expression must be a constant.")
-		}
-		if err := check(c); err != nil {
-			return windowBound{}, err
-		}
-		return windowBound{kind: boundValue, v: c}, nil
-	}
-	// value of a bound for the order check: current is 0.
-	num := func(b windowBound) (any, bool) {
-		switch b.kind {
-		case boundCurrent:
-			return int32(0), true
-		case boundValue:
-			return b.v, true
-		}
-		return nil, false
-	}
 	var b windowBounds
+	var err error
 	if hasDocs {
-		if len(spec) != 1 {
-			return windowBounds{}, cmderr.New(cmderr.FailedToParse, "'window' field that specifies documents cannot have other fields")
-		}
-		l, u, err := pair(docs)
-		if err != nil {
-			return windowBounds{}, err
-		}
-		isInt := func(v any) error {
-			n, ok := value.ToInt64(v)
-			if !value.IsNumber(v) || !ok || n != int64(int32(n)) {
-				return cmderr.New(cmderr.FailedToParse, "Numeric document-based bounds must be an integer")
-			}
-			return nil
-		}
-		if b.lo, err = parse(l, isInt); err != nil {
-			return windowBounds{}, err
-		}
-		if b.hi, err = parse(u, isInt); err != nil {
-			return windowBounds{}, err
-		}
-		for _, x := range []*windowBound{&b.lo, &b.hi} {
-			if x.kind == boundValue {
-				n, _ := value.ToInt64(x.v)
-				x.n = int(n)
-			}
-		}
+		b, err = parseDocumentBounds(spec, docs)
 	} else {
-		l, u, err := pair(rng)
-		if err != nil {
-			return windowBounds{}, err
-		}
-		b.rangeBased = true
-		check := func(v any) error {
-			if !value.IsNumber(v) {
-				return cmderr.New(cmderr.FailedToParse, "Range-based bounds expression must be a number")
-			}
-			return nil
-		}
-		if hasUnit {
-			if len(spec) != 2 {
-				return windowBounds{}, cmderr.New(cmderr.FailedToParse, "'window' field that specifies unit cannot have other fields besides 'range'")
-			}
-			us, ok := unit.(string)
-			if !ok {
-				return windowBounds{}, cmderr.New(cmderr.FailedToParse, "'unit' must be a string")
-			}
-			if !expr.IsTimeUnit(us) {
-				return windowBounds{}, cmderr.New(cmderr.FailedToParse, "unknown time unit value: %s", us)
-			}
-			b.unit = us
-			check = func(v any) error {
-				if _, ok := value.ToInt64(v); !value.IsNumber(v) || !ok {
-					return cmderr.New(cmderr.FailedToParse, "With 'unit', range-based bounds must be an integer")
-				}
-				return nil
-			}
-		} else if len(spec) != 1 {
-			return windowBounds{}, cmderr.New(cmderr.FailedToParse, "'window' field that specifies range cannot have other fields besides 'unit'")
-		}
-		if b.lo, err = parse(l, check); err != nil {
-			return windowBounds{}, err
-		}
-		if b.hi, err = parse(u, check); err != nil {
-			return windowBounds{}, err
-		}
+		b, err = parseRangeBounds(spec, rng, unit, hasUnit)
 	}
-	if x, ok := num(b.lo); ok {
-		if y, ok := num(b.hi); ok && expr.CompareValues(x, y) > 0 {
+	if err != nil {
+		return windowBounds{}, err
+	}
+	if x, ok := boundOrderValue(b.lo); ok {
+		if y, ok := boundOrderValue(b.hi); ok && expr.CompareValues(x, y) > 0 {
 			return windowBounds{}, cmderr.New(5339900, "Lower bound must not exceed upper bound: [%s, %s]", expr.Render(x), expr.Render(y))
 		}
 	}
@@ -409,94 +311,159 @@ func parseWindowBounds(arg any, srt windowSort) (windowBounds, error) {
 	return b, nil
 }
 
+// parseDocumentBounds parses window: {documents: [lower, upper]}, bounds
+// counted in documents from the current one.
+func parseDocumentBounds(spec bson.D, docs any) (windowBounds, error) {
+	var b windowBounds
+	if len(spec) != 1 {
+		return windowBounds{}, cmderr.New(cmderr.FailedToParse, "'window' field that specifies documents cannot have other fields")
+	}
+	l, u, err := windowBoundPair(docs)
+	if err != nil {
+		return windowBounds{}, err
+	}
+	isInt := func(v any) error {
+		n, ok := value.ToInt64(v)
+		if !value.IsNumber(v) || !ok || n != int64(int32(n)) {
+			return cmderr.New(cmderr.FailedToParse, "Numeric document-based bounds must be an integer")
+		}
+		return nil
+	}
+	if b.lo, err = parseWindowBound(l, isInt); err != nil {
+		return windowBounds{}, err
+	}
+	if b.hi, err = parseWindowBound(u, isInt); err != nil {
+		return windowBounds{}, err
+	}
+	for _, x := range []*windowBound{&b.lo, &b.hi} {
+		if x.kind == boundValue {
+			n, _ := value.ToInt64(x.v)
+			x.n = int(n)
+		}
+	}
+	return b, nil
+}
+
+// parseRangeBounds parses window: {range: [lower, upper], unit}, bounds
+// as offsets from the current document's sortBy value (in unit, for dates).
+func parseRangeBounds(spec bson.D, rng, unit any, hasUnit bool) (windowBounds, error) {
+	b := windowBounds{rangeBased: true}
+	l, u, err := windowBoundPair(rng)
+	if err != nil {
+		return windowBounds{}, err
+	}
+	check := func(v any) error {
+		if !value.IsNumber(v) {
+			return cmderr.New(cmderr.FailedToParse, "Range-based bounds expression must be a number")
+		}
+		return nil
+	}
+	if hasUnit {
+		if len(spec) != 2 {
+			return windowBounds{}, cmderr.New(cmderr.FailedToParse, "'window' field that specifies unit cannot have other fields besides 'range'")
+		}
+		us, ok := unit.(string)
+		if !ok {
+			return windowBounds{}, cmderr.New(cmderr.FailedToParse, "'unit' must be a string")
+		}
+		if !expr.IsTimeUnit(us) {
+			return windowBounds{}, cmderr.New(cmderr.FailedToParse, "unknown time unit value: %s", us)
+		}
+		b.unit = us
+		check = func(v any) error {
+			if _, ok := value.ToInt64(v); !value.IsNumber(v) || !ok {
+				return cmderr.New(cmderr.FailedToParse, "With 'unit', range-based bounds must be an integer")
+			}
+			return nil
+		}
+	} else if len(spec) != 1 {
+		return windowBounds{}, cmderr.New(cmderr.FailedToParse, "'window' field that specifies range cannot have other fields besides 'unit'")
+	}
+	if b.lo, err = parseWindowBound(l, check); err != nil {
+		return windowBounds{}, err
+	}
+	if b.hi, err = parseWindowBound(u, check); err != nil {
+		return windowBounds{}, err
+	}
+	return b, nil
+}
+
+// windowBoundPair splits [lower, upper].
+func windowBoundPair(v any) (any, any, error) {
+	a, ok := value.ToArray(v)
+	if !ok || len(a) != 2 {
+		return nil, nil, cmderr.New(cmderr.FailedToParse, "Window bounds must be a 2-element array: %s", expr.Render(v))
+	}
+	return a[0], a[1], nil
+}
+
+// parseWindowBound parses one bound: "unbounded", "current", or a constant
+// expression that check accepts.
+func parseWindowBound(v any, check func(any) error) (windowBound, error) {
+	if s, ok := v.(string); ok {
+		switch s {
+		case "unbounded":
+			return windowBound{kind: boundUnbounded}, nil
+		case "current":
+			return windowBound{kind: boundCurrent}, nil
+		}
+		return windowBound{}, cmderr.New(cmderr.FailedToParse, "Window bounds must be 'unbounded', 'current', or a number.")
+	}
+	x, err := expr.Compile(v)
+	if err != nil {
+		return windowBound{}, err
+	}
+	c, isConst := x.Constant()
+	if !isConst {
+		return windowBound{}, cmderr.New(cmderr.FailedToParse, "Window bounds expression must be a constant.")
+	}
+	if err := check(c); err != nil {
+		return windowBound{}, err
+	}
+	return windowBound{kind: boundValue, v: c}, nil
+}
+
+// boundOrderValue is a bound's value for the lower-not-above-upper check:
+// current is 0, unbounded has none.
+func boundOrderValue(b windowBound) (any, bool) {
+	switch b.kind {
+	case boundCurrent:
+		return int32(0), true
+	case boundValue:
+		return b.v, true
+	}
+	return nil, false
+}
+
 // window returns the first and last index of document i's window, or
 // ok false when the window is empty.
 func (p *partition) window(b windowBounds, i int) (lo, hi int, ok bool, err error) {
 	n := len(p.docs)
 	if !b.rangeBased {
-		lo, hi = 0, n-1
-		if b.lo.kind != boundUnbounded {
-			lo = i + b.lo.n
-		}
-		if b.hi.kind != boundUnbounded {
-			hi = i + b.hi.n
-		}
-		if lo > n-1 || hi < 0 {
-			return 0, 0, false, nil
-		}
-		return max(lo, 0), min(hi, n-1), true, nil
+		lo, hi, ok = documentWindow(b, i, n)
+		return lo, hi, ok, nil
 	}
 	vals, err := p.sortValues()
 	if err != nil {
 		return 0, 0, false, err
 	}
 	base := vals[i]
-	if b.unit != "" {
-		if _, isDate := base.(bson.DateTime); !isDate {
-			return 0, 0, false, cmderr.New(5429513, "Invalid range: Expected the sortBy field to be a Date, but it was %s", typeNameOf(base))
-		}
-	} else {
-		if _, isDate := base.(bson.DateTime); isDate {
-			return 0, 0, false, cmderr.New(5429413, "Invalid range: For windows that involve date or time ranges, a unit must be provided.")
-		}
-		if !value.IsNumber(base) {
-			return 0, 0, false, cmderr.New(5429414, "Invalid range: Expected the sortBy field to be a number, but it was %s", typeNameOf(base))
-		}
+	if err := checkRangeBase(base, b.unit); err != nil {
+		return 0, 0, false, err
 	}
-	expected := func(v any) bool {
-		if b.unit != "" {
-			_, isDate := v.(bson.DateTime)
-			return isDate
-		}
-		return value.IsNumber(v)
-	}
-	add := func(delta any) (any, error) {
-		if b.unit != "" {
-			k, _ := value.ToInt64(delta)
-			t, ok := expr.AddTimeUnits(base.(bson.DateTime).Time().UTC(), b.unit, k)
-			if !ok {
-				return nil, cmderr.New(cmderr.BadValue, "date overflow in $setWindowFields range")
-			}
-			return bson.NewDateTimeFromTime(t), nil
-		}
-		if s, err := value.Add(base, delta); err == nil {
-			return s, nil
-		}
-		x, _ := value.ToFloat(base)
-		y, _ := value.ToFloat(delta)
-		return x + y, nil
-	}
-	// The documents are in sortBy order, so the values of the expected type
-	// form one run (which holds document i) and thresholds are found by
-	// binary search.
-	dates := b.unit != ""
-	run, ok := p.typeRun[dates]
-	if !ok {
-		run = [2]int{i, i}
-		for run[0] > 0 && expected(vals[run[0]-1]) {
-			run[0]--
-		}
-		for run[1] < n-1 && expected(vals[run[1]+1]) {
-			run[1]++
-		}
-		if p.typeRun == nil {
-			p.typeRun = map[bool][2]int{}
-		}
-		p.typeRun[dates] = run
-	}
-	first, last := run[0], run[1]
+	first, last := p.rangeTypeRun(vals, i, b.unit)
 	switch b.lo.kind {
 	case boundCurrent:
 		lo = i
 	case boundUnbounded:
 		lo = first
 	default:
-		t, err := add(b.lo.v)
+		t, err := rangeBoundValue(base, b.unit, b.lo.v)
 		if err != nil {
 			return 0, 0, false, err
 		}
 		lo = sort.Search(n, func(j int) bool { return expr.CompareValues(vals[j], t) >= 0 })
-		if lo == n || !expected(vals[lo]) {
+		if lo == n || !rangeTyped(vals[lo], b.unit) {
 			return 0, 0, false, nil
 		}
 	}
@@ -506,7 +473,7 @@ func (p *partition) window(b windowBounds, i int) (lo, hi int, ok bool, err erro
 	case boundUnbounded:
 		hi = last
 	default:
-		t, err := add(b.hi.v)
+		t, err := rangeBoundValue(base, b.unit, b.hi.v)
 		if err != nil {
 			return 0, 0, false, err
 		}
@@ -516,4 +483,88 @@ func (p *partition) window(b windowBounds, i int) (lo, hi int, ok bool, err erro
 		return 0, 0, false, nil
 	}
 	return lo, hi, true, nil
+}
+
+// documentWindow is a documents window of document i among n, clipped to
+// the partition.
+func documentWindow(b windowBounds, i, n int) (lo, hi int, ok bool) {
+	lo, hi = 0, n-1
+	if b.lo.kind != boundUnbounded {
+		lo = i + b.lo.n
+	}
+	if b.hi.kind != boundUnbounded {
+		hi = i + b.hi.n
+	}
+	if lo > n-1 || hi < 0 {
+		return 0, 0, false
+	}
+	return max(lo, 0), min(hi, n-1), true
+}
+
+// checkRangeBase checks the current document's sortBy value suits a range
+// window: a date with a unit, a number without.
+func checkRangeBase(base any, unit string) error {
+	if unit != "" {
+		if _, isDate := base.(bson.DateTime); !isDate {
+			return cmderr.New(5429513, "Invalid range: Expected the sortBy field to be a Date, but it was %s", typeNameOf(base))
+		}
+		return nil
+	}
+	if _, isDate := base.(bson.DateTime); isDate {
+		return cmderr.New(5429413, "Invalid range: For windows that involve date or time ranges, a unit must be provided.")
+	}
+	if !value.IsNumber(base) {
+		return cmderr.New(5429414, "Invalid range: Expected the sortBy field to be a number, but it was %s", typeNameOf(base))
+	}
+	return nil
+}
+
+// rangeTyped reports whether v has the type a range window ranges over.
+func rangeTyped(v any, unit string) bool {
+	if unit != "" {
+		_, isDate := v.(bson.DateTime)
+		return isDate
+	}
+	return value.IsNumber(v)
+}
+
+// rangeBoundValue is base moved by a bound's delta (in unit for dates).
+func rangeBoundValue(base any, unit string, delta any) (any, error) {
+	if unit != "" {
+		k, _ := value.ToInt64(delta)
+		t, ok := expr.AddTimeUnits(base.(bson.DateTime).Time().UTC(), unit, k)
+		if !ok {
+			return nil, cmderr.New(cmderr.BadValue, "date overflow in $setWindowFields range")
+		}
+		return bson.NewDateTimeFromTime(t), nil
+	}
+	if s, err := value.Add(base, delta); err == nil {
+		return s, nil
+	}
+	x, _ := value.ToFloat(base)
+	y, _ := value.ToFloat(delta)
+	return x + y, nil
+}
+
+// rangeTypeRun returns the first and last index of the run of values of
+// the range's type that holds document i. The documents are in sortBy
+// order, so those values form one run and thresholds inside it are found
+// by binary search; the run is cached per type on the partition.
+func (p *partition) rangeTypeRun(vals []any, i int, unit string) (first, last int) {
+	dates := unit != ""
+	run, ok := p.typeRun[dates]
+	if !ok {
+		run = [2]int{i, i}
+		for run[0] > 0 && rangeTyped(vals[run[0]-1], unit) {
+			run[0]--
+		}
+		for run[1] < len(vals)-1 && rangeTyped(vals[run[1]+1], unit) {
+			run[1]++
+		}
+		if p.typeRun == nil {
+			p.typeRun = map[bool][2]int{}
+		}
+		p.typeRun[dates] = run
+	}
+	return run[0], run[1]
 }
