@@ -194,45 +194,41 @@ func unmarshalD(raw []byte) (bson.D, error) {
 }
 
 func readD(raw []byte) (bson.D, bool) {
-	elems, ok := docElems(raw)
-	if !ok {
-		return nil, false
-	}
 	d := bson.D{}
-	for len(elems) > 0 {
-		elem, rest, ok := bsoncore.ReadElement(elems)
-		if !ok {
-			return nil, false
-		}
-		v, ok := readValue(elem.Value())
-		if !ok {
-			return nil, false
-		}
-		d = append(d, bson.E{Key: elem.Key(), Value: v})
-		elems = rest
+	if !readElems(raw, func(key string, v any) { d = append(d, bson.E{Key: key, Value: v}) }) {
+		return nil, false
 	}
 	return d, true
 }
 
 func readA(raw []byte) (bson.A, bool) {
-	elems, ok := docElems(raw)
-	if !ok {
+	a := bson.A{}
+	if !readElems(raw, func(_ string, v any) { a = append(a, v) }) {
 		return nil, false
 	}
-	a := bson.A{}
+	return a, true
+}
+
+// readElems passes each element of the document or array raw, decoded, to
+// add; false if raw is malformed or holds a type readValue leaves out.
+func readElems(raw []byte, add func(key string, v any)) bool {
+	elems, ok := docElems(raw)
+	if !ok {
+		return false
+	}
 	for len(elems) > 0 {
 		elem, rest, ok := bsoncore.ReadElement(elems)
 		if !ok {
-			return nil, false
+			return false
 		}
 		v, ok := readValue(elem.Value())
 		if !ok {
-			return nil, false
+			return false
 		}
-		a = append(a, v)
+		add(elem.Key(), v)
 		elems = rest
 	}
-	return a, true
+	return true
 }
 
 // docElems returns the elements of a whole document: raw without its

@@ -261,6 +261,13 @@ func (m *Member) helloReply(r *request) bson.D {
 		bson.E{Key: "maxWireVersion", Value: int32(maxWireVersion)},
 		bson.E{Key: "readOnly", Value: false},
 	)
+	return c.helloHandshake(r, d)
+}
+
+// helloHandshake ends a member's or a router's hello reply d with what the
+// connection handshake negotiates: compression, the user's SASL mechanisms
+// and a speculative authentication's first reply.
+func (c *Cluster) helloHandshake(r *request, d bson.D) bson.D {
 	if comp := negotiateCompression(r, c.opts.Compressors); comp != "" {
 		d = append(d, bson.E{Key: "compression", Value: bson.A{comp}})
 	}

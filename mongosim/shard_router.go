@@ -768,26 +768,7 @@ func (r *Router) helloReply(rq *request) bson.D {
 		bson.E{Key: "maxWireVersion", Value: int32(maxWireVersion)},
 		bson.E{Key: "readOnly", Value: false},
 	)
-	if comp := negotiateCompression(rq, c.opts.Compressors); comp != "" {
-		d = append(d, bson.E{Key: "compression", Value: bson.A{comp}})
-	}
-	if c.auth != nil {
-		if v, ok := rq.get("saslSupportedMechs"); ok {
-			if s, ok := v.(string); ok {
-				if mechs := c.auth.supportedMechs(s); mechs != nil {
-					d = append(d, bson.E{Key: "saslSupportedMechs", Value: mechs})
-				}
-			}
-		}
-		if v, ok := rq.get("speculativeAuthenticate"); ok {
-			if sd, ok := v.(bson.D); ok {
-				if reply := c.auth.speculative(rq, sd); reply != nil {
-					d = append(d, bson.E{Key: "speculativeAuthenticate", Value: reply})
-				}
-			}
-		}
-	}
-	return append(d, bson.E{Key: "ok", Value: 1.0})
+	return c.helloHandshake(rq, d)
 }
 
 // memberLimits is the members' limiter configuration: with routers the

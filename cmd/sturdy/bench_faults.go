@@ -390,11 +390,19 @@ func (s *sturdyInc) inc(ctx context.Context, key int) error {
 	return err
 }
 
-func (s *sturdyInc) total(ctx context.Context) (int64, error) {
-	cur, err := s.coll.Aggregate(ctx, bson.A{bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "n", Value: bson.D{{Key: "$sum", Value: "$n"}}}}}}})
-	if err != nil {
-		return 0, err
-	}
+// totalPipeline sums every counter's n.
+var totalPipeline = bson.A{bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "n", Value: bson.D{{Key: "$sum", Value: "$n"}}}}}}}
+
+// decodingCursor is what sturdy's and the official driver's cursors share.
+type decodingCursor interface {
+	Next(ctx context.Context) bool
+	Decode(v any) error
+	Err() error
+	Close(ctx context.Context) error
+}
+
+// totalOf reads totalPipeline's answer from cur and closes it.
+func totalOf(ctx context.Context, cur decodingCursor) (int64, error) {
 	defer cur.Close(ctx)
 	var out struct{ N int64 }
 	if cur.Next(ctx) {
@@ -403,6 +411,14 @@ func (s *sturdyInc) total(ctx context.Context) (int64, error) {
 		}
 	}
 	return out.N, cur.Err()
+}
+
+func (s *sturdyInc) total(ctx context.Context) (int64, error) {
+	cur, err := s.coll.Aggregate(ctx, totalPipeline)
+	if err != nil {
+		return 0, err
+	}
+	return totalOf(ctx, cur)
 }
 
 func (s *sturdyInc) close(ctx context.Context) { _ = s.c.Disconnect(ctx) }
@@ -419,18 +435,11 @@ func (o *officialInc) inc(ctx context.Context, key int) error {
 }
 
 func (o *officialInc) total(ctx context.Context) (int64, error) {
-	cur, err := o.coll.Aggregate(ctx, bson.A{bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "n", Value: bson.D{{Key: "$sum", Value: "$n"}}}}}}})
+	cur, err := o.coll.Aggregate(ctx, totalPipeline)
 	if err != nil {
 		return 0, err
 	}
-	defer cur.Close(ctx)
-	var out struct{ N int64 }
-	if cur.Next(ctx) {
-		if err := cur.Decode(&out); err != nil {
-			return 0, err
-		}
-	}
-	return out.N, cur.Err()
+	return totalOf(ctx, cur)
 }
 
 func (o *officialInc) close(ctx context.Context) { _ = o.c.Disconnect(ctx) }

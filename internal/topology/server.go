@@ -116,14 +116,18 @@ func (s *Server) ProcessConnError(err error, c *conn.Conn) {
 	s.t.handleAppError(s.addr, err, c.Generation(), false)
 }
 
+// currentMonitor is the server's monitor, nil when it has none.
+func (s *Server) currentMonitor() *monitor {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.monitor
+}
+
 // RequestImmediateCheck asks this server's monitor to check it now.
 func (s *Server) RequestImmediateCheck() { s.requestCheck() }
 
 func (s *Server) requestCheck() {
-	s.mu.Lock()
-	m := s.monitor
-	s.mu.Unlock()
-	if m != nil {
+	if m := s.currentMonitor(); m != nil {
 		m.requestCheck()
 	}
 }
@@ -131,28 +135,19 @@ func (s *Server) requestCheck() {
 // recheckAfterStateChange requests a check after a state-change error,
 // cancelling an awaited streaming check (see monitor.restartStream).
 func (s *Server) recheckAfterStateChange() {
-	s.mu.Lock()
-	m := s.monitor
-	s.mu.Unlock()
-	if m != nil {
+	if m := s.currentMonitor(); m != nil {
 		m.restartStream()
 	}
 }
 
 func (s *Server) cancelCheck() {
-	s.mu.Lock()
-	m := s.monitor
-	s.mu.Unlock()
-	if m != nil {
+	if m := s.currentMonitor(); m != nil {
 		m.cancelCheck()
 	}
 }
 
 func (s *Server) stopMonitor() {
-	s.mu.Lock()
-	m := s.monitor
-	s.mu.Unlock()
-	if m != nil {
+	if m := s.currentMonitor(); m != nil {
 		m.stop()
 	}
 }

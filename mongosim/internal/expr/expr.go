@@ -454,21 +454,7 @@ func CompareValues(a, b any) int { return CompareValuesWith(a, b, nil) }
 // CompareValuesWith is CompareValues under a collation (nil: simple).
 func CompareValuesWith(a, b any, coll value.Collator) int {
 	am, bm := IsMissing(a), IsMissing(b)
-	switch {
-	case am && bm:
-		return 0
-	case am:
-		if _, ok := b.(bson.MinKey); ok {
-			return 1
-		}
-		return -1
-	case bm:
-		if _, ok := a.(bson.MinKey); ok {
-			return -1
-		}
-		return 1
-	}
-	return value.CompareWith(a, b, coll)
+	return value.CompareLowWith(a, b, am, bm, coll)
 }
 
 // typeName is $type's answer, including "missing".

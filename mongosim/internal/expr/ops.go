@@ -2,6 +2,7 @@ package expr
 
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"slices"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
@@ -164,19 +165,11 @@ func namedArgs(name string, args any, required []string, optional ...string) (ma
 	if !ok {
 		return nil, cmderr.New(cmderr.FailedToParse, "%s only supports an object as its argument", name)
 	}
-	known := map[string]bool{}
-	for _, k := range required {
-		known[k] = true
-	}
-	for _, k := range optional {
-		known[k] = true
-	}
-	out := map[string]any{}
-	for _, e := range d {
-		if !known[e.Key] {
-			return nil, cmderr.New(cmderr.FailedToParse, "%s found an unknown argument: %s", name, e.Key)
-		}
-		out[e.Key] = e.Value
+	out, err := keepNamed(d, func(key string) error {
+		return cmderr.New(cmderr.FailedToParse, "%s found an unknown argument: %s", name, key)
+	}, slices.Concat(required, optional)...)
+	if err != nil {
+		return nil, err
 	}
 	for _, k := range required {
 		if _, ok := out[k]; !ok {

@@ -21,14 +21,9 @@ func compileDateFromString(name string, args any) (evalFn, error) {
 	if !ok {
 		return nil, cmderr.New(40540, "$dateFromString only supports an object as an argument, found: %s", typeName(args))
 	}
-	m := map[string]any{}
-	for _, e := range d {
-		switch e.Key {
-		case "dateString", "format", "timezone", "onError", "onNull":
-			m[e.Key] = e.Value
-		default:
-			return nil, cmderr.New(40541, "Unrecognized argument to $dateFromString: %s", e.Key)
-		}
+	m, err := keepNamed(d, func(key string) error { return cmderr.New(40541, "Unrecognized argument to $dateFromString: %s", key) }, "dateString", "format", "timezone", "onError", "onNull")
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := m["dateString"]; !ok {
 		return nil, cmderr.New(40542, "Missing 'dateString' parameter to $dateFromString")

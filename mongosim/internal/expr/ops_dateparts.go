@@ -22,14 +22,9 @@ func compileDateToParts(name string, args any) (evalFn, error) {
 	if !ok {
 		return nil, cmderr.New(40524, "$dateToParts only supports an object as its argument")
 	}
-	m := map[string]any{}
-	for _, e := range d {
-		switch e.Key {
-		case "date", "timezone", "iso8601":
-			m[e.Key] = e.Value
-		default:
-			return nil, cmderr.New(40520, "Unrecognized argument to $dateToParts: %s", e.Key)
-		}
+	m, err := keepNamed(d, func(key string) error { return cmderr.New(40520, "Unrecognized argument to $dateToParts: %s", key) }, "date", "timezone", "iso8601")
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := m["date"]; !ok {
 		return nil, cmderr.New(40522, "Missing 'date' parameter to $dateToParts")

@@ -64,6 +64,19 @@ func init() {
 	}
 }
 
+// keepNamed keeps an operator's named arguments by name; a name not among
+// known is answered with unknown's error.
+func keepNamed(d bson.D, unknown func(key string) error, known ...string) (map[string]any, error) {
+	m := make(map[string]any, len(d))
+	for _, e := range d {
+		if !slices.Contains(known, e.Key) {
+			return nil, unknown(e.Key)
+		}
+		m[e.Key] = e.Value
+	}
+	return m, nil
+}
+
 // $replaceOne / $replaceAll: {input, find, replacement}, all strings; a
 // null or missing one makes the result null.
 func compileReplace(name string, args any) (evalFn, error) {
@@ -71,14 +84,9 @@ func compileReplace(name string, args any) (evalFn, error) {
 	if !ok {
 		return nil, cmderr.New(51751, "%s requires an object as an argument, found: %s", name, typeName(args))
 	}
-	m := map[string]any{}
-	for _, e := range d {
-		switch e.Key {
-		case "input", "find", "replacement":
-			m[e.Key] = e.Value
-		default:
-			return nil, cmderr.New(51750, "%s found an unknown argument: %s", name, e.Key)
-		}
+	m, err := keepNamed(d, func(key string) error { return cmderr.New(51750, "%s found an unknown argument: %s", name, key) }, "input", "find", "replacement")
+	if err != nil {
+		return nil, err
 	}
 	for _, k := range []string{"input", "find", "replacement"} {
 		if _, ok := m[k]; !ok {

@@ -25,14 +25,9 @@ func compileRegexOp(name string, args any) (evalFn, error) {
 	if !ok {
 		return nil, cmderr.New(51103, "%s expects an object of named arguments but found: %s", name, typeName(args))
 	}
-	m := map[string]any{}
-	for _, e := range d {
-		switch e.Key {
-		case "input", "regex", "options":
-			m[e.Key] = e.Value
-		default:
-			return nil, cmderr.New(31024, "%s found an unknown argument: %s", name, e.Key)
-		}
+	m, err := keepNamed(d, func(key string) error { return cmderr.New(31024, "%s found an unknown argument: %s", name, key) }, "input", "regex", "options")
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := m["input"]; !ok {
 		return nil, cmderr.New(31022, "%s requires 'input' parameter", name)

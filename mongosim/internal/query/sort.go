@@ -124,21 +124,7 @@ type emptyArrayKey struct{}
 func compareSortValues(a, b any, coll value.Collator) int {
 	_, ea := a.(emptyArrayKey)
 	_, eb := b.(emptyArrayKey)
-	switch {
-	case ea && eb:
-		return 0
-	case ea:
-		if _, ok := b.(bson.MinKey); ok {
-			return 1
-		}
-		return -1
-	case eb:
-		if _, ok := a.(bson.MinKey); ok {
-			return -1
-		}
-		return 1
-	}
-	return value.CompareWith(a, b, coll)
+	return value.CompareLowWith(a, b, ea, eb, coll)
 }
 
 // key is the value doc sorts by for this field: among all values the path

@@ -503,3 +503,24 @@ func TypeNumber(v any) int {
 	}
 	return 0
 }
+
+// CompareLowWith is CompareWith for two values of which either may be a
+// stand-in that sorts after MinKey and before every other value (aggregation's
+// Missing, a sort's empty array): aLow and bLow say which are.
+func CompareLowWith(a, b any, aLow, bLow bool, coll Collator) int {
+	switch {
+	case aLow && bLow:
+		return 0
+	case aLow:
+		if _, ok := b.(bson.MinKey); ok {
+			return 1
+		}
+		return -1
+	case bLow:
+		if _, ok := a.(bson.MinKey); ok {
+			return -1
+		}
+		return 1
+	}
+	return CompareWith(a, b, coll)
+}
