@@ -405,110 +405,26 @@ func compileFill(arg any) (stage, error) {
 	if !ok {
 		return nil, cmderr.New(cmderr.FailedToParse, "The $fill stage specification must be an object, found %s", value.TypeName(arg))
 	}
-	var sortBy, partitionBy, output any
-	var partitionFields bson.A
-	havePartitionBy, havePartitionFields, haveOutput := false, false, false
-	for _, e := range spec {
-		switch e.Key {
-		case "sortBy":
-			if _, ok := value.ToDoc(e.Value); !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$fill.sortBy' is the wrong type '%s', expected type 'object'", value.TypeName(e.Value))
-			}
-			sortBy = e.Value
-		case "partitionBy":
-			_, isDoc := value.ToDoc(e.Value)
-			if _, isStr := e.Value.(string); !isStr && !isDoc {
-				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$fill.partitionBy' is the wrong type '%s', expected types '[string, object]'", value.TypeName(e.Value))
-			}
-			partitionBy, havePartitionBy = e.Value, true
-		case "partitionByFields":
-			a, ok := value.ToArray(e.Value)
-			if !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$fill.partitionByFields' is the wrong type '%s', expected type 'array'", value.TypeName(e.Value))
-			}
-			for i, x := range a {
-				if _, ok := x.(string); !ok {
-					return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$fill.partitionByFields.%d' is the wrong type '%s', expected type 'string'", i, value.TypeName(x))
-				}
-			}
-			partitionFields, havePartitionFields = a, true
-		case "output":
-			if _, ok := value.ToDoc(e.Value); !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$fill.output' is the wrong type '%s', expected type 'object'", value.TypeName(e.Value))
-			}
-			output, haveOutput = e.Value, true
-		default:
-			return nil, cmderr.New(40415, "BSON field '$fill.%s' is an unknown field.", e.Key)
-		}
+	fs, err := parseFillSpec(spec)
+	if err != nil {
+		return nil, err
 	}
-	if !haveOutput {
-		return nil, cmderr.New(40414, "BSON field '$fill.output' is missing but a required field")
-	}
-	outDoc, _ := value.ToDoc(output)
-	if len(outDoc) == 0 {
-		return nil, cmderr.New(6050203, "The output field in '$fill' must contain an object with at least one element")
-	}
-	var windowOut, addFieldsSpec bson.D
-	for _, e := range outDoc {
-		fs, ok := value.ToDoc(e.Value)
-		if !ok {
-			return nil, cmderr.New(6050200, "Each fill output specification must be an object with exactly one field")
-		}
-		var method, val any
-		haveMethod, haveValue := false, false
-		for _, f := range fs {
-			switch f.Key {
-			case "method":
-				m, ok := f.Value.(string)
-				if !ok {
-					return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$fill.method' is the wrong type '%s', expected type 'string'", value.TypeName(f.Value))
-				}
-				method, haveMethod = m, true
-			case "value":
-				val, haveValue = f.Value, true
-			default:
-				return nil, cmderr.New(40415, "BSON field '$fill.%s' is an unknown field.", f.Key)
-			}
-		}
-		if haveMethod {
-			if haveValue {
-				return nil, cmderr.New(6050201, "Each fill output specification must have exactly one of 'method' or 'value' fields, not both")
-			}
-			fn := map[any]string{"locf": "$locf", "linear": "$linearFill"}[method]
-			if fn == "" {
-				return nil, cmderr.New(6050202, "Method must be either locf or linear")
-			}
-			windowOut = append(windowOut, bson.E{Key: e.Key, Value: bson.D{{Key: fn, Value: "$" + e.Key}}})
-		}
-		if haveValue {
-			addFieldsSpec = append(addFieldsSpec, bson.E{Key: e.Key, Value: bson.D{{Key: "$ifNull", Value: bson.A{"$" + e.Key, val}}}})
-		}
+	windowOut, addFieldsSpec, err := fillOutputs(fs.output)
+	if err != nil {
+		return nil, err
 	}
 	f := &fillStage{}
 	if len(windowOut) > 0 {
-		swf := bson.D{{Key: "output", Value: windowOut}}
-		if sortBy != nil {
-			swf = append(swf, bson.E{Key: "sortBy", Value: sortBy})
-		}
-		if havePartitionBy {
-			if havePartitionFields {
-				return nil, cmderr.New(6050204, "Maximum one of 'partitionBy' and 'partitionByFields can be specified in '$fill'")
-			}
-			swf = append(swf, bson.E{Key: "partitionBy", Value: partitionBy})
-		}
-		if havePartitionFields {
-			var pb bson.D
-			for _, x := range partitionFields {
-				pb = append(pb, bson.E{Key: x.(string), Value: "$" + x.(string)})
-			}
-			swf = append(swf, bson.E{Key: "partitionBy", Value: pb})
+		swf, err := fs.setWindowFieldsSpec(windowOut)
+		if err != nil {
+			return nil, err
 		}
 		st, err := compileSetWindowFields(swf)
 		if err != nil {
 			return nil, err
 		}
 		f.stages = append(f.stages, st)
-	} else if havePartitionBy && havePartitionFields {
+	} else if fs.havePartitionBy && fs.havePartitionFields {
 		return nil, cmderr.New(6050204, "Maximum one of 'partitionBy' and 'partitionByFields can be specified in '$fill'")
 	}
 	if len(addFieldsSpec) > 0 {
@@ -519,6 +435,124 @@ func compileFill(arg any) (stage, error) {
 		f.stages = append(f.stages, st)
 	}
 	return f, nil
+}
+
+// fillSpec is $fill's top-level fields, type-checked.
+type fillSpec struct {
+	sortBy, partitionBy                  any
+	partitionFields                      bson.A
+	havePartitionBy, havePartitionFields bool
+	output                               bson.D
+}
+
+func parseFillSpec(spec bson.D) (fillSpec, error) {
+	var fs fillSpec
+	haveOutput := false
+	for _, e := range spec {
+		switch e.Key {
+		case "sortBy":
+			if _, ok := value.ToDoc(e.Value); !ok {
+				return fillSpec{}, cmderr.New(cmderr.TypeMismatch, "BSON field '$fill.sortBy' is the wrong type '%s', expected type 'object'", value.TypeName(e.Value))
+			}
+			fs.sortBy = e.Value
+		case "partitionBy":
+			_, isDoc := value.ToDoc(e.Value)
+			if _, isStr := e.Value.(string); !isStr && !isDoc {
+				return fillSpec{}, cmderr.New(cmderr.TypeMismatch, "BSON field '$fill.partitionBy' is the wrong type '%s', expected types '[string, object]'", value.TypeName(e.Value))
+			}
+			fs.partitionBy, fs.havePartitionBy = e.Value, true
+		case "partitionByFields":
+			a, ok := value.ToArray(e.Value)
+			if !ok {
+				return fillSpec{}, cmderr.New(cmderr.TypeMismatch, "BSON field '$fill.partitionByFields' is the wrong type '%s', expected type 'array'", value.TypeName(e.Value))
+			}
+			for i, x := range a {
+				if _, ok := x.(string); !ok {
+					return fillSpec{}, cmderr.New(cmderr.TypeMismatch, "BSON field '$fill.partitionByFields.%d' is the wrong type '%s', expected type 'string'", i, value.TypeName(x))
+				}
+			}
+			fs.partitionFields, fs.havePartitionFields = a, true
+		case "output":
+			d, ok := value.ToDoc(e.Value)
+			if !ok {
+				return fillSpec{}, cmderr.New(cmderr.TypeMismatch, "BSON field '$fill.output' is the wrong type '%s', expected type 'object'", value.TypeName(e.Value))
+			}
+			fs.output, haveOutput = d, true
+		default:
+			return fillSpec{}, cmderr.New(40415, "BSON field '$fill.%s' is an unknown field.", e.Key)
+		}
+	}
+	if !haveOutput {
+		return fillSpec{}, cmderr.New(40414, "BSON field '$fill.output' is missing but a required field")
+	}
+	if len(fs.output) == 0 {
+		return fillSpec{}, cmderr.New(6050203, "The output field in '$fill' must contain an object with at least one element")
+	}
+	return fs, nil
+}
+
+// fillOutputs translates $fill's output: methods become $setWindowFields
+// outputs ($locf, $linearFill), values become $addFields with $ifNull.
+func fillOutputs(outDoc bson.D) (windowOut, addFieldsSpec bson.D, err error) {
+	for _, e := range outDoc {
+		fs, ok := value.ToDoc(e.Value)
+		if !ok {
+			return nil, nil, cmderr.New(6050200, "Each fill output specification must be an object with exactly one field")
+		}
+		var method, val any
+		haveMethod, haveValue := false, false
+		for _, f := range fs {
+			switch f.Key {
+			case "method":
+				m, ok := f.Value.(string)
+				if !ok {
+					return nil, nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$fill.method' is the wrong type '%s', expected type 'string'", value.TypeName(f.Value))
+				}
+				method, haveMethod = m, true
+			case "value":
+				val, haveValue = f.Value, true
+			default:
+				return nil, nil, cmderr.New(40415, "BSON field '$fill.%s' is an unknown field.", f.Key)
+			}
+		}
+		if haveMethod {
+			if haveValue {
+				return nil, nil, cmderr.New(6050201, "Each fill output specification must have exactly one of 'method' or 'value' fields, not both")
+			}
+			fn := map[any]string{"locf": "$locf", "linear": "$linearFill"}[method]
+			if fn == "" {
+				return nil, nil, cmderr.New(6050202, "Method must be either locf or linear")
+			}
+			windowOut = append(windowOut, bson.E{Key: e.Key, Value: bson.D{{Key: fn, Value: "$" + e.Key}}})
+		}
+		if haveValue {
+			addFieldsSpec = append(addFieldsSpec, bson.E{Key: e.Key, Value: bson.D{{Key: "$ifNull", Value: bson.A{"$" + e.Key, val}}}})
+		}
+	}
+	return windowOut, addFieldsSpec, nil
+}
+
+// setWindowFieldsSpec is the $setWindowFields stage that fills by method,
+// partitioned by partitionBy or by partitionByFields (not both).
+func (fs fillSpec) setWindowFieldsSpec(windowOut bson.D) (bson.D, error) {
+	swf := bson.D{{Key: "output", Value: windowOut}}
+	if fs.sortBy != nil {
+		swf = append(swf, bson.E{Key: "sortBy", Value: fs.sortBy})
+	}
+	if fs.havePartitionBy {
+		if fs.havePartitionFields {
+			return nil, cmderr.New(6050204, "Maximum one of 'partitionBy' and 'partitionByFields can be specified in '$fill'")
+		}
+		swf = append(swf, bson.E{Key: "partitionBy", Value: fs.partitionBy})
+	}
+	if fs.havePartitionFields {
+		var pb bson.D
+		for _, x := range fs.partitionFields {
+			pb = append(pb, bson.E{Key: x.(string), Value: "$" + x.(string)})
+		}
+		swf = append(swf, bson.E{Key: "partitionBy", Value: pb})
+	}
+	return swf, nil
 }
 
 func (f *fillStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
