@@ -87,56 +87,16 @@ func clauseDetails(e bson.E, doc bson.D, inv bool) bson.D {
 	if ok, _ := f.MatchErr(doc); ok != inv {
 		return nil
 	}
-	reason := func(normal string) string {
-		if inv {
-			if r, ok := inverted[normal]; ok {
-				return r
-			}
-		}
-		return normal
-	}
 	switch e.Key {
 	case "$jsonSchema":
-		s, err := CompileSchema(e.Value)
-		if err != nil {
-			return nil
-		}
-		out := bson.D{{Key: "operatorName", Value: "$jsonSchema"}}
-		if s.title != "" {
-			out = append(out, bson.E{Key: "title", Value: s.title})
-		}
-		if s.description != "" {
-			out = append(out, bson.E{Key: "description", Value: s.description})
-		}
-		if inv {
-			return append(out, bson.E{Key: "reason", Value: "schema matched"})
-		}
-		return append(out, bson.E{Key: "schemaRulesNotSatisfied", Value: s.Check(doc)})
+		return schemaClauseDetails(e, doc, inv)
 	case "$and", "$or", "$nor":
-		childInv := inv
-		if e.Key == "$nor" {
-			childInv = !inv
-		}
-		key := "clausesNotSatisfied"
-		if inv {
-			key = "clausesSatisfied"
-		}
-		var list bson.A
-		for i, x := range value.AsArray(e.Value) {
-			sub, _ := x.(bson.D)
-			if d := subFilterDetails(sub, doc, childInv); d != nil {
-				list = append(list, bson.D{{Key: "index", Value: int32(i)}, {Key: "details", Value: d}})
-			}
-		}
-		if list == nil {
-			list = bson.A{}
-		}
-		return bson.D{{Key: "operatorName", Value: e.Key}, {Key: key, Value: list}}
+		return logicalClauseDetails(e, doc, inv)
 	case "$expr":
 		out := bson.D{{Key: "operatorName", Value: "$expr"}, {Key: "specifiedAs", Value: bson.D{e}}}
 		if len(f.exprs) == 1 {
 			if v, err := f.exprs[0].Eval(doc, nil); err == nil {
-				return append(out, bson.E{Key: "reason", Value: reason("expression did not match")}, bson.E{Key: "expressionResult", Value: v})
+				return append(out, bson.E{Key: "reason", Value: invertedReason("expression did not match", inv)}, bson.E{Key: "expressionResult", Value: v})
 			}
 		}
 		return append(out, bson.E{Key: "reason", Value: "failed to evaluate aggregation expression"})
@@ -148,8 +108,67 @@ func clauseDetails(e bson.E, doc bson.D, inv bool) bson.D {
 		return bson.D{{Key: "operatorName", Value: e.Key}, {Key: "specifiedAs", Value: bson.D{e}}, {Key: "reason", Value: r}}
 	}
 	if strings.HasPrefix(e.Key, "$") {
-		return bson.D{{Key: "operatorName", Value: e.Key}, {Key: "specifiedAs", Value: bson.D{e}}, {Key: "reason", Value: reason("expression did not match")}}
+		return bson.D{{Key: "operatorName", Value: e.Key}, {Key: "specifiedAs", Value: bson.D{e}}, {Key: "reason", Value: invertedReason("expression did not match", inv)}}
 	}
+	return fieldClauseDetails(e, doc, inv)
+}
+
+// invertedReason is the reason for a clause that failed, or under an odd
+// number of $nor/$not, the reason for one that matched.
+func invertedReason(normal string, inv bool) string {
+	if inv {
+		if r, ok := inverted[normal]; ok {
+			return r
+		}
+	}
+	return normal
+}
+
+func schemaClauseDetails(e bson.E, doc bson.D, inv bool) bson.D {
+	s, err := CompileSchema(e.Value)
+	if err != nil {
+		return nil
+	}
+	out := bson.D{{Key: "operatorName", Value: "$jsonSchema"}}
+	if s.title != "" {
+		out = append(out, bson.E{Key: "title", Value: s.title})
+	}
+	if s.description != "" {
+		out = append(out, bson.E{Key: "description", Value: s.description})
+	}
+	if inv {
+		return append(out, bson.E{Key: "reason", Value: "schema matched"})
+	}
+	return append(out, bson.E{Key: "schemaRulesNotSatisfied", Value: s.Check(doc)})
+}
+
+// logicalClauseDetails explains $and, $or and $nor by their contributing
+// children; $nor explains its children inverted.
+func logicalClauseDetails(e bson.E, doc bson.D, inv bool) bson.D {
+	childInv := inv
+	if e.Key == "$nor" {
+		childInv = !inv
+	}
+	key := "clausesNotSatisfied"
+	if inv {
+		key = "clausesSatisfied"
+	}
+	var list bson.A
+	for i, x := range value.AsArray(e.Value) {
+		sub, _ := x.(bson.D)
+		if d := subFilterDetails(sub, doc, childInv); d != nil {
+			list = append(list, bson.D{{Key: "index", Value: int32(i)}, {Key: "details", Value: d}})
+		}
+	}
+	if list == nil {
+		list = bson.A{}
+	}
+	return bson.D{{Key: "operatorName", Value: e.Key}, {Key: key, Value: list}}
+}
+
+// fieldClauseDetails explains a clause on a field path: its first operator
+// (implicitly $eq), with the values considered at the path.
+func fieldClauseDetails(e bson.E, doc bson.D, inv bool) bson.D {
 	ops, isOps := isOperatorDoc(e.Value)
 	if !isOps {
 		ops = bson.D{{Key: "$eq", Value: e.Value}}
@@ -159,18 +178,7 @@ func clauseDetails(e bson.E, doc bson.D, inv bool) bson.D {
 		op = ops[1].Key
 	}
 	if op == "$not" {
-		var child bson.E
-		switch x := ops[0].Value.(type) {
-		case bson.D:
-			child = bson.E{Key: e.Key, Value: x}
-		case bson.Regex:
-			child = bson.E{Key: e.Key, Value: bson.D{{Key: "$regex", Value: x}}}
-		}
-		out := bson.D{{Key: "operatorName", Value: "$not"}}
-		if d := subFilterDetails(flattenOne(child), doc, !inv); d != nil {
-			out = append(out, bson.E{Key: "details", Value: d})
-		}
-		return out
+		return notClauseDetails(e.Key, ops[0].Value, doc, inv)
 	}
 	out := bson.D{{Key: "operatorName", Value: op}, {Key: "specifiedAs", Value: bson.D{e}}}
 	found, values := consideredValues(doc, e.Key, op)
@@ -183,33 +191,7 @@ func clauseDetails(e bson.E, doc bson.D, inv bool) bson.D {
 	if !found {
 		return append(out, bson.E{Key: "reason", Value: "field was missing"})
 	}
-	var normal string
-	var expected []string
-	switch op {
-	case "$eq", "$ne", "$gt", "$gte", "$lt", "$lte":
-		normal = "comparison failed"
-		if op == "$ne" {
-			normal = "comparison succeeded"
-		}
-	case "$type":
-		normal = "type did not match"
-	case "$in":
-		normal = "no matching value found in array"
-	case "$nin":
-		normal = "matching value found in array"
-	case "$regex":
-		normal, expected = "regular expression did not match", []string{"regex", "string", "symbol"}
-	case "$mod":
-		normal, expected = "$mod did not evaluate to expected remainder", []string{"decimal", "double", "int", "long"}
-	case "$size":
-		normal, expected = "array length was not equal to given size", []string{"array"}
-	case "$elemMatch":
-		normal, expected = "array did not satisfy the child predicate", []string{"array"}
-	case "$all":
-		normal = "array did not contain all specified values"
-	default:
-		normal = "expression did not match"
-	}
+	normal, expected := operatorFailure(op)
 	if expected != nil && !anyTypeIn(values, expected) {
 		out = append(out, bson.E{Key: "reason", Value: "type did not match"})
 		out = appendConsideredTypes(out, values)
@@ -220,12 +202,56 @@ func clauseDetails(e bson.E, doc bson.D, inv bool) bson.D {
 		}
 		return appendConsideredValues(out, values)
 	}
-	out = append(out, bson.E{Key: "reason", Value: reason(normal)})
+	out = append(out, bson.E{Key: "reason", Value: invertedReason(normal, inv)})
 	out = appendConsideredValues(out, values)
 	if op == "$type" {
 		out = appendConsideredTypes(out, values)
 	}
 	return out
+}
+
+// notClauseDetails explains {path: {$not: ...}} by its child, inverted.
+func notClauseDetails(path string, arg any, doc bson.D, inv bool) bson.D {
+	var child bson.E
+	switch x := arg.(type) {
+	case bson.D:
+		child = bson.E{Key: path, Value: x}
+	case bson.Regex:
+		child = bson.E{Key: path, Value: bson.D{{Key: "$regex", Value: x}}}
+	}
+	out := bson.D{{Key: "operatorName", Value: "$not"}}
+	if d := subFilterDetails(flattenOne(child), doc, !inv); d != nil {
+		out = append(out, bson.E{Key: "details", Value: d})
+	}
+	return out
+}
+
+// operatorFailure is why a field operator failed, and the types it
+// applies to (nil: any), which give a type-mismatch reason instead.
+func operatorFailure(op string) (normal string, expected []string) {
+	switch op {
+	case "$eq", "$gt", "$gte", "$lt", "$lte":
+		return "comparison failed", nil
+	case "$ne":
+		return "comparison succeeded", nil
+	case "$type":
+		return "type did not match", nil
+	case "$in":
+		return "no matching value found in array", nil
+	case "$nin":
+		return "matching value found in array", nil
+	case "$regex":
+		return "regular expression did not match", []string{"regex", "string", "symbol"}
+	case "$mod":
+		return "$mod did not evaluate to expected remainder", []string{"decimal", "double", "int", "long"}
+	case "$size":
+		return "array length was not equal to given size", []string{"array"}
+	case "$elemMatch":
+		return "array did not satisfy the child predicate", []string{"array"}
+	case "$all":
+		return "array did not contain all specified values", nil
+	}
+	return "expression did not match", nil
 }
 
 // subFilterDetails explains a whole sub-filter (an $and/$or/$nor entry).
