@@ -713,47 +713,98 @@ func (s *storage) execDelete(ctx context.Context, db, coll string, st *deleteStm
 
 // ---- findAndModify ----
 
+// famArgs is a findAndModify command's parsed arguments.
+type famArgs struct {
+	coll                      string
+	filterDoc, sortDoc        bson.D
+	fields                    bson.D
+	remove, returnNew, upsert bool
+	updateSpec                any
+	hasUpdate                 bool
+	hint                      any
+}
+
+// famPlan is a findAndModify compiled against its collection's environment.
+type famPlan struct {
+	famArgs
+	f      *query.Filter
+	sorter *query.Sort
+	proj   *query.Projection
+	cu     *compiledUpdate
+}
+
 func cmdFindAndModify(r *request) (bson.D, error) {
-	coll, err := commandArgs(r, "query", "sort", "remove", "update", "new", "fields", "upsert",
+	a, err := parseFamArgs(r)
+	if err != nil {
+		return nil, err
+	}
+	p, err := compileFam(r, a)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.stmt(0, func() (stmtResult, error) {
+		var reply bson.D
+		err := r.data().write(r.ctx, r.db, p.coll, p.upsert, func(c *collection) error {
+			var err error
+			reply, err = p.apply(c, r.now)
+			return err
+		})
+		return stmtResult{Reply: reply}, err
+	})
+	if err != nil {
+		return errorReply(err)
+	}
+	return value.CloneDoc(res.Reply), nil
+}
+
+// parseFamArgs reads findAndModify's arguments and rejects contradictory
+// remove/update/upsert/new combinations.
+func parseFamArgs(r *request) (famArgs, error) {
+	var a famArgs
+	var err error
+	a.coll, err = commandArgs(r, "query", "sort", "remove", "update", "new", "fields", "upsert",
 		"bypassDocumentValidation", "bypassEmptyTsReplacement", "collation", "arrayFilters", "hint", "let")
 	if err != nil {
-		return nil, err
+		return a, err
 	}
-	filterDoc, _, err := docArg(r, "query")
-	if err != nil {
-		return nil, err
+	if a.filterDoc, _, err = docArg(r, "query"); err != nil {
+		return a, err
 	}
-	if filterDoc == nil {
-		filterDoc = bson.D{}
+	if a.filterDoc == nil {
+		a.filterDoc = bson.D{}
 	}
 	bypassArg(r)
-	sortDoc, _, err := docArg(r, "sort")
-	if err != nil {
-		return nil, err
+	if a.sortDoc, _, err = docArg(r, "sort"); err != nil {
+		return a, err
 	}
-	fields, _, err := docArg(r, "fields")
-	if err != nil {
-		return nil, err
+	if a.fields, _, err = docArg(r, "fields"); err != nil {
+		return a, err
 	}
 	flag := func(k string) bool { v, ok := r.get(k); return ok && truthy(v) }
-	remove, returnNew, upsert := flag("remove"), flag("new"), flag("upsert")
-	updateSpec, hasUpdate := r.get("update")
-	if hasUpdate {
-		if _, isNull := updateSpec.(bson.Null); isNull || updateSpec == nil {
-			hasUpdate = false
+	a.remove, a.returnNew, a.upsert = flag("remove"), flag("new"), flag("upsert")
+	a.updateSpec, a.hasUpdate = r.get("update")
+	if a.hasUpdate {
+		if _, isNull := a.updateSpec.(bson.Null); isNull || a.updateSpec == nil {
+			a.hasUpdate = false
 		}
 	}
 	switch {
-	case remove && hasUpdate:
-		return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify both an update and remove=true")
-	case !remove && !hasUpdate:
-		return nil, cmderr.New(cmderr.FailedToParse, "Either an update or remove=true must be specified")
-	case remove && upsert:
-		return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify both upsert=true and remove=true ")
-	case remove && returnNew:
-		return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document")
+	case a.remove && a.hasUpdate:
+		return a, cmderr.New(cmderr.FailedToParse, "Cannot specify both an update and remove=true")
+	case !a.remove && !a.hasUpdate:
+		return a, cmderr.New(cmderr.FailedToParse, "Either an update or remove=true must be specified")
+	case a.remove && a.upsert:
+		return a, cmderr.New(cmderr.FailedToParse, "Cannot specify both upsert=true and remove=true ")
+	case a.remove && a.returnNew:
+		return a, cmderr.New(cmderr.FailedToParse, "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document")
 	}
-	env, err := r.opEnvFor(coll)
+	return a, nil
+}
+
+// compileFam compiles findAndModify's filter, sort, projection and update.
+func compileFam(r *request, a famArgs) (*famPlan, error) {
+	p := &famPlan{famArgs: a}
+	env, err := r.opEnvFor(a.coll)
 	if err != nil {
 		return nil, err
 	}
@@ -762,127 +813,124 @@ func cmdFindAndModify(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	hint, _ := r.get("hint")
-
-	f, err := env.compileNearFilter(filterDoc)
-	if err != nil {
+	p.hint, _ = r.get("hint")
+	if p.f, err = env.compileNearFilter(a.filterDoc); err != nil {
 		return nil, err
 	}
-	var sorter *query.Sort
-	if len(sortDoc) > 0 {
-		if sorter, err = env.compileSort(sortDoc); err != nil {
+	if len(a.sortDoc) > 0 {
+		if p.sorter, err = env.compileSort(a.sortDoc); err != nil {
 			return nil, err
 		}
 	}
-	proj, err := optionalProjection(fields, env)
-	if err != nil {
+	if p.proj, err = optionalProjection(a.fields, env); err != nil {
 		return nil, err
 	}
-	if proj.NeedsTextScore() || (sorter != nil && sorter.NeedsTextScore()) {
+	if p.proj.NeedsTextScore() || (p.sorter != nil && p.sorter.NeedsTextScore()) {
 		return nil, errWriteTextScore
 	}
-	var cu *compiledUpdate
-	if hasUpdate {
-		switch updateSpec.(type) {
+	if a.hasUpdate {
+		switch a.updateSpec.(type) {
 		case bson.D, bson.A:
 		default:
 			return nil, cmderr.New(cmderr.FailedToParse, "Update argument must be either an object or an array")
 		}
-		st := &updateStmt{filterDoc: filterDoc, updateSpec: updateSpec, upsert: upsert, arrayFilters: arrayFilters}
-		if cu, err = st.compile(env); err != nil {
+		st := &updateStmt{filterDoc: a.filterDoc, updateSpec: a.updateSpec, upsert: a.upsert, arrayFilters: arrayFilters}
+		if p.cu, err = st.compile(env); err != nil {
 			return nil, err
 		}
-		cu.filter = f
+		p.cu.filter = p.f
 	}
-	project := func(d bson.D) any {
-		if d == nil {
-			return nil
-		}
-		d = value.CloneDoc(d)
-		if proj != nil {
-			d = proj.Apply(d)
-		}
-		return d
-	}
+	return p, nil
+}
 
-	res, err := r.stmt(0, func() (stmtResult, error) {
-		var reply bson.D
-		err := r.data().write(r.ctx, r.db, coll, upsert, func(c *collection) error {
-			if c != nil {
-				if err := checkHint(c, hint); err != nil {
-					return err
-				}
-			}
-			var target *record
-			if c != nil {
-				limit := 1
-				if sorter != nil {
-					limit = 0
-				}
-				m, err := c.matchPlanned(f, filterDoc, limit, hint)
-				if err != nil {
-					return err
-				}
-				if len(m) > 0 {
-					target = m[0]
-					if sorter != nil {
-						target = firstBySort(sorter, m)
-					}
-				}
-			}
-			if remove {
-				if target == nil {
-					reply = famReply(bson.D{{Key: "n", Value: int32(0)}}, nil)
-					return nil
-				}
-				if err := c.remove(target); err != nil {
-					return err
-				}
-				reply = famReply(bson.D{{Key: "n", Value: int32(1)}}, project(target.doc))
-				return nil
-			}
-			if target == nil {
-				if !upsert {
-					reply = famReply(bson.D{{Key: "n", Value: int32(0)}, {Key: "updatedExisting", Value: false}}, nil)
-					return nil
-				}
-				id, doc, err := upsertInto(c, cu, r.now)
-				if err != nil {
-					return err
-				}
-				var v any
-				if returnNew {
-					v = project(doc)
-				}
-				reply = famReply(bson.D{{Key: "n", Value: int32(1)}, {Key: "updatedExisting", Value: false}, {Key: "upserted", Value: id}}, v)
-				return nil
-			}
-			_, pos := f.MatchPosition(target.doc)
-			before := target.doc
-			uenv := cu.updateEnv(r.now)
-			uenv.Position = pos
-			out, modified, err := cu.upd.Apply(target.doc, uenv)
-			if err != nil {
-				return err
-			}
-			if modified {
-				if err := c.replace(target, value.CloneDoc(out), cu.upd.IsReplacement()); err != nil {
-					return err
-				}
-			}
-			v := project(before)
-			if returnNew {
-				v = project(target.doc)
-			}
-			reply = famReply(bson.D{{Key: "n", Value: int32(1)}, {Key: "updatedExisting", Value: true}}, v)
-			return nil
-		})
-		return stmtResult{Reply: reply}, err
-	})
-	if err != nil {
-		return errorReply(err)
+// project returns a projected copy of d, or nil for no document.
+func (p *famPlan) project(d bson.D) any {
+	if d == nil {
+		return nil
 	}
-	return value.CloneDoc(res.Reply), nil
+	d = value.CloneDoc(d)
+	if p.proj != nil {
+		d = p.proj.Apply(d)
+	}
+	return d
+}
+
+// target finds the document findAndModify acts on: the first match, or the
+// first in sort order when a sort is given. c may be nil (no collection).
+func (p *famPlan) target(c *collection) (*record, error) {
+	if c == nil {
+		return nil, nil
+	}
+	if err := checkHint(c, p.hint); err != nil {
+		return nil, err
+	}
+	limit := 1
+	if p.sorter != nil {
+		limit = 0
+	}
+	m, err := c.matchPlanned(p.f, p.filterDoc, limit, p.hint)
+	if err != nil || len(m) == 0 {
+		return nil, err
+	}
+	if p.sorter != nil {
+		return firstBySort(p.sorter, m), nil
+	}
+	return m[0], nil
+}
+
+// apply runs findAndModify inside the collection's write and returns its reply.
+func (p *famPlan) apply(c *collection, now time.Time) (bson.D, error) {
+	target, err := p.target(c)
+	if err != nil {
+		return nil, err
+	}
+	if p.remove {
+		if target == nil {
+			return famReply(bson.D{{Key: "n", Value: int32(0)}}, nil), nil
+		}
+		if err := c.remove(target); err != nil {
+			return nil, err
+		}
+		return famReply(bson.D{{Key: "n", Value: int32(1)}}, p.project(target.doc)), nil
+	}
+	if target == nil {
+		return p.upsertReply(c, now)
+	}
+	_, pos := p.f.MatchPosition(target.doc)
+	before := target.doc
+	uenv := p.cu.updateEnv(now)
+	uenv.Position = pos
+	out, modified, err := p.cu.upd.Apply(target.doc, uenv)
+	if err != nil {
+		return nil, err
+	}
+	if modified {
+		if err := c.replace(target, value.CloneDoc(out), p.cu.upd.IsReplacement()); err != nil {
+			return nil, err
+		}
+	}
+	v := p.project(before)
+	if p.returnNew {
+		v = p.project(target.doc)
+	}
+	return famReply(bson.D{{Key: "n", Value: int32(1)}, {Key: "updatedExisting", Value: true}}, v), nil
+}
+
+// upsertReply handles an update that matched nothing: inserts when upsert is
+// set, otherwise reports no match.
+func (p *famPlan) upsertReply(c *collection, now time.Time) (bson.D, error) {
+	if !p.upsert {
+		return famReply(bson.D{{Key: "n", Value: int32(0)}, {Key: "updatedExisting", Value: false}}, nil), nil
+	}
+	id, doc, err := upsertInto(c, p.cu, now)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	if p.returnNew {
+		v = p.project(doc)
+	}
+	return famReply(bson.D{{Key: "n", Value: int32(1)}, {Key: "updatedExisting", Value: false}, {Key: "upserted", Value: id}}, v), nil
 }
 
 func famReply(lastError bson.D, v any) bson.D {

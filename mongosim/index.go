@@ -349,127 +349,18 @@ func indexName(key bson.D) string {
 
 // parseIndexSpec turns one createIndexes spec into an index.
 func parseIndexSpec(spec bson.D) (*index, error) {
-	ix := &index{}
-	var keySet bool
-	out := bson.D{{Key: "v", Value: int32(2)}}
-	var extra, geoOpts bson.D
+	b := &indexSpecBuilder{ix: &index{}, spec: spec}
 	for _, e := range spec {
-		switch e.Key {
-		case "key":
-			k, ok := e.Value.(bson.D)
-			if !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "The field 'key' must be an object, but got %s", value.TypeName(e.Value))
-			}
-			if len(k) == 0 {
-				return nil, cmderr.New(67, "Index keys cannot be empty.")
-			}
-			for i, f := range k {
-				if f.Key == "" {
-					return nil, cmderr.New(67, "Index keys cannot be an empty field.")
-				}
-				switch v := f.Value.(type) {
-				case string:
-					if isGeo, err := ix.parseGeoKey(f.Key, v, i); isGeo || err != nil {
-						if err != nil {
-							return nil, err
-						}
-					} else if v != "hashed" && v != "text" {
-						return nil, cmderr.Unsupported("index type '" + v + "'")
-					}
-				default:
-					fv, ok := value.ToFloat(v)
-					if !ok || fv == 0 {
-						return nil, cmderr.New(67, "Values in index key pattern can't be 0 or non-numbers: %s", shellString(k))
-					}
-				}
-				ix.fields = append(ix.fields, f.Key)
-			}
-			ix.key = value.CloneDoc(k)
-			keySet = true
-		case "name":
-			s, ok := e.Value.(string)
-			if !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "The field 'name' must be a string, but got %s", value.TypeName(e.Value))
-			}
-			if s == "" || s == "*" {
-				return nil, cmderr.New(67, "The index name '%s' is not valid", s)
-			}
-			ix.name = s
-		case "unique":
-			ix.unique = truthy(e.Value)
-			if ix.unique {
-				extra = append(extra, bson.E{Key: "unique", Value: true})
-			}
-		case "sparse":
-			ix.sparse = truthy(e.Value)
-			if ix.sparse {
-				extra = append(extra, bson.E{Key: "sparse", Value: true})
-			}
-		case "partialFilterExpression":
-			d, ok := e.Value.(bson.D)
-			if !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "The field 'partialFilterExpression' must be an object")
-			}
-			f, err := query.CompileFilter(d)
-			if err != nil {
-				return nil, err
-			}
-			ix.partial = f
-			extra = append(extra, bson.E{Key: "partialFilterExpression", Value: value.CloneDoc(d)})
-		case "background", "dropDups":
-			// Creation-time options mongod accepts, ignores (every build
-			// is a background build; duplicates are never dropped) and
-			// keeps in the spec listIndexes shows.
-			if !value.IsNumber(e.Value) {
-				if _, isBool := e.Value.(bool); !isBool {
-					return nil, cmderr.New(cmderr.TypeMismatch, "Error in specification %s :: caused by :: The field '%s has value %s: %s, which is not convertible to bool", shellString(spec), e.Key, e.Key, shellString(e.Value))
-				}
-			}
-			extra = append(extra, e)
-		case "hidden", "v", "ns":
-			if e.Key == "hidden" && truthy(e.Value) {
-				ix.hidden = true
-				extra = append(extra, bson.E{Key: "hidden", Value: true})
-			}
-		case "expireAfterSeconds":
-			n, err := ttlArg(e.Value)
-			if err != nil {
-				return nil, cmderr.New(cmderr.CannotCreateIndex, "Error in specification %s: %s", shellString(spec), errMessage(err))
-			}
-			ix.ttl, ix.ttlSecs = true, n
-			extra = append(extra, bson.E{Key: "expireAfterSeconds", Value: e.Value})
-		case "collation":
-			c, err := parseCollation(e.Value, "collation")
-			if err != nil {
-				return nil, err
-			}
-			ix.coll, ix.collSet = c, true
-		case "weights", "default_language", "language_override", "textIndexVersion":
-			// text index options, read by newTextIndex
-		default:
-			if !geoSpecOptions[e.Key] {
-				return nil, cmderr.Unsupported("index option '" + e.Key + "'")
-			}
-			geoOpts = append(geoOpts, e)
+		if err := b.option(e); err != nil {
+			return nil, err
 		}
 	}
-	if !keySet {
+	if !b.keySet {
 		return nil, cmderr.New(cmderr.FailedToParse, "The 'key' field is a required property of an index specification")
 	}
-	for _, v := range ix.key {
-		if _, hashed := v.Value.(string); hashed && ix.unique {
-			return nil, cmderr.New(67, "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.")
-		}
-	}
-	if ix.ttl {
-		if len(ix.key) != 1 {
-			return nil, cmderr.New(cmderr.CannotCreateIndex, "TTL indexes are single-field indexes, compound indexes do not support TTL. Index spec: %s", shellString(spec))
-		}
-		if ix.fields[0] == "_id" && ix.key[0].Value != "hashed" {
-			if n, _ := value.ToFloat(ix.key[0].Value); n == 1 {
-				return nil, cmderr.New(cmderr.InvalidIndexSpecificationOption, "The field 'expireAfterSeconds' is not valid for an _id index specification. Specification: %s", shellString(spec))
-			}
-		}
+	ix := b.ix
+	if err := checkKeyOptions(ix, spec); err != nil {
+		return nil, err
 	}
 	if text.IsTextKey(ix.key) {
 		if ix.unique || ix.ttl {
@@ -478,24 +369,166 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 		if err := newTextIndex(ix, spec); err != nil {
 			return nil, err
 		}
-		extra = append(extra, ix.text.spec.Options...)
+		b.extra = append(b.extra, ix.text.spec.Options...)
 	} else if err := notTextOptions(spec); err != nil {
 		return nil, err
 	}
-	geoSpec, err := ix.finishGeoSpec(geoOpts)
+	geoSpec, err := ix.finishGeoSpec(b.geoOpts)
 	if err != nil {
 		return nil, err
 	}
-	extra = append(extra, geoSpec...)
+	b.extra = append(b.extra, geoSpec...)
 	if ix.name == "" {
 		ix.name = indexName(ix.key)
 	}
-	out = append(out, bson.E{Key: "key", Value: ix.key}, bson.E{Key: "name", Value: ix.name})
-	ix.spec = append(out, extra...)
+	out := bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: ix.key}, {Key: "name", Value: ix.name}}
+	ix.spec = append(out, b.extra...)
 	if ix.unique {
 		ix.entries = map[string]*record{}
 	}
 	return ix, nil
+}
+
+// indexSpecBuilder collects an index spec's fields as parseIndexSpec reads
+// them: extra holds the options listIndexes shows after key and name, geoOpts
+// the geo options finishGeoSpec checks once the key is known.
+type indexSpecBuilder struct {
+	ix             *index
+	spec           bson.D
+	keySet         bool
+	extra, geoOpts bson.D
+}
+
+// option reads one field of the index spec.
+func (b *indexSpecBuilder) option(e bson.E) error {
+	ix, spec := b.ix, b.spec
+	switch e.Key {
+	case "key":
+		if err := ix.parseKey(e.Value); err != nil {
+			return err
+		}
+		b.keySet = true
+	case "name":
+		s, ok := e.Value.(string)
+		if !ok {
+			return cmderr.New(cmderr.TypeMismatch, "The field 'name' must be a string, but got %s", value.TypeName(e.Value))
+		}
+		if s == "" || s == "*" {
+			return cmderr.New(67, "The index name '%s' is not valid", s)
+		}
+		ix.name = s
+	case "unique":
+		ix.unique = truthy(e.Value)
+		if ix.unique {
+			b.extra = append(b.extra, bson.E{Key: "unique", Value: true})
+		}
+	case "sparse":
+		ix.sparse = truthy(e.Value)
+		if ix.sparse {
+			b.extra = append(b.extra, bson.E{Key: "sparse", Value: true})
+		}
+	case "partialFilterExpression":
+		d, ok := e.Value.(bson.D)
+		if !ok {
+			return cmderr.New(cmderr.TypeMismatch, "The field 'partialFilterExpression' must be an object")
+		}
+		f, err := query.CompileFilter(d)
+		if err != nil {
+			return err
+		}
+		ix.partial = f
+		b.extra = append(b.extra, bson.E{Key: "partialFilterExpression", Value: value.CloneDoc(d)})
+	case "background", "dropDups":
+		// Creation-time options mongod accepts, ignores (every build
+		// is a background build; duplicates are never dropped) and
+		// keeps in the spec listIndexes shows.
+		if !value.IsNumber(e.Value) {
+			if _, isBool := e.Value.(bool); !isBool {
+				return cmderr.New(cmderr.TypeMismatch, "Error in specification %s :: caused by :: The field '%s has value %s: %s, which is not convertible to bool", shellString(spec), e.Key, e.Key, shellString(e.Value))
+			}
+		}
+		b.extra = append(b.extra, e)
+	case "hidden", "v", "ns":
+		if e.Key == "hidden" && truthy(e.Value) {
+			ix.hidden = true
+			b.extra = append(b.extra, bson.E{Key: "hidden", Value: true})
+		}
+	case "expireAfterSeconds":
+		n, err := ttlArg(e.Value)
+		if err != nil {
+			return cmderr.New(cmderr.CannotCreateIndex, "Error in specification %s: %s", shellString(spec), errMessage(err))
+		}
+		ix.ttl, ix.ttlSecs = true, n
+		b.extra = append(b.extra, bson.E{Key: "expireAfterSeconds", Value: e.Value})
+	case "collation":
+		c, err := parseCollation(e.Value, "collation")
+		if err != nil {
+			return err
+		}
+		ix.coll, ix.collSet = c, true
+	case "weights", "default_language", "language_override", "textIndexVersion":
+		// text index options, read by newTextIndex
+	default:
+		if !geoSpecOptions[e.Key] {
+			return cmderr.Unsupported("index option '" + e.Key + "'")
+		}
+		b.geoOpts = append(b.geoOpts, e)
+	}
+	return nil
+}
+
+// parseKey reads the spec's key pattern into ix.key and ix.fields.
+func (ix *index) parseKey(kv any) error {
+	k, ok := kv.(bson.D)
+	if !ok {
+		return cmderr.New(cmderr.TypeMismatch, "The field 'key' must be an object, but got %s", value.TypeName(kv))
+	}
+	if len(k) == 0 {
+		return cmderr.New(67, "Index keys cannot be empty.")
+	}
+	for i, f := range k {
+		if f.Key == "" {
+			return cmderr.New(67, "Index keys cannot be an empty field.")
+		}
+		switch v := f.Value.(type) {
+		case string:
+			if isGeo, err := ix.parseGeoKey(f.Key, v, i); isGeo || err != nil {
+				if err != nil {
+					return err
+				}
+			} else if v != "hashed" && v != "text" {
+				return cmderr.Unsupported("index type '" + v + "'")
+			}
+		default:
+			fv, ok := value.ToFloat(v)
+			if !ok || fv == 0 {
+				return cmderr.New(67, "Values in index key pattern can't be 0 or non-numbers: %s", shellString(k))
+			}
+		}
+		ix.fields = append(ix.fields, f.Key)
+	}
+	ix.key = value.CloneDoc(k)
+	return nil
+}
+
+// checkKeyOptions rejects unique and TTL options the key pattern cannot have.
+func checkKeyOptions(ix *index, spec bson.D) error {
+	for _, v := range ix.key {
+		if _, hashed := v.Value.(string); hashed && ix.unique {
+			return cmderr.New(67, "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.")
+		}
+	}
+	if ix.ttl {
+		if len(ix.key) != 1 {
+			return cmderr.New(cmderr.CannotCreateIndex, "TTL indexes are single-field indexes, compound indexes do not support TTL. Index spec: %s", shellString(spec))
+		}
+		if ix.fields[0] == "_id" && ix.key[0].Value != "hashed" {
+			if n, _ := value.ToFloat(ix.key[0].Value); n == 1 {
+				return cmderr.New(cmderr.InvalidIndexSpecificationOption, "The field 'expireAfterSeconds' is not valid for an _id index specification. Specification: %s", shellString(spec))
+			}
+		}
+	}
+	return nil
 }
 
 // sameOptions compares the options that make two indexes different.

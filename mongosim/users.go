@@ -321,60 +321,9 @@ func cmdUsersInfo(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	// want reports whether a user is asked for.
-	var want func(u *simUser) bool
-	named := func(names []string) func(u *simUser) bool {
-		return func(u *simUser) bool { return slices.Contains(names, u.db+"."+u.name) }
-	}
-	spec := func(x any) (string, error) {
-		switch t := x.(type) {
-		case string:
-			return r.db + "." + t, nil
-		case bson.D:
-			uv, _ := lookupD(t, "user")
-			dv, _ := lookupD(t, "db")
-			us, ok1 := uv.(string)
-			ds, ok2 := dv.(string)
-			if !ok1 || !ok2 {
-				return "", cmderr.New(cmderr.BadValue, "User name must contain a string field named: user and db")
-			}
-			return ds + "." + us, nil
-		}
-		return "", cmderr.New(cmderr.BadValue, "User name must be either a string or an object")
-	}
-	v := r.cmd[0].Value
-	switch t := v.(type) {
-	case bson.D:
-		if fv, ok := lookupD(t, "forAllDBs"); ok {
-			if !asBool(fv) {
-				return nil, cmderr.New(cmderr.BadValue, "forAllDBs must be true")
-			}
-			want = func(*simUser) bool { return true }
-			break
-		}
-		name, err := spec(t)
-		if err != nil {
-			return nil, err
-		}
-		want = named([]string{name})
-	case bson.A:
-		var names []string
-		for _, x := range t {
-			name, err := spec(x)
-			if err != nil {
-				return nil, err
-			}
-			names = append(names, name)
-		}
-		want = named(names)
-	case string:
-		want = named([]string{r.db + "." + t})
-	default:
-		if n, ok := asInt64(v); ok && n == 1 {
-			want = func(u *simUser) bool { return u.db == r.db }
-			break
-		}
-		return nil, cmderr.New(cmderr.BadValue, "User and role names must be either strings or objects")
+	want, err := usersInfoSelector(r.db, r.cmd[0].Value)
+	if err != nil {
+		return nil, err
 	}
 	a := r.cluster.adm.users
 	a.mu.Lock()
@@ -388,44 +337,121 @@ func cmdUsersInfo(r *request) (bson.D, error) {
 	sort.Slice(users, func(i, j int) bool { return users[i].db+"."+users[i].name < users[j].db+"."+users[j].name })
 	out := bson.A{}
 	for _, u := range users {
-		d := bson.D{
-			{Key: "_id", Value: u.db + "." + u.name},
-			{Key: "userId", Value: u.id},
-			{Key: "user", Value: u.name},
-			{Key: "db", Value: u.db},
+		d, err := userInfoDoc(u, showCustom, showCreds)
+		if err != nil {
+			return nil, err
 		}
-		if showCustom && u.customData != nil {
-			d = append(d, bson.E{Key: "customData", Value: u.customData})
-		}
-		d = append(d, bson.E{Key: "roles", Value: u.roles})
-		if showCreds {
-			creds, err := u.credentials()
-			if err != nil {
-				return nil, err
-			}
-			var cd bson.D
-			for _, m := range u.mechs {
-				c := creds[m]
-				cd = append(cd, bson.E{Key: m, Value: bson.D{
-					{Key: "iterationCount", Value: int32(c.Iters)},
-					{Key: "salt", Value: base64.StdEncoding.EncodeToString([]byte(c.Salt))},
-					{Key: "storedKey", Value: base64.StdEncoding.EncodeToString(c.StoredKey)},
-					{Key: "serverKey", Value: base64.StdEncoding.EncodeToString(c.ServerKey)},
-				}})
-			}
-			d = append(d, bson.E{Key: "credentials", Value: cd})
-		}
-		mechs := bson.A{}
-		for _, m := range u.mechs {
-			mechs = append(mechs, m)
-		}
-		d = append(d, bson.E{Key: "mechanisms", Value: mechs})
 		if len(filterDoc) > 0 && !f.Match(d) {
 			continue
 		}
 		out = append(out, d)
 	}
 	return bson.D{{Key: "users", Value: out}, {Key: "ok", Value: 1.0}}, nil
+}
+
+// usersInfoSelector turns usersInfo's argument (1, a name, a {user, db}
+// document, an array of those, or {forAllDBs: true}) into a predicate
+// reporting whether a user is asked for.
+func usersInfoSelector(db string, v any) (func(u *simUser) bool, error) {
+	named := func(names []string) func(u *simUser) bool {
+		return func(u *simUser) bool { return slices.Contains(names, u.db+"."+u.name) }
+	}
+	switch t := v.(type) {
+	case bson.D:
+		if fv, ok := lookupD(t, "forAllDBs"); ok {
+			if !asBool(fv) {
+				return nil, cmderr.New(cmderr.BadValue, "forAllDBs must be true")
+			}
+			return func(*simUser) bool { return true }, nil
+		}
+		name, err := usersInfoName(db, t)
+		if err != nil {
+			return nil, err
+		}
+		return named([]string{name}), nil
+	case bson.A:
+		var names []string
+		for _, x := range t {
+			name, err := usersInfoName(db, x)
+			if err != nil {
+				return nil, err
+			}
+			names = append(names, name)
+		}
+		return named(names), nil
+	case string:
+		return named([]string{db + "." + t}), nil
+	default:
+		if n, ok := asInt64(v); ok && n == 1 {
+			return func(u *simUser) bool { return u.db == db }, nil
+		}
+		return nil, cmderr.New(cmderr.BadValue, "User and role names must be either strings or objects")
+	}
+}
+
+// usersInfoName returns the "db.user" a usersInfo name or {user, db}
+// document names; a bare name is in the command's database.
+func usersInfoName(db string, x any) (string, error) {
+	switch t := x.(type) {
+	case string:
+		return db + "." + t, nil
+	case bson.D:
+		uv, _ := lookupD(t, "user")
+		dv, _ := lookupD(t, "db")
+		us, ok1 := uv.(string)
+		ds, ok2 := dv.(string)
+		if !ok1 || !ok2 {
+			return "", cmderr.New(cmderr.BadValue, "User name must contain a string field named: user and db")
+		}
+		return ds + "." + us, nil
+	}
+	return "", cmderr.New(cmderr.BadValue, "User name must be either a string or an object")
+}
+
+// userInfoDoc is one user's entry in the usersInfo reply.
+func userInfoDoc(u *simUser, showCustom, showCreds bool) (bson.D, error) {
+	d := bson.D{
+		{Key: "_id", Value: u.db + "." + u.name},
+		{Key: "userId", Value: u.id},
+		{Key: "user", Value: u.name},
+		{Key: "db", Value: u.db},
+	}
+	if showCustom && u.customData != nil {
+		d = append(d, bson.E{Key: "customData", Value: u.customData})
+	}
+	d = append(d, bson.E{Key: "roles", Value: u.roles})
+	if showCreds {
+		cd, err := userCredentialsDoc(u)
+		if err != nil {
+			return nil, err
+		}
+		d = append(d, bson.E{Key: "credentials", Value: cd})
+	}
+	mechs := bson.A{}
+	for _, m := range u.mechs {
+		mechs = append(mechs, m)
+	}
+	return append(d, bson.E{Key: "mechanisms", Value: mechs}), nil
+}
+
+// userCredentialsDoc is the credentials document usersInfo shows with
+// showCredentials: one SCRAM entry per mechanism.
+func userCredentialsDoc(u *simUser) (bson.D, error) {
+	creds, err := u.credentials()
+	if err != nil {
+		return nil, err
+	}
+	var cd bson.D
+	for _, m := range u.mechs {
+		c := creds[m]
+		cd = append(cd, bson.E{Key: m, Value: bson.D{
+			{Key: "iterationCount", Value: int32(c.Iters)},
+			{Key: "salt", Value: base64.StdEncoding.EncodeToString([]byte(c.Salt))},
+			{Key: "storedKey", Value: base64.StdEncoding.EncodeToString(c.StoredKey)},
+			{Key: "serverKey", Value: base64.StdEncoding.EncodeToString(c.ServerKey)},
+		}})
+	}
+	return cd, nil
 }
 
 // cmdRolesInfo lists roles: mongosim has only the built-in ones, listed

@@ -233,101 +233,140 @@ type densifyPartitionState struct {
 func (s *densifyStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 	docs := append([]bson.D(nil), in...)
 	s.sort.SortDocs(docs)
-	out := make([]bson.D, 0, len(docs))
-	states := map[string]*densifyPartitionState{}
-	var order []*densifyPartitionState
-	generated := 0
-	emit := func(ps *densifyPartitionState, v any) error {
-		generated++
-		if generated > maxDensifyDocs {
-			return cmderr.New(5897900, "Generated %d documents in $densify, which is over the limit of %d. Increase the 'internalQueryMaxAllowedDensifyDocs' parameter to allow more generated documents", generated, maxDensifyDocs)
-		}
-		if err := rt.checkEvery(generated); err != nil {
-			return err
-		}
-		out = append(out, setPath(value.CloneDoc(ps.key), s.parts, v))
-		return nil
-	}
-	state := func(doc bson.D) *densifyPartitionState {
-		var key bson.D
-		for _, pp := range s.partPaths {
-			if v, ok := getPath(doc, pp); ok {
-				key = setPath(key, pp, v)
-			}
-		}
-		k := groupKey(key)
-		ps := states[k]
-		if ps == nil {
-			ps = &densifyPartitionState{key: key}
-			states[k] = ps
-			order = append(order, ps)
-		}
-		return ps
-	}
+	d := &densifyRun{s: s, rt: rt, out: make([]bson.D, 0, len(docs)), states: map[string]*densifyPartitionState{}}
 	if len(s.partPaths) == 0 {
-		state(nil) // one partition, even with no documents (explicit bounds)
+		d.state(nil) // one partition, even with no documents (explicit bounds)
 	}
-	var globalMin, globalMax any
 	for i, doc := range docs {
 		if err := rt.checkEvery(i); err != nil {
 			return nil, err
 		}
-		v, ok := getPath(doc, s.parts)
-		if !ok || expr.IsNullish(v) {
-			out = append(out, doc)
-			continue
-		}
-		if err := s.checkValue(v); err != nil {
+		if err := d.add(doc); err != nil {
 			return nil, err
 		}
-		ps := state(doc)
-		bound := any(nil) // exclusive upper limit of generated values
-		switch s.mode {
-		case densifyExplicit:
-			if !ps.started {
-				ps.next, ps.started = s.lo, true
-			}
-			bound = s.hi
-		case densifyFull:
-			if globalMin == nil {
-				globalMin = v
-			}
-			globalMax = v
-			if !ps.started {
-				ps.next, ps.started = globalMin, true
-			}
-		default:
-			if !ps.started {
-				n, err := s.inc(v)
-				if err != nil {
-					return nil, err
-				}
-				ps.next, ps.started = n, true
-				out = append(out, doc)
-				continue
-			}
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return d.out, nil
+}
+
+// densifyRun is one execution of $densify over its sorted input: the
+// output so far, each partition's next value to generate (in first-seen
+// order), and the smallest and largest field values seen ("full" bounds).
+type densifyRun struct {
+	s                    *densifyStage
+	rt                   *runtime
+	out                  []bson.D
+	states               map[string]*densifyPartitionState
+	order                []*densifyPartitionState
+	generated            int
+	globalMin, globalMax any
+}
+
+// emit appends a generated document holding the partition key and v.
+func (d *densifyRun) emit(ps *densifyPartitionState, v any) error {
+	d.generated++
+	if d.generated > maxDensifyDocs {
+		return cmderr.New(5897900, "Generated %d documents in $densify, which is over the limit of %d. Increase the 'internalQueryMaxAllowedDensifyDocs' parameter to allow more generated documents", d.generated, maxDensifyDocs)
+	}
+	if err := d.rt.checkEvery(d.generated); err != nil {
+		return err
+	}
+	d.out = append(d.out, setPath(value.CloneDoc(ps.key), d.s.parts, v))
+	return nil
+}
+
+// state returns doc's partition, creating it on first sight.
+func (d *densifyRun) state(doc bson.D) *densifyPartitionState {
+	var key bson.D
+	for _, pp := range d.s.partPaths {
+		if v, ok := getPath(doc, pp); ok {
+			key = setPath(key, pp, v)
 		}
-		for expr.CompareValues(ps.next, v) < 0 && (bound == nil || expr.CompareValues(ps.next, bound) < 0) {
-			if err := emit(ps, ps.next); err != nil {
-				return nil, err
-			}
-			n, err := s.inc(ps.next)
-			if err != nil {
-				return nil, err
-			}
-			ps.next = n
+	}
+	k := groupKey(key)
+	ps := d.states[k]
+	if ps == nil {
+		ps = &densifyPartitionState{key: key}
+		d.states[k] = ps
+		d.order = append(d.order, ps)
+	}
+	return ps
+}
+
+// add generates the documents missing before doc in its partition, then
+// passes doc through.
+func (d *densifyRun) add(doc bson.D) error {
+	s := d.s
+	v, ok := getPath(doc, s.parts)
+	if !ok || expr.IsNullish(v) {
+		d.out = append(d.out, doc)
+		return nil
+	}
+	if err := s.checkValue(v); err != nil {
+		return err
+	}
+	ps := d.state(doc)
+	bound := any(nil) // exclusive upper limit of generated values
+	switch s.mode {
+	case densifyExplicit:
+		if !ps.started {
+			ps.next, ps.started = s.lo, true
 		}
-		if expr.CompareValues(ps.next, v) == 0 && (bound == nil || expr.CompareValues(v, bound) < 0) {
+		bound = s.hi
+	case densifyFull:
+		if d.globalMin == nil {
+			d.globalMin = v
+		}
+		d.globalMax = v
+		if !ps.started {
+			ps.next, ps.started = d.globalMin, true
+		}
+	default:
+		if !ps.started {
 			n, err := s.inc(v)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			ps.next = n
+			ps.next, ps.started = n, true
+			d.out = append(d.out, doc)
+			return nil
 		}
-		out = append(out, doc)
 	}
-	// After the last document: explicit bounds fill each partition up to
-	// the upper bound, "full" fills each partition up to the largest value.
+	for expr.CompareValues(ps.next, v) < 0 && (bound == nil || expr.CompareValues(ps.next, bound) < 0) {
+		if err := d.emitNext(ps); err != nil {
+			return err
+		}
+	}
+	if expr.CompareValues(ps.next, v) == 0 && (bound == nil || expr.CompareValues(v, bound) < 0) {
+		n, err := s.inc(v)
+		if err != nil {
+			return err
+		}
+		ps.next = n
+	}
+	d.out = append(d.out, doc)
+	return nil
+}
+
+// emitNext emits the partition's next value and steps it.
+func (d *densifyRun) emitNext(ps *densifyPartitionState) error {
+	if err := d.emit(ps, ps.next); err != nil {
+		return err
+	}
+	n, err := d.s.inc(ps.next)
+	if err != nil {
+		return err
+	}
+	ps.next = n
+	return nil
+}
+
+// finish runs after the last document: explicit bounds fill each partition
+// up to the upper bound, "full" fills each partition up to the largest value.
+func (d *densifyRun) finish() error {
+	s := d.s
 	var limit any
 	inclusive := false
 	switch s.mode {
@@ -335,14 +374,14 @@ func (s *densifyStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		limit = s.hi
 	case densifyFull:
 		if len(s.partPaths) == 0 {
-			return out, nil
+			return nil
 		}
-		limit, inclusive = globalMax, true
+		limit, inclusive = d.globalMax, true
 	default:
-		return out, nil
+		return nil
 	}
-	slices.SortStableFunc(order, func(a, b *densifyPartitionState) int { return expr.CompareValues(a.key, b.key) })
-	for _, ps := range order {
+	slices.SortStableFunc(d.order, func(a, b *densifyPartitionState) int { return expr.CompareValues(a.key, b.key) })
+	for _, ps := range d.order {
 		if !ps.started {
 			if s.mode != densifyExplicit {
 				continue
@@ -354,17 +393,12 @@ func (s *densifyStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 			if c > 0 || (c == 0 && !inclusive) {
 				break
 			}
-			if err := emit(ps, ps.next); err != nil {
-				return nil, err
+			if err := d.emitNext(ps); err != nil {
+				return err
 			}
-			n, err := s.inc(ps.next)
-			if err != nil {
-				return nil, err
-			}
-			ps.next = n
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func (s *densifyStage) checkValue(v any) error {

@@ -66,140 +66,174 @@ func CompileProjection(spec bson.D) (*Projection, error) {
 }
 
 func compileProjection(spec bson.D, o Options) (*Projection, error) {
-	p := &Projection{root: newProjNode(), empty: len(spec) == 0, vars: o.Vars}
-	inclusionSeen, exclusionSeen, sliceSeen := false, false, false
-	mark := func(path string, inclusion bool) error {
-		if inclusion {
-			if exclusionSeen {
-				return cmderr.New(codeInclusionInExclusion, "Cannot do inclusion on field %s in exclusion projection", path)
-			}
-			inclusionSeen = true
-			return nil
-		}
-		if inclusionSeen {
-			return cmderr.New(codeExclusionInInclusion, "Cannot do exclusion on field %s in inclusion projection", path)
-		}
-		exclusionSeen = true
-		return nil
-	}
-	var add func(path string, v any) error
-	add = func(path string, v any) error {
-		if path == "" {
-			return cmderr.New(cmderr.BadValue, "FieldPath cannot be constructed with empty string")
-		}
-		if strings.HasPrefix(path, "$") {
-			return cmderr.New(16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
-		}
-		if path == "_id" {
-			if b, ok := boolish(v); ok {
-				p.idSet, p.idInclude = true, b
-				return nil
-			}
-		}
-		f := &projField{}
-		if strings.HasSuffix(path, ".$") || path == "$" {
-			path = strings.TrimSuffix(path, ".$")
-			if strings.Contains(path, ".$.") || strings.HasPrefix(path, "$.") {
-				return cmderr.New(31394, "As of 4.4, it's illegal to specify positional operator in the middle of a path.Positional projection may only be used at the end, for example: a.b.$. If the query previously used a form like a.b.$.d, remove the parts following the '$' and the results will be equivalent.")
-			}
-			if p.positional {
-				return cmderr.New(31276, "Cannot specify more than one positional projection per query.")
-			}
-			if b, ok := boolish(v); !ok || !b {
-				return cmderr.New(31308, "positional projection cannot be used with exclusion or a literal")
-			}
-			p.positional, f.positional = true, true
-			if err := mark(path+".$", true); err != nil {
-				return err
-			}
-			return p.root.insert(path, f)
-		}
-		if strings.Contains(path, ".$.") {
-			return cmderr.New(31394, "As of 4.4, it's illegal to specify positional operator in the middle of a path.Positional projection may only be used at the end, for example: a.b.$. If the query previously used a form like a.b.$.d, remove the parts following the '$' and the results will be equivalent.")
-		}
-		if b, ok := boolish(v); ok {
-			f.leaf, f.include = true, b
-			if err := mark(path, b); err != nil {
-				return err
-			}
-			return p.root.insert(path, f)
-		}
-		if d, ok := v.(bson.D); ok {
-			if len(d) == 0 {
-				return cmderr.New(51270, "An empty sub-projection is not a valid value. Found empty object at path")
-			}
-			if strings.HasPrefix(d[0].Key, "$") {
-				switch d[0].Key {
-				case "$slice":
-					s, err := parseSlice(d[0].Value)
-					if err != nil {
-						return err
-					}
-					if len(d) > 1 {
-						return cmderr.New(cmderr.BadValue, "unknown operator in $slice projection: %s", d[1].Key)
-					}
-					f.slice, sliceSeen = s, true
-					return p.root.insert(path, f)
-				case "$elemMatch":
-					if strings.Contains(path, ".") {
-						return cmderr.New(31275, "Cannot use $elemMatch projection on a nested field.")
-					}
-					if _, ok := d[0].Value.(bson.D); !ok {
-						return cmderr.New(cmderr.BadValue, "elemMatch: Invalid argument, object required.")
-					}
-					flt, err := CompileFilterWith(bson.D{{Key: path, Value: bson.D{{Key: "$elemMatch", Value: d[0].Value}}}}, Options{Collator: o.Collator})
-					if err != nil {
-						return err
-					}
-					f.elemMatch = flt
-					if err := mark(path, true); err != nil {
-						return err
-					}
-					return p.root.insert(path, f)
-				case "$meta":
-					if err := expr.CheckMeta(d[0].Value); err != nil {
-						return err
-					}
-					if strings.Contains(path, ".") {
-						return cmderr.Unsupported("$meta projection on a dotted field")
-					}
-					for _, m := range p.meta {
-						if m == path {
-							return cmderr.New(codePathCollision, "Path collision at %s", path)
-						}
-					}
-					p.meta = append(p.meta, path)
-					return nil
-				}
-				// An aggregation expression such as {$add: [...]}.
-			} else {
-				// A nested projection: {a: {b: 1}} is {"a.b": 1}.
-				for _, e := range d {
-					if err := add(path+"."+e.Key, e.Value); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-		}
-		x, err := compileProjExpr(v)
-		if err != nil {
-			return err
-		}
-		if exclusionSeen {
-			return cmderr.New(31252, "Cannot use expression other than $meta in exclusion projection")
-		}
-		inclusionSeen = true
-		f.expr = x
-		return p.root.insert(path, f)
-	}
+	c := &projCompiler{p: &Projection{root: newProjNode(), empty: len(spec) == 0, vars: o.Vars}, o: o}
 	for _, e := range spec {
-		if err := add(e.Key, e.Value); err != nil {
+		if err := c.add(e.Key, e.Value); err != nil {
 			return nil, err
 		}
 	}
-	p.inclusion = inclusionSeen || (p.idSet && p.idInclude && !exclusionSeen && !sliceSeen)
+	p := c.p
+	p.inclusion = c.inclusionSeen || (p.idSet && p.idInclude && !c.exclusionSeen && !c.sliceSeen)
 	return p, nil
+}
+
+// errMidPathPositional is mongod's error for a positional operator that is
+// not at the end of a projection path.
+const errMidPathPositional = "As of 4.4, it's illegal to specify positional operator in the middle of a path.Positional projection may only be used at the end, for example: a.b.$. If the query previously used a form like a.b.$.d, remove the parts following the '$' and the results will be equivalent."
+
+// projCompiler builds a Projection one spec field at a time, tracking
+// whether it has seen inclusions, exclusions and $slice so it can reject a
+// projection that mixes inclusion and exclusion.
+type projCompiler struct {
+	p                                       *Projection
+	o                                       Options
+	inclusionSeen, exclusionSeen, sliceSeen bool
+}
+
+// mark records an inclusion or exclusion at path, rejecting a mix.
+func (c *projCompiler) mark(path string, inclusion bool) error {
+	if inclusion {
+		if c.exclusionSeen {
+			return cmderr.New(codeInclusionInExclusion, "Cannot do inclusion on field %s in exclusion projection", path)
+		}
+		c.inclusionSeen = true
+		return nil
+	}
+	if c.inclusionSeen {
+		return cmderr.New(codeExclusionInInclusion, "Cannot do exclusion on field %s in inclusion projection", path)
+	}
+	c.exclusionSeen = true
+	return nil
+}
+
+// add compiles one projection field: path and its value.
+func (c *projCompiler) add(path string, v any) error {
+	p := c.p
+	if path == "" {
+		return cmderr.New(cmderr.BadValue, "FieldPath cannot be constructed with empty string")
+	}
+	if strings.HasPrefix(path, "$") {
+		return cmderr.New(16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+	}
+	if path == "_id" {
+		if b, ok := boolish(v); ok {
+			p.idSet, p.idInclude = true, b
+			return nil
+		}
+	}
+	if strings.HasSuffix(path, ".$") || path == "$" {
+		return c.addPositional(strings.TrimSuffix(path, ".$"), v)
+	}
+	if strings.Contains(path, ".$.") {
+		return cmderr.New(31394, errMidPathPositional)
+	}
+	f := &projField{}
+	if b, ok := boolish(v); ok {
+		f.leaf, f.include = true, b
+		if err := c.mark(path, b); err != nil {
+			return err
+		}
+		return p.root.insert(path, f)
+	}
+	if d, ok := v.(bson.D); ok {
+		if len(d) == 0 {
+			return cmderr.New(51270, "An empty sub-projection is not a valid value. Found empty object at path")
+		}
+		if !strings.HasPrefix(d[0].Key, "$") {
+			// A nested projection: {a: {b: 1}} is {"a.b": 1}.
+			for _, e := range d {
+				if err := c.add(path+"."+e.Key, e.Value); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if done, err := c.addOperator(path, d); done || err != nil {
+			return err
+		}
+		// An aggregation expression such as {$add: [...]}.
+	}
+	x, err := compileProjExpr(v)
+	if err != nil {
+		return err
+	}
+	if c.exclusionSeen {
+		return cmderr.New(31252, "Cannot use expression other than $meta in exclusion projection")
+	}
+	c.inclusionSeen = true
+	f.expr = x
+	return p.root.insert(path, f)
+}
+
+// addPositional compiles "path.$": true, the positional projection.
+func (c *projCompiler) addPositional(path string, v any) error {
+	p := c.p
+	if strings.Contains(path, ".$.") || strings.HasPrefix(path, "$.") {
+		return cmderr.New(31394, errMidPathPositional)
+	}
+	if p.positional {
+		return cmderr.New(31276, "Cannot specify more than one positional projection per query.")
+	}
+	if b, ok := boolish(v); !ok || !b {
+		return cmderr.New(31308, "positional projection cannot be used with exclusion or a literal")
+	}
+	f := &projField{positional: true}
+	p.positional = true
+	if err := c.mark(path+".$", true); err != nil {
+		return err
+	}
+	return p.root.insert(path, f)
+}
+
+// addOperator compiles a projection operator ($slice, $elemMatch, $meta)
+// at path. It reports done=false for any other $-key, which the caller
+// compiles as an aggregation expression.
+func (c *projCompiler) addOperator(path string, d bson.D) (done bool, err error) {
+	p := c.p
+	f := &projField{}
+	switch d[0].Key {
+	case "$slice":
+		s, err := parseSlice(d[0].Value)
+		if err != nil {
+			return true, err
+		}
+		if len(d) > 1 {
+			return true, cmderr.New(cmderr.BadValue, "unknown operator in $slice projection: %s", d[1].Key)
+		}
+		f.slice, c.sliceSeen = s, true
+		return true, p.root.insert(path, f)
+	case "$elemMatch":
+		if strings.Contains(path, ".") {
+			return true, cmderr.New(31275, "Cannot use $elemMatch projection on a nested field.")
+		}
+		if _, ok := d[0].Value.(bson.D); !ok {
+			return true, cmderr.New(cmderr.BadValue, "elemMatch: Invalid argument, object required.")
+		}
+		flt, err := CompileFilterWith(bson.D{{Key: path, Value: bson.D{{Key: "$elemMatch", Value: d[0].Value}}}}, Options{Collator: c.o.Collator})
+		if err != nil {
+			return true, err
+		}
+		f.elemMatch = flt
+		if err := c.mark(path, true); err != nil {
+			return true, err
+		}
+		return true, p.root.insert(path, f)
+	case "$meta":
+		if err := expr.CheckMeta(d[0].Value); err != nil {
+			return true, err
+		}
+		if strings.Contains(path, ".") {
+			return true, cmderr.Unsupported("$meta projection on a dotted field")
+		}
+		for _, m := range p.meta {
+			if m == path {
+				return true, cmderr.New(codePathCollision, "Path collision at %s", path)
+			}
+		}
+		p.meta = append(p.meta, path)
+		return true, nil
+	}
+	return false, nil
 }
 
 func boolish(v any) (bool, bool) {
