@@ -478,62 +478,17 @@ func (e *TransactionTimeoutError) Is(target error) bool { return target == conte
 // WithTransaction returns fn's result.
 func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Context) error, opts *TransactionOptions) error {
 	e := s.client.exec
-	now := e.Now
-	if now == nil {
-		now = time.Now
+	b, done, err := s.startTxnBudget(ctx)
+	if err != nil {
+		return err
 	}
-	start := now()
-	limit := WithTransactionTimeout
-	tctx := ctx
-	timeout, csotOn := csot.Resolve(ctx, s.timeout, s.client.timeout())
-	if csotOn && timeout < 0 {
-		return argError("negative timeout %v", timeout)
-	}
-	if csotOn && timeout > 0 {
-		var cancel context.CancelFunc
-		tctx, cancel = csot.StartTxn(ctx, timeout)
-		defer cancel()
-		limit = timeout
-		dl, _ := tctx.Deadline()
-		s.mu.Lock()
-		s.wtDeadline = dl
-		s.mu.Unlock()
-		defer func() {
-			s.mu.Lock()
-			s.wtDeadline = time.Time{}
-			s.mu.Unlock()
-		}()
-	} else {
-		csotOn = false
-	}
-	if dl, ok := ctx.Deadline(); ok && dl.Sub(start) < limit {
-		limit = dl.Sub(start)
-	}
-	expired := func(extra time.Duration) bool {
-		return now().Add(extra).Sub(start) >= limit || tctx.Err() != nil
-	}
-	// abort ends the transaction fn left open. Under timeoutMS it gets a
-	// fresh timeout (the CSOT spec: the transaction's time may be gone
-	// and its locks must still be released).
-	abort := func() {
-		if st := s.TransactionState(); st != session.TxnStarting && st != session.TxnInProgress {
-			return
-		}
-		if csotOn {
-			actx, cancel := csot.StartWith(context.WithoutCancel(ctx), timeout, false)
-			_ = s.AbortTransaction(actx)
-			cancel()
-			return
-		}
-		actx, cancel := cleanupContext(ctx)
-		_ = s.AbortTransaction(actx)
-		cancel()
-	}
+	defer done()
+	tctx := b.tctx
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			d := time.Duration(jitter(e) * float64(min(float64(txnBackoffInitial)*pow15(attempt), float64(txnBackoffMax))))
-			if expired(d) {
+			if b.expired(d) {
 				return &TransactionTimeoutError{Err: lastErr}
 			}
 			if err := sleep(tctx, e, d); err != nil {
@@ -545,9 +500,9 @@ func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Conte
 		}
 		if err := fn(tctx); err != nil {
 			lastErr = err
-			abort()
+			s.abortOpenTxn(ctx, b)
 			if HasErrorLabel(err, LabelTransientTransactionError) {
-				if expired(0) {
+				if b.expired(0) {
 					return &TransactionTimeoutError{Err: err}
 				}
 				continue
@@ -557,26 +512,109 @@ func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Conte
 		if st := s.TransactionState(); st != session.TxnStarting && st != session.TxnInProgress {
 			return nil // fn committed or aborted the transaction itself
 		}
-		for {
-			err := s.CommitTransaction(tctx)
-			if err == nil {
-				return nil
-			}
-			lastErr = err
-			if !mongoerr.IsMaxTimeExpired(err) && HasErrorLabel(err, LabelUnknownTransactionCommitResult) {
-				if expired(0) {
-					return &TransactionTimeoutError{Err: err}
-				}
-				continue
-			}
-			if HasErrorLabel(err, LabelTransientTransactionError) {
-				if expired(0) {
-					return &TransactionTimeoutError{Err: err}
-				}
-				break // retry the whole transaction
-			}
+		retry, err := s.commitWithRetry(tctx, b, &lastErr)
+		if !retry {
 			return err
 		}
+	}
+}
+
+// txnBudget is the time a WithTransaction may take: until start+limit,
+// or until tctx ends. Under timeoutMS (csotOn) tctx carries the
+// transaction's deadline and timeout is the timeoutMS.
+type txnBudget struct {
+	now     func() time.Time
+	start   time.Time
+	limit   time.Duration
+	tctx    context.Context
+	timeout time.Duration
+	csotOn  bool
+}
+
+// expired reports whether the budget is spent, or will be after extra.
+func (b txnBudget) expired(extra time.Duration) bool {
+	return b.now().Add(extra).Sub(b.start) >= b.limit || b.tctx.Err() != nil
+}
+
+// startTxnBudget resolves the budget of a WithTransaction starting now
+// and, under timeoutMS, records its deadline on s; done releases both.
+func (s *Session) startTxnBudget(ctx context.Context) (b txnBudget, done func(), err error) {
+	b.now = s.client.exec.Now
+	if b.now == nil {
+		b.now = time.Now
+	}
+	b.start = b.now()
+	b.limit = WithTransactionTimeout
+	b.tctx = ctx
+	done = func() {}
+	b.timeout, b.csotOn = csot.Resolve(ctx, s.timeout, s.client.timeout())
+	if b.csotOn && b.timeout < 0 {
+		return b, done, argError("negative timeout %v", b.timeout)
+	}
+	if b.csotOn && b.timeout > 0 {
+		var cancel context.CancelFunc
+		b.tctx, cancel = csot.StartTxn(ctx, b.timeout)
+		b.limit = b.timeout
+		dl, _ := b.tctx.Deadline()
+		s.mu.Lock()
+		s.wtDeadline = dl
+		s.mu.Unlock()
+		done = func() {
+			s.mu.Lock()
+			s.wtDeadline = time.Time{}
+			s.mu.Unlock()
+			cancel()
+		}
+	} else {
+		b.csotOn = false
+	}
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(b.start) < b.limit {
+		b.limit = dl.Sub(b.start)
+	}
+	return b, done, nil
+}
+
+// abortOpenTxn ends the transaction fn left open. Under timeoutMS it gets
+// a fresh timeout (the CSOT spec: the transaction's time may be gone and
+// its locks must still be released).
+func (s *Session) abortOpenTxn(ctx context.Context, b txnBudget) {
+	if st := s.TransactionState(); st != session.TxnStarting && st != session.TxnInProgress {
+		return
+	}
+	if b.csotOn {
+		actx, cancel := csot.StartWith(context.WithoutCancel(ctx), b.timeout, false)
+		_ = s.AbortTransaction(actx)
+		cancel()
+		return
+	}
+	actx, cancel := cleanupContext(ctx)
+	_ = s.AbortTransaction(actx)
+	cancel()
+}
+
+// commitWithRetry commits the transaction fn left open, retrying the
+// commit on an unknown commit result. retry reports a transient error:
+// the whole transaction is to run again. Each failure is kept in lastErr.
+func (s *Session) commitWithRetry(tctx context.Context, b txnBudget, lastErr *error) (retry bool, err error) {
+	for {
+		err := s.CommitTransaction(tctx)
+		if err == nil {
+			return false, nil
+		}
+		*lastErr = err
+		if !mongoerr.IsMaxTimeExpired(err) && HasErrorLabel(err, LabelUnknownTransactionCommitResult) {
+			if b.expired(0) {
+				return false, &TransactionTimeoutError{Err: err}
+			}
+			continue
+		}
+		if HasErrorLabel(err, LabelTransientTransactionError) {
+			if b.expired(0) {
+				return false, &TransactionTimeoutError{Err: err}
+			}
+			return true, nil // retry the whole transaction
+		}
+		return false, err
 	}
 }
 

@@ -254,11 +254,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// whichever driver the workload ran through.
 	db := adm.rs.Database(o.Database)
 
-	var (
-		cnt          counters
-		scheduleErrs []error
-		mu           sync.Mutex
-	)
+	var cnt counters
 	faults := func() int64 {
 		if o.FaultsFired != nil {
 			return o.FaultsFired()
@@ -271,34 +267,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	runCtx, cancel := context.WithDeadline(ctx, start.Add(o.Duration))
 	defer cancel()
 
-	var bg sync.WaitGroup
-	bg.Add(3)
-	go func() {
-		defer bg.Done()
-		runSchedule(runCtx, adm, start, rep.Schedule, func(Episode) { cnt.episodes.Add(1) }, func(err error) {
-			mu.Lock()
-			scheduleErrs = append(scheduleErrs, err)
-			mu.Unlock()
-		})
-	}()
-	// The continuous check: acknowledged inserts are looked up as they
-	// come, so a lost write shows in the progress line within seconds.
-	go func() {
-		defer bg.Done()
-		checkInsertsLive(ctx, db.Collection("inserts"), acked, &cnt.lost)
-	}()
-	stopSampler := make(chan struct{})
-	go func() {
-		defer bg.Done()
-		cnt.sample(stopSampler, o.Progress, start, func() int64 { return faults() - faults0 })
-	}()
-
+	bg := startBackground(ctx, runCtx, o, adm, start, rep.Schedule, db.Collection("inserts"), acked, &cnt,
+		func() int64 { return faults() - faults0 })
 	workers, lat := runWorkers(runCtx, o, start, wl, &cnt)
 	rep.Elapsed = time.Since(start)
 	close(acked)
 	cancel()
-	close(stopSampler)
-	bg.Wait()
+	scheduleErrs := bg.stop()
 	rep.Faults = faults() - faults0
 	rep.Stuck = cnt.stuck.Load()
 	rep.Lost = cnt.lost.Load() // from the live check; the final check recounts
@@ -319,6 +294,50 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	owns := func(stack string) bool { return Sturdy.Owns(stack) || drv.Owns != nil && drv.Owns(stack) }
 	rep.LeakedGoroutines = waitGoroutines(owns, 5*time.Second)
 	return rep, nil
+}
+
+// background is what runs beside the workers: the fault schedule, the
+// continuous check of acknowledged inserts and the progress sampler.
+type background struct {
+	wg           sync.WaitGroup
+	stopSampler  chan struct{}
+	mu           sync.Mutex
+	scheduleErrs []error
+}
+
+// startBackground starts the schedule (until runCtx ends), the live
+// insert check (until acked is closed) and the sampler (until stop).
+func startBackground(ctx, runCtx context.Context, o Options, adm *admin, start time.Time, schedule []Episode,
+	inserts *sturdy.Collection, acked <-chan string, cnt *counters, faults func() int64) *background {
+	bg := &background{stopSampler: make(chan struct{})}
+	bg.wg.Add(3)
+	go func() {
+		defer bg.wg.Done()
+		runSchedule(runCtx, adm, start, schedule, func(Episode) { cnt.episodes.Add(1) }, func(err error) {
+			bg.mu.Lock()
+			bg.scheduleErrs = append(bg.scheduleErrs, err)
+			bg.mu.Unlock()
+		})
+	}()
+	// The continuous check: acknowledged inserts are looked up as they
+	// come, so a lost write shows in the progress line within seconds.
+	go func() {
+		defer bg.wg.Done()
+		checkInsertsLive(ctx, inserts, acked, &cnt.lost)
+	}()
+	go func() {
+		defer bg.wg.Done()
+		cnt.sample(bg.stopSampler, o.Progress, start, faults)
+	}()
+	return bg
+}
+
+// stop stops the sampler, waits for all three to end and returns the
+// schedule's errors.
+func (bg *background) stop() []error {
+	close(bg.stopSampler)
+	bg.wg.Wait()
+	return bg.scheduleErrs
 }
 
 // runWorkers runs o.Goroutines workers until ctx ends.

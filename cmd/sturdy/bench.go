@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,40 +91,18 @@ func runBenchOverload(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	if *routers != 0 {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["clients"] {
-			*clientsFlag = "official,sturdy"
-		}
-		if !set["loads"] {
-			*loadsFlag = "2,4,8"
-		}
-		if !set["capacity"] {
-			// Two clients' full load goes through one process: a
-			// lower C keeps the machine, not the clients, out of
-			// the measurement.
-			*capacity = 100
-		}
-		if *routers < 2 || *spike || *healthyCap < 0 {
-			fmt.Fprintln(stderr, "-routers needs at least 2 routers (one overloaded, one healthy), a non-negative -healthy-capacity, and no -spike")
-			return errUsage
+		if err := applyRoutersDefaults(fs, routersFlags{routers: *routers, healthyCap: *healthyCap, spike: *spike,
+			clients: clientsFlag, loads: loadsFlag, capacity: capacity}, stderr); err != nil {
+			return err
 		}
 	}
-	var loads []int
-	for _, s := range strings.Split(*loadsFlag, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			fmt.Fprintf(stderr, "-loads: %q is not a positive integer\n", s)
-			return errUsage
-		}
-		loads = append(loads, n)
+	loads, err := parseLoads(*loadsFlag, stderr)
+	if err != nil {
+		return err
 	}
-	clients := strings.Split(*clientsFlag, ",")
-	for _, c := range clients {
-		if !slices.Contains(benchClients, c) {
-			fmt.Fprintf(stderr, "-clients: unknown client %q (have %s)\n", c, strings.Join(benchClients, ", "))
-			return errUsage
-		}
+	clients, err := parseClients(*clientsFlag, benchClients, stderr)
+	if err != nil {
+		return err
 	}
 	if *capacity <= 0 || *duration <= 0 {
 		fmt.Fprintln(stderr, "-capacity and -duration must be positive")
@@ -154,12 +130,66 @@ func runBenchOverload(ctx context.Context, args []string, stdout, stderr io.Writ
 			Bucket: 250 * time.Millisecond, OpTimeout: *opTimeout, RecoveredAt: 0.9, Window: 1}
 		return runSpike(ctx, sim, clients, p, *rejectCost, stdout, stderr, *jsonOut, *htmlOut)
 	}
-	limiter := mongosim.LimiterOptions{RequestsPerSecond: float64(*capacity), Burst: max(1, *capacity/20)}
+	return runSteadyOverload(ctx, sim, clients, loads, *capacity, *duration, *opTimeout, *jsonOut, stdout, stderr)
+}
+
+// routersFlags are the flags -routers changes the defaults of or
+// checks.
+type routersFlags struct {
+	routers, healthyCap int
+	spike               bool
+	clients, loads      *string
+	capacity            *int
+}
+
+// applyRoutersDefaults gives the flags the user did not set their
+// -routers defaults and checks the ones -routers needs.
+func applyRoutersDefaults(fs *flag.FlagSet, f routersFlags, stderr io.Writer) error {
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if !set["clients"] {
+		*f.clients = "official,sturdy"
+	}
+	if !set["loads"] {
+		*f.loads = "2,4,8"
+	}
+	if !set["capacity"] {
+		// Two clients' full load goes through one process: a
+		// lower C keeps the machine, not the clients, out of
+		// the measurement.
+		*f.capacity = 100
+	}
+	if f.routers < 2 || f.spike || f.healthyCap < 0 {
+		fmt.Fprintln(stderr, "-routers needs at least 2 routers (one overloaded, one healthy), a non-negative -healthy-capacity, and no -spike")
+		return errUsage
+	}
+	return nil
+}
+
+// parseLoads reads -loads: positive multiples of C, comma-separated.
+func parseLoads(list string, stderr io.Writer) ([]int, error) {
+	var loads []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(stderr, "-loads: %q is not a positive integer\n", s)
+			return nil, errUsage
+		}
+		loads = append(loads, n)
+	}
+	return loads, nil
+}
+
+// runSteadyOverload offers each load to each client in turn, the
+// server admitting capacity req/s, and prints the table.
+func runSteadyOverload(ctx context.Context, sim *mongosim.Cluster, clients []string, loads []int, capacity int,
+	duration, opTimeout time.Duration, jsonOut string, stdout, stderr io.Writer) error {
+	limiter := mongosim.LimiterOptions{RequestsPerSecond: float64(capacity), Burst: max(1, capacity/20)}
 
 	var results []overloadResult
 	for _, load := range loads {
 		for _, name := range clients {
-			fmt.Fprintf(stderr, "overload %dx C=%d: %s\n", load, *capacity, name)
+			fmt.Fprintf(stderr, "overload %dx C=%d: %s\n", load, capacity, name)
 			sim.SetLimiter(mongosim.LimiterOptions{}) // no limit while connecting
 			var attempts atomic.Int64
 			c, err := newBenchClient(ctx, name, sim.URI(), &attempts)
@@ -167,7 +197,7 @@ func runBenchOverload(ctx context.Context, args []string, stdout, stderr io.Writ
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			sim.SetLimiter(limiter)
-			res := offerLoad(ctx, c, load, *capacity, *duration, *opTimeout)
+			res := offerLoad(ctx, c, load, capacity, duration, opTimeout)
 			c.close(ctx)
 			res.Client, res.Load, res.Attempts = name, load, attempts.Load()
 			if res.Started > 0 {
@@ -179,15 +209,8 @@ func runBenchOverload(ctx context.Context, args []string, stdout, stderr io.Writ
 			results = append(results, res)
 		}
 	}
-	printOverloadTable(stdout, results, *capacity, *duration)
-	if *jsonOut != "" {
-		b, err := json.MarshalIndent(results, "", "  ")
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
-	}
-	return nil
+	printOverloadTable(stdout, results, capacity, duration)
+	return writeJSON(jsonOut, results)
 }
 
 // offerLoad starts load×capacity inserts per second, open loop, for d.

@@ -95,18 +95,45 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 		"every client uses its default options (no heartbeat or timeout is shortened)\n",
 		*members, *goroutines, *every, *duration, mode)
 
+	stepDown, closeAdmins, err := primaryStepDowner(ctx, sim)
+	defer closeAdmins()
+	if err != nil {
+		return err
+	}
+	results, err := runFailoverGroups(ctx, sim.URI(), stepDown, clients, *sequential,
+		failoverLoad{goroutines: *goroutines, keys: *keys, duration: *duration, every: *every}, stderr)
+	if err != nil {
+		return err
+	}
+	printFailoverTable(stdout, results, *every, *duration, *sequential)
+	if err := writeJSON(*jsonOut, results); err != nil {
+		return err
+	}
+	return writeHTMLFile(*htmlOut, func(w io.Writer) error {
+		return writeFailoverHTML(w, results, failoverRun{Every: *every, Duration: *duration, Sequential: *sequential, Fault: *fault, Rate: *rate})
+	})
+}
+
+// primaryStepDowner returns a function that steps the current primary
+// down, and the function that closes the connections it uses; the
+// closer is to be called even when err is not nil.
+func primaryStepDowner(ctx context.Context, sim *mongosim.Cluster) (stepDown func(context.Context) error, closeAll func(), err error) {
 	// replSetStepDown goes to the primary over a direct connection of its
 	// own, as an operator's shell would send it; not through a measured client.
 	admins := map[string]*sturdy.Client{}
+	closeAll = func() {
+		for _, c := range admins {
+			c.Disconnect(context.Background())
+		}
+	}
 	for _, m := range sim.Members() {
 		c, err := sturdy.Connect(ctx, m.URI())
 		if err != nil {
-			return err
+			return nil, closeAll, err
 		}
-		defer c.Disconnect(context.Background())
 		admins[m.Addr()] = c
 	}
-	stepDown := func(ctx context.Context) error {
+	stepDown = func(ctx context.Context) error {
 		p := sim.Primary()
 		if p == nil {
 			return errors.New("no primary to step down")
@@ -118,9 +145,21 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 			bson.D{{Key: "replSetStepDown", Value: int32(1)}, {Key: "secondaryCatchUpPeriodSecs", Value: int32(0)}})
 		return err
 	}
+	return stepDown, closeAll, nil
+}
 
+// failoverLoad is the write load and step-down schedule of one run.
+type failoverLoad struct {
+	goroutines, keys int
+	duration, every  time.Duration
+}
+
+// runFailoverGroups runs the clients, all at once or (sequential) one
+// after the other, each run against its own step-downs.
+func runFailoverGroups(ctx context.Context, uri string, stepDown func(context.Context) error, clients []string,
+	sequential bool, load failoverLoad, stderr io.Writer) ([]failoverResult, error) {
 	var groups [][]string
-	if *sequential {
+	if sequential {
 		for _, name := range clients {
 			groups = append(groups, []string{name})
 		}
@@ -136,31 +175,25 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 			}
 		}
 		for _, name := range names {
-			c, err := newIncClient(ctx, name, sim.URI(), "f_"+name)
+			c, err := newIncClient(ctx, name, uri, "f_"+name)
 			if err != nil {
 				closeAll()
-				return fmt.Errorf("%s: %w", name, err)
+				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 			cs = append(cs, c)
 		}
 		fmt.Fprintf(stderr, "failover: running %s\n", strings.Join(names, " and "))
-		res, err := runFailover(ctx, stepDown, cs, *goroutines, *keys, *duration, *every)
+		res, err := runFailover(ctx, stepDown, cs, load.goroutines, load.keys, load.duration, load.every)
 		closeAll()
 		if err != nil {
-			return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
+			return nil, fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
 		}
 		for i := range res {
 			res[i].Client = names[i]
 		}
 		results = append(results, res...)
 	}
-	printFailoverTable(stdout, results, *every, *duration, *sequential)
-	if err := writeJSON(*jsonOut, results); err != nil {
-		return err
-	}
-	return writeHTMLFile(*htmlOut, func(w io.Writer) error {
-		return writeFailoverHTML(w, results, failoverRun{Every: *every, Duration: *duration, Sequential: *sequential, Fault: *fault, Rate: *rate})
-	})
+	return results, nil
 }
 
 // opRecord is one finished write.

@@ -146,39 +146,9 @@ func runBenchFaults(ctx context.Context, args []string, stdout, stderr io.Writer
 
 	var results []faultsResult
 	for _, name := range clients {
-		if err := sim.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: fp[0].Value}, {Key: "mode", Value: "off"}}); err != nil {
-			return err
-		}
-		c, err := newIncClient(ctx, name, uri, "c_"+name)
+		res, err := runFaultsClient(ctx, sim, fp, name, uri, *goroutines, *keys, *duration, stderr)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		before := sim.Stats().FailPointsFired
-		if err := sim.SetFailPoint(fp); err != nil {
-			c.close(ctx)
 			return err
-		}
-		fmt.Fprintf(stderr, "faults: running %s\n", name)
-		res := runIncWorkload(ctx, c, *goroutines, *keys, *duration, func() int64 { return sim.Stats().FailPointsFired })
-		if err := sim.SetFailPoint(bson.D{{Key: "configureFailPoint", Value: fp[0].Value}, {Key: "mode", Value: "off"}}); err != nil {
-			c.close(ctx)
-			return err
-		}
-		// Counting is not part of the measurement: it gets a minute whatever
-		// -timeout says (the official driver takes a context deadline over
-		// its timeoutMS, sturdy takes WithTimeout).
-		tctx, tcancel := context.WithTimeout(sturdy.WithTimeout(ctx, time.Minute), time.Minute)
-		applied, err := c.total(tctx)
-		tcancel()
-		c.close(ctx)
-		if err != nil {
-			return fmt.Errorf("%s: summing the counters: %w", name, err)
-		}
-		res.Client, res.Applied = name, applied
-		res.Faults = sim.Stats().FailPointsFired - before
-		res.settleTimeline()
-		if res.Faults > 0 {
-			res.FailuresPerFault = float64(res.Failures) / float64(res.Faults)
 		}
 		results = append(results, res)
 	}
@@ -189,6 +159,48 @@ func runBenchFaults(ctx context.Context, args []string, stdout, stderr io.Writer
 	return writeHTMLFile(*htmlOut, func(w io.Writer) error {
 		return writeFaultsHTML(w, results, faultsRun{Fault: *fault, Rate: *rate, Duration: *duration, Goroutines: *goroutines, Options: opts})
 	})
+}
+
+// runFaultsClient runs one client's $inc workload with the fail point
+// fp on, then counts what the server applied.
+func runFaultsClient(ctx context.Context, sim *mongosim.Cluster, fp bson.D, name, uri string,
+	goroutines, keys int, duration time.Duration, stderr io.Writer) (faultsResult, error) {
+	off := bson.D{{Key: "configureFailPoint", Value: fp[0].Value}, {Key: "mode", Value: "off"}}
+	if err := sim.SetFailPoint(off); err != nil {
+		return faultsResult{}, err
+	}
+	c, err := newIncClient(ctx, name, uri, "c_"+name)
+	if err != nil {
+		return faultsResult{}, fmt.Errorf("%s: %w", name, err)
+	}
+	before := sim.Stats().FailPointsFired
+	if err := sim.SetFailPoint(fp); err != nil {
+		c.close(ctx)
+		return faultsResult{}, err
+	}
+	fmt.Fprintf(stderr, "faults: running %s\n", name)
+	res := runIncWorkload(ctx, c, goroutines, keys, duration, func() int64 { return sim.Stats().FailPointsFired })
+	if err := sim.SetFailPoint(off); err != nil {
+		c.close(ctx)
+		return faultsResult{}, err
+	}
+	// Counting is not part of the measurement: it gets a minute whatever
+	// -timeout says (the official driver takes a context deadline over
+	// its timeoutMS, sturdy takes WithTimeout).
+	tctx, tcancel := context.WithTimeout(sturdy.WithTimeout(ctx, time.Minute), time.Minute)
+	applied, err := c.total(tctx)
+	tcancel()
+	c.close(ctx)
+	if err != nil {
+		return faultsResult{}, fmt.Errorf("%s: summing the counters: %w", name, err)
+	}
+	res.Client, res.Applied = name, applied
+	res.Faults = sim.Stats().FailPointsFired - before
+	res.settleTimeline()
+	if res.Faults > 0 {
+		res.FailuresPerFault = float64(res.Failures) / float64(res.Faults)
+	}
+	return res, nil
 }
 
 // faultFailPoint builds the configureFailPoint document for a fault kind.

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -227,36 +226,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "-sharded starts an embedded sharded mongosim; with -uri the deployment's own topology is used")
 		return errUsage
 	}
-	if *uri != "" {
-		o, err := sturdy.ParseURI(*uri)
-		if err != nil {
-			return fmt.Errorf("-uri: %w", err)
-		}
-		if len(o.Hosts) == 0 {
-			return errors.New("-uri: mongodb+srv is not supported by the demo; give the hosts")
-		}
-		target.hosts, target.base = o.Hosts, o
-	} else {
-		so := mongosim.Options{}
-		if *sharded {
-			so.Routers = 2
-		}
-		sim, err := mongosim.Launch(so)
-		if err != nil {
-			return fmt.Errorf("starting mongosim: %w", err)
-		}
-		defer sim.Close()
-		base, err := sturdy.ParseURI(sim.URI())
-		if err != nil {
-			return err
-		}
-		target.hosts, target.base = base.Hosts, base
-		if *sharded {
-			fmt.Fprintf(stderr, "embedded mongosim sharded cluster: mongos routers at %s\n", sim.URI())
-		} else {
-			fmt.Fprintf(stderr, "embedded mongosim replica set at %s\n", sim.URI())
-		}
+	closeSim, err := resolveDemoTarget(&target, *uri, *sharded, stderr)
+	if err != nil {
+		return err
 	}
+	defer closeSim()
 	// A driver waits at least 500 ms between two checks of a server, so
 	// every network error costs up to half a second of rediscovery. The SDAM
 	// spec forbids configuring it; the demo alone shortens it so that its
@@ -268,16 +242,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer admin.Disconnect(context.Background())
 
-	strategies := demoStrategies
-	if target.official {
-		strategies = nil
-		for _, s := range demoStrategies {
-			if !s.sturdyOnly {
-				strategies = append(strategies, s)
-			}
-		}
-	}
-	results, err := runCells(ctx, target, admin, strategies, *ops, *seed, stderr)
+	results, err := runCells(ctx, target, admin, demoStrategiesFor(target.official), *ops, *seed, stderr)
 	if err != nil {
 		return err
 	}
@@ -294,16 +259,62 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stdout, "  The official driver keeps its 500 ms minimum between server checks, and with retryable writes on it retries")
 		fmt.Fprintln(stdout, "  a write for as long as the operation's context allows (the demo gives each operation 10 s).")
 	}
-	if *jsonOut != "" {
-		b, err := json.MarshalIndent(results, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
+	if err := writeJSON(*jsonOut, results); err != nil {
+		return err
 	}
 	return writeHTMLFile(*htmlOut, func(w io.Writer) error { return writeDemoHTML(w, results) })
+}
+
+// resolveDemoTarget points target at the deployment -uri names or, with
+// no -uri, at an embedded mongosim it starts; closeSim stops that one
+// (a no-op otherwise).
+func resolveDemoTarget(target *demoTarget, uri string, sharded bool, stderr io.Writer) (closeSim func(), err error) {
+	if uri != "" {
+		o, err := sturdy.ParseURI(uri)
+		if err != nil {
+			return func() {}, fmt.Errorf("-uri: %w", err)
+		}
+		if len(o.Hosts) == 0 {
+			return func() {}, errors.New("-uri: mongodb+srv is not supported by the demo; give the hosts")
+		}
+		target.hosts, target.base = o.Hosts, o
+		return func() {}, nil
+	}
+	so := mongosim.Options{}
+	if sharded {
+		so.Routers = 2
+	}
+	sim, err := mongosim.Launch(so)
+	if err != nil {
+		return func() {}, fmt.Errorf("starting mongosim: %w", err)
+	}
+	closeSim = func() { sim.Close() }
+	base, err := sturdy.ParseURI(sim.URI())
+	if err != nil {
+		return closeSim, err
+	}
+	target.hosts, target.base = base.Hosts, base
+	if sharded {
+		fmt.Fprintf(stderr, "embedded mongosim sharded cluster: mongos routers at %s\n", sim.URI())
+	} else {
+		fmt.Fprintf(stderr, "embedded mongosim replica set at %s\n", sim.URI())
+	}
+	return closeSim, nil
+}
+
+// demoStrategiesFor returns the strategies the application's client
+// can run: the official driver has not the sturdy-only ones.
+func demoStrategiesFor(official bool) []strategy {
+	if !official {
+		return demoStrategies
+	}
+	var strategies []strategy
+	for _, s := range demoStrategies {
+		if !s.sturdyOnly {
+			strategies = append(strategies, s)
+		}
+	}
+	return strategies
 }
 
 // demoTarget is the deployment under test and how to reach it.

@@ -287,15 +287,8 @@ func (tr *testRun) checkError(exp bson.Raw, err error) error {
 				return fmt.Errorf("errorCode %d, got codes %v from %T: %v", want, codes, err, err)
 			}
 		case "errorCodeName":
-			names := errorCodeNames(err)
-			ok := false
-			for _, n := range names {
-				if strings.EqualFold(n, v.StringValue()) {
-					ok = true
-				}
-			}
-			if !ok {
-				return fmt.Errorf("errorCodeName %q, got %v from %T: %v", v.StringValue(), names, err, err)
+			if cerr := checkErrorCodeName(v, err); cerr != nil {
+				return cerr
 			}
 		case "errorLabelsContain", "errorLabelsOmit":
 			arr, _ := v.ArrayOK()
@@ -314,61 +307,108 @@ func (tr *testRun) checkError(exp bson.Raw, err error) error {
 			case isWE:
 				raw = we.Raw
 			}
-			if raw == nil {
-				return fmt.Errorf("errorResponse: %T carries no server response: %v", err, err)
-			}
-			if merr := tr.m.matchRoot(v, bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: raw}); merr != nil {
-				return fmt.Errorf("errorResponse: %w\nactual: %s", merr, docJSON(raw))
+			if cerr := tr.checkErrorResponse(v, raw, err); cerr != nil {
+				return cerr
 			}
 		case "expectResult":
-			var actual bson.RawValue
-			switch {
-			case isCBWE && cbwe.PartialResult != nil:
-				actual = mustRawValue(clientBulkResultDoc(cbwe.PartialResult))
-			case isBWE && bwe.PartialResult != nil:
-				actual = mustRawValue(bulkResultDoc(bwe.PartialResult))
-			}
-			if merr := tr.m.matchRoot(v, actual); merr != nil {
+			if merr := tr.m.matchRoot(v, partialResult(bwe, isBWE, cbwe, isCBWE)); merr != nil {
 				return fmt.Errorf("expectError.expectResult: %w", merr)
 			}
 		case "writeErrors":
-			if !isCBWE {
-				return fmt.Errorf("expectError.writeErrors: %T is not a client bulk write exception: %v", err, err)
-			}
-			want, _ := v.DocumentOK()
-			wantElems, _ := want.Elements()
-			if len(wantElems) != len(cbwe.WriteErrors) {
-				return fmt.Errorf("expectError.writeErrors: want %d, got %d: %v", len(wantElems), len(cbwe.WriteErrors), err)
-			}
-			for _, we := range wantElems {
-				i, convErr := strconv.Atoi(we.Key())
-				got, ok := cbwe.WriteErrors[i]
-				if convErr != nil || !ok {
-					return fmt.Errorf("expectError.writeErrors: no write error at index %s: %v", we.Key(), err)
-				}
-				actual := errorDoc(got.Code, got.Message, got.Details)
-				if merr := tr.m.matchRoot(we.Value(), actual); merr != nil {
-					return fmt.Errorf("expectError.writeErrors[%s]: %w", we.Key(), merr)
-				}
+			if cerr := tr.checkClientWriteErrors(v, cbwe, isCBWE, err); cerr != nil {
+				return cerr
 			}
 		case "writeConcernErrors":
-			if !isCBWE {
-				return fmt.Errorf("expectError.writeConcernErrors: %T is not a client bulk write exception: %v", err, err)
-			}
-			want, _ := v.ArrayOK()
-			wantVals, _ := want.Values()
-			if len(wantVals) != len(cbwe.WriteConcernErrors) {
-				return fmt.Errorf("expectError.writeConcernErrors: want %d, got %d: %v", len(wantVals), len(cbwe.WriteConcernErrors), err)
-			}
-			for i, wv := range wantVals {
-				got := cbwe.WriteConcernErrors[i]
-				actual := errorDoc(got.Code, got.Message, got.Details)
-				if merr := tr.m.matchRoot(wv, actual); merr != nil {
-					return fmt.Errorf("expectError.writeConcernErrors[%d]: %w", i, merr)
-				}
+			if cerr := tr.checkClientWriteConcernErrors(v, cbwe, isCBWE, err); cerr != nil {
+				return cerr
 			}
 		default:
 			return fmt.Errorf("unknown expectError field %q", e.Key())
+		}
+	}
+	return nil
+}
+
+// partialResult is the result a bulk write exception carries, as
+// expectError.expectResult matches it (the zero value if none).
+func partialResult(bwe *sturdy.BulkWriteException, isBWE bool, cbwe *sturdy.ClientBulkWriteException, isCBWE bool) bson.RawValue {
+	switch {
+	case isCBWE && cbwe.PartialResult != nil:
+		return mustRawValue(clientBulkResultDoc(cbwe.PartialResult))
+	case isBWE && bwe.PartialResult != nil:
+		return mustRawValue(bulkResultDoc(bwe.PartialResult))
+	}
+	return bson.RawValue{}
+}
+
+// checkErrorCodeName checks expectError.errorCodeName, case-insensitively.
+func checkErrorCodeName(v bson.RawValue, err error) error {
+	names := errorCodeNames(err)
+	ok := false
+	for _, n := range names {
+		if strings.EqualFold(n, v.StringValue()) {
+			ok = true
+		}
+	}
+	if !ok {
+		return fmt.Errorf("errorCodeName %q, got %v from %T: %v", v.StringValue(), names, err, err)
+	}
+	return nil
+}
+
+// checkErrorResponse matches expectError.errorResponse against raw, the
+// server's reply the error carries (nil if none).
+func (tr *testRun) checkErrorResponse(v bson.RawValue, raw bson.Raw, err error) error {
+	if raw == nil {
+		return fmt.Errorf("errorResponse: %T carries no server response: %v", err, err)
+	}
+	if merr := tr.m.matchRoot(v, bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: raw}); merr != nil {
+		return fmt.Errorf("errorResponse: %w\nactual: %s", merr, docJSON(raw))
+	}
+	return nil
+}
+
+// checkClientWriteErrors matches expectError.writeErrors, by index,
+// against a client bulk write exception's write errors.
+func (tr *testRun) checkClientWriteErrors(v bson.RawValue, cbwe *sturdy.ClientBulkWriteException, isCBWE bool, err error) error {
+	if !isCBWE {
+		return fmt.Errorf("expectError.writeErrors: %T is not a client bulk write exception: %v", err, err)
+	}
+	want, _ := v.DocumentOK()
+	wantElems, _ := want.Elements()
+	if len(wantElems) != len(cbwe.WriteErrors) {
+		return fmt.Errorf("expectError.writeErrors: want %d, got %d: %v", len(wantElems), len(cbwe.WriteErrors), err)
+	}
+	for _, we := range wantElems {
+		i, convErr := strconv.Atoi(we.Key())
+		got, ok := cbwe.WriteErrors[i]
+		if convErr != nil || !ok {
+			return fmt.Errorf("expectError.writeErrors: no write error at index %s: %v", we.Key(), err)
+		}
+		actual := errorDoc(got.Code, got.Message, got.Details)
+		if merr := tr.m.matchRoot(we.Value(), actual); merr != nil {
+			return fmt.Errorf("expectError.writeErrors[%s]: %w", we.Key(), merr)
+		}
+	}
+	return nil
+}
+
+// checkClientWriteConcernErrors matches expectError.writeConcernErrors,
+// in order, against a client bulk write exception's.
+func (tr *testRun) checkClientWriteConcernErrors(v bson.RawValue, cbwe *sturdy.ClientBulkWriteException, isCBWE bool, err error) error {
+	if !isCBWE {
+		return fmt.Errorf("expectError.writeConcernErrors: %T is not a client bulk write exception: %v", err, err)
+	}
+	want, _ := v.ArrayOK()
+	wantVals, _ := want.Values()
+	if len(wantVals) != len(cbwe.WriteConcernErrors) {
+		return fmt.Errorf("expectError.writeConcernErrors: want %d, got %d: %v", len(wantVals), len(cbwe.WriteConcernErrors), err)
+	}
+	for i, wv := range wantVals {
+		got := cbwe.WriteConcernErrors[i]
+		actual := errorDoc(got.Code, got.Message, got.Details)
+		if merr := tr.m.matchRoot(wv, actual); merr != nil {
+			return fmt.Errorf("expectError.writeConcernErrors[%d]: %w", i, merr)
 		}
 	}
 	return nil
