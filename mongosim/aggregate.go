@@ -39,47 +39,10 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if !ok {
 		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'aggregate.pipeline' is the wrong type '%s', expected type 'array'", typeNameOf(pv))
 	}
-	// aggregate: "coll" reads a collection; aggregate: 1 is database-level
-	// and only makes sense here with a leading $documents or $changeStream.
-	var coll string
-	var localIn []bson.D // documents of a leading $listLocalSessions
-	switch first := r.cmd[0].Value.(type) {
-	case string:
-		if coll, err = collectionArg(r); err != nil {
-			return nil, err
-		}
-	default:
-		if n, ok := int64Arg(first); !ok || n != 1 {
-			return nil, cmderr.New(cmderr.FailedToParse, "Invalid %s namespace specified '%s.%s'", r.name, r.db, shellString(first))
-		}
-		if isChangeStream(pipeline) {
-			break
-		}
-		stage := ""
-		if len(pipeline) > 0 {
-			if d, ok := pipeline[0].(bson.D); ok && len(d) > 0 {
-				stage = d[0].Key
-			}
-		}
-		switch stage {
-		case "$documents":
-		case "$listLocalSessions":
-			local, err := listLocalSessionsInput(r, pipeline[0].(bson.D)[0].Value)
-			if err != nil {
-				return nil, err
-			}
-			localIn, pipeline = local, pipeline[1:]
-		case "$currentOp":
-			ops, err := currentOpStage(r, pipeline[0].(bson.D)[0].Value)
-			if err != nil {
-				return nil, err
-			}
-			localIn, pipeline = ops, pipeline[1:]
-		default:
-			return nil, cmderr.Unsupported("database-level aggregate (aggregate: 1) with " + stageOrEmpty(stage))
-		}
+	coll, localIn, pipeline, err := aggregateSource(r, pipeline)
+	if err != nil {
+		return nil, err
 	}
-
 	env, err := r.opEnvFor(coll)
 	if err != nil {
 		return nil, err
@@ -111,17 +74,8 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.HasWriteStage() {
-		if r.rc.level == "snapshot" {
-			return nil, cmderr.New(cmderr.InvalidOptions, "$out and $merge cannot be used with a 'snapshot' read concern level")
-		}
-		if rc, ok, _ := docArg(r, "readConcern"); ok {
-			for _, e := range rc {
-				if e.Key == "level" && e.Value == "linearizable" {
-					return nil, cmderr.New(cmderr.InvalidOptions, "$out and $merge cannot be used with a 'linearizable' read concern level")
-				}
-			}
-		}
+	if err := checkWriteStageReadConcern(r, p); err != nil {
+		return nil, err
 	}
 	s := r.data()
 	in := localIn
@@ -131,42 +85,17 @@ func cmdAggregate(r *request) (bson.D, error) {
 	}
 	if coll != "" {
 		ns = r.db + "." + coll
-		hint, _ := r.get("hint")
-		// The leading $match pre-filters the snapshot; under a collation
-		// the $match stage alone decides.
-		pre := p.LeadingMatch()
-		if env.coll != nil {
-			pre = nil
-		}
-		switch {
-		case nearFirst:
-			in = nearIn
-		case textFilter != nil:
-			var f *query.Filter
-			if f, err = env.compileFilter(textFilter); err == nil {
-				if err = checkTextQuery(f, nil, hint, false); err == nil {
-					in, err = r.readDocs(coll, f, textFilter, 0, hint)
-				}
-			}
-		case r.rc.level == "snapshot":
-			in, err = s.snapshotAt(r.db, coll, pre, hint, r.rc.atClusterTime)
-		default:
-			in, err = s.snapshot(r.db, coll, pre, nil, 0, hint)
-		}
-		if err != nil {
+		src := aggregateInput{coll: coll, p: p, pipeline: pipeline, env: env, nearIn: nearIn, nearFirst: nearFirst, textFilter: textFilter}
+		if in, err = src.read(r, s); err != nil {
 			return nil, err
 		}
-		if !nearFirst {
-			// As a find, the pipeline's cursor returns the documents in
-			// the order of the plan its leading $match and $sort get.
-			match, sortDoc := leadingMatchSort(pipeline)
-			plan, err := r.planFor(coll, match, sortDoc, hint)
-			if err != nil {
-				return nil, err
-			}
-			in = plan.order(in)
-		}
 	}
+	return runAggregate(r, s, p, in, env, ns, batchSize, textFilter != nil)
+}
+
+// runAggregate runs the compiled pipeline over its input and answers with
+// the cursor of its results ($out and $merge run to completion).
+func runAggregate(r *request, s *storage, p *agg.Pipeline, in []bson.D, env opEnv, ns string, batchSize int, textScored bool) (bson.D, error) {
 	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime, bypass: bypassing(r.ctx)}, Now: r.now, Vars: env.vars, Collator: env.collator(), Scripts: env.scripts})
 	if err != nil {
 		return errorReply(err) // $merge/$out duplicates keep keyPattern/keyValue
@@ -175,12 +104,119 @@ func cmdAggregate(r *request) (bson.D, error) {
 	if p.HasWriteStage() {
 		out, end = nil, endAtOnce // $out/$merge run to completion
 	}
-	if textFilter != nil {
+	if textScored {
 		for i := range out {
 			out[i] = expr.StripTextScore(out[i])
 		}
 	}
 	return s.cursors.reply(r, ns, out, batchSize, false, end), nil
+}
+
+// aggregateSource reads what the aggregate reads from: aggregate: "coll" a
+// collection; aggregate: 1 is database-level and only makes sense with a
+// leading $documents, $changeStream, $listLocalSessions or $currentOp, the
+// last two giving their documents as localIn (and leaving the pipeline).
+func aggregateSource(r *request, pipeline bson.A) (coll string, localIn []bson.D, rest bson.A, err error) {
+	first := r.cmd[0].Value
+	if _, ok := first.(string); ok {
+		coll, err = collectionArg(r)
+		return coll, nil, pipeline, err
+	}
+	if n, ok := int64Arg(first); !ok || n != 1 {
+		return "", nil, nil, cmderr.New(cmderr.FailedToParse, "Invalid %s namespace specified '%s.%s'", r.name, r.db, shellString(first))
+	}
+	if isChangeStream(pipeline) {
+		return "", nil, pipeline, nil
+	}
+	stage := ""
+	if len(pipeline) > 0 {
+		if d, ok := pipeline[0].(bson.D); ok && len(d) > 0 {
+			stage = d[0].Key
+		}
+	}
+	switch stage {
+	case "$documents":
+		return "", nil, pipeline, nil
+	case "$listLocalSessions":
+		local, err := listLocalSessionsInput(r, pipeline[0].(bson.D)[0].Value)
+		return "", local, pipeline[1:], err
+	case "$currentOp":
+		ops, err := currentOpStage(r, pipeline[0].(bson.D)[0].Value)
+		return "", ops, pipeline[1:], err
+	}
+	return "", nil, nil, cmderr.Unsupported("database-level aggregate (aggregate: 1) with " + stageOrEmpty(stage))
+}
+
+// checkWriteStageReadConcern refuses $out and $merge under the read
+// concerns mongod refuses them with.
+func checkWriteStageReadConcern(r *request, p *agg.Pipeline) error {
+	if !p.HasWriteStage() {
+		return nil
+	}
+	if r.rc.level == "snapshot" {
+		return cmderr.New(cmderr.InvalidOptions, "$out and $merge cannot be used with a 'snapshot' read concern level")
+	}
+	if rc, ok, _ := docArg(r, "readConcern"); ok {
+		for _, e := range rc {
+			if e.Key == "level" && e.Value == "linearizable" {
+				return cmderr.New(cmderr.InvalidOptions, "$out and $merge cannot be used with a 'linearizable' read concern level")
+			}
+		}
+	}
+	return nil
+}
+
+// aggregateInput is where a collection aggregate's documents come from: a
+// leading $geoNear's results, a leading $text match read from the text
+// index, or a snapshot of the collection pre-filtered by the leading
+// $match.
+type aggregateInput struct {
+	coll       string
+	p          *agg.Pipeline
+	pipeline   bson.A
+	env        opEnv
+	nearIn     []bson.D
+	nearFirst  bool
+	textFilter bson.D
+}
+
+// read returns the documents in the order of the plan the leading $match
+// and $sort get, as a find returns them (a $geoNear's stay nearest first).
+func (a aggregateInput) read(r *request, s *storage) ([]bson.D, error) {
+	if a.nearFirst {
+		return a.nearIn, nil
+	}
+	hint, _ := r.get("hint")
+	// The leading $match pre-filters the snapshot; under a collation the
+	// $match stage alone decides.
+	pre := a.p.LeadingMatch()
+	if a.env.coll != nil {
+		pre = nil
+	}
+	var in []bson.D
+	var err error
+	switch {
+	case a.textFilter != nil:
+		var f *query.Filter
+		if f, err = a.env.compileFilter(a.textFilter); err == nil {
+			if err = checkTextQuery(f, nil, hint, false); err == nil {
+				in, err = r.readDocs(a.coll, f, a.textFilter, 0, hint)
+			}
+		}
+	case r.rc.level == "snapshot":
+		in, err = s.snapshotAt(r.db, a.coll, pre, hint, r.rc.atClusterTime)
+	default:
+		in, err = s.snapshot(r.db, a.coll, pre, nil, 0, hint)
+	}
+	if err != nil {
+		return nil, err
+	}
+	match, sortDoc := leadingMatchSort(a.pipeline)
+	plan, err := r.planFor(a.coll, match, sortDoc, hint)
+	if err != nil {
+		return nil, err
+	}
+	return plan.order(in), nil
 }
 
 // leadingMatchSort returns the filter of a leading $match and the spec of
