@@ -21,54 +21,15 @@ func cmdCollMod(r *request) (bson.D, error) {
 	if r.cluster.data.viewOf(r.db, coll) != nil {
 		return collModView(r, coll)
 	}
-	var images *bool
-	var indexSpec bson.D
-	var valFields bson.D
-	var collTTL any // collection-level expireAfterSeconds (clustered, time series)
-	dryRun := false
-	for i, e := range r.cmd {
-		if i == 0 || genericFields[e.Key] {
-			continue
-		}
-		switch e.Key {
-		case "changeStreamPreAndPostImages":
-			on, err := preAndPostImagesArg("collMod", e.Value)
-			if err != nil {
-				return nil, err
-			}
-			images = &on
-		case "validator", "validationLevel", "validationAction":
-			valFields = append(valFields, e)
-		case "expireAfterSeconds":
-			collTTL = e.Value
-			if str, ok := e.Value.(string); ok && str == "off" {
-				break
-			}
-			if n, ok := int64Arg(e.Value); !ok || n < 0 {
-				return nil, cmderr.New(cmderr.InvalidOptions, "Invalid value for 'expireAfterSeconds'")
-			}
-		case "dryRun":
-			dryRun = truthy(e.Value)
-		case "index":
-			d, ok := e.Value.(bson.D)
-			if !ok {
-				return nil, typeErr("collMod.index", "object", e.Value)
-			}
-			indexSpec = d
-		case "viewOn", "pipeline":
-			if r.cluster.data.lookup(r.db, coll) == nil {
-				return nil, cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
-			}
-			return nil, cmderr.New(cmderr.InvalidOptions, "option '%s' is only supported on a view", e.Key)
-		default:
-			return nil, cmderr.Unsupported("collMod option " + e.Key)
-		}
-	}
-	mod, err := parseIndexMod(indexSpec)
+	a, err := parseCollModArgs(r, coll)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkDryRun(mod, dryRun); err != nil {
+	mod, err := parseIndexMod(a.indexSpec)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDryRun(mod, a.dryRun); err != nil {
 		return nil, err
 	}
 	reply := bson.D{}
@@ -76,49 +37,9 @@ func cmdCollMod(r *request) (bson.D, error) {
 		if c == nil {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
 		}
-		// The modify event's stateBeforeChange: the options (with the
-		// uuid first, as mongod logs them) before this change.
-		before := append(bson.D{{Key: "uuid", Value: c.uuid}}, value.CloneDoc(c.options)...)
-		var val *validator
-		if len(valFields) > 0 {
-			v, _, err := validatorArgs("collMod", valFields, c.validator)
-			if err != nil {
-				return err
-			}
-			val = v
-		}
-		if mod != nil {
-			out, err := c.modifyIndex(mod)
-			if err != nil {
-				return err
-			}
-			reply = out
-		}
-		if collTTL != nil {
-			_, clustered := value.Get(c.options, "clusteredIndex")
-			if !clustered && !c.timeseries {
-				return cmderr.New(cmderr.InvalidOptions, "collMod.expireAfterSeconds is only supported on clustered and time-series collections")
-			}
-			var add bson.D
-			if n, ok := int64Arg(collTTL); ok {
-				add = bson.D{{Key: "expireAfterSeconds", Value: n}}
-			}
-			c.options = replaceOptions(c.options, add, "expireAfterSeconds")
-		}
-		if val != nil {
-			c.validator = val
-			c.options = replaceOptions(c.options, val.options(), "validator", "validationLevel", "validationAction")
-		}
-		if images != nil {
-			c.prePostImages = *images
-			var add bson.D
-			if *images {
-				add = bson.D{{Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}}}
-			}
-			c.options = replaceOptions(c.options, add, "changeStreamPreAndPostImages")
-		}
-		recordModify(r, c, before, reply)
-		return nil
+		var err error
+		reply, err = a.apply(r, c, mod)
+		return err
 	})
 	var cu *cannotConvertError
 	if errors.As(err, &cu) {
@@ -127,6 +48,109 @@ func cmdCollMod(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	return reply, nil
+}
+
+// collModArgs is a collMod on a collection's parsed arguments.
+type collModArgs struct {
+	images    *bool
+	indexSpec bson.D
+	valFields bson.D
+	collTTL   any // collection-level expireAfterSeconds (clustered, time series)
+	dryRun    bool
+}
+
+// parseCollModArgs reads collMod's options for collection coll.
+func parseCollModArgs(r *request, coll string) (collModArgs, error) {
+	var a collModArgs
+	for i, e := range r.cmd {
+		if i == 0 || genericFields[e.Key] {
+			continue
+		}
+		switch e.Key {
+		case "changeStreamPreAndPostImages":
+			on, err := preAndPostImagesArg("collMod", e.Value)
+			if err != nil {
+				return a, err
+			}
+			a.images = &on
+		case "validator", "validationLevel", "validationAction":
+			a.valFields = append(a.valFields, e)
+		case "expireAfterSeconds":
+			a.collTTL = e.Value
+			if str, ok := e.Value.(string); ok && str == "off" {
+				break
+			}
+			if n, ok := int64Arg(e.Value); !ok || n < 0 {
+				return a, cmderr.New(cmderr.InvalidOptions, "Invalid value for 'expireAfterSeconds'")
+			}
+		case "dryRun":
+			a.dryRun = truthy(e.Value)
+		case "index":
+			d, ok := e.Value.(bson.D)
+			if !ok {
+				return a, typeErr("collMod.index", "object", e.Value)
+			}
+			a.indexSpec = d
+		case "viewOn", "pipeline":
+			if r.cluster.data.lookup(r.db, coll) == nil {
+				return a, cmderr.New(cmderr.NamespaceNotFound, "ns does not exist: %s.%s", r.db, coll)
+			}
+			return a, cmderr.New(cmderr.InvalidOptions, "option '%s' is only supported on a view", e.Key)
+		default:
+			return a, cmderr.Unsupported("collMod option " + e.Key)
+		}
+	}
+	return a, nil
+}
+
+// apply makes the collMod's changes to c inside its write and records the
+// modify event. It returns the reply: the index modification's fields, if
+// any.
+func (a *collModArgs) apply(r *request, c *collection, mod *indexMod) (bson.D, error) {
+	// The modify event's stateBeforeChange: the options (with the
+	// uuid first, as mongod logs them) before this change.
+	before := append(bson.D{{Key: "uuid", Value: c.uuid}}, value.CloneDoc(c.options)...)
+	var val *validator
+	if len(a.valFields) > 0 {
+		v, _, err := validatorArgs("collMod", a.valFields, c.validator)
+		if err != nil {
+			return nil, err
+		}
+		val = v
+	}
+	reply := bson.D{}
+	if mod != nil {
+		out, err := c.modifyIndex(mod)
+		if err != nil {
+			return nil, err
+		}
+		reply = out
+	}
+	if a.collTTL != nil {
+		_, clustered := value.Get(c.options, "clusteredIndex")
+		if !clustered && !c.timeseries {
+			return nil, cmderr.New(cmderr.InvalidOptions, "collMod.expireAfterSeconds is only supported on clustered and time-series collections")
+		}
+		var add bson.D
+		if n, ok := int64Arg(a.collTTL); ok {
+			add = bson.D{{Key: "expireAfterSeconds", Value: n}}
+		}
+		c.options = replaceOptions(c.options, add, "expireAfterSeconds")
+	}
+	if val != nil {
+		c.validator = val
+		c.options = replaceOptions(c.options, val.options(), "validator", "validationLevel", "validationAction")
+	}
+	if a.images != nil {
+		c.prePostImages = *a.images
+		var add bson.D
+		if *a.images {
+			add = bson.D{{Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}}}
+		}
+		c.options = replaceOptions(c.options, add, "changeStreamPreAndPostImages")
+	}
+	recordModify(r, c, before, reply)
 	return reply, nil
 }
 
