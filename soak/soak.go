@@ -543,44 +543,8 @@ func truncate(s string) string {
 func (w *worker) one(ctx context.Context, o Options, start time.Time, wl *workload, cnt *counters) {
 	opCtx, cancel := context.WithTimeout(ctx, o.OpTimeout)
 	defer cancel()
-	var (
-		kind string
-		err  error
-		log  *opLog // the kind's log; nil for registers
-	)
-	outcome := once.NotApplied
 	began := time.Now()
-	switch p := w.rng.IntN(100); {
-	case wl.txn != nil:
-		kind, log = kindTransaction, &w.txns
-		err = w.transaction(opCtx, wl.txn, wl.db)
-	case p < 30:
-		kind, log = kindIncrement, &w.incs
-		n := len(w.incs)
-		_, err = wl.incs.Increment(opCtx, incDoc(w.g, n), bson.D{{Key: "n", Value: int64(1)}, {Key: "m." + incField(w.g, n), Value: int64(1)}})
-		var ie *once.IncrementError
-		if errors.As(err, &ie) {
-			outcome = ie.Outcome
-		}
-	case p < 55:
-		kind, log = kindInsert, &w.inserts
-		id := insertID(w.g, len(w.inserts))
-		_, err = wl.inserts.InsertOne(opCtx, bson.D{{Key: "_id", Value: id}, {Key: "g", Value: int32(w.g)}})
-		if err == nil {
-			wl.acked <- id
-		}
-	case p < 75:
-		kind, log = kindSave, &w.saves
-		n := len(w.saves)
-		op := saveOp(w.g, n)
-		_, err = optimistic.Modify(opCtx, wl.saves, saveDoc(w.g, n), func(d *savedDoc) error {
-			d.Ops = append(d.Ops, op)
-			return nil
-		}, &optimistic.ModifyOptions{CreateIfMissing: true, MaxAttempts: 50})
-	default:
-		kind = kindRegister
-		err = w.register(opCtx, wl.regs, start)
-	}
+	kind, log, outcome, err := w.do(opCtx, start, wl)
 	if log != nil {
 		st := stOK
 		if err != nil {
@@ -625,6 +589,45 @@ func (w *worker) one(ctx context.Context, o Options, start time.Time, wl *worklo
 	}
 	w.finished[2*sec]++
 	w.lat.add(sec, took)
+}
+
+// do runs one operation of a kind the worker's random draw picks: log is
+// the kind's log (nil for registers), outcome what a failed increment
+// left behind.
+func (w *worker) do(opCtx context.Context, start time.Time, wl *workload) (kind string, log *opLog, outcome once.Outcome, err error) {
+	outcome = once.NotApplied
+	switch p := w.rng.IntN(100); {
+	case wl.txn != nil:
+		kind, log = kindTransaction, &w.txns
+		err = w.transaction(opCtx, wl.txn, wl.db)
+	case p < 30:
+		kind, log = kindIncrement, &w.incs
+		n := len(w.incs)
+		_, err = wl.incs.Increment(opCtx, incDoc(w.g, n), bson.D{{Key: "n", Value: int64(1)}, {Key: "m." + incField(w.g, n), Value: int64(1)}})
+		var ie *once.IncrementError
+		if errors.As(err, &ie) {
+			outcome = ie.Outcome
+		}
+	case p < 55:
+		kind, log = kindInsert, &w.inserts
+		id := insertID(w.g, len(w.inserts))
+		_, err = wl.inserts.InsertOne(opCtx, bson.D{{Key: "_id", Value: id}, {Key: "g", Value: int32(w.g)}})
+		if err == nil {
+			wl.acked <- id
+		}
+	case p < 75:
+		kind, log = kindSave, &w.saves
+		n := len(w.saves)
+		op := saveOp(w.g, n)
+		_, err = optimistic.Modify(opCtx, wl.saves, saveDoc(w.g, n), func(d *savedDoc) error {
+			d.Ops = append(d.Ops, op)
+			return nil
+		}, &optimistic.ModifyOptions{CreateIfMissing: true, MaxAttempts: 50})
+	default:
+		kind = kindRegister
+		err = w.register(opCtx, wl.regs, start)
+	}
+	return kind, log, outcome, err
 }
 
 // checkInsertsLive looks up acknowledged insert ids in batches and counts

@@ -39,14 +39,9 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	drivers := []soak.Driver{soak.Sturdy}
-	switch *driver {
-	case "sturdy":
-	case "official":
-		drivers = append(drivers, officialDriver)
-	default:
-		fmt.Fprintf(stderr, "-driver: %q is neither sturdy nor official\n", *driver)
-		return errUsage
+	drivers, err := soakDrivers(*driver, stderr)
+	if err != nil {
+		return err
 	}
 	if o.Duration <= 0 || o.Goroutines <= 0 || o.OpTimeout <= 0 || *members <= 0 {
 		fmt.Fprintln(stderr, "-duration, -goroutines, -op-timeout and -members must be positive")
@@ -100,6 +95,21 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		reps = append(reps, rep)
 	}
 	return writeSoakReports(stdout, reps, *jsonOut, *htmlOut)
+}
+
+// soakDrivers returns the drivers -driver names: sturdy alone, or
+// sturdy then the official driver.
+func soakDrivers(name string, stderr io.Writer) ([]soak.Driver, error) {
+	drivers := []soak.Driver{soak.Sturdy}
+	switch name {
+	case "sturdy":
+	case "official":
+		drivers = append(drivers, officialDriver)
+	default:
+		fmt.Fprintf(stderr, "-driver: %q is neither sturdy nor official\n", name)
+		return nil, errUsage
+	}
+	return drivers, nil
 }
 
 // launchSoakSim starts the embedded deployment: a replica set, or shards
