@@ -334,107 +334,16 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int, en
 		return nil, cmderr.New(cmderr.TypeMismatch, "the $changeStream stage specification must be an object")
 	}
 	st := &streamState{db: r.db, coll: coll, fullDocument: "default", beforeChange: "off", env: env}
-	var allCluster bool
-	var resume any
-	var resumeKey string
-	var startAt *bson.Timestamp
-	for _, e := range opts {
-		switch e.Key {
-		case "fullDocument":
-			switch e.Value {
-			case "default", "updateLookup", "whenAvailable", "required":
-				st.fullDocument = e.Value.(string)
-			default:
-				return nil, cmderr.New(cmderr.BadValue, "unknown full document mode: %s", shellString(e.Value))
-			}
-		case "fullDocumentBeforeChange":
-			switch e.Value {
-			case "off", "whenAvailable", "required":
-				st.beforeChange = e.Value.(string)
-			default:
-				return nil, cmderr.New(cmderr.BadValue, "unknown fullDocumentBeforeChange mode: %s", shellString(e.Value))
-			}
-		case "allChangesForCluster":
-			allCluster = truthy(e.Value)
-		case "resumeAfter", "startAfter":
-			if resume != nil {
-				return nil, cmderr.New(50865, "Only one type of resume option is allowed, but multiple were found")
-			}
-			resume, resumeKey = e.Value, e.Key
-		case "startAtOperationTime":
-			ts, ok := e.Value.(bson.Timestamp)
-			if !ok {
-				return nil, typeErr("$changeStream.startAtOperationTime", "timestamp", e.Value)
-			}
-			startAt = &ts
-		case "showExpandedEvents":
-			st.expanded = truthy(e.Value)
-		default:
-			return nil, cmderr.New(40415, "BSON field '$changeStream.%s' is an unknown field.", e.Key)
-		}
-	}
-	switch {
-	case allCluster && (r.db != "admin" || coll != ""):
-		return nil, cmderr.New(cmderr.InvalidOptions, "A $changeStream with 'allChangesForCluster:true' may only be opened on the 'admin' database, and with no collection name")
-	case allCluster:
-		st.db = ""
-	case r.db == "admin" || r.db == "config" || r.db == "local":
-		return nil, cmderr.New(cmderr.InvalidNamespace, "$changeStream may not be opened on the internal %s database", r.db)
-	}
-	for i, s := range pipeline[1:] {
-		if d, ok := s.(bson.D); ok && len(d) > 0 && d[0].Key == "$changeStream" {
-			return nil, cmderr.New(40602, "$changeStream is only valid as the first stage in a pipeline (found at position %d)", i+1)
-		}
-	}
-	stages, split, err := takeSplitStage(pipeline[1:])
+	start, err := st.parseOptions(r, opts)
 	if err != nil {
 		return nil, err
 	}
-	st.split = split
-	if len(stages) > 0 {
-		p, err := agg.Compile(stages)
-		if err != nil {
-			return nil, err
-		}
-		if p.HasWriteStage() {
-			return nil, cmderr.New(cmderr.IllegalOperation, "$out and $merge are not allowed in a change stream pipeline")
-		}
-		st.rest = p
-	}
-	if resume != nil && startAt != nil {
-		return nil, cmderr.New(40674, "Only one type of resume option is allowed, but multiple were found.")
+	if err := st.compileStages(pipeline[1:]); err != nil {
+		return nil, err
 	}
 	log := r.cluster.data.changes
-	if startAt != nil {
-		pos, ok := log.before(*startAt)
-		if !ok {
-			return nil, cmderr.New(codeChangeStreamHistoryLost, "Resume of change stream was not possible, as the resume point may no longer be in the oplog.")
-		}
-		st.pos = pos
-	} else if resume != nil {
-		seq, fromInvalidate, fragment, err := parseResumeToken(resume)
-		if err != nil {
-			return nil, err
-		}
-		if fromInvalidate && resumeKey == "resumeAfter" {
-			return nil, cmderr.New(codeInvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification.")
-		}
-		if fragment > 0 && !st.split {
-			return nil, cmderr.New(codeChangeStreamFatalError, "Attempting to resume a change stream from a split event fragment, but the pipeline has no %s", splitStageName)
-		}
-		st.pos = seq
-		if fragment > 0 {
-			// The rest of that event's fragments come first.
-			st.pos, st.skipFrags = seq-1, fragment
-		}
-		// Resuming after the event that invalidated the stream gives
-		// the invalidate event again; startAfter the invalidate starts
-		// a new stream after it.
-		if ch, ok := log.lookup(seq); ok && !fromInvalidate && st.covers(ch) && st.invalidatedBy(ch) {
-			st.invalidating = &ch
-		}
-	} else {
-		st.pos, _ = log.head()
+	if err := st.position(log, start); err != nil {
+		return nil, err
 	}
 	// The first batch has what is already there (after a resume); a new
 	// stream answers at once with an empty batch.
@@ -456,6 +365,134 @@ func cmdChangeStream(r *request, coll string, pipeline bson.A, batchSize int, en
 		{Key: "id", Value: id},
 		{Key: "ns", Value: ns},
 	}}}, nil
+}
+
+// streamStart is where a change stream starts: after a resume token
+// (resumeAfter or startAfter, named by resumeKey) or at an operation time.
+type streamStart struct {
+	resume    any
+	resumeKey string
+	at        *bson.Timestamp
+}
+
+// parseOptions reads the $changeStream stage's options into st and the
+// stream's start, and checks the namespace it may be opened on.
+func (st *streamState) parseOptions(r *request, opts bson.D) (streamStart, error) {
+	var allCluster bool
+	var start streamStart
+	for _, e := range opts {
+		switch e.Key {
+		case "fullDocument":
+			switch e.Value {
+			case "default", "updateLookup", "whenAvailable", "required":
+				st.fullDocument = e.Value.(string)
+			default:
+				return start, cmderr.New(cmderr.BadValue, "unknown full document mode: %s", shellString(e.Value))
+			}
+		case "fullDocumentBeforeChange":
+			switch e.Value {
+			case "off", "whenAvailable", "required":
+				st.beforeChange = e.Value.(string)
+			default:
+				return start, cmderr.New(cmderr.BadValue, "unknown fullDocumentBeforeChange mode: %s", shellString(e.Value))
+			}
+		case "allChangesForCluster":
+			allCluster = truthy(e.Value)
+		case "resumeAfter", "startAfter":
+			if start.resume != nil {
+				return start, cmderr.New(50865, "Only one type of resume option is allowed, but multiple were found")
+			}
+			start.resume, start.resumeKey = e.Value, e.Key
+		case "startAtOperationTime":
+			ts, ok := e.Value.(bson.Timestamp)
+			if !ok {
+				return start, typeErr("$changeStream.startAtOperationTime", "timestamp", e.Value)
+			}
+			start.at = &ts
+		case "showExpandedEvents":
+			st.expanded = truthy(e.Value)
+		default:
+			return start, cmderr.New(40415, "BSON field '$changeStream.%s' is an unknown field.", e.Key)
+		}
+	}
+	switch {
+	case allCluster && (r.db != "admin" || st.coll != ""):
+		return start, cmderr.New(cmderr.InvalidOptions, "A $changeStream with 'allChangesForCluster:true' may only be opened on the 'admin' database, and with no collection name")
+	case allCluster:
+		st.db = ""
+	case r.db == "admin" || r.db == "config" || r.db == "local":
+		return start, cmderr.New(cmderr.InvalidNamespace, "$changeStream may not be opened on the internal %s database", r.db)
+	}
+	return start, nil
+}
+
+// compileStages compiles the stages after $changeStream (a
+// $changeStreamSplitLargeEvent last is the stream's own), refusing another
+// $changeStream and the write stages.
+func (st *streamState) compileStages(stages bson.A) error {
+	for i, s := range stages {
+		if d, ok := s.(bson.D); ok && len(d) > 0 && d[0].Key == "$changeStream" {
+			return cmderr.New(40602, "$changeStream is only valid as the first stage in a pipeline (found at position %d)", i+1)
+		}
+	}
+	rest, split, err := takeSplitStage(stages)
+	if err != nil {
+		return err
+	}
+	st.split = split
+	if len(rest) > 0 {
+		p, err := agg.Compile(rest)
+		if err != nil {
+			return err
+		}
+		if p.HasWriteStage() {
+			return cmderr.New(cmderr.IllegalOperation, "$out and $merge are not allowed in a change stream pipeline")
+		}
+		st.rest = p
+	}
+	return nil
+}
+
+// position places the stream in the change log: at an operation time,
+// after a resume token (a split event's remaining fragments first; the
+// invalidate again when resuming after the event that invalidated it), or
+// at the log's head for a new stream.
+func (st *streamState) position(log *changeLog, start streamStart) error {
+	if start.resume != nil && start.at != nil {
+		return cmderr.New(40674, "Only one type of resume option is allowed, but multiple were found.")
+	}
+	if start.at != nil {
+		pos, ok := log.before(*start.at)
+		if !ok {
+			return cmderr.New(codeChangeStreamHistoryLost, "Resume of change stream was not possible, as the resume point may no longer be in the oplog.")
+		}
+		st.pos = pos
+	} else if start.resume != nil {
+		seq, fromInvalidate, fragment, err := parseResumeToken(start.resume)
+		if err != nil {
+			return err
+		}
+		if fromInvalidate && start.resumeKey == "resumeAfter" {
+			return cmderr.New(codeInvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification.")
+		}
+		if fragment > 0 && !st.split {
+			return cmderr.New(codeChangeStreamFatalError, "Attempting to resume a change stream from a split event fragment, but the pipeline has no %s", splitStageName)
+		}
+		st.pos = seq
+		if fragment > 0 {
+			// The rest of that event's fragments come first.
+			st.pos, st.skipFrags = seq-1, fragment
+		}
+		// Resuming after the event that invalidated the stream gives
+		// the invalidate event again; startAfter the invalidate starts
+		// a new stream after it.
+		if ch, ok := log.lookup(seq); ok && !fromInvalidate && st.covers(ch) && st.invalidatedBy(ch) {
+			st.invalidating = &ch
+		}
+	} else {
+		st.pos, _ = log.head()
+	}
+	return nil
 }
 
 // openStream registers a change stream cursor.
