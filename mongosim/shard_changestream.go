@@ -3,7 +3,6 @@ package mongosim
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
@@ -198,19 +197,7 @@ func (ms *mergedStream) emit(cut bson.Timestamp) []bson.D {
 func (ms *mergedStream) token() bson.D { return mergedToken(ms.emitted) }
 
 func (r *Router) openStreamCursor(ns string, ms *mergedStream) int64 {
-	ss := r.cluster.sharding
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ss.sweepCursors()
-	for {
-		id := rand.Int64()
-		if id != 0 && ss.cursors[id] == nil {
-			c := &routerCursor{router: r.index, shard: -1, ns: ns, stream: ms}
-			c.lastUsed.Store(time.Now().UnixNano())
-			ss.cursors[id] = c
-			return id
-		}
-	}
+	return r.registerCursor(&routerCursor{router: r.index, shard: -1, ns: ns, stream: ms})
 }
 
 // streamGetMore reads each shard's stream and returns the events every

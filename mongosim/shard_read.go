@@ -159,15 +159,20 @@ func (r *Router) cursorReply(ns string, docs []bson.D, batchSize int, singleBatc
 }
 
 func (r *Router) openCursor(ns string, docs []bson.D) int64 {
+	return r.registerCursor(&routerCursor{router: r.index, shard: -1, ns: ns, docs: docs})
+}
+
+// registerCursor gives c a fresh non-zero id in the cluster's router
+// cursor table (sweeping expired ones first) and returns it.
+func (r *Router) registerCursor(c *routerCursor) int64 {
 	ss := r.cluster.sharding
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.sweepCursors()
+	c.lastUsed.Store(time.Now().UnixNano())
 	for {
 		id := rand.Int64()
 		if id != 0 && ss.cursors[id] == nil {
-			c := &routerCursor{router: r.index, shard: -1, ns: ns, docs: docs}
-			c.lastUsed.Store(time.Now().UnixNano())
 			ss.cursors[id] = c
 			return id
 		}
