@@ -33,9 +33,9 @@ type cursorTable struct {
 const cursorIdleTimeout = 10 * time.Minute
 
 type cursor struct {
-	id       int64
-	ns       string
-	mu       sync.Mutex // one getMore at a time
+	id int64
+	ns string
+	mu sync.Mutex // one getMore at a time
 	// items are the remaining results of a command's cursor (reply),
 	// each a bson.D or a stored document's encoding (bsond.Doc); docs
 	// those of a tailable find's cursor (tailable.go).
