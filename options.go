@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sturdy-go/sturdy/event"
-	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/connstring"
 	"github.com/sturdy-go/sturdy/readpref"
 )
@@ -137,6 +136,30 @@ type Options struct {
 	// uri records which settings a connection string gave explicitly, so
 	// the options of an SRV TXT record do not override them.
 	uri uriExplicit
+}
+
+// settings are the options the layers below the API read (through
+// topology.OptionsFrom and exec.New), defaults still unapplied.
+func (o Options) settings() connstring.Settings {
+	s := connstring.Settings{
+		Hosts: o.Hosts, ReplicaSet: o.ReplicaSet, Direct: o.Direct, LoadBalanced: o.LoadBalanced,
+		TLS: o.TLS, AppName: o.AppName, Dialer: o.Dialer,
+		MaxPoolSize: o.MaxPoolSize, MinPoolSize: o.MinPoolSize, MaxConnecting: o.MaxConnecting, MaxIdleTime: o.MaxIdleTime,
+		ConnectTimeout: o.ConnectTimeout, SocketTimeout: o.SocketTimeout,
+		ServerSelectionTimeout: o.ServerSelectionTimeout, HeartbeatInterval: o.HeartbeatInterval,
+		LocalThreshold: o.LocalThreshold, ServerMonitoringMode: o.ServerMonitoringMode,
+		Compressors: o.Compressors, ZlibLevel: o.ZlibLevel,
+		RetryWrites: o.RetryWrites, RetryReads: o.RetryReads, MaxAdaptiveRetries: o.MaxAdaptiveRetries,
+		AdaptiveRetries: o.AdaptiveRetries, EnableOverloadRetargeting: o.EnableOverloadRetargeting,
+		Monitor: o.Monitor, Logger: o.Logger,
+	}
+	if a := o.Auth; a != nil {
+		s.Auth = &connstring.Credential{
+			Mechanism: a.Mechanism, Source: a.Source, Username: a.Username,
+			Password: a.Password, PasswordSet: a.PasswordSet, MechanismProperties: a.MechanismProperties,
+		}
+	}
+	return s
 }
 
 // uriExplicit records how ParseURI set the options an SRV TXT record may
@@ -266,45 +289,13 @@ func validateReadPref(rp *ReadPreference, heartbeat time.Duration) error {
 	}
 	if rp.MaxStaleness > 0 {
 		if heartbeat <= 0 {
-			heartbeat = defaults.HeartbeatInterval
+			heartbeat = connstring.Defaults.HeartbeatInterval
 		}
 		if least := readpref.MinMaxStaleness(heartbeat); rp.MaxStaleness < least {
 			return fmt.Errorf("sturdy: invalid read preference: maxStaleness %v is below the minimum %v", rp.MaxStaleness, least)
 		}
 	}
 	return nil
-}
-
-// defaults are what zero-valued Options fields stand for, and the limits
-// validate enforces: the only place the driver's defaults are defined.
-// withDefaults applies them at Connect; the layers below (topology, pool,
-// conn) take the resolved values literally, zero meaning none.
-var defaults = struct {
-	MaxPoolSize, MaxConnecting, MaxAdaptiveRetries, ZlibLevel int
-	ConnectTimeout, ServerSelectionTimeout, LocalThreshold    time.Duration
-	HeartbeatInterval                                         time.Duration
-	// MinHeartbeatInterval is fixed by the SDAM spec (not an option; only
-	// testhook shortens it) and is also the lowest HeartbeatInterval.
-	MinHeartbeatInterval time.Duration
-	MaxAppNameBytes      int
-	// The boolean options that default to on.
-	RetryWrites, RetryReads, AdaptiveRetries, EnableOverloadRetargeting bool
-	SRVServiceName                                                      string
-	// BackoffBase is the Client Backpressure spec's base backoff;
-	// PoolBackgroundInterval how often a pool keeps minPoolSize and closes
-	// idle connections.
-	BackoffBase, PoolBackgroundInterval time.Duration
-}{
-	// MaxAdaptiveRetries: the first accepted Client Backpressure spec's
-	// MAX_ATTEMPTS; newer text says 2, see docs/retry-policy.md.
-	MaxPoolSize: 100, MaxConnecting: 2, MaxAdaptiveRetries: 5, ZlibLevel: -1,
-	ConnectTimeout: 10 * time.Second, ServerSelectionTimeout: 30 * time.Second, LocalThreshold: 15 * time.Millisecond,
-	HeartbeatInterval:    10 * time.Second,
-	MinHeartbeatInterval: 500 * time.Millisecond,
-	MaxAppNameBytes:      128,
-	RetryWrites:          true, RetryReads: true, AdaptiveRetries: true, EnableOverloadRetargeting: true,
-	SRVServiceName: "mongodb",
-	BackoffBase:    backoff.Base, PoolBackgroundInterval: 100 * time.Millisecond,
 }
 
 // validate checks the rules that involve more than one field, and the
@@ -363,8 +354,8 @@ func (o Options) validate() error {
 			bad("load-balanced mode cannot be combined with SRVMaxHosts")
 		}
 	}
-	if len(o.AppName) > defaults.MaxAppNameBytes {
-		bad("AppName is %d bytes, at most %d allowed", len(o.AppName), defaults.MaxAppNameBytes)
+	if len(o.AppName) > connstring.Defaults.MaxAppNameBytes {
+		bad("AppName is %d bytes, at most %d allowed", len(o.AppName), connstring.Defaults.MaxAppNameBytes)
 	}
 
 	if o.MinPoolSize < 0 {
@@ -372,7 +363,7 @@ func (o Options) validate() error {
 	}
 	maxPool := o.MaxPoolSize
 	if maxPool == 0 {
-		maxPool = defaults.MaxPoolSize
+		maxPool = connstring.Defaults.MaxPoolSize
 	}
 	if maxPool > 0 && o.MinPoolSize > maxPool {
 		bad("MinPoolSize %d is greater than MaxPoolSize %d", o.MinPoolSize, maxPool)
@@ -388,8 +379,8 @@ func (o Options) validate() error {
 			bad("%s must be non-negative, got %v", name, d)
 		}
 	}
-	if o.HeartbeatInterval > 0 && o.HeartbeatInterval < defaults.MinHeartbeatInterval {
-		bad("HeartbeatInterval must be at least %v, got %v", defaults.MinHeartbeatInterval, o.HeartbeatInterval)
+	if o.HeartbeatInterval > 0 && o.HeartbeatInterval < connstring.Defaults.MinHeartbeatInterval {
+		bad("HeartbeatInterval must be at least %v, got %v", connstring.Defaults.MinHeartbeatInterval, o.HeartbeatInterval)
 	}
 	if o.LocalThreshold != nil && *o.LocalThreshold < 0 {
 		bad("LocalThreshold must be non-negative, got %v", *o.LocalThreshold)

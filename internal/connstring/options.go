@@ -124,7 +124,7 @@ var AuthMechanisms = []string{"SCRAM-SHA-1", "SCRAM-SHA-256", "MONGODB-X509", "P
 func init() {
 	defs := []optionDef{
 		{name: "appName", apply: func(cs *ConnString, v, _ string) string {
-			// Its length limit is the client's (the root's defaults table).
+			// Its length limit (Defaults.MaxAppNameBytes) is checked by the client.
 			cs.AppName = v
 			return ""
 		}},
