@@ -300,117 +300,142 @@ func validateReadPref(rp *ReadPreference, heartbeat time.Duration) error {
 
 // validate checks the rules that involve more than one field, and the
 // ranges of single fields, so a bad configuration fails before Connect
-// opens any connection.
+// opens any connection. It reports every problem, not just the first.
 func (o Options) validate() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("sturdy: invalid options: "+format, args...))
+	var p problems
+	o.validateHosts(&p)
+	if len(o.AppName) > connstring.Defaults.MaxAppNameBytes {
+		p.bad("AppName is %d bytes, at most %d allowed", len(o.AppName), connstring.Defaults.MaxAppNameBytes)
 	}
+	o.validatePool(&p)
+	o.validateTimes(&p)
+	o.validateWire(&p)
+	p.add(o.WriteConcern.validate())
+	p.add(validateReadPref(o.ReadPreference, o.HeartbeatInterval))
+	p.add(o.Auth.validate())
+	return errors.Join(p...)
+}
 
+// problems collects what validate finds.
+type problems []error
+
+func (p *problems) bad(format string, args ...any) {
+	*p = append(*p, fmt.Errorf("sturdy: invalid options: "+format, args...))
+}
+
+func (p *problems) add(err error) {
+	if err != nil {
+		*p = append(*p, err)
+	}
+}
+
+// validateHosts checks the seeds and how they may be combined with SRV,
+// direct connections and load balancing.
+func (o Options) validateHosts(p *problems) {
 	switch {
 	case o.SRVHost == "" && len(o.Hosts) == 0:
-		bad("no hosts: set Hosts or SRVHost")
+		p.bad("no hosts: set Hosts or SRVHost")
 	case o.SRVHost != "" && len(o.Hosts) > 0:
-		bad("Hosts and SRVHost are mutually exclusive")
+		p.bad("Hosts and SRVHost are mutually exclusive")
 	}
 	for _, h := range o.Hosts {
 		if h == "" {
-			bad("empty host in Hosts")
+			p.bad("empty host in Hosts")
 		}
 	}
 	if o.SRVHost == "" {
 		if o.SRVServiceName != "" {
-			bad("SRVServiceName requires SRVHost (a mongodb+srv URI)")
+			p.bad("SRVServiceName requires SRVHost (a mongodb+srv URI)")
 		}
 		if o.SRVMaxHosts != 0 {
-			bad("SRVMaxHosts requires SRVHost (a mongodb+srv URI)")
+			p.bad("SRVMaxHosts requires SRVHost (a mongodb+srv URI)")
 		}
 	}
 	if o.SRVMaxHosts < 0 {
-		bad("SRVMaxHosts must be non-negative, got %d", o.SRVMaxHosts)
+		p.bad("SRVMaxHosts must be non-negative, got %d", o.SRVMaxHosts)
 	}
 	if o.SRVMaxHosts > 0 && o.ReplicaSet != "" {
-		bad("SRVMaxHosts cannot be combined with ReplicaSet")
+		p.bad("SRVMaxHosts cannot be combined with ReplicaSet")
 	}
 	if o.Direct {
 		if len(o.Hosts) > 1 {
-			bad("a direct connection needs exactly one host, got %d", len(o.Hosts))
+			p.bad("a direct connection needs exactly one host, got %d", len(o.Hosts))
 		}
 		if o.SRVHost != "" {
-			bad("a direct connection cannot use SRVHost")
+			p.bad("a direct connection cannot use SRVHost")
 		}
 	}
 	if o.LoadBalanced {
-		if len(o.Hosts) > 1 {
-			bad("load-balanced mode needs exactly one host, got %d", len(o.Hosts))
-		}
-		if o.Direct {
-			bad("load-balanced mode cannot be combined with a direct connection")
-		}
-		if o.ReplicaSet != "" {
-			bad("load-balanced mode cannot be combined with ReplicaSet")
-		}
-		if o.SRVMaxHosts > 0 {
-			bad("load-balanced mode cannot be combined with SRVMaxHosts")
-		}
+		o.validateLoadBalanced(p)
 	}
-	if len(o.AppName) > connstring.Defaults.MaxAppNameBytes {
-		bad("AppName is %d bytes, at most %d allowed", len(o.AppName), connstring.Defaults.MaxAppNameBytes)
-	}
+}
 
+func (o Options) validateLoadBalanced(p *problems) {
+	if len(o.Hosts) > 1 {
+		p.bad("load-balanced mode needs exactly one host, got %d", len(o.Hosts))
+	}
+	if o.Direct {
+		p.bad("load-balanced mode cannot be combined with a direct connection")
+	}
+	if o.ReplicaSet != "" {
+		p.bad("load-balanced mode cannot be combined with ReplicaSet")
+	}
+	if o.SRVMaxHosts > 0 {
+		p.bad("load-balanced mode cannot be combined with SRVMaxHosts")
+	}
+}
+
+func (o Options) validatePool(p *problems) {
 	if o.MinPoolSize < 0 {
-		bad("MinPoolSize must be non-negative, got %d", o.MinPoolSize)
+		p.bad("MinPoolSize must be non-negative, got %d", o.MinPoolSize)
 	}
 	maxPool := o.MaxPoolSize
 	if maxPool == 0 {
 		maxPool = connstring.Defaults.MaxPoolSize
 	}
 	if maxPool > 0 && o.MinPoolSize > maxPool {
-		bad("MinPoolSize %d is greater than MaxPoolSize %d", o.MinPoolSize, maxPool)
+		p.bad("MinPoolSize %d is greater than MaxPoolSize %d", o.MinPoolSize, maxPool)
 	}
 	if o.MaxConnecting < 0 {
-		bad("MaxConnecting must be non-negative, got %d", o.MaxConnecting)
+		p.bad("MaxConnecting must be non-negative, got %d", o.MaxConnecting)
 	}
+}
+
+func (o Options) validateTimes(p *problems) {
 	for name, d := range map[string]time.Duration{
 		"MaxIdleTime": o.MaxIdleTime, "SocketTimeout": o.SocketTimeout,
 		"ServerSelectionTimeout": o.ServerSelectionTimeout, "HeartbeatInterval": o.HeartbeatInterval,
 	} {
 		if d < 0 {
-			bad("%s must be non-negative, got %v", name, d)
+			p.bad("%s must be non-negative, got %v", name, d)
 		}
 	}
 	if o.HeartbeatInterval > 0 && o.HeartbeatInterval < connstring.Defaults.MinHeartbeatInterval {
-		bad("HeartbeatInterval must be at least %v, got %v", connstring.Defaults.MinHeartbeatInterval, o.HeartbeatInterval)
+		p.bad("HeartbeatInterval must be at least %v, got %v", connstring.Defaults.MinHeartbeatInterval, o.HeartbeatInterval)
 	}
 	if o.LocalThreshold != nil && *o.LocalThreshold < 0 {
-		bad("LocalThreshold must be non-negative, got %v", *o.LocalThreshold)
+		p.bad("LocalThreshold must be non-negative, got %v", *o.LocalThreshold)
 	}
+}
+
+// validateWire checks monitoring, compression and the overload retries.
+func (o Options) validateWire(p *problems) {
 	switch o.ServerMonitoringMode {
 	case "", "auto", "stream", "poll":
 	default:
-		bad("ServerMonitoringMode must be auto, stream or poll, got %q", o.ServerMonitoringMode)
+		p.bad("ServerMonitoringMode must be auto, stream or poll, got %q", o.ServerMonitoringMode)
 	}
 	for _, c := range o.Compressors {
 		if !slices.Contains(connstring.SupportedCompressors, c) {
-			bad("unknown compressor %q (supported: %s)", c, strings.Join(connstring.SupportedCompressors, ", "))
+			p.bad("unknown compressor %q (supported: %s)", c, strings.Join(connstring.SupportedCompressors, ", "))
 		}
 	}
 	if o.ZlibLevel != nil && (*o.ZlibLevel < -1 || *o.ZlibLevel > 9) {
-		bad("ZlibLevel must be between -1 and 9, got %d", *o.ZlibLevel)
+		p.bad("ZlibLevel must be between -1 and 9, got %d", *o.ZlibLevel)
 	}
 	if o.MaxAdaptiveRetries != nil && *o.MaxAdaptiveRetries < 0 {
-		bad("MaxAdaptiveRetries must be non-negative, got %d", *o.MaxAdaptiveRetries)
+		p.bad("MaxAdaptiveRetries must be non-negative, got %d", *o.MaxAdaptiveRetries)
 	}
-	if err := o.WriteConcern.validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := validateReadPref(o.ReadPreference, o.HeartbeatInterval); err != nil {
-		errs = append(errs, err)
-	}
-	if err := o.Auth.validate(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
 }
 
 // validate checks a credential against its mechanism's rules.
