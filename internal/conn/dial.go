@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -167,6 +168,7 @@ func newConn(nc net.Conn, addr string, o Options) *Conn {
 	now := time.Now()
 	c := &Conn{
 		nc:          nc,
+		rd:          bufio.NewReaderSize(nc, readBufferSize),
 		addr:        addr,
 		id:          connID(o.ID),
 		createdAt:   now,
