@@ -98,9 +98,9 @@ func (c *Client) limits(ctx context.Context) (writeLimits, error) {
 }
 
 // writeCommand is the command document of a write of kind, without its
-// statements (they go in a document sequence).
-func (coll *Collection) writeCommand(kind stmtKind, o *writeOpts) bson.D {
-	cmd := make(cmdBuilder, 0, 6)
+// statements (they go in a document sequence), appended to dst.
+func (coll *Collection) writeCommand(kind stmtKind, o *writeOpts, dst cmdBuilder) bson.D {
+	cmd := dst
 	cmd = append(cmd, bson.E{Key: kind.command(), Value: coll.nameValue()}, bson.E{Key: "ordered", Value: o.ordered})
 	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
 	if kind != kindDelete {
@@ -115,10 +115,11 @@ func (coll *Collection) writeCommand(kind stmtKind, o *writeOpts) bson.D {
 
 // sendWrite sends one write command carrying stmts.
 func (coll *Collection) sendWrite(ctx context.Context, kind stmtKind, stmts []writeStmt, o *writeOpts, opID int64) (exec.Result, error) {
-	// One allocation for the operation, its sequence and (for a single
-	// statement, the common case) the document list.
+	// One allocation for the operation, its command, its sequence and
+	// (for a single statement, the common case) the document list.
 	w := &struct {
 		op  exec.Operation
+		cmd [6]bson.E
 		seq [1]wire.DocumentSequence
 		one [1]bson.Raw
 	}{}
@@ -138,7 +139,7 @@ func (coll *Collection) sendWrite(ctx context.Context, kind stmtKind, stmts []wr
 	w.op = exec.Operation{
 		Name:        kind.command(),
 		DB:          coll.db,
-		Command:     coll.writeCommand(kind, o),
+		Command:     coll.writeCommand(kind, o, w.cmd[:0]),
 		Sequences:   w.seq[:],
 		Flags:       exec.Write | exec.RetryableWrite.If(retryable) | exec.Unacknowledged.If(unack),
 		OperationID: opID,
@@ -201,7 +202,7 @@ func (coll *Collection) runWrites(ctx context.Context, groups []writeGroup, o *w
 		answered bool // a command of this write got a reply
 	)
 	for _, g := range groups {
-		cmd, err := wire.AppendDocument(nil, coll.writeCommand(g.kind, o))
+		cmd, err := wire.AppendDocument(nil, coll.writeCommand(g.kind, o, nil))
 		if err != nil {
 			return res, fmt.Errorf("sturdy: encoding %s command: %w", g.kind.command(), err)
 		}
@@ -376,11 +377,7 @@ func (coll *Collection) BulkWrite(ctx context.Context, models []WriteModel, optL
 func modelStmt(model WriteModel) (stmtKind, bson.Raw, bool, error) {
 	switch m := derefModel(model).(type) {
 	case InsertOneModel:
-		doc, err := toDoc(m.Document, false)
-		if err != nil {
-			return 0, nil, false, err
-		}
-		doc, _, err = ensureID(doc)
+		doc, _, err := toDocWithID(m.Document)
 		return kindInsert, doc, false, err
 	case UpdateOneModel:
 		doc, err := updateStmt(m.Filter, m.Update, false, m.Upsert, m.ArrayFilters, m.Collation, m.Hint, m.Sort)

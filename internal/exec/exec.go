@@ -95,6 +95,7 @@ type Executor struct {
 	Now    func() time.Time
 
 	tokensOnce sync.Once
+	primarySel atomic.Pointer[topology.Selector] // see primaryReads
 
 	clockMu          sync.Mutex
 	clusterTime      bson.Raw // highest $clusterTime received from any server
@@ -369,14 +370,23 @@ func (e *Executor) selectServer(ctx context.Context, op *Operation, st *opState)
 		}
 	} else if op.Flags.Has(Write) {
 		sel = topology.WriteSelector()
+	} else if op.ReadPref == nil {
+		sel = e.primaryReads()
 	} else {
-		rp := readpref.ReadPref{Mode: readpref.Primary}
-		if op.ReadPref != nil {
-			rp = *op.ReadPref
-		}
-		sel = topology.ReadPrefSelector(rp, e.Topology.Options().HeartbeatInterval)
+		sel = topology.ReadPrefSelector(*op.ReadPref, e.Topology.Options().HeartbeatInterval)
 	}
 	return e.Topology.SelectServer(ctx, sel, st.deprioritized)
+}
+
+// primaryReads is the selector of reads with the default read preference,
+// made once rather than boxed per operation.
+func (e *Executor) primaryReads() topology.Selector {
+	if s := e.primarySel.Load(); s != nil {
+		return *s
+	}
+	s := topology.ReadPrefSelector(readpref.ReadPref{Mode: readpref.Primary}, e.Topology.Options().HeartbeatInterval)
+	e.primarySel.Store(&s)
+	return s
 }
 
 // attempt runs the command once on srv: get a connection, check it can
