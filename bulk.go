@@ -2,6 +2,7 @@ package sturdy
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -425,6 +426,14 @@ func replaceStmt(filter, replacement any, upsert bool, coll *Collation, hint, so
 }
 
 func stmtDoc(q bson.Raw, u any, multi, upsert bool, arrayFilters []any, coll *Collation, hint, sort any) (bson.Raw, error) {
+	if arrayFilters == nil && coll == nil && hint == nil && sort == nil {
+		switch u := u.(type) {
+		case bson.RawValue:
+			return plainStmt(q, u.Type, u.Value, multi, upsert), nil
+		case bson.Raw:
+			return plainStmt(q, bson.TypeEmbeddedDocument, u, multi, upsert), nil
+		}
+	}
 	d := cmdBuilder{{Key: "q", Value: q}, {Key: "u", Value: u}}
 	d.addTrue("upsert", upsert)
 	d.addTrue("multi", multi)
@@ -447,6 +456,28 @@ func stmtDoc(q bson.Raw, u any, multi, upsert bool, arrayFilters []any, coll *Co
 		return nil, fmt.Errorf("%w: encoding update statement: %v", ErrInvalidArgument, err)
 	}
 	return b, nil
+}
+
+// plainStmt encodes the common statement {q, u, upsert?, multi?} by hand:
+// the same bytes as the general path, without boxing q and u into a
+// bson.D. q is a document from toDoc; u is the update (of type ut) from
+// updateValue or replacementDoc.
+func plainStmt(q bson.Raw, ut bson.Type, u []byte, multi, upsert bool) bson.Raw {
+	const upsertElem, multiElem = "\x08upsert\x00\x01", "\x08multi\x00\x01"
+	b := make([]byte, 4, 4+3+len(q)+3+len(u)+len(upsertElem)+len(multiElem)+1)
+	b = append(b, byte(bson.TypeEmbeddedDocument), 'q', 0)
+	b = append(b, q...)
+	b = append(b, byte(ut), 'u', 0)
+	b = append(b, u...)
+	if upsert {
+		b = append(b, upsertElem...)
+	}
+	if multi {
+		b = append(b, multiElem...)
+	}
+	b = append(b, 0)
+	binary.LittleEndian.PutUint32(b, uint32(len(b)))
+	return b
 }
 
 // deleteStmt builds a delete statement {q, limit, ...}; limit 0 deletes all.
