@@ -172,86 +172,122 @@ func init() {
 }
 
 func cmdGetMore(r *request) (bson.D, error) {
-	if err := checkFields(r, "collection", "batchSize", "term", "lastKnownCommittedOpTime", "includeQueryStatsMetrics"); err != nil {
+	a, err := parseGetMore(r)
+	if err != nil {
 		return nil, err
 	}
-	v, _ := r.get("getMore")
-	id, ok := int64Arg(v)
-	if !ok {
-		return nil, cmderr.New(cmderr.TypeMismatch, "Field 'getMore' must be of type long in: %s", shellString(r.cmd))
-	}
-	cv, ok := r.get("collection")
-	coll, isStr := cv.(string)
-	if !ok || !isStr {
-		return nil, cmderr.New(cmderr.TypeMismatch, "Field 'collection' must be of type string in: %s", shellString(r.cmd))
-	}
-	batchSize := -1
-	if bv, ok := r.get("batchSize"); ok {
-		n, ok := int64Arg(bv)
-		if !ok || n < 0 {
-			return nil, cmderr.New(51024, "BSON field 'batchSize' value must be >= 0, actual value '%s'", shellString(bv))
-		}
-		if n > 0 {
-			batchSize = int(n)
-		}
-	}
-	ns := r.db + "." + coll
-	t := r.cluster.data.cursors
-	c := t.get(id)
-	if c == nil {
-		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", id)
-	}
-	if c.ns != ns {
-		return nil, cmderr.New(cmderr.Unauthorized, "Requested getMore on namespace '%s', but cursor belongs to a different namespace %s", ns, c.ns)
-	}
-	if !c.mu.TryLock() {
-		return nil, cmderr.New(292, "cursor id %d is already in use", id)
+	c, err := checkOutCursor(r, a)
+	if err != nil {
+		return nil, err
 	}
 	defer c.mu.Unlock()
-	c.lastUsed.Store(time.Now().UnixNano())
-	if t.get(id) == nil { // killed while we waited
-		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", id)
-	}
 	if err := checkGetMoreMaxTime(r, c); err != nil {
 		return nil, err
 	}
-	if act := r.member.evalGetMoreAfterCheckout(r); act != nil {
-		r.member.cluster.stats.failPointsFired.Add(1)
-		code := act.errorCode
-		if code == 0 {
-			code = codeInternalError
-		}
-		e := cmderr.New(code, failGetMoreAfterCursorCheckoutMessage)
-		if c.stream != nil && resumableCodes[code] {
-			// mongod labels a resumable error of a change stream's
-			// getMore (not one set by failCommand, raised before the
-			// cursor is known).
-			e.Labels = []string{labelResumableChangeStream}
-		}
-		return nil, e
+	if err := getMoreFailPoint(r, c); err != nil {
+		return nil, err
 	}
 	if c.stream != nil {
-		return streamGetMore(r, c, ns, batchSize)
+		return streamGetMore(r, c, a.ns, a.batchSize)
 	}
 	if c.tail != nil {
-		return tailGetMore(r, c, ns, batchSize)
+		return tailGetMore(r, c, a.ns, a.batchSize)
 	}
 	if !c.at.IsZero() {
 		// The dispatcher reports the snapshot's time on the reply.
 		r.rc = readConcern{level: "snapshot", atClusterTime: c.at}
 	}
-	batch, rest := splitBatch(c.docs, batchSize)
+	batch, rest := splitBatch(c.docs, a.batchSize)
 	c.docs = rest
-	outID := id
-	if len(rest) == 0 && !(c.lazyEnd && len(batch) == batchSize) {
-		t.remove(id)
+	outID := a.id
+	if len(rest) == 0 && !(c.lazyEnd && len(batch) == a.batchSize) {
+		r.cluster.data.cursors.remove(a.id)
 		outID = 0
 	}
 	return bson.D{{Key: "cursor", Value: bson.D{
 		{Key: "nextBatch", Value: toArray(batch)},
 		{Key: "id", Value: outID},
-		{Key: "ns", Value: ns},
+		{Key: "ns", Value: a.ns},
 	}}}, nil
+}
+
+// getMoreArgs are a getMore command's validated fields.
+type getMoreArgs struct {
+	id        int64
+	ns        string
+	batchSize int // -1: no limit
+}
+
+func parseGetMore(r *request) (getMoreArgs, error) {
+	if err := checkFields(r, "collection", "batchSize", "term", "lastKnownCommittedOpTime", "includeQueryStatsMetrics"); err != nil {
+		return getMoreArgs{}, err
+	}
+	v, _ := r.get("getMore")
+	id, ok := int64Arg(v)
+	if !ok {
+		return getMoreArgs{}, cmderr.New(cmderr.TypeMismatch, "Field 'getMore' must be of type long in: %s", shellString(r.cmd))
+	}
+	cv, ok := r.get("collection")
+	coll, isStr := cv.(string)
+	if !ok || !isStr {
+		return getMoreArgs{}, cmderr.New(cmderr.TypeMismatch, "Field 'collection' must be of type string in: %s", shellString(r.cmd))
+	}
+	batchSize := -1
+	if bv, ok := r.get("batchSize"); ok {
+		n, ok := int64Arg(bv)
+		if !ok || n < 0 {
+			return getMoreArgs{}, cmderr.New(51024, "BSON field 'batchSize' value must be >= 0, actual value '%s'", shellString(bv))
+		}
+		if n > 0 {
+			batchSize = int(n)
+		}
+	}
+	return getMoreArgs{id: id, ns: r.db + "." + coll, batchSize: batchSize}, nil
+}
+
+// checkOutCursor finds the cursor and locks it for this getMore; the caller
+// unlocks it. A second getMore on a cursor in use fails rather than waits,
+// as on mongod.
+func checkOutCursor(r *request, a getMoreArgs) (*cursor, error) {
+	t := r.cluster.data.cursors
+	c := t.get(a.id)
+	if c == nil {
+		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", a.id)
+	}
+	if c.ns != a.ns {
+		return nil, cmderr.New(cmderr.Unauthorized, "Requested getMore on namespace '%s', but cursor belongs to a different namespace %s", a.ns, c.ns)
+	}
+	if !c.mu.TryLock() {
+		return nil, cmderr.New(292, "cursor id %d is already in use", a.id)
+	}
+	c.lastUsed.Store(time.Now().UnixNano())
+	if t.get(a.id) == nil { // killed while we waited
+		c.mu.Unlock()
+		return nil, cmderr.New(cmderr.CursorNotFound, "cursor id %d not found", a.id)
+	}
+	return c, nil
+}
+
+// getMoreFailPoint answers the error of a failGetMoreAfterCursorCheckout
+// failpoint that fires for this getMore, or nil.
+func getMoreFailPoint(r *request, c *cursor) error {
+	act := r.member.evalGetMoreAfterCheckout(r)
+	if act == nil {
+		return nil
+	}
+	r.member.cluster.stats.failPointsFired.Add(1)
+	code := act.errorCode
+	if code == 0 {
+		code = codeInternalError
+	}
+	e := cmderr.New(code, failGetMoreAfterCursorCheckoutMessage)
+	if c.stream != nil && resumableCodes[code] {
+		// mongod labels a resumable error of a change stream's
+		// getMore (not one set by failCommand, raised before the
+		// cursor is known).
+		e.Labels = []string{labelResumableChangeStream}
+	}
+	return e
 }
 
 func cmdKillCursors(r *request) (bson.D, error) {

@@ -188,146 +188,264 @@ func (r *request) expired() bool {
 	return errors.Is(r.ctx.Err(), context.DeadlineExceeded)
 }
 
-// run takes a decoded request through the checks in order: authentication,
-// the ingress limiter, failCommand, writability, the retryable-write table,
-// the handler and onPrimaryTransactionalWrite; then it replies.
-func (m *Member) run(r *request, cmd *command) {
-	c := m.cluster
-	var out outcome
-	if c.auth != nil && !cmd.noAuth && !c.auth.authenticated(r.raw.Conn) {
-		m.replyErr(r, &out, cmderr.New(cmderr.Unauthorized, "Command %s requires authentication", cmd.name))
-		return
-	}
-	if !cmd.exempt && (c.auth == nil || c.auth.authenticated(r.raw.Conn)) {
-		admitted, on := c.limiter.admit()
-		if on && !admitted {
-			c.stats.rejected.Add(1)
-			e := cmderr.New(cmderr.IngressRequestRateLimitExceeded, ingressRateLimitExceededErrmsg)
-			e.Labels = []string{labelSystemOverloaded, labelRetryable}
-			m.replyErr(r, &out, e)
-			return
-		}
-		if on {
-			c.stats.admitted.Add(1)
-		}
-	}
+// memberRun is what run learns about a request on its way to the handler
+// and needs again after it, to label, decorate and answer the reply.
+type memberRun struct {
+	cmd       *command
+	out       outcome
+	txnNumber int64
+	hasTxn    bool         // the request carried a txnNumber
+	txnStmt   bool         // a transaction statement (autocommit, startTransaction, commit/abort)
+	wc        writeConcern // the request's own writeConcern
+	wce       bson.D       // a failCommand fail point's writeConcernError
+}
 
-	if err := r.gossipIn(); err != nil {
-		m.replyErr(r, &out, err)
+// run takes a decoded request through the checks in order: authentication,
+// the ingress limiter, the concerns, failCommand, writability, the
+// transaction or retryable-write table, the handler and
+// onPrimaryTransactionalWrite; then it replies. A step that answered the
+// request itself (or hung up) returns errReplied.
+func (m *Member) run(r *request, cmd *command) {
+	st := &memberRun{cmd: cmd}
+	err := m.admit(r, st)
+	if err == nil {
+		err = m.parseArgs(r, st)
+	}
+	if err == nil {
+		err = m.gate(r, st)
+	}
+	if err != nil {
+		m.fail(r, st, err)
 		return
+	}
+	release, err := m.bindTxn(r, st)
+	if err != nil {
+		m.fail(r, st, err)
+		return
+	}
+	// The transaction or retryable write stays checked out until the
+	// reply is sent, so a retry waits for this attempt's outcome.
+	defer release()
+	reply, err := m.execute(r, st)
+	if err != nil {
+		m.fail(r, st, err)
+		return
+	}
+	if err := r.send(m.decorate(r, st, reply)); err != nil {
+		m.cluster.logf("mongosim %s: reply to %s: %v", m.addr, cmd.name, err)
+	}
+}
+
+// fail answers err, unless a step answered the request itself.
+func (m *Member) fail(r *request, st *memberRun, err error) {
+	if !errors.Is(err, errReplied) {
+		m.replyErr(r, &st.out, err)
+	}
+}
+
+// authRequired refuses a command that needs authentication (cmd nil: an
+// unknown one, which does) on a connection that has not authenticated.
+func authRequired(a *authenticator, cmd *command, name string, conn *blackpipe.Conn) error {
+	if a != nil && (cmd == nil || !cmd.noAuth) && !a.authenticated(conn) {
+		return cmderr.New(cmderr.Unauthorized, "Command %s requires authentication", name)
+	}
+	return nil
+}
+
+// errRateLimited is the ingress rate limiter's refusal, labelled so that
+// drivers back off and retry.
+func errRateLimited() error {
+	e := cmderr.New(cmderr.IngressRequestRateLimitExceeded, ingressRateLimitExceededErrmsg)
+	e.Labels = []string{labelSystemOverloaded, labelRetryable}
+	return e
+}
+
+// admit applies authentication and the ingress rate limiter. The limiter
+// counts only authenticated requests (and exempts some commands), as
+// mongod's does.
+func (m *Member) admit(r *request, st *memberRun) error {
+	c := m.cluster
+	if err := authRequired(c.auth, st.cmd, st.cmd.name, r.raw.Conn); err != nil {
+		return err
+	}
+	if st.cmd.exempt || (c.auth != nil && !c.auth.authenticated(r.raw.Conn)) {
+		return nil
+	}
+	admitted, on := c.limiter.admit()
+	if on && !admitted {
+		c.stats.rejected.Add(1)
+		return errRateLimited()
+	}
+	if on {
+		c.stats.admitted.Add(1)
+	}
+	return nil
+}
+
+// noteTxn reads r's txnNumber and autocommit into out, which labels the
+// reply.
+func (out *outcome) noteTxn(r *request, name string) (txnNumber int64, hasTxn bool, err error) {
+	txnNumber, hasTxn, err = txnNumberOf(r)
+	if err != nil {
+		return 0, false, err
+	}
+	_, hasAuto := r.get("autocommit")
+	out.hasTxnNumber, out.name, out.inTxn = hasTxn, name, hasAuto && hasTxn
+	return txnNumber, hasTxn, nil
+}
+
+// parseArgs reads the generic arguments: $clusterTime, the session, the
+// transaction fields and the read and write concerns.
+func (m *Member) parseArgs(r *request, st *memberRun) error {
+	if err := r.gossipIn(); err != nil {
+		return err
 	}
 	m.localSessions.touch(r)
-	txnNumber, hasTxn, err := txnNumberOf(r)
-	if err != nil {
-		m.replyErr(r, &out, err)
-		return
+	var err error
+	if st.txnNumber, st.hasTxn, err = st.out.noteTxn(r, st.cmd.name); err != nil {
+		return err
 	}
-	out.hasTxnNumber = hasTxn
-	out.name = cmd.name
 	_, hasAuto := r.get("autocommit")
 	_, hasStart := r.get("startTransaction")
-	txnStmt := hasAuto || hasStart || isTxnControl(cmd.name)
-	out.inTxn = hasAuto && hasTxn
-	if txnStmt {
-		if err := m.checkTxnArgs(r, cmd, hasTxn); err != nil {
-			m.replyErr(r, &out, err)
-			return
+	st.txnStmt = hasAuto || hasStart || isTxnControl(st.cmd.name)
+	if st.txnStmt {
+		if err := m.checkTxnArgs(r, st.cmd, st.hasTxn); err != nil {
+			return err
 		}
-	}
-
-	// A transaction's statements read its snapshot; their readConcern is
-	// the transaction's, checked by checkTxnArgs.
-	if !txnStmt {
-		rc, err := parseReadConcern(r, cmd)
+	} else {
+		// A transaction's statements read its snapshot; their readConcern
+		// is the transaction's, checked by checkTxnArgs.
+		rc, err := parseReadConcern(r, st.cmd)
 		if err != nil {
-			m.replyErr(r, &out, err)
-			return
+			return err
 		}
 		r.rc = rc
 	}
-	var wc writeConcern
-	if takesWriteConcern(cmd, r) {
-		if wc, err = parseWriteConcern(r); err != nil {
-			m.replyErr(r, &out, err)
-			return
-		}
-	} else if _, ok := r.get("writeConcern"); ok {
-		m.replyErr(r, &out, cmderr.New(cmderr.InvalidOptions, "Command does not support writeConcern"))
-		return
+	if takesWriteConcern(st.cmd, r) {
+		st.wc, err = parseWriteConcern(r)
+		return err
 	}
+	if _, ok := r.get("writeConcern"); ok {
+		return cmderr.New(cmderr.InvalidOptions, "Command does not support writeConcern")
+	}
+	return nil
+}
 
-	wce, answered := m.applyFailCommand(r, &out)
-	if answered {
-		return
+// gate applies the fail points that act before a command runs
+// (failCommand, maxTimeAlwaysTimeOut), then refuses writes on a
+// secondary and holds them while an fsync lock is on.
+func (m *Member) gate(r *request, st *memberRun) error {
+	var answered bool
+	if st.wce, answered = m.applyFailCommand(r, &st.out); answered {
+		return errReplied
 	}
 	if m.maxTimeAlwaysTimesOut(r) {
-		c.stats.failPointsFired.Add(1)
-		m.replyErr(r, &out, errMaxTime())
-		return
+		m.cluster.stats.failPointsFired.Add(1)
+		return errMaxTime()
 	}
-
-	if (cmd.write || txnStmt) && !m.IsPrimary() {
-		m.replyErr(r, &out, cmderr.New(cmderr.NotWritablePrimary, notPrimaryMessage))
-		return
+	if (st.cmd.write || st.txnStmt) && !m.IsPrimary() {
+		return cmderr.New(cmderr.NotWritablePrimary, notPrimaryMessage)
 	}
-	if cmd.write {
+	if st.cmd.write {
 		// An fsync lock holds writes back until fsyncUnlock.
-		if err := m.fsync.wait(r.ctx); err != nil {
-			m.replyErr(r, &out, err)
-			return
-		}
+		return m.fsync.wait(r.ctx)
 	}
+	return nil
+}
 
-	if txnStmt {
-		tc, t, err := m.enterTransaction(r, cmd, txnNumber)
+// bindTxn checks out the request's transaction (a transaction statement)
+// or its retryable write's entry in the transaction table (a txnNumber
+// without autocommit); release gives it back.
+func (m *Member) bindTxn(r *request, st *memberRun) (release func(), err error) {
+	c := m.cluster
+	switch {
+	case st.txnStmt:
+		tc, t, err := m.enterTransaction(r, st.cmd, st.txnNumber)
 		if err != nil {
-			m.replyErr(r, &out, err)
-			return
+			return nil, err
 		}
-		defer tc.release()
 		r.tx = t
 		t.statements++
-	} else if hasTxn {
+		return tc.release, nil
+	case st.hasTxn:
 		if c.setName == "" {
-			m.replyErr(r, &out, cmderr.New(cmderr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos"))
-			return
+			return nil, cmderr.New(cmderr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos")
 		}
-		if !cmd.retryableWrite {
-			m.replyErr(r, &out, cmderr.New(codeTxnNumberNotAllowed,
-				"txnNumber may only be provided for multi-document transactions and retryable write commands. autocommit:false was not provided, and %s is not a retryable write command.", cmd.name))
-			return
+		if !st.cmd.retryableWrite {
+			return nil, cmderr.New(codeTxnNumberNotAllowed,
+				"txnNumber may only be provided for multi-document transactions and retryable write commands. autocommit:false was not provided, and %s is not a retryable write command.", st.cmd.name)
 		}
 		lsid, err := lsidOf(r)
 		if err != nil {
-			m.replyErr(r, &out, err)
-			return
+			return nil, err
 		}
-		txn, err := c.txns.begin(r.ctx, lsid, txnNumber)
+		txn, err := c.txns.begin(r.ctx, lsid, st.txnNumber)
 		if err != nil {
-			m.replyErr(r, &out, err)
-			return
+			return nil, err
 		}
-		defer txn.release()
 		r.txn = txn
+		return txn.release, nil
 	}
+	return func() {}, nil
+}
 
-	if r.txn != nil && m.IsPrimary() {
-		if opw := m.evalTransactionalWrite(true); opw != nil {
-			c.stats.failPointsFired.Add(1)
-			// As in mongod, the two options combine: the write is not
-			// committed, and unless closeConnection is false (it defaults
-			// to true) the connection is closed instead of the error
-			// being returned.
-			if opw.closeConnection {
-				c.stats.hangups.Add(1)
-				_ = r.hangup()
-				return
-			}
-			m.replyErr(r, &out, cmderr.New(opw.failBeforeCommitCode, failBeforeCommitMessage))
-			return
+// execute runs the handler between the two halves of the
+// onPrimaryTransactionalWrite fail point and turns a deadline or a kill
+// that passed meanwhile into mongod's error.
+func (m *Member) execute(r *request, st *memberRun) (bson.D, error) {
+	if err := m.failTransactionalWrite(r, true); err != nil {
+		return nil, err
+	}
+	reply, err := m.callHandler(r, st.cmd)
+	if errors.Is(err, errReplied) {
+		return nil, err
+	}
+	if r.expired() && st.cmd.name != "getMore" {
+		// The work outlived maxTimeMS (getMore's maxTimeMS is its await
+		// time, not a limit): mongod would have interrupted it.
+		if !hasCode(err, cmderr.MaxTimeMSExpired) {
+			err = errMaxTime()
 		}
+	} else if r.killed() && !hasCode(err, cmderr.Interrupted) {
+		err = errInterrupted()
 	}
+	if err != nil {
+		return nil, err
+	}
+	return reply, m.failTransactionalWrite(r, false)
+}
 
+// failTransactionalWrite applies onPrimaryTransactionalWrite to a
+// retryable write: before it runs (the write is not committed) or after
+// it executed statements (it is committed, and the client must retry to
+// learn the result). closeConnection (the default) hangs up; otherwise
+// only the fail point before the write answers, with its error. As in
+// mongod, the two options combine.
+func (m *Member) failTransactionalWrite(r *request, beforeCommit bool) error {
+	if r.txn == nil || !beforeCommit && r.txn.executed == 0 || !m.IsPrimary() {
+		return nil
+	}
+	opw := m.evalTransactionalWrite(beforeCommit)
+	if opw == nil {
+		return nil
+	}
+	c := m.cluster
+	c.stats.failPointsFired.Add(1)
+	if opw.closeConnection {
+		c.stats.hangups.Add(1)
+		_ = r.hangup()
+		return errReplied
+	}
+	if beforeCommit {
+		return cmderr.New(opw.failBeforeCommitCode, failBeforeCommitMessage)
+	}
+	return nil
+}
+
+// callHandler runs the command's handler, profiles it, closes a
+// transaction statement and ticks the cluster time for DDL.
+func (m *Member) callHandler(r *request, cmd *command) (bson.D, error) {
+	c := m.cluster
 	clock := c.data.clusterClock
 	before := clock.current()
 	started := time.Now()
@@ -351,37 +469,17 @@ func (m *Member) run(r *request, cmd *command) {
 	if r.txn != nil {
 		c.stats.replayed.Add(int64(r.txn.replayed))
 	}
-	if errors.Is(err, errReplied) {
-		return
-	}
-	if r.expired() && cmd.name != "getMore" {
-		// The work outlived maxTimeMS (getMore's maxTimeMS is its await
-		// time, not a limit): mongod would have interrupted it.
-		if !hasCode(err, cmderr.MaxTimeMSExpired) {
-			err = errMaxTime()
-		}
-	} else if r.killed() && !hasCode(err, cmderr.Interrupted) {
-		err = errInterrupted()
-	}
-	if err != nil {
-		m.replyErr(r, &out, err)
-		return
-	}
-	if r.txn != nil && r.txn.executed > 0 && m.IsPrimary() {
-		if opw := m.evalTransactionalWrite(false); opw != nil {
-			c.stats.failPointsFired.Add(1)
-			if opw.closeConnection {
-				// The write committed and is in the transaction table; the
-				// client sees only a dropped connection and must retry to
-				// learn the result.
-				c.stats.hangups.Add(1)
-				_ = r.hangup()
-				return
-			}
-		}
-	}
+	return reply, err
+}
+
+// decorate adds to a successful reply what mongod adds: the
+// writeConcernError, the operation and cluster times, the error labels
+// and, with a not-primary writeConcernError, the topologyVersion.
+func (m *Member) decorate(r *request, st *memberRun, reply bson.D) bson.D {
+	c := m.cluster
+	wce := st.wce
 	if wce == nil {
-		wce = wc.satisfy(c)
+		wce = st.wc.satisfy(c)
 	}
 	if wce != nil {
 		// mongod appends a fail point's document as it is (no codeName
@@ -393,23 +491,21 @@ func (m *Member) run(r *request, cmd *command) {
 	case r.rc.level == "snapshot":
 		opTime = r.rc.atClusterTime
 		reply = withAtClusterTime(reply, opTime)
-	case cmd.write:
-		opTime = clock.current()
-		switch cmd.name {
+	case st.cmd.write:
+		opTime = c.data.clusterClock.current()
+		switch st.cmd.name {
 		case "insert", "update", "delete":
 			reply = m.withWriteOpTime(reply, opTime)
 		}
 	}
 	reply = m.withClusterTime(reply, opTime)
-	if labels := m.replyLabels(&out, reply); len(labels) > 0 {
+	if labels := m.replyLabels(&st.out, reply); len(labels) > 0 {
 		reply = setField(reply, "errorLabels", labels)
 	}
 	if code, ok := wceCode(reply); ok && m.isNotPrimaryErrorOnSet(code) {
 		reply = setField(reply, "topologyVersion", m.topologyVersionDoc())
 	}
-	if err := r.send(reply); err != nil {
-		c.logf("mongosim %s: reply to %s: %v", m.addr, cmd.name, err)
-	}
+	return reply
 }
 
 // applyFailCommand applies an activated failCommand fail point to r, in

@@ -253,122 +253,143 @@ func (c *Cluster) isClosed() bool {
 	return c.closed
 }
 
-// handle is the router's blackpipe Handler.
+// handle is the router's blackpipe Handler: decode, admit, answer what
+// mongos answers itself, and forward the rest.
 func (r *Router) handle(br *blackpipe.Request) bool {
-	c := r.cluster
 	r.commands.Add(1)
+	rq, cmd, ok := r.decode(br)
+	if !ok {
+		return true
+	}
+	var out outcome
+	action, wce, answered := r.admit(rq, cmd, &out)
+	if answered || r.answerLocally(rq, cmd, &out) {
+		return true
+	}
+	r.dispatch(rq, cmd, &out, wce, action)
+	return true
+}
+
+// decode checks the message's framing and builds the request; cmd is nil
+// for a command mongosim's members do not know (mongos may).
+func (r *Router) decode(br *blackpipe.Request) (rq *request, cmd *command, ok bool) {
 	if br.OpCode != wire.OpMsg && !isHelloName(br.Name) {
 		_ = br.Reply(errorDoc(cmderr.New(codeUnsupportedOpQueryCommand,
 			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal", br.Name), nil))
-		return true
+		return nil, nil, false
 	}
 	doc, err := br.Doc()
 	if err != nil {
 		_ = br.Reply(errorDoc(cmderr.New(cmderr.FailedToParse, "%v", err), nil))
-		return true
+		return nil, nil, false
 	}
 	if br.OpCode == wire.OpMsg && br.DB == "" {
 		_ = br.Reply(errorDoc(cmderr.New(codeOpMsgRequiresDB, "OP_MSG requests require a $db argument"), nil))
-		return true
+		return nil, nil, false
 	}
-	cmd := lookupCommand(br.Name)
+	cmd = lookupCommand(br.Name)
 	name := br.Name
 	if cmd != nil {
 		name = cmd.name
 	}
-	rq := &request{ctx: br.Context(), cluster: c, raw: br, db: br.DB, name: name, cmd: doc, now: c.now()}
-	var out outcome
-	if a := c.auth; a != nil && (cmd == nil || !cmd.noAuth) && !a.authenticated(br.Conn) {
-		r.replyErr(rq, &out, cmderr.New(cmderr.Unauthorized, "Command %s requires authentication", name))
-		return true
+	c := r.cluster
+	return &request{ctx: br.Context(), cluster: c, raw: br, db: br.DB, name: name, cmd: doc, now: c.now()}, cmd, true
+}
+
+// admit applies authentication, the router's ingress limiter, the
+// transaction checks and the router's own failCommand and
+// maxTimeAlwaysTimeOut fail points; answered when it sent the answer.
+func (r *Router) admit(rq *request, cmd *command, out *outcome) (action txnAction, wce bson.D, answered bool) {
+	if err := authRequired(r.cluster.auth, cmd, rq.name, rq.raw.Conn); err != nil {
+		r.replyErr(rq, out, err)
+		return txnAnswered, nil, true
 	}
 	if cmd == nil || !cmd.exempt {
 		if admitted, on := r.limiter.admit(); on && !admitted {
 			r.rejected.Add(1)
-			e := cmderr.New(cmderr.IngressRequestRateLimitExceeded, ingressRateLimitExceededErrmsg)
-			e.Labels = []string{labelSystemOverloaded, labelRetryable}
-			r.replyErr(rq, &out, e)
-			return true
+			r.replyErr(rq, out, errRateLimited())
+			return txnAnswered, nil, true
 		}
 	}
-	if _, hasTxn, err := txnNumberOf(rq); err != nil {
-		r.replyErr(rq, &out, err)
-		return true
-	} else {
-		out.hasTxnNumber = hasTxn
-		_, hasAuto := rq.get("autocommit")
-		out.inTxn, out.name = hasTxn && hasAuto, name
+	if _, _, err := out.noteTxn(rq, rq.name); err != nil {
+		r.replyErr(rq, out, err)
+		return txnAnswered, nil, true
 	}
-	action := txnForward
+	action = txnForward
 	if out.inTxn {
-		if action = r.checkTxn(rq, &out); action == txnAnswered {
-			return true
+		if action = r.checkTxn(rq, out); action == txnAnswered {
+			return action, nil, true
 		}
 	}
-	wce, answered := r.applyFailCommand(rq, &out)
-	if answered {
-		return true
+	if wce, answered = r.applyFailCommand(rq, out); answered {
+		return action, nil, true
 	}
 	if maxTimeAlwaysTimesOut(r.fails, r.cluster, rq) {
-		r.replyErr(rq, &out, errMaxTime())
-		return true
+		r.replyErr(rq, out, errMaxTime())
+		return action, nil, true
 	}
+	return action, wce, false
+}
+
+// answerLocally answers the commands mongos runs itself (hello,
+// authentication, checkMetadataConsistency, its own fail points) and a
+// getMore its fail point fails; false for the rest.
+func (r *Router) answerLocally(rq *request, cmd *command, out *outcome) bool {
+	name := rq.raw.Name
 	switch {
-	case isHelloName(br.Name):
+	case isHelloName(name):
 		r.hello(rq)
-		return true
 	case cmd != nil && (cmd.name == "saslStart" || cmd.name == "saslContinue" || cmd.name == "connectionStatus"):
 		// Clients authenticate to mongos itself.
 		reply, err := cmd.run(rq)
 		if err != nil {
-			r.replyErr(rq, &out, err)
+			r.replyErr(rq, out, err)
 			return true
 		}
 		_ = rq.send(reply)
-		return true
-	case br.Name == "checkMetadataConsistency":
+	case name == "checkMetadataConsistency":
 		// A mongos-only command. With one shard and no sharded
 		// collections there is no sharding metadata to be inconsistent:
 		// the cursor is empty.
 		ns := rq.db + ".$cmd.checkMetadataConsistency"
 		_ = rq.send(bson.D{{Key: "cursor", Value: bson.D{{Key: "id", Value: int64(0)}, {Key: "ns", Value: ns}, {Key: "firstBatch", Value: bson.A{}}}}, {Key: "ok", Value: 1.0}})
-		return true
-	case strings.EqualFold(br.Name, "configureFailPoint"):
+	case strings.EqualFold(name, "configureFailPoint"):
 		if rq.db != "admin" {
-			r.replyErr(rq, &out, cmderr.New(cmderr.Unauthorized, "configureFailPoint may only be run against the admin database."))
+			r.replyErr(rq, out, cmderr.New(cmderr.Unauthorized, "configureFailPoint may only be run against the admin database."))
 			return true
 		}
-		count, err := r.fails.configure(doc)
+		count, err := r.fails.configure(rq.cmd)
 		if err != nil {
-			r.replyErr(rq, &out, err)
+			r.replyErr(rq, out, err)
 			return true
 		}
 		_ = rq.send(bson.D{{Key: "count", Value: count}, {Key: "ok", Value: 1.0}})
-		return true
+	default:
+		return rq.name == "getMore" && r.failGetMore(rq, out)
 	}
-	if name == "getMore" && r.failGetMore(rq, &out) {
-		return true
-	}
-	if br.OpCode == wire.OpMsg && br.Flags&wire.MoreToCome != 0 {
+	return true
+}
+
+// dispatch forwards the request to the shards, or asks the recovery
+// shard for a commit's outcome.
+func (r *Router) dispatch(rq *request, cmd *command, out *outcome, wce bson.D, action txnAction) {
+	if rq.raw.OpCode == wire.OpMsg && rq.raw.Flags&wire.MoreToCome != 0 {
 		// An unacknowledged write runs before the connection's next
 		// message is read, as on mongod, so the client's next command
 		// sees it.
-		r.forward(rq, cmd, &out, wce)
-		return true
+		r.forward(rq, cmd, out, wce)
+		return
 	}
 	// Forwarding blocks on the shard; run it off the connection's reader
 	// so a client hanging up cancels the round trip.
-	br.WatchClose()
+	rq.raw.WatchClose()
+	work := func() { r.forward(rq, cmd, out, wce) }
 	if action == txnRecover {
-		if !c.goAsync(func() { r.recoverCommit(rq, &out) }) {
-			_ = rq.hangup()
-		}
-		return true
+		work = func() { r.recoverCommit(rq, out) }
 	}
-	if !c.goAsync(func() { r.forward(rq, cmd, &out, wce) }) {
+	if !r.cluster.goAsync(work) {
 		_ = rq.hangup()
 	}
-	return true
 }
 
 // forward sends the command to the shard primary, retrying as mongos does,

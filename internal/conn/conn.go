@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -66,6 +67,7 @@ type Reply struct {
 // round trips are serialized: a connection carries one command at a time.
 type Conn struct {
 	nc           net.Conn
+	rd           *bufio.Reader // reads nc; see readBufferSize
 	addr         string
 	id           int64
 	desc         Description
@@ -112,6 +114,12 @@ func nextRequestID() int32 {
 		}
 	}
 }
+
+// readBufferSize is the size of the buffer in front of the socket. A reply
+// of up to this size (every single-document reply) then costs one read
+// system call instead of two (header, then body); larger reads bypass the
+// buffer once it is empty.
+const readBufferSize = 4096
 
 // Buffers that grew beyond this are released after use so that one huge
 // reply does not pin memory for the life of a pooled connection.
@@ -314,7 +322,7 @@ const ownReadMax = 1 << 20
 // when bufpool pools its size: the reply body then aliases it and needs no
 // copy. Anything else is read into c.rbuf. Errors are wire.ReadMessage's.
 func (c *Conn) readMessage() (msg []byte, own bool, pooled *[]byte, err error) {
-	if n, err := io.ReadFull(c.nc, c.hdr[:]); err != nil {
+	if n, err := io.ReadFull(c.rd, c.hdr[:]); err != nil {
 		if err == io.EOF && n == 0 {
 			return nil, false, nil, io.EOF
 		}
@@ -323,7 +331,7 @@ func (c *Conn) readMessage() (msg []byte, own bool, pooled *[]byte, err error) {
 	h, err := wire.ParseHeader(c.hdr[:])
 	if err != nil || h.MessageLength > c.maxMsgSize || h.MessageLength > ownReadMax || h.OpCode == wire.OpCompressed {
 		// wire.ReadMessage judges the header again and reports as before.
-		c.rbuf, err = wire.ReadMessage(&headerReader{hdr: c.hdr[:], r: c.nc}, c.rbuf[:0], c.maxMsgSize)
+		c.rbuf, err = wire.ReadMessage(&headerReader{hdr: c.hdr[:], r: c.rd}, c.rbuf[:0], c.maxMsgSize)
 		return c.rbuf, false, nil, err
 	}
 	if pooled = bufpool.Get(int(h.MessageLength)); pooled != nil {
@@ -332,7 +340,7 @@ func (c *Conn) readMessage() (msg []byte, own bool, pooled *[]byte, err error) {
 		msg = make([]byte, h.MessageLength)
 	}
 	copy(msg, c.hdr[:])
-	if n, err := io.ReadFull(c.nc, msg[wire.HeaderLen:]); err != nil {
+	if n, err := io.ReadFull(c.rd, msg[wire.HeaderLen:]); err != nil {
 		bufpool.Put(pooled)
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF

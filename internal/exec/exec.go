@@ -67,7 +67,7 @@ type Executor struct {
 	// MaxAdaptiveRetries caps the retries of an operation once an overload
 	// error (RetryableError / SystemOverloadedError label) has been seen.
 	// It is taken literally: 0 means no overload retries (retryable writes
-	// and reads still get their one retry); the client resolves the default.
+	// and reads still get their one retry); New applies the default.
 	MaxAdaptiveRetries int
 	// DisableRetryTokens turns off the client-wide retry token bucket
 	// (adaptiveRetries=false): retries are then limited only by

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"math/rand/v2"
@@ -12,11 +13,12 @@ import (
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/internal/connstring"
 	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
-// Options configures a Pool. Values are taken literally (the client
-// resolves its defaults): the zero value is an unlimited pool with no
+// Options configures a Pool. Values are taken literally (OptionsFrom
+// applies the client's defaults): the zero value is an unlimited pool with no
 // minimum, no cap on concurrent dials and no idle timeout.
 type Options struct {
 	// MaxPoolSize caps the connections (pending, idle and in use); 0 means
@@ -40,8 +42,8 @@ type Options struct {
 	Monitor *event.Monitor
 	// BackgroundInterval is the pause between runs of the background
 	// goroutine that keeps MinPoolSize and closes idle connections; 0 means
-	// no background goroutine (the client's default is in the root's
-	// defaults table).
+	// no background goroutine (the client's default is in
+	// connstring.Defaults).
 	BackgroundInterval time.Duration
 	// EstablishError, if set, is called (without the pool's lock held) with
 	// an error establishing a connection, before the connection is
@@ -66,6 +68,27 @@ type Options struct {
 	// and is never paused, and wait-queue timeouts count pinned
 	// connections (Pin).
 	LoadBalanced bool
+}
+
+// OptionsFrom is the pool options a client's settings ask for, with the
+// defaults of connstring.Defaults applied (a negative MaxPoolSize is
+// unlimited) and the background goroutine on.
+func OptionsFrom(s connstring.Settings) Options {
+	maxPool := cmp.Or(s.MaxPoolSize, connstring.Defaults.MaxPoolSize)
+	if maxPool < 0 {
+		maxPool = 0 // unlimited
+	}
+	return Options{
+		MaxPoolSize:   maxPool,
+		MinPoolSize:   s.MinPoolSize,
+		MaxConnecting: cmp.Or(s.MaxConnecting, connstring.Defaults.MaxConnecting),
+		MaxIdleTime:   s.MaxIdleTime,
+		// CMAP's background thread; 0 would be none.
+		BackgroundInterval: connstring.Defaults.PoolBackgroundInterval,
+		Conn:               conn.OptionsFrom(s),
+		Monitor:            s.Monitor,
+		LoadBalanced:       s.LoadBalanced,
+	}
 }
 
 // PinKind is why a load-balanced connection stays checked out across

@@ -154,120 +154,158 @@ func parseDateString(v any, format string, loc *time.Location) (time.Time, error
 	return time.Date(y, mo, d, t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), loc).UTC(), nil
 }
 
-// parseWithFormat parses s by a mongod format; the error is a reason.
+// parseWithFormat parses s by a mongod format; the error is a reason. The
+// format has passed checkDateFormat, so every '%' has a known specifier.
 func parseWithFormat(s, format string) (time.Time, bool, string) {
-	year, month, day, hour, minute, sec, ms, yday := 1970, 1, 1, 0, 0, 0, 0, 0
-	offset, hasZone := 0, false
-	pos := 0
-	digits := func(minN, maxN int) (int, bool) {
-		n, i := 0, 0
-		for i < maxN && pos+i < len(s) && s[pos+i] >= '0' && s[pos+i] <= '9' {
-			n = n*10 + int(s[pos+i]-'0')
-			i++
-		}
-		if i < minN {
-			return 0, false
-		}
-		pos += i
-		return n, true
-	}
-	months := []string{"january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"}
+	p := formatParse{s: s, year: 1970, month: 1, day: 1}
 	for i := 0; i < len(format); i++ {
 		c := format[i]
 		if c != '%' {
-			if pos >= len(s) || s[pos] != c {
+			if p.pos >= len(s) || s[p.pos] != c {
 				return time.Time{}, false, "the string does not match the format"
 			}
-			pos++
+			p.pos++
 			continue
 		}
 		i++
-		var ok bool
-		switch format[i] {
-		case 'Y':
-			year, ok = digits(4, 4)
-		case 'm':
-			month, ok = digits(1, 2)
-		case 'd':
-			day, ok = digits(1, 2)
-		case 'H':
-			hour, ok = digits(1, 2)
-		case 'M':
-			minute, ok = digits(1, 2)
-		case 'S':
-			sec, ok = digits(1, 2)
-		case 'L':
-			start := pos
-			ms, ok = digits(1, 3)
-			for n := pos - start; ok && n < 3; n++ {
-				ms *= 10
-			}
-		case 'j':
-			yday, ok = digits(1, 3)
-		case '%':
-			ok = pos < len(s) && s[pos] == '%'
-			pos++
-		case 'b', 'B':
-			rest := strings.ToLower(s[pos:])
-			for k, name := range months {
-				if format[i] == 'B' && strings.HasPrefix(rest, name) {
-					month, ok = k+1, true
-					pos += len(name)
-					break
-				}
-				if format[i] == 'b' && strings.HasPrefix(rest, name[:3]) {
-					month, ok = k+1, true
-					pos += 3
-					break
-				}
-			}
-		case 'z', 'Z':
-			if pos >= len(s) || (s[pos] != '+' && s[pos] != '-') {
-				break
-			}
-			sign := 1
-			if s[pos] == '-' {
-				sign = -1
-			}
-			pos++
-			if format[i] == 'Z' {
-				var mins int
-				if mins, ok = digits(1, 4); ok {
-					offset = sign * mins * 60
-				}
-			} else {
-				var hh, mm int
-				if hh, ok = digits(2, 2); ok {
-					if pos < len(s) && s[pos] == ':' {
-						pos++
-					}
-					if mm, ok = digits(2, 2); ok {
-						offset = sign * (hh*3600 + mm*60)
-					}
-				}
-			}
-			hasZone = ok
-		}
-		if !ok {
+		if !p.field(format[i]) {
 			return time.Time{}, false, "the string does not match the format"
 		}
 	}
-	if pos != len(s) {
+	if p.pos != len(s) {
 		return time.Time{}, false, "trailing data after the format"
 	}
-	if month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || sec > 59 {
+	return p.date()
+}
+
+// formatParse is the state of parseWithFormat: the input, the read position
+// and the date parts read so far.
+type formatParse struct {
+	s   string
+	pos int
+
+	year, month, day, hour, minute, sec, ms, yday int
+
+	offset  int // seconds east of UTC, when hasZone
+	hasZone bool
+}
+
+var monthNames = []string{"january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"}
+
+// field reads the part of the input for one format specifier.
+func (p *formatParse) field(spec byte) bool {
+	var ok bool
+	switch spec {
+	case 'Y':
+		p.year, ok = p.digits(4, 4)
+	case 'm':
+		p.month, ok = p.digits(1, 2)
+	case 'd':
+		p.day, ok = p.digits(1, 2)
+	case 'H':
+		p.hour, ok = p.digits(1, 2)
+	case 'M':
+		p.minute, ok = p.digits(1, 2)
+	case 'S':
+		p.sec, ok = p.digits(1, 2)
+	case 'L':
+		// %L is milliseconds: "5" means 500, as in a decimal fraction.
+		start := p.pos
+		p.ms, ok = p.digits(1, 3)
+		for n := p.pos - start; ok && n < 3; n++ {
+			p.ms *= 10
+		}
+	case 'j':
+		p.yday, ok = p.digits(1, 3)
+	case '%':
+		ok = p.pos < len(p.s) && p.s[p.pos] == '%'
+		p.pos++
+	case 'b', 'B':
+		ok = p.monthName(spec == 'B')
+	case 'z', 'Z':
+		ok = p.zone(spec == 'Z')
+	}
+	return ok
+}
+
+// digits reads between minN and maxN decimal digits.
+func (p *formatParse) digits(minN, maxN int) (int, bool) {
+	n, i := 0, 0
+	for i < maxN && p.pos+i < len(p.s) && p.s[p.pos+i] >= '0' && p.s[p.pos+i] <= '9' {
+		n = n*10 + int(p.s[p.pos+i]-'0')
+		i++
+	}
+	if i < minN {
+		return 0, false
+	}
+	p.pos += i
+	return n, true
+}
+
+// monthName reads a month's full name (%B) or its first three letters (%b),
+// in any case.
+func (p *formatParse) monthName(full bool) bool {
+	rest := strings.ToLower(p.s[p.pos:])
+	for k, name := range monthNames {
+		if !full {
+			name = name[:3]
+		}
+		if strings.HasPrefix(rest, name) {
+			p.month = k + 1
+			p.pos += len(name)
+			return true
+		}
+	}
+	return false
+}
+
+// zone reads a UTC offset: +/-hh[:]mm for %z, +/-minutes for %Z.
+func (p *formatParse) zone(minutes bool) bool {
+	if p.pos >= len(p.s) || (p.s[p.pos] != '+' && p.s[p.pos] != '-') {
+		return false
+	}
+	sign := 1
+	if p.s[p.pos] == '-' {
+		sign = -1
+	}
+	p.pos++
+	ok := false
+	if minutes {
+		var mins int
+		if mins, ok = p.digits(1, 4); ok {
+			p.offset = sign * mins * 60
+		}
+	} else {
+		var hh, mm int
+		if hh, ok = p.digits(2, 2); ok {
+			if p.pos < len(p.s) && p.s[p.pos] == ':' {
+				p.pos++
+			}
+			if mm, ok = p.digits(2, 2); ok {
+				p.offset = sign * (hh*3600 + mm*60)
+			}
+		}
+	}
+	p.hasZone = ok
+	return ok
+}
+
+// date checks the parts read and builds the time; %j (day of year) wins
+// over month and day.
+func (p *formatParse) date() (time.Time, bool, string) {
+	if p.month < 1 || p.month > 12 || p.day < 1 || p.day > 31 || p.hour > 23 || p.minute > 59 || p.sec > 59 {
 		return time.Time{}, false, "a date part is out of range"
 	}
 	loc := time.UTC
-	if hasZone {
-		loc = time.FixedZone("", offset)
+	if p.hasZone {
+		loc = time.FixedZone("", p.offset)
 	}
-	t := time.Date(year, time.Month(month), day, hour, minute, sec, ms*1e6, loc)
-	if yday > 0 {
-		t = time.Date(year, 1, yday, hour, minute, sec, ms*1e6, loc)
+	t := time.Date(p.year, time.Month(p.month), p.day, p.hour, p.minute, p.sec, p.ms*1e6, loc)
+	if p.yday > 0 {
+		t = time.Date(p.year, 1, p.yday, p.hour, p.minute, p.sec, p.ms*1e6, loc)
 	}
-	if t.Day() != day && yday == 0 {
+	if t.Day() != p.day && p.yday == 0 {
 		return time.Time{}, false, "the day does not exist in that month"
 	}
-	return t, hasZone, ""
+	return t, p.hasZone, ""
 }

@@ -75,23 +75,41 @@ var (
 )
 
 func compileDateFromParts(name string, args any) (evalFn, error) {
+	m, iso, err := dateFromPartsArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	c := dateFromParts{parts: naturalParts, iso: iso}
+	if iso {
+		c.parts = isoParts
+	}
+	if c.fns, err = namedFns(m, append(append([]string(nil), c.parts...), "timezone")...); err != nil {
+		return nil, err
+	}
+	return c.eval, nil
+}
+
+// dateFromPartsArgs checks the argument names of $dateFromParts and whether
+// it names a calendar date (year, month, day) or an ISO week date; a mix of
+// the two is an error.
+func dateFromPartsArgs(args any) (m map[string]any, iso bool, err error) {
 	d, ok := asDoc(args)
 	if !ok {
-		return nil, cmderr.New(40519, "$dateFromParts only supports an object as its argument")
+		return nil, false, cmderr.New(40519, "$dateFromParts only supports an object as its argument")
 	}
-	m := map[string]any{}
+	m = map[string]any{}
 	known := map[string]bool{"timezone": true}
 	for _, k := range append(append([]string(nil), naturalParts...), isoParts...) {
 		known[k] = true
 	}
 	for _, e := range d {
 		if !known[e.Key] {
-			return nil, cmderr.New(40518, "Unrecognized argument to $dateFromParts: %s", e.Key)
+			return nil, false, cmderr.New(40518, "Unrecognized argument to $dateFromParts: %s", e.Key)
 		}
 		m[e.Key] = e.Value
 	}
 	_, natural := m["year"]
-	_, iso := m["isoWeekYear"]
+	_, iso = m["isoWeekYear"]
 	mixed := false
 	for _, k := range []string{"year", "month", "day"} {
 		if _, ok := m[k]; ok && iso {
@@ -104,75 +122,87 @@ func compileDateFromParts(name string, args any) (evalFn, error) {
 		}
 	}
 	if mixed {
-		return nil, cmderr.New(40489, "$dateFromParts does not allow mixing natural dates with ISO dates")
+		return nil, false, cmderr.New(40489, "$dateFromParts does not allow mixing natural dates with ISO dates")
 	}
 	if !natural && !iso {
-		return nil, cmderr.New(40516, "$dateFromParts requires either 'year' or 'isoWeekYear' to be present")
+		return nil, false, cmderr.New(40516, "$dateFromParts requires either 'year' or 'isoWeekYear' to be present")
 	}
-	parts := naturalParts
-	if iso {
-		parts = isoParts
-	}
-	fns, err := namedFns(m, append(append([]string(nil), parts...), "timezone")...)
-	if err != nil {
+	return m, iso, nil
+}
+
+// dateFromParts is a compiled $dateFromParts: fns holds one expression per
+// name in parts (nil where absent), then the timezone's.
+type dateFromParts struct {
+	parts []string // naturalParts or isoParts
+	fns   []evalFn
+	iso   bool
+}
+
+func (c dateFromParts) eval(s *scope) (any, error) {
+	n, null, err := c.ints(s)
+	if err != nil || null {
 		return nil, err
 	}
-	return func(s *scope) (any, error) {
-		n := make([]int, len(parts))
-		for i, p := range parts {
-			def := 0
-			if i > 0 && i < 3 {
-				def = 1 // month, day, isoWeek, isoDayOfWeek
-			}
-			n[i] = def
-			if fns[i] == nil {
-				continue
-			}
-			v, err := fns[i](s)
-			if err != nil {
-				return nil, err
-			}
-			if IsNullish(v) {
-				return nil, nil
-			}
-			k, ok := value.ToInt64(v)
-			if !value.IsNumber(v) || !ok {
-				return nil, cmderr.New(40515, "'%s' must evaluate to an integer, found %s with value %s", p, typeName(v), render(v))
-			}
-			if i == 0 {
-				if k < 1 || k > 9999 {
-					code := int32(40523)
-					if iso {
-						code = 31095
-					}
-					return nil, cmderr.New(code, "'%s' must evaluate to an integer in the range 1 to 9999, found %d", p, k)
-				}
-			} else if k < -32768 || k > 32767 {
-				return nil, cmderr.New(31034, "'%s' must evaluate to a value in the range [-32768, 32767]; value %d is not in range", p, k)
-			}
-			n[i] = int(k)
-		}
-		var zone any
-		if tz := fns[len(parts)]; tz != nil {
-			v, err := tz(s)
-			if err != nil {
-				return nil, err
-			}
-			zone = v
-		}
-		loc, err := location(zone)
+	var zone any
+	if tz := c.fns[len(c.parts)]; tz != nil {
+		v, err := tz(s)
 		if err != nil {
 			return nil, err
 		}
-		var t time.Time
-		if iso {
-			// ISO week 1 is the week (from Monday) holding January 4th.
-			jan4 := time.Date(n[0], 1, 4, 0, 0, 0, 0, loc)
-			monday := jan4.AddDate(0, 0, -((int(jan4.Weekday()) + 6) % 7))
-			t = time.Date(monday.Year(), monday.Month(), monday.Day()+(n[1]-1)*7+n[2]-1, n[3], n[4], n[5], n[6]*1e6, loc)
-		} else {
-			t = time.Date(n[0], time.Month(n[1]), n[2], n[3], n[4], n[5], n[6]*1e6, loc)
+		zone = v
+	}
+	loc, err := location(zone)
+	if err != nil {
+		return nil, err
+	}
+	var t time.Time
+	if c.iso {
+		// ISO week 1 is the week (from Monday) holding January 4th.
+		jan4 := time.Date(n[0], 1, 4, 0, 0, 0, 0, loc)
+		monday := jan4.AddDate(0, 0, -((int(jan4.Weekday()) + 6) % 7))
+		t = time.Date(monday.Year(), monday.Month(), monday.Day()+(n[1]-1)*7+n[2]-1, n[3], n[4], n[5], n[6]*1e6, loc)
+	} else {
+		t = time.Date(n[0], time.Month(n[1]), n[2], n[3], n[4], n[5], n[6]*1e6, loc)
+	}
+	return bson.NewDateTimeFromTime(t), nil
+}
+
+// ints evaluates the parts to integers, defaulting absent ones; null is
+// true when a part is null or missing, which makes the result null.
+func (c dateFromParts) ints(s *scope) (n []int, null bool, err error) {
+	n = make([]int, len(c.parts))
+	for i, p := range c.parts {
+		def := 0
+		if i > 0 && i < 3 {
+			def = 1 // month, day, isoWeek, isoDayOfWeek
 		}
-		return bson.NewDateTimeFromTime(t), nil
-	}, nil
+		n[i] = def
+		if c.fns[i] == nil {
+			continue
+		}
+		v, err := c.fns[i](s)
+		if err != nil {
+			return nil, false, err
+		}
+		if IsNullish(v) {
+			return nil, true, nil
+		}
+		k, ok := value.ToInt64(v)
+		if !value.IsNumber(v) || !ok {
+			return nil, false, cmderr.New(40515, "'%s' must evaluate to an integer, found %s with value %s", p, typeName(v), render(v))
+		}
+		if i == 0 {
+			if k < 1 || k > 9999 {
+				code := int32(40523)
+				if c.iso {
+					code = 31095
+				}
+				return nil, false, cmderr.New(code, "'%s' must evaluate to an integer in the range 1 to 9999, found %d", p, k)
+			}
+		} else if k < -32768 || k > 32767 {
+			return nil, false, cmderr.New(31034, "'%s' must evaluate to a value in the range [-32768, 32767]; value %d is not in range", p, k)
+		}
+		n[i] = int(k)
+	}
+	return n, false, nil
 }

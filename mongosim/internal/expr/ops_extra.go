@@ -201,76 +201,17 @@ func opIndexOfStr(name string, vals []any) (any, error) {
 
 // $sortArray: {input, sortBy: 1 | -1 | {field: ±1, …}}.
 func compileSortArray(name string, args any) (evalFn, error) {
-	d, ok := asDoc(args)
-	if !ok {
-		return nil, cmderr.New(2942500, "$sortArray requires an object as an argument, found: %s", typeName(args))
+	input, sortBy, err := sortArrayArgs(args)
+	if err != nil {
+		return nil, err
 	}
-	var input any
-	var sortBy any
-	haveInput, haveSort := false, false
-	for _, e := range d {
-		switch e.Key {
-		case "input":
-			input, haveInput = e.Value, true
-		case "sortBy":
-			sortBy, haveSort = e.Value, true
-		default:
-			return nil, cmderr.New(2942501, "$sortArray found an unknown argument: %s", e.Key)
-		}
-	}
-	if !haveInput {
-		return nil, cmderr.New(2942502, "$sortArray requires 'input' to be specified")
-	}
-	if !haveSort {
-		return nil, cmderr.New(2942503, "$sortArray requires 'sortBy' to be specified")
-	}
-	type key struct {
-		path []string
-		desc bool
-	}
-	var keys []key
-	whole := 0
-	badSort := func() error {
-		return cmderr.New(2942505, "$sortArray sortBy must be 1, -1 or an object of field paths to 1 or -1")
-	}
-	if sd, ok := asDoc(sortBy); ok {
-		if len(sd) == 0 {
-			return nil, badSort()
-		}
-		for _, e := range sd {
-			f, ok := value.ToFloat(e.Value)
-			if !ok || (f != 1 && f != -1) {
-				return nil, badSort()
-			}
-			keys = append(keys, key{path: strings.Split(e.Key, "."), desc: f < 0})
-		}
-	} else if f, ok := value.ToFloat(sortBy); ok && (f == 1 || f == -1) {
-		whole = int(f)
-	} else {
-		return nil, badSort()
+	order, err := parseSortArrayOrder(sortBy)
+	if err != nil {
+		return nil, err
 	}
 	in, err := compile(input)
 	if err != nil {
 		return nil, err
-	}
-	field := func(v any, path []string) any {
-		for _, p := range path {
-			d, ok := asDoc(v)
-			if !ok {
-				return nil
-			}
-			found := false
-			for _, e := range d {
-				if e.Key == p {
-					v, found = e.Value, true
-					break
-				}
-			}
-			if !found {
-				return nil
-			}
-		}
-		return v
 	}
 	return func(s *scope) (any, error) {
 		a, ok, err := evalArray(s, in, func(v any) error {
@@ -280,122 +221,232 @@ func compileSortArray(name string, args any) (evalFn, error) {
 			return nil, err
 		}
 		out := slices.Clone(a)
-		slices.SortStableFunc(out, func(x, y any) int {
-			if whole != 0 {
-				return whole * CompareValues(x, y)
-			}
-			for _, k := range keys {
-				c := CompareValues(field(x, k.path), field(y, k.path))
-				if k.desc {
-					c = -c
-				}
-				if c != 0 {
-					return c
-				}
-			}
-			return 0
-		})
+		slices.SortStableFunc(out, order.compare)
 		return out, nil
 	}, nil
 }
 
-// $zip: {inputs: [arrays], useLongestLength, defaults}.
-func compileZip(name string, args any) (evalFn, error) {
+// sortArrayArgs takes $sortArray's two required arguments.
+func sortArrayArgs(args any) (input, sortBy any, err error) {
 	d, ok := asDoc(args)
 	if !ok {
-		return nil, cmderr.New(34460, "$zip only supports an object as an argument, found %s", typeName(args))
+		return nil, nil, cmderr.New(2942500, "$sortArray requires an object as an argument, found: %s", typeName(args))
 	}
-	var inputs, defaults []evalFn
-	longest := false
-	haveInputs, haveDefaults := false, false
+	haveInput, haveSort := false, false
 	for _, e := range d {
 		switch e.Key {
+		case "input":
+			input, haveInput = e.Value, true
+		case "sortBy":
+			sortBy, haveSort = e.Value, true
+		default:
+			return nil, nil, cmderr.New(2942501, "$sortArray found an unknown argument: %s", e.Key)
+		}
+	}
+	if !haveInput {
+		return nil, nil, cmderr.New(2942502, "$sortArray requires 'input' to be specified")
+	}
+	if !haveSort {
+		return nil, nil, cmderr.New(2942503, "$sortArray requires 'sortBy' to be specified")
+	}
+	return input, sortBy, nil
+}
+
+// sortArrayOrder is a parsed sortBy: either whole values in one direction
+// (whole is 1 or -1) or documents by field paths.
+type sortArrayOrder struct {
+	whole int
+	keys  []sortArrayKey
+}
+
+type sortArrayKey struct {
+	path []string
+	desc bool
+}
+
+func parseSortArrayOrder(sortBy any) (sortArrayOrder, error) {
+	badSort := func() error {
+		return cmderr.New(2942505, "$sortArray sortBy must be 1, -1 or an object of field paths to 1 or -1")
+	}
+	var o sortArrayOrder
+	if sd, ok := asDoc(sortBy); ok {
+		if len(sd) == 0 {
+			return o, badSort()
+		}
+		for _, e := range sd {
+			f, ok := value.ToFloat(e.Value)
+			if !ok || (f != 1 && f != -1) {
+				return o, badSort()
+			}
+			o.keys = append(o.keys, sortArrayKey{path: strings.Split(e.Key, "."), desc: f < 0})
+		}
+	} else if f, ok := value.ToFloat(sortBy); ok && (f == 1 || f == -1) {
+		o.whole = int(f)
+	} else {
+		return o, badSort()
+	}
+	return o, nil
+}
+
+func (o sortArrayOrder) compare(x, y any) int {
+	if o.whole != 0 {
+		return o.whole * CompareValues(x, y)
+	}
+	for _, k := range o.keys {
+		c := CompareValues(sortArrayField(x, k.path), sortArrayField(y, k.path))
+		if k.desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// sortArrayField follows path through embedded documents only (not arrays);
+// a missing field sorts as null.
+func sortArrayField(v any, path []string) any {
+	for _, p := range path {
+		d, ok := asDoc(v)
+		if !ok {
+			return nil
+		}
+		found := false
+		for _, e := range d {
+			if e.Key == p {
+				v, found = e.Value, true
+				break
+			}
+		}
+		if !found {
+			return nil
+		}
+	}
+	return v
+}
+
+// $zip: {inputs: [arrays], useLongestLength, defaults}.
+func compileZip(name string, args any) (evalFn, error) {
+	z, err := parseZipArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	return z.eval, nil
+}
+
+// zipOp is a compiled $zip.
+type zipOp struct {
+	inputs, defaults []evalFn
+	longest          bool
+}
+
+func parseZipArgs(args any) (zipOp, error) {
+	var z zipOp
+	d, ok := asDoc(args)
+	if !ok {
+		return z, cmderr.New(34460, "$zip only supports an object as an argument, found %s", typeName(args))
+	}
+	haveInputs, haveDefaults := false, false
+	for _, e := range d {
+		var fns []evalFn
+		var err error
+		switch e.Key {
 		case "inputs":
-			a, ok := value.ToArray(e.Value)
-			if !ok {
-				return nil, cmderr.New(34461, "inputs must be an array of expressions, found %s", typeName(e.Value))
-			}
-			for _, x := range a {
-				fn, err := compile(x)
-				if err != nil {
-					return nil, err
-				}
-				inputs = append(inputs, fn)
-			}
-			haveInputs = true
+			fns, err = compileExprArray(e.Value, 34461, "inputs")
+			z.inputs, haveInputs = append(z.inputs, fns...), true
 		case "defaults":
-			a, ok := value.ToArray(e.Value)
-			if !ok {
-				return nil, cmderr.New(34462, "defaults must be an array of expressions, found %s", typeName(e.Value))
-			}
-			for _, x := range a {
-				fn, err := compile(x)
-				if err != nil {
-					return nil, err
-				}
-				defaults = append(defaults, fn)
-			}
-			haveDefaults = true
+			fns, err = compileExprArray(e.Value, 34462, "defaults")
+			z.defaults, haveDefaults = append(z.defaults, fns...), true
 		case "useLongestLength":
 			b, ok := e.Value.(bool)
 			if !ok {
-				return nil, cmderr.New(34463, "useLongestLength must be a bool, found %s", typeName(e.Value))
+				return z, cmderr.New(34463, "useLongestLength must be a bool, found %s", typeName(e.Value))
 			}
-			longest = b
+			z.longest = b
 		default:
-			return nil, cmderr.New(34464, "$zip found an unknown argument: %s", e.Key)
+			return z, cmderr.New(34464, "$zip found an unknown argument: %s", e.Key)
+		}
+		if err != nil {
+			return z, err
 		}
 	}
 	if !haveInputs {
-		return nil, cmderr.New(34465, "$zip requires at least one input array")
+		return z, cmderr.New(34465, "$zip requires at least one input array")
 	}
-	if haveDefaults && !longest {
-		return nil, cmderr.New(34466, "cannot specify defaults unless useLongestLength is true")
+	if haveDefaults && !z.longest {
+		return z, cmderr.New(34466, "cannot specify defaults unless useLongestLength is true")
 	}
-	if haveDefaults && len(defaults) != len(inputs) {
-		return nil, cmderr.New(34467, "defaults and inputs must have the same length")
+	if haveDefaults && len(z.defaults) != len(z.inputs) {
+		return z, cmderr.New(34467, "defaults and inputs must have the same length")
 	}
-	return func(s *scope) (any, error) {
-		arrays := make([]bson.A, len(inputs))
-		for i, fn := range inputs {
-			v, err := fn(s)
-			if err != nil {
-				return nil, err
-			}
-			if IsNullish(v) {
-				return nil, nil
-			}
-			a, ok := value.ToArray(v)
-			if !ok {
-				return nil, cmderr.New(34468, "$zip found a non-array expression in input: %s", render(v))
-			}
-			arrays[i] = a
-		}
-		defs, err := evalAll(s, defaults)
+	return z, nil
+}
+
+// compileExprArray compiles an argument that must be an array of
+// expressions; code and argName make the error when it is not.
+func compileExprArray(v any, code int32, argName string) ([]evalFn, error) {
+	a, ok := value.ToArray(v)
+	if !ok {
+		return nil, cmderr.New(code, "%s must be an array of expressions, found %s", argName, typeName(v))
+	}
+	var fns []evalFn
+	for _, x := range a {
+		fn, err := compile(x)
 		if err != nil {
 			return nil, err
 		}
-		n := -1
-		for _, a := range arrays {
-			if n < 0 || (longest && len(a) > n) || (!longest && len(a) < n) {
-				n = len(a)
+		fns = append(fns, fn)
+	}
+	return fns, nil
+}
+
+func (z zipOp) eval(s *scope) (any, error) {
+	arrays := make([]bson.A, len(z.inputs))
+	for i, fn := range z.inputs {
+		v, err := fn(s)
+		if err != nil {
+			return nil, err
+		}
+		if IsNullish(v) {
+			return nil, nil
+		}
+		a, ok := value.ToArray(v)
+		if !ok {
+			return nil, cmderr.New(34468, "$zip found a non-array expression in input: %s", render(v))
+		}
+		arrays[i] = a
+	}
+	defs, err := evalAll(s, z.defaults)
+	if err != nil {
+		return nil, err
+	}
+	return zipRows(arrays, defs, z.longest), nil
+}
+
+// zipRows transposes arrays, to the shortest length or, when longest, to
+// the longest with defs (or null) filling the shorter ones.
+func zipRows(arrays []bson.A, defs []any, longest bool) bson.A {
+	n := -1
+	for _, a := range arrays {
+		if n < 0 || (longest && len(a) > n) || (!longest && len(a) < n) {
+			n = len(a)
+		}
+	}
+	out := make(bson.A, 0, max(n, 0))
+	for j := 0; j < n; j++ {
+		row := make(bson.A, len(arrays))
+		for i, a := range arrays {
+			switch {
+			case j < len(a):
+				row[i] = a[j]
+			case i < len(defs):
+				row[i] = defs[i]
 			}
 		}
-		out := make(bson.A, 0, max(n, 0))
-		for j := 0; j < n; j++ {
-			row := make(bson.A, len(arrays))
-			for i, a := range arrays {
-				switch {
-				case j < len(a):
-					row[i] = a[j]
-				case i < len(defs):
-					row[i] = defs[i]
-				}
-			}
-			out = append(out, row)
-		}
-		return out, nil
-	}, nil
+		out = append(out, row)
+	}
+	return out
 }
 
 // $firstN / $lastN / $maxN / $minN on an array: {n, input}.

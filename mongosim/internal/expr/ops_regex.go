@@ -35,87 +35,114 @@ func compileRegexOp(name string, args any) (evalFn, error) {
 	if _, ok := m["regex"]; !ok {
 		return nil, cmderr.New(31023, "%s requires 'regex' parameter", name)
 	}
-	fns, err := namedFns(m, "input", "regex", "options")
-	if err != nil {
+	op := regexOp{name: name}
+	if op.fns, err = namedFns(m, "input", "regex", "options"); err != nil {
 		return nil, err
 	}
 	// A literal pattern is compiled once, here.
-	var fixed *regexp.Regexp
 	_, isRegex := m["regex"].(bson.Regex)
 	if (isLiteral(m["regex"]) || isRegex) && isLiteral(m["options"]) && RegexCompiler != nil {
 		if p, o, ok := literalPattern(m["regex"], m["options"]); ok {
-			if fixed, err = RegexCompiler(p, o); err != nil {
+			if op.fixed, err = RegexCompiler(p, o); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return func(s *scope) (any, error) {
-		vals, err := evalAll(s, fns)
-		if err != nil {
+	return op.eval, nil
+}
+
+// regexOp is a compiled $regexMatch, $regexFind or $regexFindAll: fns are
+// input, regex and options; fixed is the regex when it is a literal.
+type regexOp struct {
+	name  string
+	fns   []evalFn
+	fixed *regexp.Regexp
+}
+
+func (op regexOp) eval(s *scope) (any, error) {
+	vals, err := evalAll(s, op.fns)
+	if err != nil {
+		return nil, err
+	}
+	input, rx := vals[0], vals[1]
+	pattern, options, err := op.patternArgs(rx, vals[2])
+	if err != nil {
+		return nil, err
+	}
+	str, isStr := input.(string)
+	if !isStr && !IsNullish(input) {
+		return nil, cmderr.New(51104, "%s needs 'input' to be of type string", op.name)
+	}
+	if !isStr || IsNullish(rx) {
+		return op.noMatch(), nil
+	}
+	if RegexCompiler == nil {
+		return nil, cmderr.Unsupported("expression operator " + op.name)
+	}
+	re := op.fixed
+	if re == nil {
+		if re, err = RegexCompiler(pattern, options); err != nil {
 			return nil, err
 		}
-		input, rx, opts := vals[0], vals[1], vals[2]
-		var pattern, options string
-		switch r := rx.(type) {
-		case string:
-			pattern = r
-		case bson.Regex:
-			pattern, options = r.Pattern, r.Options
-		default:
-			if !IsNullish(rx) {
-				return nil, cmderr.New(51105, "%s needs 'regex' to be of type string or regex", name)
-			}
+	}
+	return op.apply(re, str), nil
+}
+
+// patternArgs checks the evaluated regex and options arguments: options may
+// come from a regex value or from 'options', not both.
+func (op regexOp) patternArgs(rx, opts any) (pattern, options string, err error) {
+	switch r := rx.(type) {
+	case string:
+		pattern = r
+	case bson.Regex:
+		pattern, options = r.Pattern, r.Options
+	default:
+		if !IsNullish(rx) {
+			return "", "", cmderr.New(51105, "%s needs 'regex' to be of type string or regex", op.name)
 		}
-		if !IsNullish(opts) {
-			o, ok := opts.(string)
-			if !ok {
-				return nil, cmderr.New(51106, "%s needs 'options' to be of type string", name)
-			}
-			if options != "" && o != "" {
-				return nil, cmderr.New(51107, "%s found regex option(s) specified in both 'regex' and 'option' fields", name)
-			}
-			if o != "" {
-				options = o
-			}
+	}
+	if !IsNullish(opts) {
+		o, ok := opts.(string)
+		if !ok {
+			return "", "", cmderr.New(51106, "%s needs 'options' to be of type string", op.name)
 		}
-		str, isStr := input.(string)
-		if !isStr && !IsNullish(input) {
-			return nil, cmderr.New(51104, "%s needs 'input' to be of type string", name)
+		if options != "" && o != "" {
+			return "", "", cmderr.New(51107, "%s found regex option(s) specified in both 'regex' and 'option' fields", op.name)
 		}
-		if !isStr || IsNullish(rx) {
-			switch name {
-			case "$regexMatch":
-				return false, nil
-			case "$regexFind":
-				return nil, nil
-			}
-			return bson.A{}, nil
+		if o != "" {
+			options = o
 		}
-		if RegexCompiler == nil {
-			return nil, cmderr.Unsupported("expression operator " + name)
+	}
+	return pattern, options, nil
+}
+
+// noMatch is the result for a null input or regex.
+func (op regexOp) noMatch() any {
+	switch op.name {
+	case "$regexMatch":
+		return false
+	case "$regexFind":
+		return nil
+	}
+	return bson.A{}
+}
+
+func (op regexOp) apply(re *regexp.Regexp, str string) any {
+	switch op.name {
+	case "$regexMatch":
+		return re.MatchString(str)
+	case "$regexFind":
+		loc := re.FindStringSubmatchIndex(str)
+		if loc == nil {
+			return nil
 		}
-		re := fixed
-		if re == nil {
-			if re, err = RegexCompiler(pattern, options); err != nil {
-				return nil, err
-			}
-		}
-		switch name {
-		case "$regexMatch":
-			return re.MatchString(str), nil
-		case "$regexFind":
-			loc := re.FindStringSubmatchIndex(str)
-			if loc == nil {
-				return nil, nil
-			}
-			return regexResult(str, loc), nil
-		}
-		out := bson.A{}
-		for _, loc := range re.FindAllStringSubmatchIndex(str, -1) {
-			out = append(out, regexResult(str, loc))
-		}
-		return out, nil
-	}, nil
+		return regexResult(str, loc)
+	}
+	out := bson.A{}
+	for _, loc := range re.FindAllStringSubmatchIndex(str, -1) {
+		out = append(out, regexResult(str, loc))
+	}
+	return out
 }
 
 // regexResult is {match, idx, captures}; idx counts code points and an

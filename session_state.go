@@ -1,5 +1,12 @@
 package sturdy
 
+// Session state that tests observe. The unified spec-test runner lives in
+// another package (internal/harness/spectest), so an export_test.go file —
+// visible only to this package's own tests — cannot serve it; the dirty flag
+// goes through testhook instead of becoming public API, and the pinning
+// accessors are public because applications debugging load-balanced or
+// sharded transactions can use them too.
+
 import "github.com/sturdy-go/sturdy/internal/testhook"
 
 func init() {
