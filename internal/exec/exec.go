@@ -130,6 +130,11 @@ type Result struct {
 	// Pin is the connection pinned to the cursor the operation opened
 	// (PinCursor, load-balanced mode); the cursor unpins it.
 	Pin *Pin
+	// ReplyBuffer is the pooled buffer Reply lies in, nil if it has none or
+	// a command-succeeded listener was handed Reply. A caller that keeps no
+	// reference into Reply (a cursor done with its batch) may give it back
+	// with bufpool.Put; any other caller just drops it.
+	ReplyBuffer *[]byte
 }
 
 var operationIDs atomic.Int64
@@ -176,6 +181,9 @@ type opState struct {
 	// inTxn: the operation runs in the session's transaction (a command
 	// of a starting or in-progress transaction, or commit/abort).
 	inTxn bool
+	// replyBuffer is the pooled buffer of the last attempt's reply, when
+	// nothing the executor did (a succeeded event) let it escape.
+	replyBuffer *[]byte
 	// everSent: some attempt wrote its command; a transaction's first
 	// command then moves the transaction to in progress.
 	everSent bool
@@ -248,6 +256,9 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	}
 
 	res := Result{Reply: reply, Server: st.server, OperationID: st.opID, Pin: st.pin}
+	if err == nil {
+		res.ReplyBuffer = st.replyBuffer
+	}
 	if st.ownSession {
 		// Kept too when the error came with a server reply (a write
 		// concern error carries a bulkWrite's results cursor); the caller
@@ -470,6 +481,7 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 	if ss != nil {
 		ss.LastUse = start
 	}
+	st.replyBuffer = nil
 	r, err := e.send(ctx, c, req, func(requestID int32) {
 		ids.requestID = requestID
 		st.sent = true
@@ -501,6 +513,9 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 		return reply, err
 	}
 	e.publishSucceeded(ctx, st, ids, dur, reply)
+	if r != nil && (e.Monitor == nil || e.Monitor.CommandSucceeded == nil) {
+		st.replyBuffer = r.Buffer
+	}
 	return reply, nil
 }
 
