@@ -1,7 +1,6 @@
 package sturdy
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"sync/atomic"
@@ -9,12 +8,9 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/sturdy-go/sturdy/internal/conn"
 	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
-	"github.com/sturdy-go/sturdy/internal/pool"
 	"github.com/sturdy-go/sturdy/internal/session"
-	"github.com/sturdy-go/sturdy/internal/testhook"
 	"github.com/sturdy-go/sturdy/internal/topology"
 	"github.com/sturdy-go/sturdy/readpref"
 )
@@ -23,7 +19,7 @@ import (
 // connections and sessions, and runs every operation through one execution
 // path. It is safe for concurrent use; create one per deployment and share it.
 type Client struct {
-	opts     Options // with defaults resolved
+	opts     Options // as given, SRV resolved; the layers below resolve defaults
 	topo     *topology.Topology
 	sessions *session.Pool
 	exec     *exec.Executor
@@ -46,67 +42,17 @@ func Connect(ctx context.Context, uri string) (*Client, error) {
 // returns at once: servers are discovered in the background and operations
 // wait (up to ServerSelectionTimeout or their context's deadline) for a
 // suitable one. Call Disconnect to release everything.
+//
+// The options travel down as one connstring.Settings: the topology, its
+// pools and their connections, and the executor each read the fields they
+// need and apply the defaults of connstring.Defaults themselves.
 func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
-	if err := o.validate(); err != nil {
+	o, err := o.prepare(ctx)
+	if err != nil {
 		return nil, err
 	}
-	if o.SRVHost != "" {
-		resolved, err := o.resolveSRV(ctx)
-		if err != nil {
-			return nil, err
-		}
-		o = resolved
-	}
-	o = withDefaults(o)
-	for _, w := range o.Warnings {
-		if o.Logger != nil {
-			o.Logger.Warn("sturdy: connection string", "warning", w)
-		}
-	}
-
-	co := conn.Options{
-		AppName:      o.AppName,
-		DialTimeout:  o.ConnectTimeout,
-		TLSConfig:    o.TLS,
-		Compressors:  o.Compressors,
-		ZlibLevel:    *o.ZlibLevel,
-		Dialer:       o.Dialer,
-		LoadBalanced: o.LoadBalanced,
-	}
-	if o.Auth != nil {
-		co.Credential = &conn.Credential{
-			Mechanism: o.Auth.Mechanism, Source: o.Auth.Source, Username: o.Auth.Username,
-			Password: o.Auth.Password, PasswordSet: o.Auth.PasswordSet, MechanismProperties: o.Auth.MechanismProperties,
-		}
-	}
-	maxPool := o.MaxPoolSize
-	if maxPool < 0 {
-		maxPool = 0 // unlimited
-	}
-	topo, err := topology.New(topology.Options{
-		Hosts:                  o.Hosts,
-		SetName:                o.ReplicaSet,
-		Direct:                 o.Direct,
-		HeartbeatInterval:      o.HeartbeatInterval,
-		MinHeartbeatInterval:   cmp.Or(testhook.MinHeartbeatInterval(), defaults.MinHeartbeatInterval),
-		ServerSelectionTimeout: o.ServerSelectionTimeout,
-		SocketTimeout:          o.SocketTimeout,
-		LocalThreshold:         *o.LocalThreshold,
-		ServerMonitoringMode:   o.ServerMonitoringMode,
-		Pool: pool.Options{
-			MaxPoolSize:   maxPool,
-			MinPoolSize:   o.MinPoolSize,
-			MaxConnecting: o.MaxConnecting,
-			MaxIdleTime:   o.MaxIdleTime,
-			// CMAP's background thread; 0 would be none.
-			BackgroundInterval: defaults.PoolBackgroundInterval,
-			Conn:               co,
-			Monitor:            o.Monitor,
-		},
-		Conn:    co,
-		Monitor: o.Monitor,
-		Logger:  o.Logger,
-	})
+	s := o.settings()
+	topo, err := topology.New(topology.OptionsFrom(s))
 	if err != nil {
 		return nil, err
 	}
@@ -114,70 +60,29 @@ func ConnectWithOptions(ctx context.Context, o Options) (*Client, error) {
 		return nil, err
 	}
 	sessions := session.NewPool(nil)
-	c := &Client{
-		opts:     o,
-		topo:     topo,
-		sessions: sessions,
-		exec: &exec.Executor{
-			Topology:                   topo,
-			Sessions:                   sessions,
-			Monitor:                    o.Monitor,
-			Logger:                     o.Logger,
-			RetryWrites:                *o.RetryWrites,
-			RetryReads:                 *o.RetryReads,
-			MaxAdaptiveRetries:         *o.MaxAdaptiveRetries,
-			BackoffBase:                defaults.BackoffBase,
-			DisableRetryTokens:         !*o.AdaptiveRetries,
-			DisableOverloadRetargeting: !*o.EnableOverloadRetargeting,
-		},
-	}
-	return c, nil
+	return &Client{opts: o, topo: topo, sessions: sessions, exec: exec.New(topo, sessions, s)}, nil
 }
 
-// withDefaults fills every zero-valued option with its default.
-func withDefaults(o Options) Options {
-	if o.MaxPoolSize == 0 {
-		o.MaxPoolSize = defaults.MaxPoolSize
+// prepare validates o, resolves its SRV name into seeds and logs the
+// connection string's warnings: what Connect does before any layer below
+// sees the options.
+func (o Options) prepare(ctx context.Context) (Options, error) {
+	if err := o.validate(); err != nil {
+		return Options{}, err
 	}
-	if o.MaxConnecting == 0 {
-		o.MaxConnecting = defaults.MaxConnecting
+	if o.SRVHost != "" {
+		resolved, err := o.resolveSRV(ctx)
+		if err != nil {
+			return Options{}, err
+		}
+		o = resolved
 	}
-	switch {
-	case o.ConnectTimeout == 0:
-		o.ConnectTimeout = defaults.ConnectTimeout
-	case o.ConnectTimeout < 0:
-		// No timeout of its own (connectTimeoutMS=0): below the root, 0
-		// means none and the operation's context governs.
-		o.ConnectTimeout = 0
-	}
-	if o.ServerSelectionTimeout == 0 {
-		o.ServerSelectionTimeout = defaults.ServerSelectionTimeout
-	}
-	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = defaults.HeartbeatInterval
-	}
-	if o.LocalThreshold == nil {
-		lt := defaults.LocalThreshold
-		o.LocalThreshold = &lt
-	}
-	if o.ZlibLevel == nil {
-		l := defaults.ZlibLevel
-		o.ZlibLevel = &l
-	}
-	orDefault := func(b **bool, def bool) {
-		if *b == nil {
-			*b = &def
+	if o.Logger != nil {
+		for _, w := range o.Warnings {
+			o.Logger.Warn("sturdy: connection string", "warning", w)
 		}
 	}
-	orDefault(&o.RetryWrites, defaults.RetryWrites)
-	orDefault(&o.RetryReads, defaults.RetryReads)
-	orDefault(&o.AdaptiveRetries, defaults.AdaptiveRetries)
-	orDefault(&o.EnableOverloadRetargeting, defaults.EnableOverloadRetargeting)
-	if o.MaxAdaptiveRetries == nil {
-		n := defaults.MaxAdaptiveRetries
-		o.MaxAdaptiveRetries = &n
-	}
-	return o
+	return o, nil
 }
 
 // Disconnect ends the client's pooled server sessions on the server (best
@@ -210,9 +115,9 @@ func (c *Client) endSessions(ctx context.Context) {
 			batch[i] = id
 		}
 		ids = ids[n:]
-		// An executor without a session pool: endSessions carries no lsid.
-		noSessions := &exec.Executor{Topology: c.topo, Monitor: c.opts.Monitor, Logger: c.opts.Logger,
-			MaxAdaptiveRetries: *c.opts.MaxAdaptiveRetries, BackoffBase: defaults.BackoffBase}
+		// An executor without a session pool (endSessions carries no lsid)
+		// and without retries: ending sessions is best effort.
+		noSessions := &exec.Executor{Topology: c.topo, Monitor: c.exec.Monitor, Logger: c.exec.Logger}
 		_, err := noSessions.Execute(ctx, &exec.Operation{
 			Name: "endSessions", DB: "admin",
 			Command:  bson.D{{Key: "endSessions", Value: batch}},
@@ -238,7 +143,7 @@ func (c *Client) hasSelectableServer() bool {
 // whether the deployment supports sessions.
 func (c *Client) sessionsSupported(ctx context.Context) (bool, error) {
 	if !c.hasSelectableServer() {
-		sel := topology.ReadPrefSelector(readpref.ReadPref{Mode: readpref.PrimaryPreferred}, c.opts.HeartbeatInterval)
+		sel := topology.ReadPrefSelector(readpref.ReadPref{Mode: readpref.PrimaryPreferred}, c.topo.Options().HeartbeatInterval)
 		if _, err := c.topo.SelectServer(ctx, sel, nil); err != nil {
 			return false, err
 		}

@@ -47,13 +47,14 @@
 // The driver core is layered as pgx's is, each package one job, imports
 // pointing down:
 //
-//	wire               the wire-protocol codec shared by the client and the servers
-//	internal/conn      one connection: dial, TLS, hello handshake, SCRAM, one round trip
-//	internal/pool      a server's connection pool (CMAP)
-//	internal/topology  server monitoring (SDAM) and server selection
-//	internal/session   the server-session pool: lsid and txnNumber
-//	internal/exec      the one execution loop: retries, overload backoff, token bucket
-//	sturdy (this)      Client, Database, Collection, Cursor, Session, options, URI
+//	internal/connstring  connection strings, the client's Settings and the one table of Defaults
+//	wire                 the wire-protocol codec shared by the client and the servers
+//	internal/conn        one connection: dial, TLS, hello handshake, SCRAM, one round trip
+//	internal/pool        a server's connection pool (CMAP)
+//	internal/topology    server monitoring (SDAM) and server selection
+//	internal/session     the server-session pool: lsid and txnNumber
+//	internal/exec        the one execution loop: retries, overload backoff, token bucket
+//	sturdy (this)        Client, Database, Collection, Cursor, Session, options, URI
 //
 // Beside it: event (monitoring events), mongoerr (error types and server
 // codes), readpref, once and optimistic (the exactly-once and
@@ -64,6 +65,11 @@
 // this package from inside the module (the specification-test runner, the
 // client benchmarks) live in internal/harness, so that the rest of
 // internal/ is the core below the API.
+//
+// Options travel down once: Connect validates them, resolves an SRV name
+// and hands the result to the layers below as one connstring.Settings;
+// topology.OptionsFrom, pool.OptionsFrom, conn.OptionsFrom and exec.New
+// each read the fields their layer needs and apply connstring.Defaults.
 //
 // # How a command travels
 //

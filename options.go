@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sturdy-go/sturdy/event"
-	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/connstring"
 	"github.com/sturdy-go/sturdy/readpref"
 )
@@ -137,6 +136,30 @@ type Options struct {
 	// uri records which settings a connection string gave explicitly, so
 	// the options of an SRV TXT record do not override them.
 	uri uriExplicit
+}
+
+// settings are the options the layers below the API read (through
+// topology.OptionsFrom and exec.New), defaults still unapplied.
+func (o Options) settings() connstring.Settings {
+	s := connstring.Settings{
+		Hosts: o.Hosts, ReplicaSet: o.ReplicaSet, Direct: o.Direct, LoadBalanced: o.LoadBalanced,
+		TLS: o.TLS, AppName: o.AppName, Dialer: o.Dialer,
+		MaxPoolSize: o.MaxPoolSize, MinPoolSize: o.MinPoolSize, MaxConnecting: o.MaxConnecting, MaxIdleTime: o.MaxIdleTime,
+		ConnectTimeout: o.ConnectTimeout, SocketTimeout: o.SocketTimeout,
+		ServerSelectionTimeout: o.ServerSelectionTimeout, HeartbeatInterval: o.HeartbeatInterval,
+		LocalThreshold: o.LocalThreshold, ServerMonitoringMode: o.ServerMonitoringMode,
+		Compressors: o.Compressors, ZlibLevel: o.ZlibLevel,
+		RetryWrites: o.RetryWrites, RetryReads: o.RetryReads, MaxAdaptiveRetries: o.MaxAdaptiveRetries,
+		AdaptiveRetries: o.AdaptiveRetries, EnableOverloadRetargeting: o.EnableOverloadRetargeting,
+		Monitor: o.Monitor, Logger: o.Logger,
+	}
+	if a := o.Auth; a != nil {
+		s.Auth = &connstring.Credential{
+			Mechanism: a.Mechanism, Source: a.Source, Username: a.Username,
+			Password: a.Password, PasswordSet: a.PasswordSet, MechanismProperties: a.MechanismProperties,
+		}
+	}
+	return s
 }
 
 // uriExplicit records how ParseURI set the options an SRV TXT record may
@@ -266,7 +289,7 @@ func validateReadPref(rp *ReadPreference, heartbeat time.Duration) error {
 	}
 	if rp.MaxStaleness > 0 {
 		if heartbeat <= 0 {
-			heartbeat = defaults.HeartbeatInterval
+			heartbeat = connstring.Defaults.HeartbeatInterval
 		}
 		if least := readpref.MinMaxStaleness(heartbeat); rp.MaxStaleness < least {
 			return fmt.Errorf("sturdy: invalid read preference: maxStaleness %v is below the minimum %v", rp.MaxStaleness, least)
@@ -275,151 +298,144 @@ func validateReadPref(rp *ReadPreference, heartbeat time.Duration) error {
 	return nil
 }
 
-// defaults are what zero-valued Options fields stand for, and the limits
-// validate enforces: the only place the driver's defaults are defined.
-// withDefaults applies them at Connect; the layers below (topology, pool,
-// conn) take the resolved values literally, zero meaning none.
-var defaults = struct {
-	MaxPoolSize, MaxConnecting, MaxAdaptiveRetries, ZlibLevel int
-	ConnectTimeout, ServerSelectionTimeout, LocalThreshold    time.Duration
-	HeartbeatInterval                                         time.Duration
-	// MinHeartbeatInterval is fixed by the SDAM spec (not an option; only
-	// testhook shortens it) and is also the lowest HeartbeatInterval.
-	MinHeartbeatInterval time.Duration
-	MaxAppNameBytes      int
-	// The boolean options that default to on.
-	RetryWrites, RetryReads, AdaptiveRetries, EnableOverloadRetargeting bool
-	SRVServiceName                                                      string
-	// BackoffBase is the Client Backpressure spec's base backoff;
-	// PoolBackgroundInterval how often a pool keeps minPoolSize and closes
-	// idle connections.
-	BackoffBase, PoolBackgroundInterval time.Duration
-}{
-	// MaxAdaptiveRetries: the first accepted Client Backpressure spec's
-	// MAX_ATTEMPTS; newer text says 2, see docs/retry-policy.md.
-	MaxPoolSize: 100, MaxConnecting: 2, MaxAdaptiveRetries: 5, ZlibLevel: -1,
-	ConnectTimeout: 10 * time.Second, ServerSelectionTimeout: 30 * time.Second, LocalThreshold: 15 * time.Millisecond,
-	HeartbeatInterval:    10 * time.Second,
-	MinHeartbeatInterval: 500 * time.Millisecond,
-	MaxAppNameBytes:      128,
-	RetryWrites:          true, RetryReads: true, AdaptiveRetries: true, EnableOverloadRetargeting: true,
-	SRVServiceName: "mongodb",
-	BackoffBase:    backoff.Base, PoolBackgroundInterval: 100 * time.Millisecond,
-}
-
 // validate checks the rules that involve more than one field, and the
 // ranges of single fields, so a bad configuration fails before Connect
-// opens any connection.
+// opens any connection. It reports every problem, not just the first.
 func (o Options) validate() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("sturdy: invalid options: "+format, args...))
+	var p problems
+	o.validateHosts(&p)
+	if len(o.AppName) > connstring.Defaults.MaxAppNameBytes {
+		p.bad("AppName is %d bytes, at most %d allowed", len(o.AppName), connstring.Defaults.MaxAppNameBytes)
 	}
+	o.validatePool(&p)
+	o.validateTimes(&p)
+	o.validateWire(&p)
+	p.add(o.WriteConcern.validate())
+	p.add(validateReadPref(o.ReadPreference, o.HeartbeatInterval))
+	p.add(o.Auth.validate())
+	return errors.Join(p...)
+}
 
+// problems collects what validate finds.
+type problems []error
+
+func (p *problems) bad(format string, args ...any) {
+	*p = append(*p, fmt.Errorf("sturdy: invalid options: "+format, args...))
+}
+
+func (p *problems) add(err error) {
+	if err != nil {
+		*p = append(*p, err)
+	}
+}
+
+// validateHosts checks the seeds and how they may be combined with SRV,
+// direct connections and load balancing.
+func (o Options) validateHosts(p *problems) {
 	switch {
 	case o.SRVHost == "" && len(o.Hosts) == 0:
-		bad("no hosts: set Hosts or SRVHost")
+		p.bad("no hosts: set Hosts or SRVHost")
 	case o.SRVHost != "" && len(o.Hosts) > 0:
-		bad("Hosts and SRVHost are mutually exclusive")
+		p.bad("Hosts and SRVHost are mutually exclusive")
 	}
 	for _, h := range o.Hosts {
 		if h == "" {
-			bad("empty host in Hosts")
+			p.bad("empty host in Hosts")
 		}
 	}
 	if o.SRVHost == "" {
 		if o.SRVServiceName != "" {
-			bad("SRVServiceName requires SRVHost (a mongodb+srv URI)")
+			p.bad("SRVServiceName requires SRVHost (a mongodb+srv URI)")
 		}
 		if o.SRVMaxHosts != 0 {
-			bad("SRVMaxHosts requires SRVHost (a mongodb+srv URI)")
+			p.bad("SRVMaxHosts requires SRVHost (a mongodb+srv URI)")
 		}
 	}
 	if o.SRVMaxHosts < 0 {
-		bad("SRVMaxHosts must be non-negative, got %d", o.SRVMaxHosts)
+		p.bad("SRVMaxHosts must be non-negative, got %d", o.SRVMaxHosts)
 	}
 	if o.SRVMaxHosts > 0 && o.ReplicaSet != "" {
-		bad("SRVMaxHosts cannot be combined with ReplicaSet")
+		p.bad("SRVMaxHosts cannot be combined with ReplicaSet")
 	}
 	if o.Direct {
 		if len(o.Hosts) > 1 {
-			bad("a direct connection needs exactly one host, got %d", len(o.Hosts))
+			p.bad("a direct connection needs exactly one host, got %d", len(o.Hosts))
 		}
 		if o.SRVHost != "" {
-			bad("a direct connection cannot use SRVHost")
+			p.bad("a direct connection cannot use SRVHost")
 		}
 	}
 	if o.LoadBalanced {
-		if len(o.Hosts) > 1 {
-			bad("load-balanced mode needs exactly one host, got %d", len(o.Hosts))
-		}
-		if o.Direct {
-			bad("load-balanced mode cannot be combined with a direct connection")
-		}
-		if o.ReplicaSet != "" {
-			bad("load-balanced mode cannot be combined with ReplicaSet")
-		}
-		if o.SRVMaxHosts > 0 {
-			bad("load-balanced mode cannot be combined with SRVMaxHosts")
-		}
+		o.validateLoadBalanced(p)
 	}
-	if len(o.AppName) > defaults.MaxAppNameBytes {
-		bad("AppName is %d bytes, at most %d allowed", len(o.AppName), defaults.MaxAppNameBytes)
-	}
+}
 
+func (o Options) validateLoadBalanced(p *problems) {
+	if len(o.Hosts) > 1 {
+		p.bad("load-balanced mode needs exactly one host, got %d", len(o.Hosts))
+	}
+	if o.Direct {
+		p.bad("load-balanced mode cannot be combined with a direct connection")
+	}
+	if o.ReplicaSet != "" {
+		p.bad("load-balanced mode cannot be combined with ReplicaSet")
+	}
+	if o.SRVMaxHosts > 0 {
+		p.bad("load-balanced mode cannot be combined with SRVMaxHosts")
+	}
+}
+
+func (o Options) validatePool(p *problems) {
 	if o.MinPoolSize < 0 {
-		bad("MinPoolSize must be non-negative, got %d", o.MinPoolSize)
+		p.bad("MinPoolSize must be non-negative, got %d", o.MinPoolSize)
 	}
 	maxPool := o.MaxPoolSize
 	if maxPool == 0 {
-		maxPool = defaults.MaxPoolSize
+		maxPool = connstring.Defaults.MaxPoolSize
 	}
 	if maxPool > 0 && o.MinPoolSize > maxPool {
-		bad("MinPoolSize %d is greater than MaxPoolSize %d", o.MinPoolSize, maxPool)
+		p.bad("MinPoolSize %d is greater than MaxPoolSize %d", o.MinPoolSize, maxPool)
 	}
 	if o.MaxConnecting < 0 {
-		bad("MaxConnecting must be non-negative, got %d", o.MaxConnecting)
+		p.bad("MaxConnecting must be non-negative, got %d", o.MaxConnecting)
 	}
+}
+
+func (o Options) validateTimes(p *problems) {
 	for name, d := range map[string]time.Duration{
 		"MaxIdleTime": o.MaxIdleTime, "SocketTimeout": o.SocketTimeout,
 		"ServerSelectionTimeout": o.ServerSelectionTimeout, "HeartbeatInterval": o.HeartbeatInterval,
 	} {
 		if d < 0 {
-			bad("%s must be non-negative, got %v", name, d)
+			p.bad("%s must be non-negative, got %v", name, d)
 		}
 	}
-	if o.HeartbeatInterval > 0 && o.HeartbeatInterval < defaults.MinHeartbeatInterval {
-		bad("HeartbeatInterval must be at least %v, got %v", defaults.MinHeartbeatInterval, o.HeartbeatInterval)
+	if o.HeartbeatInterval > 0 && o.HeartbeatInterval < connstring.Defaults.MinHeartbeatInterval {
+		p.bad("HeartbeatInterval must be at least %v, got %v", connstring.Defaults.MinHeartbeatInterval, o.HeartbeatInterval)
 	}
 	if o.LocalThreshold != nil && *o.LocalThreshold < 0 {
-		bad("LocalThreshold must be non-negative, got %v", *o.LocalThreshold)
+		p.bad("LocalThreshold must be non-negative, got %v", *o.LocalThreshold)
 	}
+}
+
+// validateWire checks monitoring, compression and the overload retries.
+func (o Options) validateWire(p *problems) {
 	switch o.ServerMonitoringMode {
 	case "", "auto", "stream", "poll":
 	default:
-		bad("ServerMonitoringMode must be auto, stream or poll, got %q", o.ServerMonitoringMode)
+		p.bad("ServerMonitoringMode must be auto, stream or poll, got %q", o.ServerMonitoringMode)
 	}
 	for _, c := range o.Compressors {
 		if !slices.Contains(connstring.SupportedCompressors, c) {
-			bad("unknown compressor %q (supported: %s)", c, strings.Join(connstring.SupportedCompressors, ", "))
+			p.bad("unknown compressor %q (supported: %s)", c, strings.Join(connstring.SupportedCompressors, ", "))
 		}
 	}
 	if o.ZlibLevel != nil && (*o.ZlibLevel < -1 || *o.ZlibLevel > 9) {
-		bad("ZlibLevel must be between -1 and 9, got %d", *o.ZlibLevel)
+		p.bad("ZlibLevel must be between -1 and 9, got %d", *o.ZlibLevel)
 	}
 	if o.MaxAdaptiveRetries != nil && *o.MaxAdaptiveRetries < 0 {
-		bad("MaxAdaptiveRetries must be non-negative, got %d", *o.MaxAdaptiveRetries)
+		p.bad("MaxAdaptiveRetries must be non-negative, got %d", *o.MaxAdaptiveRetries)
 	}
-	if err := o.WriteConcern.validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := validateReadPref(o.ReadPreference, o.HeartbeatInterval); err != nil {
-		errs = append(errs, err)
-	}
-	if err := o.Auth.validate(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
 }
 
 // validate checks a credential against its mechanism's rules.

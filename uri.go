@@ -394,7 +394,7 @@ func (o Options) resolveSRVWith(ctx context.Context, r connstring.Resolver) (Opt
 	if o.SRVHost == "" {
 		return o, nil
 	}
-	sl, err := connstring.LookupSeedlist(ctx, r, o.SRVHost, cmp.Or(o.SRVServiceName, defaults.SRVServiceName), o.SRVMaxHosts)
+	sl, err := connstring.LookupSeedlist(ctx, r, o.SRVHost, cmp.Or(o.SRVServiceName, connstring.Defaults.SRVServiceName), o.SRVMaxHosts)
 	if err != nil {
 		return Options{}, err
 	}

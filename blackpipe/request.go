@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/sturdy-go/sturdy/internal/bsond"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -75,14 +76,14 @@ func (r *Request) String() string {
 // field named by its identifier (replacing a field of that name), so that an
 // insert's documents appear as "documents" whichever way they were sent.
 func (r *Request) Doc() (bson.D, error) {
-	d, err := unmarshalD(r.Command)
+	d, err := bsond.Unmarshal(r.Command)
 	if err != nil {
 		return nil, fmt.Errorf("blackpipe: decode %s: %w", r.Name, err)
 	}
 	for _, seq := range r.Sequences {
 		arr := make(bson.A, 0, len(seq.Documents))
 		for _, raw := range seq.Documents {
-			e, err := unmarshalD(raw)
+			e, err := bsond.Unmarshal(raw)
 			if err != nil {
 				return nil, fmt.Errorf("blackpipe: decode %s sequence %q: %w", r.Name, seq.Identifier, err)
 			}
@@ -132,7 +133,7 @@ func marshalReply(doc any) (bson.Raw, error) {
 	case []byte:
 		return marshalReply(bson.Raw(d))
 	case bson.D:
-		b, err := marshalD(d)
+		b, err := bsond.Marshal(d)
 		if err != nil {
 			return nil, fmt.Errorf("blackpipe: marshal reply: %w", err)
 		}

@@ -95,11 +95,12 @@ func adminOnly(r *request) error {
 	return nil
 }
 
+// setParameterCmd sets run-time knobs (parameterSetters); its reply's was
+// is the previous value of the last one set.
 func setParameterCmd(r *request) (bson.D, error) {
 	if err := adminOnly(r); err != nil {
 		return nil, err
 	}
-	l := r.cluster.limiter
 	var was any
 	n := 0
 	for _, e := range r.cmd[1:] {
@@ -107,90 +108,169 @@ func setParameterCmd(r *request) (bson.D, error) {
 			continue
 		}
 		n++
-		cur, _ := l.options()
-		switch e.Key {
-		case paramRateLimiterEnabled:
-			_, was = l.options()
-			l.setEnabled(asBool(e.Value))
-		case paramRatePerSec:
-			f, ok := asFloat(e.Value)
-			if !ok || f < 0 {
-				return nil, cmderr.New(cmderr.BadValue, "%s must be a non-negative number", e.Key)
-			}
-			was = cur.RequestsPerSecond
-			l.setRate(f)
-		case paramBurstSecs:
-			f, ok := asFloat(e.Value)
-			if !ok || f <= 0 {
-				return nil, cmderr.New(cmderr.BadValue, "%s must be a positive number", e.Key)
-			}
-			if cur.RequestsPerSecond > 0 {
-				was = float64(cur.Burst) / cur.RequestsPerSecond
-			}
-			l.setBurst(f * cur.RequestsPerSecond)
-		case paramBurstCapacity:
-			f, ok := asFloat(e.Value)
-			if !ok || f <= 0 {
-				return nil, cmderr.New(cmderr.BadValue, "%s must be a positive number", e.Key)
-			}
-			was = int32(cur.Burst)
-			l.setBurst(f)
-		case paramBaseBackoffMS:
-			f, ok := asInt64(e.Value)
-			if !ok || f < 0 {
-				return nil, cmderr.New(cmderr.BadValue, "%s must be a non-negative number", e.Key)
-			}
-			was = cur.BaseBackoffMS
-			l.setBackoff(int32(f))
-		case paramTxnLifetime:
-			f, ok := asInt64(e.Value)
-			if !ok || f < 1 {
-				return nil, cmderr.New(cmderr.BadValue, "%s must be at least 1", e.Key)
-			}
-			was = int32(r.cluster.txnLifetimeSecs.Swap(f))
-		case paramMaxConns:
-			f, ok := asInt64(e.Value)
-			if !ok || f < 0 {
-				return nil, cmderr.New(cmderr.BadValue, "%s must be a non-negative number", e.Key)
-			}
-			was = int32(cur.MaxConnections)
-			l.setMaxConnections(int(f))
-		case paramConnEnabled:
-			was = l.setConnEnabled(asBool(e.Value))
-		case paramTTLSleepSecs:
-			f, ok := asInt64(e.Value)
-			if !ok || f <= 0 {
-				return nil, cmderr.New(cmderr.BadValue, "Invalid value for parameter %s: %v is not greater than 0", e.Key, e.Value)
-			}
-			was = int32(r.cluster.ttl.setInterval(time.Duration(f)*time.Second) / time.Second)
-		case paramTTLEnabled:
-			was = !r.cluster.ttl.disabled.Swap(!asBool(e.Value))
-		case paramConnRatePerSec, paramConnBurstSecs, paramConnMaxQueue:
-			f, ok := asFloat(e.Value)
-			if !ok || f < 0 {
-				return nil, cmderr.New(cmderr.BadValue, "%s must be a non-negative number", e.Key)
-			}
-			next := cur
-			switch e.Key {
-			case paramConnRatePerSec:
-				was, next.ConnectionsPerSecond = cur.ConnectionsPerSecond, f
-			case paramConnBurstSecs:
-				if cur.ConnectionsPerSecond > 0 {
-					was = float64(cur.ConnectionBurst) / cur.ConnectionsPerSecond
-				}
-				next.ConnectionBurst = int(f * cur.ConnectionsPerSecond)
-			default:
-				was, next.ConnectionQueueDepth = int32(cur.ConnectionQueueDepth), int(f)
-			}
-			l.set(next)
-		default:
+		set, ok := parameterSetters[e.Key]
+		if !ok {
 			return nil, cmderr.New(cmderr.InvalidOptions, "attempted to set unrecognized parameter [%s], use help:true to see options ", e.Key)
 		}
+		p := &paramChange{r: r, l: r.cluster.limiter, key: e.Key, value: e.Value, was: was}
+		p.cur, _ = p.l.options()
+		if err := set(p); err != nil {
+			return nil, err
+		}
+		was = p.was
 	}
 	if n == 0 {
 		return nil, cmderr.New(cmderr.InvalidOptions, "no option found to set, use help:true to see options ")
 	}
 	return bson.D{{Key: "was", Value: was}, {Key: "ok", Value: 1.0}}, nil
+}
+
+// paramChange is one parameter of a setParameter command.
+type paramChange struct {
+	r     *request
+	l     *limiter
+	key   string
+	value any
+	cur   LimiterOptions // the limiter's options before this change
+	// was is the previous value the reply reports. A setter that cannot
+	// tell it (a burst in seconds while the rate is 0) leaves it unchanged.
+	was any
+}
+
+func (p *paramChange) nonNegativeFloat() (float64, error) {
+	f, ok := asFloat(p.value)
+	if !ok || f < 0 {
+		return 0, cmderr.New(cmderr.BadValue, "%s must be a non-negative number", p.key)
+	}
+	return f, nil
+}
+
+func (p *paramChange) positiveFloat() (float64, error) {
+	f, ok := asFloat(p.value)
+	if !ok || f <= 0 {
+		return 0, cmderr.New(cmderr.BadValue, "%s must be a positive number", p.key)
+	}
+	return f, nil
+}
+
+func (p *paramChange) nonNegativeInt() (int64, error) {
+	n, ok := asInt64(p.value)
+	if !ok || n < 0 {
+		return 0, cmderr.New(cmderr.BadValue, "%s must be a non-negative number", p.key)
+	}
+	return n, nil
+}
+
+// parameterSetters validate and apply each settable parameter, recording
+// its previous value in was.
+var parameterSetters = map[string]func(p *paramChange) error{
+	paramRateLimiterEnabled: func(p *paramChange) error {
+		_, p.was = p.l.options()
+		p.l.setEnabled(asBool(p.value))
+		return nil
+	},
+	paramRatePerSec: func(p *paramChange) error {
+		f, err := p.nonNegativeFloat()
+		if err != nil {
+			return err
+		}
+		p.was = p.cur.RequestsPerSecond
+		p.l.setRate(f)
+		return nil
+	},
+	paramBurstSecs: func(p *paramChange) error {
+		f, err := p.positiveFloat()
+		if err != nil {
+			return err
+		}
+		if p.cur.RequestsPerSecond > 0 {
+			p.was = float64(p.cur.Burst) / p.cur.RequestsPerSecond
+		}
+		p.l.setBurst(f * p.cur.RequestsPerSecond)
+		return nil
+	},
+	paramBurstCapacity: func(p *paramChange) error {
+		f, err := p.positiveFloat()
+		if err != nil {
+			return err
+		}
+		p.was = int32(p.cur.Burst)
+		p.l.setBurst(f)
+		return nil
+	},
+	paramBaseBackoffMS: func(p *paramChange) error {
+		n, err := p.nonNegativeInt()
+		if err != nil {
+			return err
+		}
+		p.was = p.cur.BaseBackoffMS
+		p.l.setBackoff(int32(n))
+		return nil
+	},
+	paramTxnLifetime: func(p *paramChange) error {
+		n, ok := asInt64(p.value)
+		if !ok || n < 1 {
+			return cmderr.New(cmderr.BadValue, "%s must be at least 1", p.key)
+		}
+		p.was = int32(p.r.cluster.txnLifetimeSecs.Swap(n))
+		return nil
+	},
+	paramMaxConns: func(p *paramChange) error {
+		n, err := p.nonNegativeInt()
+		if err != nil {
+			return err
+		}
+		p.was = int32(p.cur.MaxConnections)
+		p.l.setMaxConnections(int(n))
+		return nil
+	},
+	paramConnEnabled: func(p *paramChange) error {
+		p.was = p.l.setConnEnabled(asBool(p.value))
+		return nil
+	},
+	paramTTLSleepSecs: func(p *paramChange) error {
+		n, ok := asInt64(p.value)
+		if !ok || n <= 0 {
+			return cmderr.New(cmderr.BadValue, "Invalid value for parameter %s: %v is not greater than 0", p.key, p.value)
+		}
+		p.was = int32(p.r.cluster.ttl.setInterval(time.Duration(n)*time.Second) / time.Second)
+		return nil
+	},
+	paramTTLEnabled: func(p *paramChange) error {
+		p.was = !p.r.cluster.ttl.disabled.Swap(!asBool(p.value))
+		return nil
+	},
+	paramConnRatePerSec: func(p *paramChange) error {
+		return p.setConnLimit(func(next *LimiterOptions, f float64) {
+			p.was, next.ConnectionsPerSecond = p.cur.ConnectionsPerSecond, f
+		})
+	},
+	paramConnBurstSecs: func(p *paramChange) error {
+		return p.setConnLimit(func(next *LimiterOptions, f float64) {
+			if p.cur.ConnectionsPerSecond > 0 {
+				p.was = float64(p.cur.ConnectionBurst) / p.cur.ConnectionsPerSecond
+			}
+			next.ConnectionBurst = int(f * p.cur.ConnectionsPerSecond)
+		})
+	},
+	paramConnMaxQueue: func(p *paramChange) error {
+		return p.setConnLimit(func(next *LimiterOptions, f float64) {
+			p.was, next.ConnectionQueueDepth = int32(p.cur.ConnectionQueueDepth), int(f)
+		})
+	},
+}
+
+// setConnLimit validates a connection-establishment limit, lets change put
+// it into a copy of the limiter's options, and applies the copy.
+func (p *paramChange) setConnLimit(change func(next *LimiterOptions, f float64)) error {
+	f, err := p.nonNegativeFloat()
+	if err != nil {
+		return err
+	}
+	next := p.cur
+	change(&next, f)
+	p.l.set(next)
+	return nil
 }
 
 func getParameterCmd(r *request) (bson.D, error) {

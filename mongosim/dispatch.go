@@ -393,7 +393,7 @@ func (m *Member) bindTxn(r *request, st *memberRun) (release func(), err error) 
 // onPrimaryTransactionalWrite fail point and turns a deadline or a kill
 // that passed meanwhile into mongod's error.
 func (m *Member) execute(r *request, st *memberRun) (bson.D, error) {
-	if err := m.failBeforeWrite(r); err != nil {
+	if err := m.failTransactionalWrite(r, true); err != nil {
 		return nil, err
 	}
 	reply, err := m.callHandler(r, st.cmd)
@@ -412,51 +412,32 @@ func (m *Member) execute(r *request, st *memberRun) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	return reply, m.failAfterWrite(r)
+	return reply, m.failTransactionalWrite(r, false)
 }
 
-// failBeforeWrite applies onPrimaryTransactionalWrite before a retryable
-// write runs.
-func (m *Member) failBeforeWrite(r *request) error {
-	if r.txn == nil || !m.IsPrimary() {
+// failTransactionalWrite applies onPrimaryTransactionalWrite to a
+// retryable write: before it runs (the write is not committed) or after
+// it executed statements (it is committed, and the client must retry to
+// learn the result). closeConnection (the default) hangs up; otherwise
+// only the fail point before the write answers, with its error. As in
+// mongod, the two options combine.
+func (m *Member) failTransactionalWrite(r *request, beforeCommit bool) error {
+	if r.txn == nil || !beforeCommit && r.txn.executed == 0 || !m.IsPrimary() {
 		return nil
 	}
-	opw := m.evalTransactionalWrite(true)
-	if opw == nil {
-		return nil
-	}
-	c := m.cluster
-	c.stats.failPointsFired.Add(1)
-	// As in mongod, the two options combine: the write is not committed,
-	// and unless closeConnection is false (it defaults to true) the
-	// connection is closed instead of the error being returned.
-	if opw.closeConnection {
-		c.stats.hangups.Add(1)
-		_ = r.hangup()
-		return errReplied
-	}
-	return cmderr.New(opw.failBeforeCommitCode, failBeforeCommitMessage)
-}
-
-// failAfterWrite applies onPrimaryTransactionalWrite after a retryable
-// write that executed statements.
-func (m *Member) failAfterWrite(r *request) error {
-	if r.txn == nil || r.txn.executed == 0 || !m.IsPrimary() {
-		return nil
-	}
-	opw := m.evalTransactionalWrite(false)
+	opw := m.evalTransactionalWrite(beforeCommit)
 	if opw == nil {
 		return nil
 	}
 	c := m.cluster
 	c.stats.failPointsFired.Add(1)
 	if opw.closeConnection {
-		// The write committed and is in the transaction table; the client
-		// sees only a dropped connection and must retry to learn the
-		// result.
 		c.stats.hangups.Add(1)
 		_ = r.hangup()
 		return errReplied
+	}
+	if beforeCommit {
+		return cmderr.New(opw.failBeforeCommitCode, failBeforeCommitMessage)
 	}
 	return nil
 }

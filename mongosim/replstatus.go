@@ -100,82 +100,23 @@ func replSetGetStatusCmd(r *request) (bson.D, error) {
 	if err := requireReplSet(r); err != nil {
 		return nil, err
 	}
-	c := r.cluster
-	st := c.replState()
-	ts := c.data.changes.clusterTime()
-	wall := bson.NewDateTimeFromTime(time.Unix(int64(ts.T), 0))
-	if ts.T == 0 {
-		wall = bson.NewDateTimeFromTime(c.started)
-	}
-	opTime := opTimeDoc(ts, st.term)
-	now := bson.NewDateTimeFromTime(r.now)
-	up := int64(r.now.Sub(c.started).Seconds())
+	v := newReplStatusView(r)
 	myState := int32(2)
 	list := bson.A{}
-	for i, m := range st.members {
-		state, str := int32(2), "SECONDARY"
-		if i == st.primary {
-			state, str = 1, "PRIMARY"
-		}
+	for i, m := range v.st.members {
 		self := m == r.member
 		if self {
-			myState = state
+			myState = v.memberState(i)
 		}
-		d := bson.D{
-			{Key: "_id", Value: int32(i)},
-			{Key: "name", Value: m.addr},
-			{Key: "health", Value: 1.0},
-			{Key: "state", Value: state},
-			{Key: "stateStr", Value: str},
-			{Key: "uptime", Value: up},
-			{Key: "optime", Value: opTime},
-		}
-		if !self {
-			d = append(d, bson.E{Key: "optimeDurable", Value: opTime})
-		}
-		d = append(d, bson.E{Key: "optimeDate", Value: wall})
-		if !self {
-			d = append(d, bson.E{Key: "optimeDurableDate", Value: wall})
-		}
-		d = append(d,
-			bson.E{Key: "lastAppliedWallTime", Value: wall},
-			bson.E{Key: "lastDurableWallTime", Value: wall},
-		)
-		if !self {
-			d = append(d,
-				bson.E{Key: "lastHeartbeat", Value: now},
-				bson.E{Key: "lastHeartbeatRecv", Value: now},
-				bson.E{Key: "pingMs", Value: int64(0)},
-				bson.E{Key: "lastHeartbeatMessage", Value: ""},
-			)
-		}
-		d = append(d,
-			bson.E{Key: "syncSourceHost", Value: ""},
-			bson.E{Key: "syncSourceId", Value: int32(-1)},
-			bson.E{Key: "infoMessage", Value: ""},
-		)
-		if i == st.primary {
-			d = append(d,
-				bson.E{Key: "electionTime", Value: bson.Timestamp{T: uint32(c.started.Unix()), I: 1}},
-				bson.E{Key: "electionDate", Value: bson.NewDateTimeFromTime(c.started.Truncate(time.Second))},
-			)
-		}
-		d = append(d,
-			bson.E{Key: "configVersion", Value: st.setVersion},
-			bson.E{Key: "configTerm", Value: st.term},
-		)
-		if self {
-			d = append(d, bson.E{Key: "self", Value: true}, bson.E{Key: "lastHeartbeatMessage", Value: ""})
-		}
-		list = append(list, d)
+		list = append(list, v.memberStatus(i, m, self))
 	}
-	n := int32(len(st.members))
+	n := int32(len(v.st.members))
 	majority := n/2 + 1
 	return bson.D{
-		{Key: "set", Value: c.setName},
-		{Key: "date", Value: now},
+		{Key: "set", Value: r.cluster.setName},
+		{Key: "date", Value: v.now},
 		{Key: "myState", Value: myState},
-		{Key: "term", Value: st.term},
+		{Key: "term", Value: v.st.term},
 		{Key: "syncSourceHost", Value: ""},
 		{Key: "syncSourceId", Value: int32(-1)},
 		{Key: "heartbeatIntervalMillis", Value: int64(2000)},
@@ -184,20 +125,108 @@ func replSetGetStatusCmd(r *request) (bson.D, error) {
 		{Key: "votingMembersCount", Value: n},
 		{Key: "writableVotingMembersCount", Value: n},
 		{Key: "optimes", Value: bson.D{
-			{Key: "lastCommittedOpTime", Value: opTime},
-			{Key: "lastCommittedWallTime", Value: wall},
-			{Key: "readConcernMajorityOpTime", Value: opTime},
-			{Key: "appliedOpTime", Value: opTime},
-			{Key: "durableOpTime", Value: opTime},
-			{Key: "writtenOpTime", Value: opTime},
-			{Key: "lastAppliedWallTime", Value: wall},
-			{Key: "lastDurableWallTime", Value: wall},
-			{Key: "lastWrittenWallTime", Value: wall},
+			{Key: "lastCommittedOpTime", Value: v.opTime},
+			{Key: "lastCommittedWallTime", Value: v.wall},
+			{Key: "readConcernMajorityOpTime", Value: v.opTime},
+			{Key: "appliedOpTime", Value: v.opTime},
+			{Key: "durableOpTime", Value: v.opTime},
+			{Key: "writtenOpTime", Value: v.opTime},
+			{Key: "lastAppliedWallTime", Value: v.wall},
+			{Key: "lastDurableWallTime", Value: v.wall},
+			{Key: "lastWrittenWallTime", Value: v.wall},
 		}},
-		{Key: "lastStableRecoveryTimestamp", Value: ts},
+		{Key: "lastStableRecoveryTimestamp", Value: v.ts},
 		{Key: "members", Value: list},
 		{Key: "ok", Value: 1.0},
 	}, nil
+}
+
+// replStatusView is what replSetGetStatus reports, taken once so every
+// member's entry shows the same state and times.
+type replStatusView struct {
+	st      replState
+	ts      bson.Timestamp // last applied operation
+	opTime  bson.D
+	wall    bson.DateTime // wall time of ts
+	now     bson.DateTime
+	uptime  int64 // seconds
+	started time.Time
+}
+
+func newReplStatusView(r *request) replStatusView {
+	c := r.cluster
+	st := c.replState()
+	ts := c.data.changes.clusterTime()
+	wall := bson.NewDateTimeFromTime(time.Unix(int64(ts.T), 0))
+	if ts.T == 0 {
+		wall = bson.NewDateTimeFromTime(c.started)
+	}
+	return replStatusView{st: st, ts: ts, opTime: opTimeDoc(ts, st.term), wall: wall,
+		now: bson.NewDateTimeFromTime(r.now), uptime: int64(r.now.Sub(c.started).Seconds()), started: c.started}
+}
+
+func (v replStatusView) memberState(i int) int32 {
+	if i == v.st.primary {
+		return 1
+	}
+	return 2
+}
+
+// memberStatus is member i's entry in members, in mongod's field order: the
+// node answering (self) omits the durable and heartbeat fields it reports
+// only about the others.
+func (v replStatusView) memberStatus(i int, m *Member, self bool) bson.D {
+	str := "SECONDARY"
+	if i == v.st.primary {
+		str = "PRIMARY"
+	}
+	d := bson.D{
+		{Key: "_id", Value: int32(i)},
+		{Key: "name", Value: m.addr},
+		{Key: "health", Value: 1.0},
+		{Key: "state", Value: v.memberState(i)},
+		{Key: "stateStr", Value: str},
+		{Key: "uptime", Value: v.uptime},
+		{Key: "optime", Value: v.opTime},
+	}
+	if !self {
+		d = append(d, bson.E{Key: "optimeDurable", Value: v.opTime})
+	}
+	d = append(d, bson.E{Key: "optimeDate", Value: v.wall})
+	if !self {
+		d = append(d, bson.E{Key: "optimeDurableDate", Value: v.wall})
+	}
+	d = append(d,
+		bson.E{Key: "lastAppliedWallTime", Value: v.wall},
+		bson.E{Key: "lastDurableWallTime", Value: v.wall},
+	)
+	if !self {
+		d = append(d,
+			bson.E{Key: "lastHeartbeat", Value: v.now},
+			bson.E{Key: "lastHeartbeatRecv", Value: v.now},
+			bson.E{Key: "pingMs", Value: int64(0)},
+			bson.E{Key: "lastHeartbeatMessage", Value: ""},
+		)
+	}
+	d = append(d,
+		bson.E{Key: "syncSourceHost", Value: ""},
+		bson.E{Key: "syncSourceId", Value: int32(-1)},
+		bson.E{Key: "infoMessage", Value: ""},
+	)
+	if i == v.st.primary {
+		d = append(d,
+			bson.E{Key: "electionTime", Value: bson.Timestamp{T: uint32(v.started.Unix()), I: 1}},
+			bson.E{Key: "electionDate", Value: bson.NewDateTimeFromTime(v.started.Truncate(time.Second))},
+		)
+	}
+	d = append(d,
+		bson.E{Key: "configVersion", Value: v.st.setVersion},
+		bson.E{Key: "configTerm", Value: v.st.term},
+	)
+	if self {
+		d = append(d, bson.E{Key: "self", Value: true}, bson.E{Key: "lastHeartbeatMessage", Value: ""})
+	}
+	return d
 }
 
 // replSetInfo is serverStatus.repl, as hello reports the set.

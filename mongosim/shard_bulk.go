@@ -7,8 +7,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
-	"github.com/sturdy-go/sturdy/mongosim/internal/value"
-	"github.com/sturdy-go/sturdy/wire"
 )
 
 // The client-level bulkWrite on several shards: each op is targeted as
@@ -20,18 +18,42 @@ import (
 type bwResult struct {
 	counts  [6]int32 // nErrors, nInserted, nMatched, nModified, nUpserted, nDeleted
 	results []bson.D
-	wce     bson.D
-	labels  []string
+	shardNotes
 }
 
 var bwCountKeys = [6]string{"nErrors", "nInserted", "nMatched", "nModified", "nUpserted", "nDeleted"}
 
+// shardedBulkWrite runs a client bulkWrite through the router: target each
+// op, send the sub-batches, then merge the per-op results into one cursor.
 func (r *Router) shardedBulkWrite(rq *request) (bson.D, error) {
+	ops, err := r.targetBulkOps(rq)
+	if err != nil {
+		return nil, err
+	}
+	ordered := true
+	if v, ok := rq.get("ordered"); ok {
+		ordered = asBool(v)
+	}
+	var res bwResult
+	if err := sendOps(ops, ordered, len(r.cluster.sharding.shards), bulkSender{r, rq, &res}); err != nil {
+		return nil, err
+	}
+	res.mergeByOp()
+	sortByInt(res.results, "idx")
+	if v, ok := rq.get("errorsOnly"); ok && truthy(v) {
+		res.results = slices.DeleteFunc(res.results, func(d bson.D) bool { v, _ := lookupD(d, "ok"); return asBool(v) })
+	}
+	return r.bulkReply(rq, &res), nil
+}
+
+// bulkNamespaces reads nsInfo: each namespace's sharded collection (nil:
+// unsharded) and its database's primary shard.
+func (r *Router) bulkNamespaces(rq *request) (colls []*shardedColl, primaries []int) {
 	ss := r.cluster.sharding
 	nsv, _ := rq.get("nsInfo")
 	nsList, _ := nsv.(bson.A)
-	colls := make([]*shardedColl, len(nsList))
-	primaries := make([]int, len(nsList))
+	colls = make([]*shardedColl, len(nsList))
+	primaries = make([]int, len(nsList))
 	for i, x := range nsList {
 		d, _ := x.(bson.D)
 		v, _ := lookupD(d, "ns")
@@ -40,14 +62,17 @@ func (r *Router) shardedBulkWrite(rq *request) (bson.D, error) {
 		colls[i] = ss.coll(ns)
 		primaries[i] = ss.primaryOf(db, true)
 	}
+	return colls, primaries
+}
+
+// targetBulkOps reads the ops and targets each as shardedWrite targets a
+// statement; an op on an unsharded namespace goes to its primary shard.
+func (r *Router) targetBulkOps(rq *request) ([]wop, error) {
+	colls, primaries := r.bulkNamespaces(rq)
 	opsv, _ := rq.get("ops")
 	opsArr, ok := opsv.(bson.A)
 	if !ok {
 		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field 'bulkWrite.ops' is the wrong type '%s', expected type 'array'", typeNameOf(opsv))
-	}
-	ordered := true
-	if v, ok := rq.get("ordered"); ok {
-		ordered = asBool(v)
 	}
 	ops := make([]wop, len(opsArr))
 	for i, x := range opsArr {
@@ -62,130 +87,56 @@ func (r *Router) shardedBulkWrite(rq *request) (bson.D, error) {
 		}
 		sc := colls[nsIdx]
 		get := func(k string) any { v, _ := lookupD(d, k); return v }
-		filter, _ := get("filter").(bson.D)
 		switch {
 		case sc == nil:
 			op.shard = primaries[nsIdx]
 		case d[0].Key == "insert":
 			doc, _ := get("document").(bson.D)
-			if _, has := value.Get(doc, "_id"); !has {
-				doc = append(bson.D{{Key: "_id", Value: bson.NewObjectID()}}, doc...)
-				op.stmt = withField(d, "document", doc)
+			if full, added := withID(doc); added {
+				doc, op.stmt = full, withField(d, "document", full)
 			}
-			if key, err := sc.keyOfDoc(doc); err != nil {
-				op.err = err
-			} else {
-				op.shard = sc.shardFor(key)
-			}
+			sc.targetDoc(&op, doc)
 		case d[0].Key == "update" || d[0].Key == "delete":
-			t := sc.targetFilter(filter)
-			if u := get("updateMods"); t < 0 && isReplacement(u) && sc.hasKeyFields(u.(bson.D)) {
-				if key, err := sc.keyOfDoc(u.(bson.D)); err == nil {
-					t = sc.shardFor(key)
-				}
-			}
-			switch {
-			case t >= 0:
-				op.shard = t
-			case asBool(get("upsert")):
-				op.err = errUpsertNoKey()
-			case asBool(get("multi")):
-				op.targets = sc.owners()
-			default:
-				op.targets, op.firstMatch = sc.owners(), true
-			}
+			filter, _ := get("filter").(bson.D)
+			sc.targetQuery(&op, filter, get("updateMods"), asBool(get("upsert")), asBool(get("multi")))
 		default:
 			return nil, cmderr.New(cmderr.FailedToParse, "Unrecognized bulkWrite op %q", d[0].Key)
 		}
 		ops[i] = op
 	}
-	var res bwResult
-	routerErr := func(op *wop) {
-		e, _ := op.err.(*cmderr.Error)
-		if e == nil {
-			e = cmderr.New(codeInternalError, "%v", op.err)
-		}
-		res.counts[0]++
-		res.results = append(res.results, bson.D{{Key: "ok", Value: 0.0}, {Key: "idx", Value: int32(op.idx)},
-			{Key: "code", Value: e.Code}, {Key: "errmsg", Value: e.Message}, {Key: "codeName", Value: cmderr.Name(e.Code)}, {Key: "n", Value: int32(0)}})
+	return ops, nil
+}
+
+// bulkSender sends bulkWrite sub-batches.
+type bulkSender struct {
+	r   *Router
+	rq  *request
+	res *bwResult
+}
+
+// send reports as matched the documents the sub-batch matched or deleted.
+func (b bulkSender) send(shard int, batch []*wop) (int64, error) {
+	before := b.res.counts
+	err := b.r.sendBulkOps(b.rq, shard, batch, b.res)
+	return int64(b.res.counts[2] + b.res.counts[5] - before[2] - before[5]), err
+}
+
+// routerError records an op the router could not target as its result.
+func (b bulkSender) routerError(op *wop) {
+	e, _ := op.err.(*cmderr.Error)
+	if e == nil {
+		e = cmderr.New(codeInternalError, "%v", op.err)
 	}
-	spread := func(op *wop) error {
-		for _, s := range op.targets {
-			before := res.counts
-			if err := r.sendBulkOps(rq, s, []*wop{op}, &res); err != nil {
-				return err
-			}
-			if res.counts[0] > before[0] || (op.firstMatch && res.counts[2]+res.counts[5] > before[2]+before[5]) {
-				return nil
-			}
-		}
-		return nil
-	}
-	if ordered {
-		for i := 0; i < len(ops); {
-			op := &ops[i]
-			errorsBefore := res.counts[0]
-			switch {
-			case op.err != nil:
-				routerErr(op)
-				i++
-			case op.shard >= 0:
-				j := i
-				var batch []*wop
-				for j < len(ops) && ops[j].err == nil && ops[j].shard == op.shard {
-					batch = append(batch, &ops[j])
-					j++
-				}
-				if err := r.sendBulkOps(rq, op.shard, batch, &res); err != nil {
-					return nil, err
-				}
-				i = j
-			default:
-				if err := spread(op); err != nil {
-					return nil, err
-				}
-				i++
-			}
-			if res.counts[0] > errorsBefore {
-				break
-			}
-		}
-	} else {
-		for s := range ss.shards {
-			var batch []*wop
-			for i := range ops {
-				if ops[i].err == nil && ops[i].shard == s {
-					batch = append(batch, &ops[i])
-				}
-			}
-			if len(batch) > 0 {
-				if err := r.sendBulkOps(rq, s, batch, &res); err != nil {
-					return nil, err
-				}
-			}
-		}
-		for i := range ops {
-			switch op := &ops[i]; {
-			case op.err != nil:
-				routerErr(op)
-			case op.shard < 0:
-				if err := spread(op); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	res.mergeByOp()
-	slices.SortStableFunc(res.results, func(a, b bson.D) int {
-		x, _ := lookupD(a, "idx")
-		y, _ := lookupD(b, "idx")
-		i, _ := asInt64(x)
-		j, _ := asInt64(y)
-		return int(i - j)
-	})
-	if v, ok := rq.get("errorsOnly"); ok && truthy(v) {
-		res.results = slices.DeleteFunc(res.results, func(d bson.D) bool { v, _ := lookupD(d, "ok"); return asBool(v) })
-	}
+	b.res.counts[0]++
+	b.res.results = append(b.res.results, bson.D{{Key: "ok", Value: 0.0}, {Key: "idx", Value: int32(op.idx)},
+		{Key: "code", Value: e.Code}, {Key: "errmsg", Value: e.Message}, {Key: "codeName", Value: cmderr.Name(e.Code)}, {Key: "n", Value: int32(0)}})
+}
+
+func (b bulkSender) errorCount() int { return int(b.res.counts[0]) }
+
+// bulkReply is the client's reply: the results as a cursor (of the
+// client's batchSize; by default all in the first batch), then the counts.
+func (r *Router) bulkReply(rq *request, res *bwResult) bson.D {
 	batchSize := -1
 	if cv, ok := rq.get("cursor"); ok {
 		if d, ok := cv.(bson.D); ok {
@@ -204,91 +155,31 @@ func (r *Router) shardedBulkWrite(rq *request) (bson.D, error) {
 	for i, k := range bwCountKeys {
 		reply = append(reply, bson.E{Key: k, Value: res.counts[i]})
 	}
-	if res.wce != nil {
-		reply = append(reply, bson.E{Key: "writeConcernError", Value: res.wce})
-	}
-	reply = append(reply, bson.E{Key: "ok", Value: 1.0})
-	if len(res.labels) > 0 {
-		reply = append(reply, bson.E{Key: "errorLabels", Value: res.labels})
-	}
-	return reply, nil
+	return res.finish(reply)
 }
 
 // sendBulkOps sends batch to shard as one bulkWrite (all of nsInfo, the
 // batch's ops, their stmtIds) and merges its results.
 func (r *Router) sendBulkOps(rq *request, shard int, batch []*wop, res *bwResult) error {
-	seq := wire.DocumentSequence{Identifier: "ops"}
-	ids := make(bson.A, len(batch))
-	for i, op := range batch {
-		raw, err := bson.Marshal(op.stmt)
-		if err != nil {
-			return cmderr.New(cmderr.BadValue, "%v", err)
-		}
-		seq.Documents = append(seq.Documents, raw)
-		ids[i] = int32(op.idx)
-	}
 	// Every result comes back (errorsOnly is applied by the router) in one
 	// batch unless it is very large.
-	cmd := without(rq.cmd, "ops", "stmtIds", "errorsOnly", "cursor")
-	_, hasTxn := rq.get("txnNumber")
-	if hasTxn {
-		cmd = append(cmd, bson.E{Key: "stmtIds", Value: ids})
-	}
-	reply, err := r.shardCmd(rq, shard, cmd, []wire.DocumentSequence{seq}, true, hasTxn)
+	reply, err := r.sendBatch(rq, shard, "ops", batch, "ops", "stmtIds", "errorsOnly", "cursor")
 	if err != nil {
 		return err
-	}
-	if !replyOK(reply) {
-		return &shardError{reply: reply}
 	}
 	for i, k := range bwCountKeys {
 		v, _ := lookupD(reply, k)
 		n, _ := asInt64(v)
 		res.counts[i] += int32(n)
 	}
-	if v, ok := lookupD(reply, "writeConcernError"); ok && res.wce == nil {
-		res.wce, _ = v.(bson.D)
-	}
-	if v, ok := lookupD(reply, "errorLabels"); ok {
-		arr, _ := v.(bson.A)
-		for _, x := range arr {
-			if l, ok := x.(string); ok && !slices.Contains(res.labels, l) {
-				res.labels = append(res.labels, l)
-			}
+	res.note(reply)
+	return r.readCursor(rq, shard, reply, "admin", "$cmd.bulkWrite", func(d bson.D) {
+		v, _ := lookupD(d, "idx")
+		if i, _ := asInt64(v); i >= 0 && int(i) < len(batch) {
+			d = setField(slices.Clone(d), "idx", int32(batch[i].idx))
 		}
-	}
-	key := "firstBatch"
-	for {
-		cv, _ := lookupD(reply, "cursor")
-		cur, _ := cv.(bson.D)
-		bv, _ := lookupD(cur, key)
-		items, _ := bv.(bson.A)
-		for _, x := range items {
-			d, _ := x.(bson.D)
-			v, _ := lookupD(d, "idx")
-			i, _ := asInt64(v)
-			if i >= 0 && int(i) < len(batch) {
-				d = setField(slices.Clone(d), "idx", int32(batch[i].idx))
-			}
-			res.results = append(res.results, d)
-		}
-		idv, _ := lookupD(cur, "id")
-		id, _ := asInt64(idv)
-		if id == 0 {
-			return nil
-		}
-		gm := bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "$cmd.bulkWrite"}, {Key: "$db", Value: "admin"}}
-		if lsid, ok := rq.get("lsid"); ok {
-			gm = append(gm, bson.E{Key: "lsid", Value: lsid})
-		}
-		if reply, err = r.shardCmd(rq, shard, gm, nil, false, false); err != nil {
-			return err
-		}
-		if !replyOK(reply) {
-			return &shardError{reply: reply}
-		}
-		key = "nextBatch"
-	}
+		res.results = append(res.results, d)
+	})
 }
 
 // mergeByOp folds the results of one op sent to several shards into one:

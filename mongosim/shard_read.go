@@ -94,8 +94,19 @@ func (r *Router) drain(rq *request, i int, cmd bson.D) ([]bson.D, error) {
 		return nil, &shardError{reply: reply}
 	}
 	var docs []bson.D
-	key := "firstBatch"
 	db, _ := lookupD(cmd, "$db")
+	if err := r.readCursor(rq, i, reply, db, "", func(d bson.D) { docs = append(docs, d) }); err != nil {
+		return nil, err
+	}
+	return docs, nil
+}
+
+// readCursor hands each document of the cursor in reply (shard i's
+// successful answer) to each, reading on with getMore on database db in
+// collection coll ("": the one the cursor's ns names) to its end.
+func (r *Router) readCursor(rq *request, i int, reply bson.D, db any, coll string, each func(bson.D)) error {
+	var err error
+	key := "firstBatch"
 	for {
 		cv, _ := lookupD(reply, "cursor")
 		cur, _ := cv.(bson.D)
@@ -103,25 +114,28 @@ func (r *Router) drain(rq *request, i int, cmd bson.D) ([]bson.D, error) {
 		batch, _ := bv.(bson.A)
 		for _, x := range batch {
 			d, _ := x.(bson.D)
-			docs = append(docs, d)
+			each(d)
 		}
 		idv, _ := lookupD(cur, "id")
 		id, _ := asInt64(idv)
 		if id == 0 {
-			return docs, nil
+			return nil
 		}
-		nsv, _ := lookupD(cur, "ns")
-		ns, _ := nsv.(string)
-		_, coll, _ := strings.Cut(ns, ".")
-		gm := bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: coll}, {Key: "$db", Value: db}}
+		getMoreColl := coll
+		if getMoreColl == "" {
+			nsv, _ := lookupD(cur, "ns")
+			ns, _ := nsv.(string)
+			_, getMoreColl, _ = strings.Cut(ns, ".")
+		}
+		gm := bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: getMoreColl}, {Key: "$db", Value: db}}
 		if lsid, ok := rq.get("lsid"); ok {
 			gm = append(gm, bson.E{Key: "lsid", Value: lsid})
 		}
 		if reply, err = r.shardCmd(rq, i, gm, nil, false, false); err != nil {
-			return nil, err
+			return err
 		}
 		if !replyOK(reply) {
-			return nil, &shardError{reply: reply}
+			return &shardError{reply: reply}
 		}
 		key = "nextBatch"
 	}

@@ -36,8 +36,42 @@ type wresult struct {
 	n, nModified int64
 	upserted     bson.A
 	writeErrors  []bson.D
-	wce          bson.D
-	labels       []string // the shards' errorLabels (RetryableWriteError on a wce)
+	shardNotes
+}
+
+// shardNotes gathers what a client's write reply carries from all the
+// shards' replies: the first writeConcernError and every errorLabel
+// (RetryableWriteError on a wce).
+type shardNotes struct {
+	wce    bson.D
+	labels []string
+}
+
+// note takes the writeConcernError and errorLabels of a shard's reply.
+func (sn *shardNotes) note(reply bson.D) {
+	if v, ok := lookupD(reply, "writeConcernError"); ok && sn.wce == nil {
+		sn.wce, _ = v.(bson.D)
+	}
+	if v, ok := lookupD(reply, "errorLabels"); ok {
+		arr, _ := v.(bson.A)
+		for _, x := range arr {
+			if l, ok := x.(string); ok && !slices.Contains(sn.labels, l) {
+				sn.labels = append(sn.labels, l)
+			}
+		}
+	}
+}
+
+// finish ends a client's reply: the writeConcernError, ok and the labels.
+func (sn *shardNotes) finish(d bson.D) bson.D {
+	if sn.wce != nil {
+		d = append(d, bson.E{Key: "writeConcernError", Value: sn.wce})
+	}
+	d = append(d, bson.E{Key: "ok", Value: 1.0})
+	if len(sn.labels) > 0 {
+		d = append(d, bson.E{Key: "errorLabels", Value: sn.labels})
+	}
+	return d
 }
 
 // hasKeyFields reports whether doc has every shard key field.
@@ -68,147 +102,25 @@ func errUpsertNoKey() error {
 	return cmderr.New(codeShardKeyNotFound, "Failed to target upsert by query :: could not extract exact shard key")
 }
 
+// shardedWrite runs an insert, update or delete on a sharded collection:
+// target each statement, send the sub-batches, then (updates) move the
+// documents whose shard key changed.
 func (r *Router) shardedWrite(rq *request, sc *shardedColl) (bson.D, error) {
 	field := map[string]string{"insert": "documents", "update": "updates", "delete": "deletes"}[rq.name]
-	v, _ := rq.get(field)
-	stmts, ok := v.(bson.A)
-	if !ok {
-		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", rq.name, field, typeNameOf(v))
+	ops, err := targetWrites(rq, sc, field)
+	if err != nil {
+		return nil, err
 	}
 	ordered := true
 	if v, ok := rq.get("ordered"); ok {
 		ordered = asBool(v)
 	}
-	owners := sc.owners()
-	ops := make([]wop, len(stmts))
-	for i, x := range stmts {
-		d, ok := x.(bson.D)
-		if !ok {
-			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s.%d' is the wrong type '%s', expected type 'object'", rq.name, field, i, typeNameOf(x))
-		}
-		op := wop{idx: i, stmt: d, shard: -1}
-		switch rq.name {
-		case "insert":
-			if _, has := value.Get(d, "_id"); !has {
-				// mongos adds the _id so a retry sends the same document.
-				op.stmt = append(bson.D{{Key: "_id", Value: bson.NewObjectID()}}, d...)
-			}
-			if key, err := sc.keyOfDoc(op.stmt); err != nil {
-				op.err = err
-			} else {
-				op.shard = sc.shardFor(key)
-			}
-		case "update":
-			q, _ := lookupD(d, "q")
-			qd, _ := q.(bson.D)
-			multi, _ := lookupD(d, "multi")
-			upsert, _ := lookupD(d, "upsert")
-			t := sc.targetFilter(qd)
-			if u, ok := lookupD(d, "u"); ok && t < 0 && isReplacement(u) && sc.hasKeyFields(u.(bson.D)) {
-				// A replacement keeps the shard key (it may not change):
-				// its own full key names the document's shard.
-				if key, err := sc.keyOfDoc(u.(bson.D)); err == nil {
-					t = sc.shardFor(key)
-				}
-			}
-			switch {
-			case t >= 0:
-				op.shard = t
-			case asBool(upsert):
-				op.err = errUpsertNoKey()
-			case asBool(multi):
-				op.targets = owners
-			default:
-				op.targets, op.firstMatch = owners, true
-			}
-		case "delete":
-			q, _ := lookupD(d, "q")
-			qd, _ := q.(bson.D)
-			limit, _ := lookupD(d, "limit")
-			n, _ := asInt64(limit)
-			switch t := sc.targetFilter(qd); {
-			case t >= 0:
-				op.shard = t
-			case n == 0:
-				op.targets = owners
-			default:
-				op.targets, op.firstMatch = owners, true
-			}
-		}
-		ops[i] = op
-	}
 	var res wresult
-	stop := false
-	send := func(shard int, batch []*wop) error {
-		matched, err := r.sendWrites(rq, field, shard, batch, &res)
-		if err != nil {
-			return err
-		}
-		_ = matched
-		return nil
+	if err := sendOps(ops, ordered, len(r.cluster.sharding.shards), writeSender{r, rq, field, &res}); err != nil {
+		return nil, err
 	}
-	if ordered {
-		for i := 0; i < len(ops) && !stop; {
-			op := &ops[i]
-			switch {
-			case op.err != nil:
-				res.addError(op.idx, op.err)
-				stop = true
-			case op.shard >= 0:
-				j := i
-				var batch []*wop
-				for j < len(ops) && ops[j].err == nil && ops[j].shard == op.shard {
-					batch = append(batch, &ops[j])
-					j++
-				}
-				before := len(res.writeErrors)
-				if err := send(op.shard, batch); err != nil {
-					return nil, err
-				}
-				stop = len(res.writeErrors) > before
-				i = j
-				continue
-			default:
-				before := len(res.writeErrors)
-				if err := r.sendSpread(rq, field, op, &res); err != nil {
-					return nil, err
-				}
-				stop = len(res.writeErrors) > before
-			}
-			i++
-		}
-	} else {
-		for s := range r.cluster.sharding.shards {
-			var batch []*wop
-			for i := range ops {
-				if ops[i].err == nil && ops[i].shard == s {
-					batch = append(batch, &ops[i])
-				}
-			}
-			if len(batch) > 0 {
-				if err := send(s, batch); err != nil {
-					return nil, err
-				}
-			}
-		}
-		for i := range ops {
-			op := &ops[i]
-			switch {
-			case op.err != nil:
-				res.addError(op.idx, op.err)
-			case op.shard < 0:
-				if err := r.sendSpread(rq, field, op, &res); err != nil {
-					return nil, err
-				}
-			}
-		}
-		slices.SortStableFunc(res.writeErrors, func(a, b bson.D) int {
-			x, _ := lookupD(a, "index")
-			y, _ := lookupD(b, "index")
-			i, _ := asInt64(x)
-			j, _ := asInt64(y)
-			return int(i - j)
-		})
+	if !ordered {
+		sortByInt(res.writeErrors, "index")
 	}
 	if rq.name == "update" {
 		if err := r.resolveKeyChanges(rq, sc, ops, &res); err != nil {
@@ -216,6 +128,201 @@ func (r *Router) shardedWrite(rq *request, sc *shardedColl) (bson.D, error) {
 		}
 	}
 	return res.reply(rq.name), nil
+}
+
+// targetWrites reads the statements of an insert, update or delete (in
+// field) and targets each.
+func targetWrites(rq *request, sc *shardedColl, field string) ([]wop, error) {
+	v, _ := rq.get(field)
+	stmts, ok := v.(bson.A)
+	if !ok {
+		return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", rq.name, field, typeNameOf(v))
+	}
+	ops := make([]wop, len(stmts))
+	for i, x := range stmts {
+		d, ok := x.(bson.D)
+		if !ok {
+			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s.%d' is the wrong type '%s', expected type 'object'", rq.name, field, i, typeNameOf(x))
+		}
+		op := wop{idx: i, stmt: d, shard: -1}
+		get := func(k string) any { v, _ := lookupD(d, k); return v }
+		switch rq.name {
+		case "insert":
+			op.stmt, _ = withID(d)
+			sc.targetDoc(&op, op.stmt)
+		case "update":
+			q, _ := get("q").(bson.D)
+			sc.targetQuery(&op, q, get("u"), asBool(get("upsert")), asBool(get("multi")))
+		case "delete":
+			q, _ := get("q").(bson.D)
+			n, _ := asInt64(get("limit"))
+			sc.targetQuery(&op, q, nil, false, n == 0)
+		}
+		ops[i] = op
+	}
+	return ops, nil
+}
+
+// withID returns doc with an _id first when it has none (added): mongos
+// adds it so that a retry sends the same document.
+func withID(doc bson.D) (out bson.D, added bool) {
+	if _, has := value.Get(doc, "_id"); has {
+		return doc, false
+	}
+	return append(bson.D{{Key: "_id", Value: bson.NewObjectID()}}, doc...), true
+}
+
+// targetDoc targets an insert at the shard its document's key names.
+func (sc *shardedColl) targetDoc(op *wop, doc bson.D) {
+	if key, err := sc.keyOfDoc(doc); err != nil {
+		op.err = err
+	} else {
+		op.shard = sc.shardFor(key)
+	}
+}
+
+// targetQuery targets an update or delete by its filter. Without a
+// target, an upsert cannot be routed, a multi write goes to every shard
+// owning chunks and a single-document one tries them in turn.
+func (sc *shardedColl) targetQuery(op *wop, filter bson.D, u any, upsert, multi bool) {
+	t := sc.targetFilter(filter)
+	if t < 0 && isReplacement(u) && sc.hasKeyFields(u.(bson.D)) {
+		// A replacement keeps the shard key (it may not change): its own
+		// full key names the document's shard.
+		if key, err := sc.keyOfDoc(u.(bson.D)); err == nil {
+			t = sc.shardFor(key)
+		}
+	}
+	switch {
+	case t >= 0:
+		op.shard = t
+	case upsert:
+		op.err = errUpsertNoKey()
+	case multi:
+		op.targets = sc.owners()
+	default:
+		op.targets, op.firstMatch = sc.owners(), true
+	}
+}
+
+// opSender is how a write path (shardedWrite, shardedBulkWrite) sends
+// targeted statements and keeps their results; sendOps decides the order.
+type opSender interface {
+	// send sends batch to shard as one command; matched counts the
+	// documents it matched.
+	send(shard int, batch []*wop) (matched int64, err error)
+	// routerError records a statement the router could not target.
+	routerError(op *wop)
+	// errorCount counts the statements that failed so far.
+	errorCount() int
+}
+
+// sendOps sends targeted statements to their shards. Ordered, they go in
+// order, a run of statements for one shard as one sub-batch, until one
+// fails. Unordered, each shard gets one sub-batch, then the statements
+// without a single target go out one by one.
+func sendOps(ops []wop, ordered bool, shards int, s opSender) error {
+	if !ordered {
+		return sendUnordered(ops, shards, s)
+	}
+	for i := 0; i < len(ops); {
+		op := &ops[i]
+		before, next := s.errorCount(), i+1
+		switch {
+		case op.err != nil:
+			s.routerError(op)
+		case op.shard >= 0:
+			var batch []*wop
+			for next = i; next < len(ops) && ops[next].err == nil && ops[next].shard == op.shard; next++ {
+				batch = append(batch, &ops[next])
+			}
+			if _, err := s.send(op.shard, batch); err != nil {
+				return err
+			}
+		default:
+			if err := sendSpread(op, s); err != nil {
+				return err
+			}
+		}
+		if s.errorCount() > before {
+			return nil
+		}
+		i = next
+	}
+	return nil
+}
+
+// sendUnordered sends unordered statements: each shard's at once, then
+// those that go to several shards.
+func sendUnordered(ops []wop, shards int, s opSender) error {
+	for shard := range shards {
+		var batch []*wop
+		for i := range ops {
+			if ops[i].err == nil && ops[i].shard == shard {
+				batch = append(batch, &ops[i])
+			}
+		}
+		if len(batch) > 0 {
+			if _, err := s.send(shard, batch); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range ops {
+		switch op := &ops[i]; {
+		case op.err != nil:
+			s.routerError(op)
+		case op.shard < 0:
+			if err := sendSpread(op, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sendSpread sends a statement without a targetable shard key to its
+// shards: all of them for a multi write, in turn until one matches for a
+// single-document write; an error stops it.
+func sendSpread(op *wop, s opSender) error {
+	for _, shard := range op.targets {
+		before := s.errorCount()
+		n, err := s.send(shard, []*wop{op})
+		if err != nil {
+			return err
+		}
+		if s.errorCount() > before || (op.firstMatch && n > 0) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// writeSender sends insert, update and delete sub-batches.
+type writeSender struct {
+	r     *Router
+	rq    *request
+	field string // the statements' field: documents, updates or deletes
+	res   *wresult
+}
+
+func (w writeSender) send(shard int, batch []*wop) (int64, error) {
+	return w.r.sendWrites(w.rq, w.field, shard, batch, w.res)
+}
+
+func (w writeSender) routerError(op *wop) { w.res.addError(op.idx, op.err) }
+
+func (w writeSender) errorCount() int { return len(w.res.writeErrors) }
+
+// sortByInt sorts docs (stably) by their integer field key.
+func sortByInt(docs []bson.D, key string) {
+	slices.SortStableFunc(docs, func(a, b bson.D) int {
+		x, _ := lookupD(a, key)
+		y, _ := lookupD(b, key)
+		i, _ := asInt64(x)
+		j, _ := asInt64(y)
+		return int(i - j)
+	})
 }
 
 func (res *wresult) addError(idx int, err error) {
@@ -244,41 +351,46 @@ func (res *wresult) reply(name string) bson.D {
 	if len(res.writeErrors) > 0 {
 		d = append(d, bson.E{Key: "writeErrors", Value: toArray(res.writeErrors)})
 	}
-	if res.wce != nil {
-		d = append(d, bson.E{Key: "writeConcernError", Value: res.wce})
-	}
-	d = append(d, bson.E{Key: "ok", Value: 1.0})
-	if len(res.labels) > 0 {
-		d = append(d, bson.E{Key: "errorLabels", Value: res.labels})
-	}
-	return d
+	return res.finish(d)
 }
 
-// sendWrites sends batch to shard as one write command and merges the
-// reply into res, mapping indexes back to the client's batch; matched is
-// the reply's n.
-func (r *Router) sendWrites(rq *request, field string, shard int, batch []*wop, res *wresult) (int64, error) {
-	seq := wire.DocumentSequence{Identifier: field}
+// sendBatch sends batch to shard as rq's command without the fields
+// drop, the statements in the document sequence seqID and, on a
+// retryable write, their places in the client's batch as stmtIds so that
+// a retry replays on the shard. A reply with ok 0 is a shardError.
+func (r *Router) sendBatch(rq *request, shard int, seqID string, batch []*wop, drop ...string) (bson.D, error) {
+	seq := wire.DocumentSequence{Identifier: seqID}
 	ids := make(bson.A, len(batch))
 	for i, op := range batch {
 		raw, err := bson.Marshal(op.stmt)
 		if err != nil {
-			return 0, cmderr.New(cmderr.BadValue, "%v", err)
+			return nil, cmderr.New(cmderr.BadValue, "%v", err)
 		}
 		seq.Documents = append(seq.Documents, raw)
 		ids[i] = int32(op.idx)
 	}
-	cmd := without(rq.cmd, field, "stmtIds")
+	cmd := without(rq.cmd, drop...)
 	_, hasTxn := rq.get("txnNumber")
 	if hasTxn {
 		cmd = append(cmd, bson.E{Key: "stmtIds", Value: ids})
 	}
 	reply, err := r.shardCmd(rq, shard, cmd, []wire.DocumentSequence{seq}, true, hasTxn)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if !replyOK(reply) {
-		return 0, &shardError{reply: reply}
+		return nil, &shardError{reply: reply}
+	}
+	return reply, nil
+}
+
+// sendWrites sends batch to shard as one write command and merges the
+// reply into res, mapping indexes back to the client's batch; matched is
+// the reply's n.
+func (r *Router) sendWrites(rq *request, field string, shard int, batch []*wop, res *wresult) (int64, error) {
+	reply, err := r.sendBatch(rq, shard, field, batch, field, "stmtIds")
+	if err != nil {
+		return 0, err
 	}
 	get := func(k string) int64 {
 		v, _ := lookupD(reply, k)
@@ -310,35 +422,8 @@ func (r *Router) sendWrites(rq *request, field string, shard int, batch []*wop, 
 			res.writeErrors = append(res.writeErrors, mapIdx(d))
 		}
 	}
-	if v, ok := lookupD(reply, "writeConcernError"); ok && res.wce == nil {
-		res.wce, _ = v.(bson.D)
-	}
-	if v, ok := lookupD(reply, "errorLabels"); ok {
-		arr, _ := v.(bson.A)
-		for _, x := range arr {
-			if l, ok := x.(string); ok && !slices.Contains(res.labels, l) {
-				res.labels = append(res.labels, l)
-			}
-		}
-	}
+	res.note(reply)
 	return n, nil
-}
-
-// sendSpread sends a statement without a targetable shard key to its
-// shards: all of them for a multi write, in turn until one matches for a
-// single-document write.
-func (r *Router) sendSpread(rq *request, field string, op *wop, res *wresult) error {
-	for _, s := range op.targets {
-		before := len(res.writeErrors)
-		n, err := r.sendWrites(rq, field, s, []*wop{op}, res)
-		if err != nil {
-			return err
-		}
-		if len(res.writeErrors) > before || (op.firstMatch && n > 0) {
-			return nil
-		}
-	}
-	return nil
 }
 
 // shardedFindAndModify targets the shard key when the query fixes it;

@@ -13,6 +13,7 @@ import (
 	"github.com/xdg-go/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/connstring"
 	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
@@ -23,22 +24,6 @@ const (
 	MechX509        = "MONGODB-X509"
 	MechPLAIN       = "PLAIN"
 )
-
-// Credential authenticates a connection.
-type Credential struct {
-	// Mechanism is SCRAM-SHA-256, SCRAM-SHA-1, MONGODB-X509 or PLAIN; ""
-	// negotiates SCRAM-SHA-256 or SCRAM-SHA-1 with the server.
-	Mechanism string
-	// Source is the authentication database: default "admin" for SCRAM,
-	// "$external" for MONGODB-X509 and PLAIN.
-	Source   string
-	Username string
-	Password string
-	// MechanismProperties are not used by the supported mechanisms.
-	MechanismProperties map[string]string
-	// PasswordSet records that a password was given, even an empty one.
-	PasswordSet bool
-}
 
 // authenticator runs one mechanism on a freshly handshaken connection.
 type authenticator interface {
@@ -51,7 +36,7 @@ type authenticator interface {
 	authenticate(ctx context.Context, c *Conn) error
 }
 
-func newAuthenticator(cred *Credential) (authenticator, error) {
+func newAuthenticator(cred *connstring.Credential) (authenticator, error) {
 	mech := strings.ToUpper(cred.Mechanism)
 	switch mech {
 	case "", MechSCRAMSHA1, MechSCRAMSHA256:
@@ -152,7 +137,7 @@ func scramClient(mech, user, password string) (*scram.Client, error) {
 }
 
 type scramAuth struct {
-	cred   *Credential
+	cred   *connstring.Credential
 	mech   string // as configured; "" negotiates
 	source string
 
@@ -303,7 +288,7 @@ func (a *x509Auth) authenticate(ctx context.Context, c *Conn) error {
 // plainAuth is SASL PLAIN (LDAP); the password travels in clear text, so it
 // belongs on TLS connections only.
 type plainAuth struct {
-	cred   *Credential
+	cred   *connstring.Credential
 	source string
 }
 

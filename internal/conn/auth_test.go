@@ -13,6 +13,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/internal/connstring"
 	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/mongosim"
 )
@@ -23,7 +24,7 @@ func TestSCRAMAgainstMongosim(t *testing.T) {
 	ctx := context.Background()
 	for _, mech := range []string{"", conn.MechSCRAMSHA256, conn.MechSCRAMSHA1} {
 		t.Run("mech="+mech, func(t *testing.T) {
-			c, err := conn.Dial(ctx, addr, conn.Options{Credential: &conn.Credential{Mechanism: mech, Username: "u", Password: "p"}})
+			c, err := conn.Dial(ctx, addr, conn.Options{Credential: &connstring.Credential{Mechanism: mech, Username: "u", Password: "p"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +46,7 @@ func TestSCRAMAgainstMongosim(t *testing.T) {
 		})
 	}
 
-	for name, cred := range map[string]*conn.Credential{
+	for name, cred := range map[string]*connstring.Credential{
 		"wrong password": {Username: "u", Password: "wrong"},
 		"wrong user":     {Mechanism: conn.MechSCRAMSHA1, Username: "nobody", Password: "p"},
 		"wrong source":   {Mechanism: conn.MechSCRAMSHA256, Username: "u", Password: "p", Source: "db"},
@@ -189,7 +190,7 @@ func TestSCRAMNegotiationWithoutSpeculation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := blackpipe.Start(t)
 			s := newSCRAMServer(t, srv, "user", "pencil", tc.mechs, tc.honourSkip)
-			c, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{Credential: &conn.Credential{Mechanism: tc.configured, Username: "user", Password: "pencil", Source: "admin"}})
+			c, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{Credential: &connstring.Credential{Mechanism: tc.configured, Username: "user", Password: "pencil", Source: "admin"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +240,7 @@ func TestSCRAMWrongPasswordAgainstBlackpipe(t *testing.T) {
 	// The server stores a different password, so it refuses our proof.
 	srv := blackpipe.Start(t)
 	newSCRAMServer(t, srv, "user", "other", bson.A{"SCRAM-SHA-256"}, true)
-	_, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{Credential: &conn.Credential{Username: "user", Password: "pencil"}})
+	_, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{Credential: &connstring.Credential{Username: "user", Password: "pencil"}})
 	var ae *mongoerr.AuthError
 	if !errors.As(err, &ae) || ae.Mechanism != conn.MechSCRAMSHA256 {
 		t.Fatalf("got %v", err)
@@ -250,7 +251,7 @@ func TestAuthNetworkFailureIsNetworkError(t *testing.T) {
 	srv := blackpipe.Start(t)
 	newSCRAMServer(t, srv, "user", "pencil", bson.A{"SCRAM-SHA-256"}, true)
 	srv.Autorespond(blackpipe.Command("saslContinue"), func(r *blackpipe.Request) bool { return r.Hangup() == nil })
-	_, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{Credential: &conn.Credential{Username: "user", Password: "pencil"}})
+	_, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{Credential: &connstring.Credential{Username: "user", Password: "pencil"}})
 	var ne *mongoerr.NetworkError
 	var ae *mongoerr.AuthError
 	if !errors.As(err, &ne) || errors.As(err, &ae) {
@@ -273,12 +274,12 @@ func TestX509AndPLAIN(t *testing.T) {
 			{Key: "payload", Value: bson.Binary{Data: []byte{}}}}) == nil
 	})
 	ctx := context.Background()
-	c, err := conn.Dial(ctx, srv.Addr(), conn.Options{Credential: &conn.Credential{Mechanism: "MONGODB-X509"}})
+	c, err := conn.Dial(ctx, srv.Addr(), conn.Options{Credential: &connstring.Credential{Mechanism: "MONGODB-X509"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
-	c, err = conn.Dial(ctx, srv.Addr(), conn.Options{Credential: &conn.Credential{Mechanism: "PLAIN", Username: "user", Password: "pencil"}})
+	c, err = conn.Dial(ctx, srv.Addr(), conn.Options{Credential: &connstring.Credential{Mechanism: "PLAIN", Username: "user", Password: "pencil"}})
 	if err != nil {
 		t.Fatal(err)
 	}

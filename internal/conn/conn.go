@@ -15,6 +15,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/bufpool"
 	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/wire"
@@ -60,6 +61,10 @@ type SendObserver interface {
 // Reply is a server reply.
 type Reply struct {
 	Body bson.Raw // owned by the caller
+	// Buffer is the pooled buffer Body lies in (nil if it has none of
+	// its own). Whoever can prove nothing refers into Body any more may
+	// hand it back with bufpool.Put; anyone else just drops it.
+	Buffer *[]byte
 	// MoreToCome means the server will send another reply without a
 	// request; read it with ReadReply.
 	MoreToCome bool
@@ -279,7 +284,7 @@ func (c *Conn) Streaming() bool {
 
 // read reads one reply that must answer responseTo. The caller holds c.mu.
 func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
-	msg, own, err := c.readMessage()
+	msg, own, pooled, err := c.readMessage()
 	if err != nil {
 		if errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrMessageTooLarge) {
 			return nil, c.fail(ctx, "decode", err)
@@ -288,6 +293,7 @@ func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
 	}
 	m, err := wire.Decode(msg, c.maxMsgSize)
 	if err != nil {
+		bufpool.Put(pooled) // nothing decoded refers into it
 		return nil, c.fail(ctx, "decode", err)
 	}
 	if m.Header.ResponseTo != responseTo {
@@ -303,6 +309,9 @@ func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
 		body = append(bson.Raw(nil), body...)
 	}
 	r := &Reply{Body: body, MoreToCome: m.Msg.Flags&wire.MoreToCome != 0}
+	if own {
+		r.Buffer = pooled
+	}
 	c.streaming = r.MoreToCome
 	c.lastReplyID = m.Header.RequestID
 	c.lastUsed.Store(time.Now().UnixNano())
@@ -316,31 +325,36 @@ func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
 const ownReadMax = 1 << 20
 
 // readMessage reads one whole message. An uncompressed message of up to
-// ownReadMax bytes is read into a new buffer of exactly its size (own): the
-// reply body then aliases it and needs no copy. Anything else is read into
-// c.rbuf. Errors are wire.ReadMessage's.
-func (c *Conn) readMessage() (msg []byte, own bool, err error) {
+// ownReadMax bytes is read into a buffer of exactly its size (own), pooled
+// when bufpool pools its size: the reply body then aliases it and needs no
+// copy. Anything else is read into c.rbuf. Errors are wire.ReadMessage's.
+func (c *Conn) readMessage() (msg []byte, own bool, pooled *[]byte, err error) {
 	if n, err := io.ReadFull(c.rd, c.hdr[:]); err != nil {
 		if err == io.EOF && n == 0 {
-			return nil, false, io.EOF
+			return nil, false, nil, io.EOF
 		}
-		return nil, false, fmt.Errorf("reading message header: %w", err)
+		return nil, false, nil, fmt.Errorf("reading message header: %w", err)
 	}
 	h, err := wire.ParseHeader(c.hdr[:])
 	if err != nil || h.MessageLength > c.maxMsgSize || h.MessageLength > ownReadMax || h.OpCode == wire.OpCompressed {
 		// wire.ReadMessage judges the header again and reports as before.
 		c.rbuf, err = wire.ReadMessage(&headerReader{hdr: c.hdr[:], r: c.rd}, c.rbuf[:0], c.maxMsgSize)
-		return c.rbuf, false, err
+		return c.rbuf, false, nil, err
 	}
-	msg = make([]byte, h.MessageLength)
+	if pooled = bufpool.Get(int(h.MessageLength)); pooled != nil {
+		msg = *pooled
+	} else {
+		msg = make([]byte, h.MessageLength)
+	}
 	copy(msg, c.hdr[:])
 	if n, err := io.ReadFull(c.rd, msg[wire.HeaderLen:]); err != nil {
+		bufpool.Put(pooled)
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, false, fmt.Errorf("reading %s body (%d of %d bytes): %w", h.OpCode, wire.HeaderLen+n, len(msg), err)
+		return nil, false, nil, fmt.Errorf("reading %s body (%d of %d bytes): %w", h.OpCode, wire.HeaderLen+n, len(msg), err)
 	}
-	return msg, true, nil
+	return msg, true, pooled, nil
 }
 
 // headerReader replays a header already read, then reads on from r.

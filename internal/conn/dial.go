@@ -14,6 +14,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/connstring"
 	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/wire"
 )
@@ -24,15 +25,14 @@ const (
 	DriverVersion = "0.1.0"
 )
 
-// Metadata limits from the handshake specification.
-const (
-	maxMetadataSize = 512
-	maxAppNameSize  = 128
-)
+// maxMetadataSize is the handshake specification's limit on the client
+// metadata document.
+const maxMetadataSize = 512
 
 // Options configures Dial. The zero value dials plain TCP with no timeout
 // of its own (the ctx given to Dial governs), no compression and no
-// authentication. Values are taken literally: the client resolves defaults.
+// authentication. Values are taken literally; OptionsFrom applies the
+// client's defaults.
 type Options struct {
 	// AppName is sent as client.application.name (at most 128 bytes).
 	AppName string
@@ -49,7 +49,7 @@ type Options struct {
 	// since storing without compression would defeat the purpose.
 	ZlibLevel int
 	// Credential, if set, authenticates the connection.
-	Credential *Credential
+	Credential *connstring.Credential
 	// Dialer replaces net.Dialer (e.g. for a proxy or a test).
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 	// DriverName, DriverVersion and DriverPlatform are appended (after a
@@ -66,6 +66,27 @@ type Options struct {
 	// SocketTimeout, when positive, bounds every round trip after the
 	// handshake whose context has no earlier deadline (socketTimeoutMS).
 	SocketTimeout time.Duration
+}
+
+// OptionsFrom is the connection options a client's settings ask for, with
+// the defaults of connstring.Defaults applied: a negative ConnectTimeout
+// (connectTimeoutMS=0) becomes 0, no timeout of its own. SocketTimeout is
+// left to the topology, which gives it to application connections only.
+func OptionsFrom(s connstring.Settings) Options {
+	dialTimeout := cmp.Or(s.ConnectTimeout, connstring.Defaults.ConnectTimeout)
+	if dialTimeout < 0 {
+		dialTimeout = 0
+	}
+	return Options{
+		AppName:      s.AppName,
+		DialTimeout:  dialTimeout,
+		TLSConfig:    s.TLS,
+		Compressors:  s.Compressors,
+		ZlibLevel:    connstring.OrDefault(s.ZlibLevel, connstring.Defaults.ZlibLevel),
+		Credential:   s.Auth,
+		Dialer:       s.Dialer,
+		LoadBalanced: s.LoadBalanced,
+	}
 }
 
 // ErrNoServiceID is returned (wrapped) by Dial in load-balanced mode when
@@ -125,8 +146,8 @@ func prepare(o Options) (dialPlan, error) {
 	if p.comp, err = offeredCompressors(o.Compressors); err != nil {
 		return p, err
 	}
-	if len(o.AppName) > maxAppNameSize {
-		return p, fmt.Errorf("application name is %d bytes, more than the %d allowed", len(o.AppName), maxAppNameSize)
+	if len(o.AppName) > connstring.Defaults.MaxAppNameBytes {
+		return p, fmt.Errorf("application name is %d bytes, more than the %d allowed", len(o.AppName), connstring.Defaults.MaxAppNameBytes)
 	}
 	if o.ZlibLevel < -1 || o.ZlibLevel > 9 {
 		return p, fmt.Errorf("zlib level %d out of range -1..9", o.ZlibLevel)

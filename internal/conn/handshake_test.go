@@ -16,6 +16,7 @@ import (
 
 	"github.com/sturdy-go/sturdy/blackpipe"
 	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/internal/connstring"
 	"github.com/sturdy-go/sturdy/internal/testcert"
 	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/wire"
@@ -133,8 +134,8 @@ func TestDialOptionErrors(t *testing.T) {
 	for name, o := range map[string]conn.Options{
 		"compressor": {Compressors: []string{"lz4"}},
 		"zlib level": {ZlibLevel: 11},
-		"mechanism":  {Credential: &conn.Credential{Mechanism: "GSSAPI", Username: "u"}},
-		"no user":    {Credential: &conn.Credential{Password: "p"}},
+		"mechanism":  {Credential: &connstring.Credential{Mechanism: "GSSAPI", Username: "u"}},
+		"no user":    {Credential: &connstring.Credential{Password: "p"}},
 	} {
 		c, err := conn.Dial(context.Background(), srv.Addr(), o)
 		if err == nil {
@@ -147,7 +148,7 @@ func TestDialOptionErrors(t *testing.T) {
 		}
 	}
 	var ae *mongoerr.AuthError
-	_, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{Credential: &conn.Credential{Mechanism: "MONGODB-AWS", Username: "u"}})
+	_, err := conn.Dial(context.Background(), srv.Addr(), conn.Options{Credential: &connstring.Credential{Mechanism: "MONGODB-AWS", Username: "u"}})
 	if !errors.As(err, &ae) || ae.Mechanism != "MONGODB-AWS" || !strings.Contains(err.Error(), "not supported") {
 		t.Errorf("unsupported mechanism: %v", err)
 	}

@@ -124,7 +124,7 @@ var AuthMechanisms = []string{"SCRAM-SHA-1", "SCRAM-SHA-256", "MONGODB-X509", "P
 func init() {
 	defs := []optionDef{
 		{name: "appName", apply: func(cs *ConnString, v, _ string) string {
-			// Its length limit is the client's (the root's defaults table).
+			// Its length limit (Defaults.MaxAppNameBytes) is checked by the client.
 			cs.AppName = v
 			return ""
 		}},
@@ -460,101 +460,132 @@ func (cs *ConnString) applyTLS(pairs []pair) error {
 	return nil
 }
 
-// validate applies the rules that involve several options or the hosts.
+// validate applies the rules that involve several options or the hosts,
+// returning the first broken one.
 func (cs *ConnString) validate() error {
-	fail := func(option, format string, args ...any) error {
-		return &Error{Option: option, Msg: fmt.Sprintf(format, args...)}
-	}
-	// TLS options that relax or disable the same checks may not be mixed,
-	// whatever their values.
-	conflicts := [][2]string{
-		{"tlsInsecure", "tlsAllowInvalidCertificates"},
-		{"tlsInsecure", "tlsAllowInvalidHostnames"},
-		{"tlsInsecure", "tlsDisableOCSPEndpointCheck"},
-		{"tlsInsecure", "tlsDisableCertificateRevocationCheck"},
-		{"tlsAllowInvalidCertificates", "tlsDisableOCSPEndpointCheck"},
-		{"tlsAllowInvalidCertificates", "tlsDisableCertificateRevocationCheck"},
-		{"tlsDisableOCSPEndpointCheck", "tlsDisableCertificateRevocationCheck"},
-	}
-	for _, c := range conflicts {
-		if cs.present[lowerASCII(c[0])] && cs.present[lowerASCII(c[1])] {
-			return fail(c[1], "%s and %s cannot both be given", c[0], c[1])
+	for _, check := range []func() error{
+		cs.validateTLS, cs.validateTopology, cs.validateProxy, cs.validateReadPreference, cs.validateCombinations,
+	} {
+		if err := check(); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
+// optionErr is a rule broken by option.
+func optionErr(option, format string, args ...any) error {
+	return &Error{Option: option, Msg: fmt.Sprintf(format, args...)}
+}
+
+// tlsConflicts are TLS options that relax or disable the same checks: they
+// may not be mixed, whatever their values.
+var tlsConflicts = [][2]string{
+	{"tlsInsecure", "tlsAllowInvalidCertificates"},
+	{"tlsInsecure", "tlsAllowInvalidHostnames"},
+	{"tlsInsecure", "tlsDisableOCSPEndpointCheck"},
+	{"tlsInsecure", "tlsDisableCertificateRevocationCheck"},
+	{"tlsAllowInvalidCertificates", "tlsDisableOCSPEndpointCheck"},
+	{"tlsAllowInvalidCertificates", "tlsDisableCertificateRevocationCheck"},
+	{"tlsDisableOCSPEndpointCheck", "tlsDisableCertificateRevocationCheck"},
+}
+
+func (cs *ConnString) validateTLS() error {
+	for _, c := range tlsConflicts {
+		if cs.present[lowerASCII(c[0])] && cs.present[lowerASCII(c[1])] {
+			return optionErr(c[1], "%s and %s cannot both be given", c[0], c[1])
+		}
+	}
+	return nil
+}
+
+// validateTopology checks the hosts against directConnection, loadBalanced
+// and the SRV options.
+func (cs *ConnString) validateTopology() error {
 	direct := cs.DirectConnection != nil && *cs.DirectConnection
 	if direct && len(cs.Hosts) > 1 {
-		return fail("directConnection", "directConnection=true needs exactly one host, got %d", len(cs.Hosts))
+		return optionErr("directConnection", "directConnection=true needs exactly one host, got %d", len(cs.Hosts))
 	}
 	if direct && cs.IsSRV() {
-		return fail("directConnection", "directConnection=true cannot be used with mongodb+srv")
+		return optionErr("directConnection", "directConnection=true cannot be used with mongodb+srv")
 	}
 	if cs.LoadBalanced != nil && *cs.LoadBalanced {
 		if err := cs.validateLoadBalanced(); err != nil {
 			return err
 		}
 	}
-
 	if !cs.IsSRV() {
 		for _, k := range []string{"srvServiceName", "srvMaxHosts"} {
 			if cs.present[lowerASCII(k)] {
-				return fail(k, "%s requires a mongodb+srv URI", k)
+				return optionErr(k, "%s requires a mongodb+srv URI", k)
 			}
 		}
 	}
 	if cs.SRVMaxHosts != nil && *cs.SRVMaxHosts > 0 && cs.ReplicaSet != "" {
-		return fail("srvMaxHosts", "srvMaxHosts cannot be combined with replicaSet")
+		return optionErr("srvMaxHosts", "srvMaxHosts cannot be combined with replicaSet")
 	}
+	return nil
+}
 
+func (cs *ConnString) validateProxy() error {
 	if cs.ProxyHost == "" {
 		for _, k := range []string{"proxyPort", "proxyUsername", "proxyPassword"} {
 			if cs.present[lowerASCII(k)] {
-				return fail(k, "%s requires proxyHost", k)
+				return optionErr(k, "%s requires proxyHost", k)
 			}
 		}
 	}
 	if cs.present["proxyusername"] != cs.present["proxypassword"] {
-		return fail("proxyUsername", "proxyUsername and proxyPassword must be given together")
+		return optionErr("proxyUsername", "proxyUsername and proxyPassword must be given together")
 	}
+	return nil
+}
 
-	if cs.ReadPreference == nil || *cs.ReadPreference == readpref.Primary {
-		for _, tags := range cs.ReadPreferenceTags {
-			if len(tags) > 0 {
-				return fail("readPreferenceTags", "readPreferenceTags cannot be used with read preference primary")
-			}
-		}
-		if cs.MaxStalenessSeconds != nil && *cs.MaxStalenessSeconds > 0 {
-			return fail("maxStalenessSeconds", "maxStalenessSeconds cannot be used with read preference primary")
+func (cs *ConnString) validateReadPreference() error {
+	if cs.ReadPreference != nil && *cs.ReadPreference != readpref.Primary {
+		return nil
+	}
+	for _, tags := range cs.ReadPreferenceTags {
+		if len(tags) > 0 {
+			return optionErr("readPreferenceTags", "readPreferenceTags cannot be used with read preference primary")
 		}
 	}
+	if cs.MaxStalenessSeconds != nil && *cs.MaxStalenessSeconds > 0 {
+		return optionErr("maxStalenessSeconds", "maxStalenessSeconds cannot be used with read preference primary")
+	}
+	return nil
+}
+
+// validateCombinations checks the write concern, pool and authentication
+// options that contradict each other.
+func (cs *ConnString) validateCombinations() error {
 	if w, ok := cs.W.(int); ok && w == 0 && cs.Journal != nil && *cs.Journal {
-		return fail("journal", "journal=true cannot be combined with w=0")
+		return optionErr("journal", "journal=true cannot be combined with w=0")
 	}
 	if cs.MinPoolSize != nil && cs.MaxPoolSize != nil && *cs.MaxPoolSize > 0 && *cs.MinPoolSize > *cs.MaxPoolSize {
-		return fail("minPoolSize", "minPoolSize (%d) is greater than maxPoolSize (%d)", *cs.MinPoolSize, *cs.MaxPoolSize)
+		return optionErr("minPoolSize", "minPoolSize (%d) is greater than maxPoolSize (%d)", *cs.MinPoolSize, *cs.MaxPoolSize)
 	}
 	if cs.AuthMechanism == "MONGODB-X509" && cs.HasPassword {
-		return fail("authMechanism", "MONGODB-X509 takes no password")
+		return optionErr("authMechanism", "MONGODB-X509 takes no password")
 	}
 	if cs.AuthMechanism != "" && cs.AuthMechanism != "MONGODB-X509" && cs.AuthMechanism != "MONGODB-AWS" &&
 		cs.AuthMechanism != "MONGODB-OIDC" && (!cs.HasUsername || cs.Username == "") {
-		return fail("authMechanism", "authMechanism %s needs a username", cs.AuthMechanism)
+		return optionErr("authMechanism", "authMechanism %s needs a username", cs.AuthMechanism)
 	}
 	return nil
 }
 
 // validateLoadBalanced applies the load balancer specification's rules.
 func (cs *ConnString) validateLoadBalanced() error {
-	fail := func(option, msg string) error { return &Error{Option: option, Msg: msg} }
 	switch {
 	case len(cs.Hosts) > 1:
-		return fail("loadBalanced", fmt.Sprintf("loadBalanced=true needs exactly one host, got %d", len(cs.Hosts)))
+		return optionErr("loadBalanced", "loadBalanced=true needs exactly one host, got %d", len(cs.Hosts))
 	case cs.DirectConnection != nil && *cs.DirectConnection:
-		return fail("loadBalanced", "loadBalanced=true cannot be combined with directConnection=true")
+		return optionErr("loadBalanced", "loadBalanced=true cannot be combined with directConnection=true")
 	case cs.ReplicaSet != "":
-		return fail("loadBalanced", "loadBalanced=true cannot be combined with replicaSet")
+		return optionErr("loadBalanced", "loadBalanced=true cannot be combined with replicaSet")
 	case cs.SRVMaxHosts != nil && *cs.SRVMaxHosts > 0:
-		return fail("loadBalanced", "loadBalanced=true cannot be combined with srvMaxHosts")
+		return optionErr("loadBalanced", "loadBalanced=true cannot be combined with srvMaxHosts")
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package connstring
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net"
@@ -204,10 +205,7 @@ func Resolve(ctx context.Context, cs *ConnString, r Resolver) error {
 	if cs.SRVMaxHosts != nil {
 		maxHosts = *cs.SRVMaxHosts
 	}
-	service := cs.SRVServiceName
-	if service == "" {
-		service = "mongodb" // the client's default, as the root's defaults table has it
-	}
+	service := cmp.Or(cs.SRVServiceName, Defaults.SRVServiceName)
 	sl, err := LookupSeedlist(ctx, r, cs.SRVHost, service, maxHosts)
 	if err != nil {
 		return err

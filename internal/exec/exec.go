@@ -67,7 +67,7 @@ type Executor struct {
 	// MaxAdaptiveRetries caps the retries of an operation once an overload
 	// error (RetryableError / SystemOverloadedError label) has been seen.
 	// It is taken literally: 0 means no overload retries (retryable writes
-	// and reads still get their one retry); the client resolves the default.
+	// and reads still get their one retry); New applies the default.
 	MaxAdaptiveRetries int
 	// DisableRetryTokens turns off the client-wide retry token bucket
 	// (adaptiveRetries=false): retries are then limited only by
@@ -132,6 +132,11 @@ type Result struct {
 	// Pin is the connection pinned to the cursor the operation opened
 	// (PinCursor, load-balanced mode); the cursor unpins it.
 	Pin *Pin
+	// ReplyBuffer is the pooled buffer Reply lies in, nil if it has none or
+	// a command-succeeded listener was handed Reply. A caller that keeps no
+	// reference into Reply (a cursor done with its batch) may give it back
+	// with bufpool.Put; any other caller just drops it.
+	ReplyBuffer *[]byte
 }
 
 var operationIDs atomic.Int64
@@ -178,6 +183,9 @@ type opState struct {
 	// inTxn: the operation runs in the session's transaction (a command
 	// of a starting or in-progress transaction, or commit/abort).
 	inTxn bool
+	// replyBuffer is the pooled buffer of the last attempt's reply, when
+	// nothing the executor did (a succeeded event) let it escape.
+	replyBuffer *[]byte
 	// everSent: some attempt wrote its command; a transaction's first
 	// command then moves the transaction to in progress.
 	everSent bool
@@ -287,6 +295,9 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	}
 
 	res := Result{Reply: reply, Server: st.server, OperationID: st.opID, Pin: st.pin}
+	if err == nil {
+		res.ReplyBuffer = st.replyBuffer
+	}
 	if st.ownSession {
 		// Kept too when the error came with a server reply (a write
 		// concern error carries a bulkWrite's results cursor); the caller
@@ -520,6 +531,7 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 	if ss != nil {
 		ss.LastUse = start
 	}
+	st.replyBuffer = nil
 	r, err := c.Send(ctx, req)
 	dur := time.Since(start)
 	ids := h.ids
@@ -548,6 +560,9 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 		return reply, err
 	}
 	e.publishSucceeded(ctx, st, ids, dur, reply)
+	if r != nil && (e.Monitor == nil || e.Monitor.CommandSucceeded == nil) {
+		st.replyBuffer = r.Buffer
+	}
 	return reply, nil
 }
 

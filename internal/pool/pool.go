@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"math/rand/v2"
@@ -12,11 +13,12 @@ import (
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/backoff"
 	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/internal/connstring"
 	"github.com/sturdy-go/sturdy/mongoerr"
 )
 
-// Options configures a Pool. Values are taken literally (the client
-// resolves its defaults): the zero value is an unlimited pool with no
+// Options configures a Pool. Values are taken literally (OptionsFrom
+// applies the client's defaults): the zero value is an unlimited pool with no
 // minimum, no cap on concurrent dials and no idle timeout.
 type Options struct {
 	// MaxPoolSize caps the connections (pending, idle and in use); 0 means
@@ -40,8 +42,8 @@ type Options struct {
 	Monitor *event.Monitor
 	// BackgroundInterval is the pause between runs of the background
 	// goroutine that keeps MinPoolSize and closes idle connections; 0 means
-	// no background goroutine (the client's default is in the root's
-	// defaults table).
+	// no background goroutine (the client's default is in
+	// connstring.Defaults).
 	BackgroundInterval time.Duration
 	// EstablishError, if set, is called (without the pool's lock held) with
 	// an error establishing a connection, before the connection is
@@ -66,6 +68,27 @@ type Options struct {
 	// and is never paused, and wait-queue timeouts count pinned
 	// connections (Pin).
 	LoadBalanced bool
+}
+
+// OptionsFrom is the pool options a client's settings ask for, with the
+// defaults of connstring.Defaults applied (a negative MaxPoolSize is
+// unlimited) and the background goroutine on.
+func OptionsFrom(s connstring.Settings) Options {
+	maxPool := cmp.Or(s.MaxPoolSize, connstring.Defaults.MaxPoolSize)
+	if maxPool < 0 {
+		maxPool = 0 // unlimited
+	}
+	return Options{
+		MaxPoolSize:   maxPool,
+		MinPoolSize:   s.MinPoolSize,
+		MaxConnecting: cmp.Or(s.MaxConnecting, connstring.Defaults.MaxConnecting),
+		MaxIdleTime:   s.MaxIdleTime,
+		// CMAP's background thread; 0 would be none.
+		BackgroundInterval: connstring.Defaults.PoolBackgroundInterval,
+		Conn:               conn.OptionsFrom(s),
+		Monitor:            s.Monitor,
+		LoadBalanced:       s.LoadBalanced,
+	}
 }
 
 // PinKind is why a load-balanced connection stays checked out across
@@ -553,58 +576,71 @@ func (p *Pool) dial(ctx context.Context, m *member) {
 			p.resolveLocked(w, nil, p.clearedErrLocked())
 		}
 	case err == nil:
-		p.establishSucceededLocked()
-		m.c = c
-		if p.opts.LoadBalanced {
-			// The handshake named the service: the connection belongs to
-			// its current generation.
-			if sid := c.ServiceID(); sid != nil {
-				m.sid = *sid
-			}
-			m.gen = p.svcGen[m.sid]
-		}
-		c.SetGeneration(m.gen)
-		if p.opts.LoadBalanced {
-			d := c.Description()
-			p.lastHello = &d
-		}
-		p.conns[c] = m
-		p.publish(&event.PoolEvent{Type: event.ConnectionReady, ConnectionID: m.id, Duration: p.now().Sub(m.created)})
-		if w != nil {
-			p.resolveLocked(w, m, nil)
-		} else {
-			m.state = connIdle
-			m.idleSince = p.now()
-			p.idle = append(p.idle, m)
-		}
+		p.readyLocked(m, c, w)
 	default:
-		m.state = connClosed
-		if m.gen == p.generation {
-			p.establishFailedLocked(err)
-		}
-		reason, fail := event.ReasonError, err
-		switch {
-		case p.state == stateClosed:
-			reason, fail = event.ReasonPoolClosed, ErrPoolClosed
-		case m.gen != p.generation:
-			// Interrupted by a clear, or failed after one.
-			reason, fail = event.ReasonStale, p.clearedErrLocked()
-		case p.opts.EstablishError != nil:
-			// SDAM sees the error before the connection is reported
-			// closed, so the pool is cleared first (CMAP/SDAM event
-			// order); a check-out's caller that reports it again is
-			// ignored, its connection's generation being older.
-			p.mu.Unlock()
-			p.opts.EstablishError(err, m.gen)
-			p.mu.Lock()
-		}
-		p.publish(&event.PoolEvent{Type: event.ConnectionClosed, ConnectionID: m.id, Reason: reason, Error: err})
-		if w != nil && !w.done {
-			p.resolveLocked(w, nil, fail)
-		}
+		p.dialFailedLocked(m, w, err)
 	}
 	p.serveLocked()
 	p.unlock()
+}
+
+// readyLocked adds m, whose connection c was just established, to the
+// pool: to waiter w if there is one, else to the idle connections.
+func (p *Pool) readyLocked(m *member, c *conn.Conn, w *waiter) {
+	p.establishSucceededLocked()
+	m.c = c
+	if p.opts.LoadBalanced {
+		// The handshake named the service: the connection belongs to
+		// its current generation.
+		if sid := c.ServiceID(); sid != nil {
+			m.sid = *sid
+		}
+		m.gen = p.svcGen[m.sid]
+	}
+	c.SetGeneration(m.gen)
+	if p.opts.LoadBalanced {
+		d := c.Description()
+		p.lastHello = &d
+	}
+	p.conns[c] = m
+	p.publish(&event.PoolEvent{Type: event.ConnectionReady, ConnectionID: m.id, Duration: p.now().Sub(m.created)})
+	if w != nil {
+		p.resolveLocked(w, m, nil)
+	} else {
+		m.state = connIdle
+		m.idleSince = p.now()
+		p.idle = append(p.idle, m)
+	}
+}
+
+// dialFailedLocked reports m's failed establishment: to the establishment
+// backoff, to SDAM (EstablishError, called with the lock released), in a
+// ConnectionClosed event, and to waiter w.
+func (p *Pool) dialFailedLocked(m *member, w *waiter, err error) {
+	m.state = connClosed
+	if m.gen == p.generation {
+		p.establishFailedLocked(err)
+	}
+	reason, fail := event.ReasonError, err
+	switch {
+	case p.state == stateClosed:
+		reason, fail = event.ReasonPoolClosed, ErrPoolClosed
+	case m.gen != p.generation:
+		// Interrupted by a clear, or failed after one.
+		reason, fail = event.ReasonStale, p.clearedErrLocked()
+	case p.opts.EstablishError != nil:
+		// SDAM sees the error before the connection is reported
+		// closed, so the pool is cleared first (CMAP/SDAM event
+		// order); a check-out's caller that reports it again is
+		// ignored, its connection's generation being older.
+		p.mu.Unlock()
+		p.opts.EstablishError(err, m.gen)
+		p.mu.Lock()
+	}
+	p.publish(&event.PoolEvent{Type: event.ConnectionClosed, ConnectionID: m.id, Reason: reason, Error: err})
+	if w != nil && !w.done {
+		p.resolveLocked(w, nil, fail)
+	}
 }
 
 // CheckIn returns a connection checked out of this pool. A closed or stale

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,13 +14,15 @@ import (
 
 	"github.com/sturdy-go/sturdy/event"
 	"github.com/sturdy-go/sturdy/internal/conn"
+	"github.com/sturdy-go/sturdy/internal/connstring"
 	"github.com/sturdy-go/sturdy/internal/pool"
+	"github.com/sturdy-go/sturdy/internal/testhook"
 	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/readpref"
 )
 
 // Options configures a Topology. Values are taken literally (zero means
-// none): the client resolves its defaults before this, in one place.
+// none); OptionsFrom applies the client's defaults.
 type Options struct {
 	Hosts   []string // seed list, "host:port"; the port defaults to 27017
 	SetName string   // required replica set name, if any
@@ -50,6 +53,27 @@ type Options struct {
 	Logger  *slog.Logger
 	// Now is the clock used for lastUpdateTime; nil means time.Now.
 	Now func() time.Time
+}
+
+// OptionsFrom is the topology options a client's settings ask for, with
+// the defaults of connstring.Defaults applied, including those of the
+// pools and connections it creates.
+func OptionsFrom(s connstring.Settings) Options {
+	return Options{
+		Hosts:                  s.Hosts,
+		SetName:                s.ReplicaSet,
+		Direct:                 s.Direct,
+		HeartbeatInterval:      cmp.Or(s.HeartbeatInterval, connstring.Defaults.HeartbeatInterval),
+		MinHeartbeatInterval:   cmp.Or(testhook.MinHeartbeatInterval(), connstring.Defaults.MinHeartbeatInterval),
+		ServerSelectionTimeout: cmp.Or(s.ServerSelectionTimeout, connstring.Defaults.ServerSelectionTimeout),
+		SocketTimeout:          s.SocketTimeout,
+		LocalThreshold:         connstring.OrDefault(s.LocalThreshold, connstring.Defaults.LocalThreshold),
+		ServerMonitoringMode:   s.ServerMonitoringMode,
+		Pool:                   pool.OptionsFrom(s),
+		Conn:                   conn.OptionsFrom(s),
+		Monitor:                s.Monitor,
+		Logger:                 s.Logger,
+	}
 }
 
 // normalized derives the internal fields: nil clock and logger, seed

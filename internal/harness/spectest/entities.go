@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -115,6 +116,24 @@ func (e *entityMap) close(ctx context.Context) {
 	}
 }
 
+// entityCreators create the entities of each kind from their descriptions
+// and add them to the map under id.
+var entityCreators = map[string]func(tr *testRun, ctx context.Context, id string, spec bson.Raw) error{
+	"client":           (*testRun).createClientEntity,
+	"database":         (*testRun).createDatabaseEntity,
+	"collection":       (*testRun).createCollectionEntity,
+	"session":          (*testRun).createSessionEntity,
+	"bucket":           (*testRun).createBucket,
+	"thread":           unsupportedEntity("thread entities"),
+	"clientEncryption": unsupportedEntity("client-side encryption entities"),
+}
+
+// unsupportedEntity is the creator of an entity kind the runner does not
+// support.
+func unsupportedEntity(what string) func(*testRun, context.Context, string, bson.Raw) error {
+	return func(*testRun, context.Context, string, bson.Raw) error { return unsupportedf("%s", what) }
+}
+
 // createEntity creates one entity from its description ({client: {...}},
 // {database: {...}}...) and adds it to the map.
 func (tr *testRun) createEntity(ctx context.Context, desc bson.Raw) error {
@@ -127,94 +146,113 @@ func (tr *testRun) createEntity(ctx context.Context, desc bson.Raw) error {
 	if err != nil {
 		return err
 	}
-	id := lookupString(spec, "id")
-	switch kind {
-	case "client":
-		c, err := tr.createClient(ctx, spec)
-		if err != nil {
-			return err
-		}
-		if err := tr.entities.add(id, c); err != nil {
-			_ = c.client.Disconnect(ctx)
-			return err
-		}
-		return nil
-	case "database":
-		c, err := lookup[*clientEntity](tr.entities, lookupString(spec, "client"))
-		if err != nil {
-			return err
-		}
-		opts, err := collectionOrDatabaseOptions(spec.Lookup("databaseOptions"))
-		if err != nil {
-			return err
-		}
-		return tr.entities.add(id, &databaseEntity{client: c, db: c.client.Database(lookupString(spec, "databaseName"), opts)})
-	case "collection":
-		db, err := lookup[*databaseEntity](tr.entities, lookupString(spec, "database"))
-		if err != nil {
-			return err
-		}
-		opts, err := collectionOrDatabaseOptions(spec.Lookup("collectionOptions"))
-		if err != nil {
-			return err
-		}
-		return tr.entities.add(id, &collectionEntity{client: db.client, coll: db.db.Collection(lookupString(spec, "collectionName"), opts)})
-	case "session":
-		c, err := lookup[*clientEntity](tr.entities, lookupString(spec, "client"))
-		if err != nil {
-			return err
-		}
-		var sopts sturdy.SessionOptions
-		if so, ok := spec.Lookup("sessionOptions").DocumentOK(); ok {
-			elems, _ := so.Elements()
-			for _, e := range elems {
-				switch e.Key() {
-				case "causalConsistency":
-					cc := e.Value().Boolean()
-					sopts.CausalConsistency = &cc
-				case "defaultTimeoutMS":
-					n, _ := asInt(e.Value())
-					d := time.Duration(n) * time.Millisecond
-					sopts.DefaultTimeout = &d
-				case "snapshot":
-					sopts.Snapshot = e.Value().Boolean()
-				case "snapshotTime":
-					// The id of an entity saved from getSnapshotTime.
-					v, err := tr.entities.value(e.Value().StringValue())
-					if err != nil {
-						return err
-					}
-					t, i, ok := v.TimestampOK()
-					if !ok {
-						return fmt.Errorf("session option snapshotTime: entity %q is not a timestamp", e.Value().StringValue())
-					}
-					sopts.SnapshotTime = &bson.Timestamp{T: t, I: i}
-				case "defaultTransactionOptions":
-					d, err := docValue(e.Value(), "defaultTransactionOptions")
-					if err != nil {
-						return err
-					}
-					if sopts.DefaultTransactionOptions, err = transactionOptions(d, nil); err != nil {
-						return err
-					}
-				default:
-					return unsupportedf("session option %q", e.Key())
-				}
-			}
-		}
-		s, err := c.client.StartSession(ctx, &sopts)
-		if err != nil {
-			return fmt.Errorf("starting session %q: %w", id, err)
-		}
-		return tr.entities.add(id, &sessionEntity{client: c, sess: s})
-	case "bucket":
-		return tr.createBucket(id, spec)
-	case "thread":
-		return unsupportedf("thread entities")
-	case "clientEncryption":
-		return unsupportedf("client-side encryption entities")
+	create, ok := entityCreators[kind]
+	if !ok {
+		return fmt.Errorf("unknown entity type %q", kind)
 	}
-	return fmt.Errorf("unknown entity type %q", kind)
+	return create(tr, ctx, lookupString(spec, "id"), spec)
+}
+
+func (tr *testRun) createClientEntity(ctx context.Context, id string, spec bson.Raw) error {
+	c, err := tr.createClient(ctx, spec)
+	if err != nil {
+		return err
+	}
+	if err := tr.entities.add(id, c); err != nil {
+		_ = c.client.Disconnect(ctx)
+		return err
+	}
+	return nil
+}
+
+func (tr *testRun) createDatabaseEntity(_ context.Context, id string, spec bson.Raw) error {
+	c, err := lookup[*clientEntity](tr.entities, lookupString(spec, "client"))
+	if err != nil {
+		return err
+	}
+	opts, err := collectionOrDatabaseOptions(spec.Lookup("databaseOptions"))
+	if err != nil {
+		return err
+	}
+	return tr.entities.add(id, &databaseEntity{client: c, db: c.client.Database(lookupString(spec, "databaseName"), opts)})
+}
+
+func (tr *testRun) createCollectionEntity(_ context.Context, id string, spec bson.Raw) error {
+	db, err := lookup[*databaseEntity](tr.entities, lookupString(spec, "database"))
+	if err != nil {
+		return err
+	}
+	opts, err := collectionOrDatabaseOptions(spec.Lookup("collectionOptions"))
+	if err != nil {
+		return err
+	}
+	return tr.entities.add(id, &collectionEntity{client: db.client, coll: db.db.Collection(lookupString(spec, "collectionName"), opts)})
+}
+
+func (tr *testRun) createSessionEntity(ctx context.Context, id string, spec bson.Raw) error {
+	c, err := lookup[*clientEntity](tr.entities, lookupString(spec, "client"))
+	if err != nil {
+		return err
+	}
+	var sopts sturdy.SessionOptions
+	if so, ok := spec.Lookup("sessionOptions").DocumentOK(); ok {
+		if err := tr.sessionOptions(so, &sopts); err != nil {
+			return err
+		}
+	}
+	s, err := c.client.StartSession(ctx, &sopts)
+	if err != nil {
+		return fmt.Errorf("starting session %q: %w", id, err)
+	}
+	return tr.entities.add(id, &sessionEntity{client: c, sess: s})
+}
+
+// sessionOptions reads a session entity's sessionOptions into o.
+func (tr *testRun) sessionOptions(so bson.Raw, o *sturdy.SessionOptions) error {
+	elems, _ := so.Elements()
+	for _, e := range elems {
+		switch e.Key() {
+		case "causalConsistency":
+			cc := e.Value().Boolean()
+			o.CausalConsistency = &cc
+		case "defaultTimeoutMS":
+			n, _ := asInt(e.Value())
+			d := time.Duration(n) * time.Millisecond
+			o.DefaultTimeout = &d
+		case "snapshot":
+			o.Snapshot = e.Value().Boolean()
+		case "snapshotTime":
+			t, err := tr.snapshotTime(e.Value().StringValue())
+			if err != nil {
+				return err
+			}
+			o.SnapshotTime = t
+		case "defaultTransactionOptions":
+			d, err := docValue(e.Value(), "defaultTransactionOptions")
+			if err != nil {
+				return err
+			}
+			if o.DefaultTransactionOptions, err = transactionOptions(d, nil); err != nil {
+				return err
+			}
+		default:
+			return unsupportedf("session option %q", e.Key())
+		}
+	}
+	return nil
+}
+
+// snapshotTime is the timestamp saved as entity id from getSnapshotTime.
+func (tr *testRun) snapshotTime(id string) (*bson.Timestamp, error) {
+	v, err := tr.entities.value(id)
+	if err != nil {
+		return nil, err
+	}
+	t, i, ok := v.TimestampOK()
+	if !ok {
+		return nil, fmt.Errorf("session option snapshotTime: entity %q is not a timestamp", id)
+	}
+	return &bson.Timestamp{T: t, I: i}, nil
 }
 
 func lookupString(d bson.Raw, key string) string {
@@ -226,78 +264,11 @@ func lookupString(d bson.Raw, key string) string {
 // uriOptions plus SPEC_CLIENT_DEFAULTS for options the entity does not set.
 func (tr *testRun) createClient(ctx context.Context, spec bson.Raw) (*clientEntity, error) {
 	rec := newRecorder()
-	elems, _ := spec.Elements()
-	uriOpts := map[string]string{}
-	multiMongos := false
-	for _, e := range elems {
-		switch e.Key() {
-		case "id":
-		case "uriOptions":
-			d, err := docValue(e.Value(), "uriOptions")
-			if err != nil {
-				return nil, err
-			}
-			opts, _ := d.Elements()
-			for _, o := range opts {
-				s, err := uriOptionString(o.Key(), o.Value())
-				if err != nil {
-					return nil, err
-				}
-				uriOpts[o.Key()] = s
-			}
-		case "useMultipleMongoses":
-			multiMongos = e.Value().Boolean()
-		case "observeEvents":
-			a, ok := e.Value().ArrayOK()
-			if !ok {
-				return nil, errors.New("observeEvents must be an array")
-			}
-			vals, _ := a.Values()
-			for _, v := range vals {
-				name := v.StringValue()
-				if !knownEventNames[name] {
-					return nil, unsupportedf("observing %s", name)
-				}
-				rec.observe[name] = true
-			}
-		case "ignoreCommandMonitoringEvents":
-			a, _ := e.Value().ArrayOK()
-			vals, _ := a.Values()
-			for _, v := range vals {
-				rec.ignoreCommands[strings.ToLower(v.StringValue())] = true
-			}
-		case "observeSensitiveCommands":
-			rec.observeSensitive = e.Value().Boolean()
-		case "storeEventsAsEntities":
-			return nil, unsupportedf("storeEventsAsEntities")
-		case "observeLogMessages":
-			return nil, unsupportedf("log message assertions (observeLogMessages): sturdy logs through log/slog without the logging specification's structured messages")
-		case "serverApi":
-			return nil, unsupportedf("the Stable API (serverApi)")
-		case "autoEncryptOpts":
-			return nil, unsupportedf("automatic encryption")
-		case "observeTracingMessages":
-			return nil, unsupportedf("tracing")
-		case "awaitMinPoolSizeMS":
-			// Pools are filled in the background; nothing to wait for
-			// unless minPoolSize is set, which the runner does not wait on.
-		default:
-			return nil, fmt.Errorf("unknown client entity field %q", e.Key())
-		}
+	uriOpts, multiMongos, err := readClientSpec(spec, rec)
+	if err != nil {
+		return nil, err
 	}
-	base := tr.r.cfg.URI
-	if tr.r.topology == "load-balanced" && multiMongos && tr.r.cfg.MultiURI != "" {
-		base = tr.r.cfg.MultiURI
-	}
-	if tr.r.topology == "sharded" && !multiMongos {
-		// useMultipleMongoses absent or false: the client must reach one
-		// mongos only, so that fail points set through it apply to every
-		// command it sends.
-		if hosts := uriHosts(base); len(hosts) > 1 {
-			base = withHosts(base, hosts[:1])
-		}
-	}
-	uri, err := buildURI(base, uriOpts, tr.r.cfg.ClientDefaults)
+	uri, err := buildURI(tr.clientBaseURI(multiMongos), uriOpts, tr.r.cfg.ClientDefaults)
 	if err != nil {
 		return nil, err
 	}
@@ -311,6 +282,114 @@ func (tr *testRun) createClient(ctx context.Context, spec bson.Raw) (*clientEnti
 		return nil, fmt.Errorf("connecting client %s: %w", lookupString(spec, "id"), err)
 	}
 	return &clientEntity{id: lookupString(spec, "id"), client: c, rec: rec}, nil
+}
+
+// readClientSpec reads a client entity's description: the URI options it
+// sets and whether it may use several mongoses; what it observes goes
+// into rec.
+func readClientSpec(spec bson.Raw, rec *recorder) (uriOpts map[string]string, multiMongos bool, _ error) {
+	elems, _ := spec.Elements()
+	uriOpts = map[string]string{}
+	for _, e := range elems {
+		var err error
+		switch e.Key() {
+		case "id":
+		case "uriOptions":
+			err = readURIOptions(e.Value(), uriOpts)
+		case "useMultipleMongoses":
+			multiMongos = e.Value().Boolean()
+		case "observeEvents":
+			err = observeEvents(e.Value(), rec)
+		case "ignoreCommandMonitoringEvents":
+			a, _ := e.Value().ArrayOK()
+			vals, _ := a.Values()
+			for _, v := range vals {
+				rec.ignoreCommands[strings.ToLower(v.StringValue())] = true
+			}
+		case "observeSensitiveCommands":
+			rec.observeSensitive = e.Value().Boolean()
+		case "awaitMinPoolSizeMS":
+			// Pools are filled in the background; nothing to wait for
+			// unless minPoolSize is set, which the runner does not wait on.
+		default:
+			err = unsupportedClientField(e.Key())
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	return uriOpts, multiMongos, nil
+}
+
+// unsupportedClientFields are the client entity fields the runner does not
+// support, with what they need.
+var unsupportedClientFields = map[string]string{
+	"storeEventsAsEntities":  "storeEventsAsEntities",
+	"observeLogMessages":     "log message assertions (observeLogMessages): sturdy logs through log/slog without the logging specification's structured messages",
+	"serverApi":              "the Stable API (serverApi)",
+	"autoEncryptOpts":        "automatic encryption",
+	"observeTracingMessages": "tracing",
+}
+
+// unsupportedClientField is the error of a client entity field the runner
+// does not handle.
+func unsupportedClientField(key string) error {
+	if what, ok := unsupportedClientFields[key]; ok {
+		return unsupportedf("%s", what)
+	}
+	return fmt.Errorf("unknown client entity field %q", key)
+}
+
+// readURIOptions adds a client entity's uriOptions to opts.
+func readURIOptions(v bson.RawValue, opts map[string]string) error {
+	d, err := docValue(v, "uriOptions")
+	if err != nil {
+		return err
+	}
+	elems, _ := d.Elements()
+	for _, o := range elems {
+		s, err := uriOptionString(o.Key(), o.Value())
+		if err != nil {
+			return err
+		}
+		opts[o.Key()] = s
+	}
+	return nil
+}
+
+// observeEvents makes rec observe the events a client entity's
+// observeEvents names.
+func observeEvents(v bson.RawValue, rec *recorder) error {
+	a, ok := v.ArrayOK()
+	if !ok {
+		return errors.New("observeEvents must be an array")
+	}
+	vals, _ := a.Values()
+	for _, v := range vals {
+		name := v.StringValue()
+		if !knownEventNames[name] {
+			return unsupportedf("observing %s", name)
+		}
+		rec.observe[name] = true
+	}
+	return nil
+}
+
+// clientBaseURI is the connection string a client entity starts from.
+func (tr *testRun) clientBaseURI(multiMongos bool) string {
+	base := tr.r.cfg.URI
+	if tr.r.topology == "load-balanced" && multiMongos && tr.r.cfg.MultiURI != "" {
+		base = tr.r.cfg.MultiURI
+	}
+	if tr.r.topology == "sharded" && !multiMongos {
+		// useMultipleMongoses absent or false: the client must reach one
+		// mongos only, so that fail points set through it apply to every
+		// command it sends.
+		if hosts := uriHosts(base); len(hosts) > 1 {
+			base = withHosts(base, hosts[:1])
+		}
+	}
+	return base
 }
 
 // uriOptionString renders a uriOptions value for a connection string.
@@ -370,20 +449,10 @@ func buildURI(base string, entity map[string]string, defaults string) (string, e
 	if err != nil {
 		return "", fmt.Errorf("runner URI options: %w", err)
 	}
-	keys := make([]string, 0, len(q))
-	for k := range q {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(q)) {
 		set(k, q.Get(k), true)
 	}
-	ekeys := make([]string, 0, len(entity))
-	for k := range entity {
-		ekeys = append(ekeys, k)
-	}
-	sort.Strings(ekeys)
-	for _, k := range ekeys {
+	for _, k := range slices.Sorted(maps.Keys(entity)) {
 		set(k, entity[k], true)
 	}
 	if defaults != "" {
@@ -391,12 +460,7 @@ func buildURI(base string, entity map[string]string, defaults string) (string, e
 		if err != nil {
 			return "", fmt.Errorf("SPEC_CLIENT_DEFAULTS: %w", err)
 		}
-		dkeys := make([]string, 0, len(dq))
-		for k := range dq {
-			dkeys = append(dkeys, k)
-		}
-		sort.Strings(dkeys)
-		for _, k := range dkeys {
+		for _, k := range slices.Sorted(maps.Keys(dq)) {
 			set(k, dq.Get(k), false)
 		}
 	}

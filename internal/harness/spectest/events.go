@@ -121,24 +121,38 @@ type monitorState struct {
 	ignored map[int32]bool
 }
 
+// skip reports a command event r does not record: an ignored or sensitive
+// command's. The started event decides for the succeeded or failed event
+// of the same request (whose reply may not show the command sensitive).
+func (st *monitorState) skip(r *recorder, reqID int32, name string, body bson.Raw, started bool) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if started {
+		if r.ignored(name) || r.sensitive(name, body) {
+			st.ignored[reqID] = true
+			return true
+		}
+		return false
+	}
+	if st.ignored[reqID] {
+		delete(st.ignored, reqID)
+		return true
+	}
+	return r.ignored(name) || (body != nil && r.sensitive(name, body))
+}
+
+// heartbeat is an observed heartbeat event.
+func heartbeat(name string, awaited bool) *observed {
+	o := &observed{name: name}
+	o.heartbeat.awaited = awaited
+	return o
+}
+
 // monitor returns the event.Monitor a client entity is created with.
 func (r *recorder) monitor() *event.Monitor {
 	st := &monitorState{ignored: map[int32]bool{}}
 	skip := func(reqID int32, name string, body bson.Raw, started bool) bool {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		if started {
-			if r.ignored(name) || r.sensitive(name, body) {
-				st.ignored[reqID] = true
-				return true
-			}
-			return false
-		}
-		if st.ignored[reqID] {
-			delete(st.ignored, reqID)
-			return true
-		}
-		return r.ignored(name) || (body != nil && r.sensitive(name, body))
+		return st.skip(r, reqID, name, body, started)
 	}
 	return &event.Monitor{
 		CommandStarted: func(_ context.Context, e *event.CommandStartedEvent) {
@@ -176,23 +190,13 @@ func (r *recorder) monitor() *event.Monitor {
 		TopologyDescriptionChanged: func(e *event.TopologyDescriptionChangedEvent) {
 			r.add(&observed{name: "topologyDescriptionChangedEvent", topology: e})
 		},
-		ServerHeartbeatStarted: func(e *event.ServerHeartbeatStartedEvent) {
-			o := &observed{name: "serverHeartbeatStartedEvent"}
-			o.heartbeat.awaited = e.Awaited
-			r.add(o)
-		},
+		ServerHeartbeatStarted: func(e *event.ServerHeartbeatStartedEvent) { r.add(heartbeat("serverHeartbeatStartedEvent", e.Awaited)) },
 		ServerHeartbeatSucceeded: func(e *event.ServerHeartbeatSucceededEvent) {
-			o := &observed{name: "serverHeartbeatSucceededEvent"}
-			o.heartbeat.awaited = e.Awaited
-			r.add(o)
+			r.add(heartbeat("serverHeartbeatSucceededEvent", e.Awaited))
 		},
-		ServerHeartbeatFailed: func(e *event.ServerHeartbeatFailedEvent) {
-			o := &observed{name: "serverHeartbeatFailedEvent"}
-			o.heartbeat.awaited = e.Awaited
-			r.add(o)
-		},
-		TopologyOpening: func(*event.TopologyOpeningEvent) { r.add(&observed{name: "topologyOpeningEvent"}) },
-		TopologyClosed:  func(*event.TopologyClosedEvent) { r.add(&observed{name: "topologyClosedEvent"}) },
+		ServerHeartbeatFailed: func(e *event.ServerHeartbeatFailedEvent) { r.add(heartbeat("serverHeartbeatFailedEvent", e.Awaited)) },
+		TopologyOpening:       func(*event.TopologyOpeningEvent) { r.add(&observed{name: "topologyOpeningEvent"}) },
+		TopologyClosed:        func(*event.TopologyClosedEvent) { r.add(&observed{name: "topologyClosedEvent"}) },
 	}
 }
 
@@ -236,32 +240,47 @@ func (m *matcher) matchEvent(exp bson.Raw, o *observed) error {
 	return nil
 }
 
-func (m *matcher) matchEventField(name, key string, want bson.RawValue, o *observed) error {
-	str := func(got string) error {
-		if w := want.StringValue(); w != got {
-			return fmt.Errorf("expected %q, got %q", w, got)
-		}
-		return nil
-	}
-	boolean := func(got bool) error {
-		if w := want.Boolean(); w != got {
-			return fmt.Errorf("expected %v, got %v", w, got)
-		}
-		return nil
-	}
-	var cmdName, dbName string
-	var serverConnID *int64
-	var serviceID *bson.ObjectID
+// commandFields are the fields the command events share (and the service
+// id, which pool events have too).
+type commandFields struct {
+	cmdName, dbName string
+	serverConnID    *int64
+	serviceID       *bson.ObjectID
+}
+
+// commandFields returns o's command fields (zero for other events).
+func (o *observed) commandFields() commandFields {
 	switch {
 	case o.started != nil:
-		cmdName, dbName, serverConnID, serviceID = o.started.CommandName, o.started.DatabaseName, o.started.ServerConnectionID, o.started.ServiceID
+		return commandFields{o.started.CommandName, o.started.DatabaseName, o.started.ServerConnectionID, o.started.ServiceID}
 	case o.succeeded != nil:
-		cmdName, dbName, serverConnID, serviceID = o.succeeded.CommandName, o.succeeded.DatabaseName, o.succeeded.ServerConnectionID, o.succeeded.ServiceID
+		return commandFields{o.succeeded.CommandName, o.succeeded.DatabaseName, o.succeeded.ServerConnectionID, o.succeeded.ServiceID}
 	case o.failed != nil:
-		cmdName, dbName, serverConnID, serviceID = o.failed.CommandName, o.failed.DatabaseName, o.failed.ServerConnectionID, o.failed.ServiceID
+		return commandFields{o.failed.CommandName, o.failed.DatabaseName, o.failed.ServerConnectionID, o.failed.ServiceID}
 	case o.pool != nil:
-		serviceID = o.pool.ServiceID
+		return commandFields{serviceID: o.pool.ServiceID}
 	}
+	return commandFields{}
+}
+
+// wantString compares an expected string field with the event's.
+func wantString(want bson.RawValue, got string) error {
+	if w := want.StringValue(); w != got {
+		return fmt.Errorf("expected %q, got %q", w, got)
+	}
+	return nil
+}
+
+// wantBool compares an expected boolean field with the event's.
+func wantBool(want bson.RawValue, got bool) error {
+	if w := want.Boolean(); w != got {
+		return fmt.Errorf("expected %v, got %v", w, got)
+	}
+	return nil
+}
+
+func (m *matcher) matchEventField(name, key string, want bson.RawValue, o *observed) error {
+	f := o.commandFields()
 	switch key {
 	case "command":
 		if o.started == nil {
@@ -274,50 +293,57 @@ func (m *matcher) matchEventField(name, key string, want bson.RawValue, o *obser
 		}
 		return m.matchRoot(want, bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: o.succeeded.Reply})
 	case "commandName":
-		return str(cmdName)
+		return wantString(want, f.cmdName)
 	case "databaseName":
-		return str(dbName)
+		return wantString(want, f.dbName)
 	case "hasServiceId":
-		return boolean(serviceID != nil)
+		return wantBool(want, f.serviceID != nil)
 	case "hasServerConnectionId":
-		return boolean(serverConnID != nil && *serverConnID > 0)
+		return wantBool(want, f.serverConnID != nil && *f.serverConnID > 0)
 	case "interruptInUseConnections":
 		if o.pool == nil {
 			break
 		}
-		return boolean(o.pool.Interruptible)
+		return wantBool(want, o.pool.Interruptible)
 	case "reason":
 		if o.pool == nil {
 			break
 		}
-		return str(o.pool.Reason)
+		return wantString(want, o.pool.Reason)
 	case "awaited":
-		return boolean(o.heartbeat.awaited)
+		return wantBool(want, o.heartbeat.awaited)
 	case "previousDescription", "newDescription":
-		d, _ := want.DocumentOK()
-		wantType := d.Lookup("type")
-		if wantType.Type == 0 {
-			return nil
-		}
-		var got string
-		switch {
-		case o.server != nil && key == "previousDescription":
-			got = o.server.Previous.Kind
-		case o.server != nil:
-			got = o.server.New.Kind
-		case o.topology != nil && key == "previousDescription":
-			got = o.topology.Previous.Kind
-		case o.topology != nil:
-			got = o.topology.New.Kind
-		default:
-			return fmt.Errorf("not a description event")
-		}
-		if w := wantType.StringValue(); w != got {
-			return fmt.Errorf("type: expected %q, got %q", w, got)
-		}
-		return nil
+		return matchDescriptionType(key, want, o)
 	}
 	return unsupportedf("assertion %q on %s", key, name)
+}
+
+// matchDescriptionType checks the type of a server or topology description
+// event's previousDescription or newDescription (key), the one field of
+// them the tests assert.
+func matchDescriptionType(key string, want bson.RawValue, o *observed) error {
+	d, _ := want.DocumentOK()
+	wantType := d.Lookup("type")
+	if wantType.Type == 0 {
+		return nil
+	}
+	var got string
+	switch {
+	case o.server != nil && key == "previousDescription":
+		got = o.server.Previous.Kind
+	case o.server != nil:
+		got = o.server.New.Kind
+	case o.topology != nil && key == "previousDescription":
+		got = o.topology.Previous.Kind
+	case o.topology != nil:
+		got = o.topology.New.Kind
+	default:
+		return fmt.Errorf("not a description event")
+	}
+	if w := wantType.StringValue(); w != got {
+		return fmt.Errorf("type: expected %q, got %q", w, got)
+	}
+	return nil
 }
 
 func (o *observed) describe() string {

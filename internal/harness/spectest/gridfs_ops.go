@@ -19,7 +19,7 @@ type bucketEntity struct {
 }
 
 // createBucket creates a bucket entity ({id, database, bucketOptions}).
-func (tr *testRun) createBucket(id string, spec bson.Raw) error {
+func (tr *testRun) createBucket(_ context.Context, id string, spec bson.Raw) error {
 	db, err := lookup[*databaseEntity](tr.entities, lookupString(spec, "database"))
 	if err != nil {
 		return err
@@ -57,92 +57,107 @@ func (tr *testRun) createBucket(id string, spec bson.Raw) error {
 	return tr.entities.add(id, &bucketEntity{client: db.client, b: db.db.GridFSBucket(o)})
 }
 
-// bucketOps are the GridFS operations the runner supports.
-func bucketOps(e *bucketEntity) map[string]opFunc {
-	return map[string]opFunc{
-		"download": func(ctx context.Context, a *args) (opResult, error) {
-			id, ok := a.get("id")
-			if !ok {
-				return opResult{}, &runnerError{fmt.Errorf("download needs an id")}
-			}
-			return checked(a, func() (opResult, error) {
-				var buf bytes.Buffer
-				if _, err := e.b.DownloadToStream(ctx, native(id), &buf); err != nil {
-					return opResult{}, err
-				}
-				return value(bson.Binary{Data: buf.Bytes()})
-			})
-		},
-		"upload": func(ctx context.Context, a *args) (opResult, error) {
-			name := a.str("filename")
-			src, err := a.doc("source")
-			if err != nil {
-				return opResult{}, err
-			}
-			hexStr, ok := src.Lookup("$$hexBytes").StringValueOK()
-			if !ok {
-				return opResult{}, &runnerError{fmt.Errorf("upload source must be {$$hexBytes: ...}, got %s", docJSON(src))}
-			}
-			data, err := hex.DecodeString(hexStr)
-			if err != nil {
-				return opResult{}, &runnerError{fmt.Errorf("upload source: %w", err)}
-			}
-			o := &sturdy.UploadOptions{ChunkSize: int32(a.int64("chunkSizeBytes")), Metadata: a.any("metadata")}
-			return checked(a, func() (opResult, error) {
-				id, err := e.b.UploadFromStream(ctx, name, bytes.NewReader(data), o)
-				if err != nil {
-					return opResult{}, err
-				}
-				return value(id)
-			})
-		},
-		"delete": func(ctx context.Context, a *args) (opResult, error) {
-			id, ok := a.get("id")
-			if !ok {
-				return opResult{}, &runnerError{fmt.Errorf("delete needs an id")}
-			}
-			return checked(a, func() (opResult, error) { return opResult{}, e.b.Delete(ctx, native(id)) })
-		},
-		"rename": func(ctx context.Context, a *args) (opResult, error) {
-			id, ok := a.get("id")
-			if !ok {
-				return opResult{}, &runnerError{fmt.Errorf("rename needs an id")}
-			}
-			name := a.str("newFilename")
-			return checked(a, func() (opResult, error) { return opResult{}, e.b.Rename(ctx, native(id), name) })
-		},
-		"drop": func(ctx context.Context, a *args) (opResult, error) {
-			return checked(a, func() (opResult, error) { return opResult{}, e.b.Drop(ctx) })
-		},
-		"find": func(ctx context.Context, a *args) (opResult, error) {
-			f, err := a.filter()
-			if err != nil {
-				return opResult{}, err
-			}
-			o, err := findOptions(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				cur, err := e.b.Find(ctx, f, o)
-				return cursorResult(ctx, cur, err)
-			})
-		},
-		"downloadByName": func(ctx context.Context, a *args) (opResult, error) {
-			name := a.str("filename")
-			o := &sturdy.DownloadByNameOptions{}
-			if v, ok := a.get("revision"); ok {
-				n, _ := asInt(v)
-				r := int32(n)
-				o.Revision = &r
-			}
-			return checked(a, func() (opResult, error) {
-				var buf bytes.Buffer
-				if _, err := e.b.DownloadToStreamByName(ctx, name, &buf, o); err != nil {
-					return opResult{}, err
-				}
-				return value(bson.Binary{Data: buf.Bytes()})
-			})
-		},
+// bucketOperations are the GridFS operations the runner supports.
+var bucketOperations = opTable[*bucketEntity]{
+	"download":       bucketDownload,
+	"downloadByName": bucketDownloadByName,
+	"upload":         bucketUpload,
+	"delete":         bucketDelete,
+	"rename":         bucketRename,
+	"drop":           bucketDrop,
+	"find":           bucketFind,
+}
+
+// fileID reads the id argument a bucket operation needs.
+func fileID(a *args) (any, error) {
+	id, ok := a.get("id")
+	if !ok {
+		return nil, &runnerError{fmt.Errorf("%s needs an id", a.op)}
 	}
+	return native(id), nil
+}
+
+// downloaded is the result of a download: the file's bytes, or the error
+// download returned.
+func downloaded(download func(w *bytes.Buffer) error) (opResult, error) {
+	var buf bytes.Buffer
+	if err := download(&buf); err != nil {
+		return opResult{}, err
+	}
+	return value(bson.Binary{Data: buf.Bytes()})
+}
+
+func bucketDownload(ctx context.Context, e *bucketEntity, a *args) (opResult, error) {
+	id, err := fileID(a)
+	if err != nil {
+		return opResult{}, err
+	}
+	return checked(a, func() (opResult, error) {
+		return downloaded(func(w *bytes.Buffer) error { _, err := e.b.DownloadToStream(ctx, id, w); return err })
+	})
+}
+
+func bucketDownloadByName(ctx context.Context, e *bucketEntity, a *args) (opResult, error) {
+	name := a.str("filename")
+	o := &sturdy.DownloadByNameOptions{}
+	if v, ok := a.get("revision"); ok {
+		n, _ := asInt(v)
+		r := int32(n)
+		o.Revision = &r
+	}
+	return checked(a, func() (opResult, error) {
+		return downloaded(func(w *bytes.Buffer) error { _, err := e.b.DownloadToStreamByName(ctx, name, w, o); return err })
+	})
+}
+
+func bucketUpload(ctx context.Context, e *bucketEntity, a *args) (opResult, error) {
+	name := a.str("filename")
+	src, err := a.doc("source")
+	if err != nil {
+		return opResult{}, err
+	}
+	hexStr, ok := src.Lookup("$$hexBytes").StringValueOK()
+	if !ok {
+		return opResult{}, &runnerError{fmt.Errorf("upload source must be {$$hexBytes: ...}, got %s", docJSON(src))}
+	}
+	data, err := hex.DecodeString(hexStr)
+	if err != nil {
+		return opResult{}, &runnerError{fmt.Errorf("upload source: %w", err)}
+	}
+	o := &sturdy.UploadOptions{ChunkSize: int32(a.int64("chunkSizeBytes")), Metadata: a.any("metadata")}
+	return checked(a, func() (opResult, error) {
+		return valueResult(e.b.UploadFromStream(ctx, name, bytes.NewReader(data), o))
+	})
+}
+
+func bucketDelete(ctx context.Context, e *bucketEntity, a *args) (opResult, error) {
+	id, err := fileID(a)
+	if err != nil {
+		return opResult{}, err
+	}
+	return checked(a, func() (opResult, error) { return opResult{}, e.b.Delete(ctx, id) })
+}
+
+func bucketRename(ctx context.Context, e *bucketEntity, a *args) (opResult, error) {
+	id, err := fileID(a)
+	if err != nil {
+		return opResult{}, err
+	}
+	name := a.str("newFilename")
+	return checked(a, func() (opResult, error) { return opResult{}, e.b.Rename(ctx, id, name) })
+}
+
+func bucketDrop(ctx context.Context, e *bucketEntity, a *args) (opResult, error) {
+	return checked(a, func() (opResult, error) { return opResult{}, e.b.Drop(ctx) })
+}
+
+func bucketFind(ctx context.Context, e *bucketEntity, a *args) (opResult, error) {
+	f, o, err := findArgs(a)
+	if err != nil {
+		return opResult{}, err
+	}
+	return checked(a, func() (opResult, error) {
+		cur, err := e.b.Find(ctx, f, o)
+		return cursorResult(ctx, cur, err)
+	})
 }

@@ -161,100 +161,142 @@ func (m *matcher) matchDoc(expected, actual bson.Raw, root bool, path string) er
 	return nil
 }
 
+// matchOperator checks actual against a $$ operator's argument; root and
+// path are as in match.
+type matchOperator func(m *matcher, arg, actual bson.RawValue, root bool, path string) error
+
+// matchOperators are the unified format's $$ operators. The table is
+// filled in init: several operators match recursively, through operator,
+// which reads it (an initialization cycle otherwise).
+var matchOperators map[string]matchOperator
+
+func init() {
+	matchOperators = map[string]matchOperator{
+		"$$exists":          (*matcher).matchExists,
+		"$$unsetOrMatches":  (*matcher).matchUnsetOrMatches,
+		"$$type":            (*matcher).matchType,
+		"$$matchesEntity":   (*matcher).matchEntity,
+		"$$matchesHexBytes": (*matcher).matchHexBytes,
+		"$$sessionLsid":     (*matcher).matchSessionLsid,
+		"$$lte":             (*matcher).matchLte,
+		"$$matchAsDocument": (*matcher).matchAsDocument,
+		"$$matchAsRoot":     (*matcher).matchAsRoot,
+	}
+}
+
 func (m *matcher) operator(op string, arg, actual bson.RawValue, root bool, path string) error {
-	switch op {
-	case "$$exists":
-		want, _ := arg.BooleanOK()
-		if want != (actual.Type != 0) {
-			return fmt.Errorf("%s: $$exists %v, got %s", at(path), want, describe(actual))
-		}
+	match, ok := matchOperators[op]
+	if !ok {
+		return fmt.Errorf("%s: unknown matching operator %s", at(path), op)
+	}
+	return match(m, arg, actual, root, path)
+}
+
+func (*matcher) matchExists(arg, actual bson.RawValue, _ bool, path string) error {
+	want, _ := arg.BooleanOK()
+	if want != (actual.Type != 0) {
+		return fmt.Errorf("%s: $$exists %v, got %s", at(path), want, describe(actual))
+	}
+	return nil
+}
+
+func (m *matcher) matchUnsetOrMatches(arg, actual bson.RawValue, root bool, path string) error {
+	if actual.Type == 0 {
 		return nil
-	case "$$unsetOrMatches":
-		if actual.Type == 0 {
+	}
+	return m.match(arg, actual, root, path)
+}
+
+func (*matcher) matchType(arg, actual bson.RawValue, _ bool, path string) error {
+	if actual.Type == 0 {
+		return fmt.Errorf("%s: expected a value of type %s, got nothing", at(path), shortJSON(arg))
+	}
+	var names []string
+	if s, ok := arg.StringValueOK(); ok {
+		names = []string{s}
+	} else if a, ok := arg.ArrayOK(); ok {
+		vals, _ := a.Values()
+		for _, v := range vals {
+			names = append(names, v.StringValue())
+		}
+	}
+	for _, n := range names {
+		if typeMatches(n, actual.Type) {
 			return nil
 		}
-		return m.match(arg, actual, root, path)
-	case "$$type":
-		if actual.Type == 0 {
-			return fmt.Errorf("%s: expected a value of type %s, got nothing", at(path), shortJSON(arg))
-		}
-		var names []string
-		if s, ok := arg.StringValueOK(); ok {
-			names = []string{s}
-		} else if a, ok := arg.ArrayOK(); ok {
-			vals, _ := a.Values()
-			for _, v := range vals {
-				names = append(names, v.StringValue())
-			}
-		}
-		for _, n := range names {
-			if typeMatches(n, actual.Type) {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s: expected type %v, got %s", at(path), names, describe(actual))
-	case "$$matchesEntity":
-		name := arg.StringValue()
-		v, err := m.entities.value(name)
-		if err != nil {
-			return err
-		}
-		return m.match(v, actual, root, path)
-	case "$$matchesHexBytes":
-		want, err := hex.DecodeString(arg.StringValue())
-		if err != nil {
-			return fmt.Errorf("$$matchesHexBytes: malformed hex %q", arg.StringValue())
-		}
-		var got []byte
-		switch actual.Type {
-		case bson.TypeBinary:
-			_, got = actual.Binary()
-		case bson.TypeString:
-			got = []byte(actual.StringValue())
-		default:
-			return fmt.Errorf("%s: $$matchesHexBytes wants binary data, got %s", at(path), describe(actual))
-		}
-		if !bytes.Equal(want, got) {
-			return fmt.Errorf("%s: expected bytes %x, got %x", at(path), want, got)
-		}
-		return nil
-	case "$$sessionLsid":
-		lsid, err := m.entities.sessionLsid(arg.StringValue())
-		if err != nil {
-			return err
-		}
-		ad, ok := actual.DocumentOK()
-		if !ok {
-			return fmt.Errorf("%s: expected the lsid of %s, got %s", at(path), arg.StringValue(), describe(actual))
-		}
-		if !bytes.Equal(lsid, ad) {
-			return fmt.Errorf("%s: expected the lsid of %s %s, got %s", at(path), arg.StringValue(), docJSON(lsid), docJSON(ad))
-		}
-		return nil
-	case "$$lte":
-		ef, ok1 := asFloat(arg)
-		af, ok2 := asFloat(actual)
-		if !ok1 || !ok2 {
-			return fmt.Errorf("%s: $$lte needs numbers, got %s and %s", at(path), describe(arg), describe(actual))
-		}
-		if af > ef {
-			return fmt.Errorf("%s: expected <= %v, got %v", at(path), ef, af)
-		}
-		return nil
-	case "$$matchAsDocument":
-		s, ok := actual.StringValueOK()
-		if !ok {
-			return fmt.Errorf("%s: $$matchAsDocument wants an extended JSON string, got %s", at(path), describe(actual))
-		}
-		var d bson.Raw
-		if err := bson.UnmarshalExtJSON([]byte(s), false, &d); err != nil {
-			return fmt.Errorf("%s: $$matchAsDocument: %w", at(path), err)
-		}
-		return m.match(arg, bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: d}, false, path)
-	case "$$matchAsRoot":
-		return m.match(arg, actual, true, path)
 	}
-	return fmt.Errorf("%s: unknown matching operator %s", at(path), op)
+	return fmt.Errorf("%s: expected type %v, got %s", at(path), names, describe(actual))
+}
+
+func (m *matcher) matchEntity(arg, actual bson.RawValue, root bool, path string) error {
+	v, err := m.entities.value(arg.StringValue())
+	if err != nil {
+		return err
+	}
+	return m.match(v, actual, root, path)
+}
+
+func (*matcher) matchHexBytes(arg, actual bson.RawValue, _ bool, path string) error {
+	want, err := hex.DecodeString(arg.StringValue())
+	if err != nil {
+		return fmt.Errorf("$$matchesHexBytes: malformed hex %q", arg.StringValue())
+	}
+	var got []byte
+	switch actual.Type {
+	case bson.TypeBinary:
+		_, got = actual.Binary()
+	case bson.TypeString:
+		got = []byte(actual.StringValue())
+	default:
+		return fmt.Errorf("%s: $$matchesHexBytes wants binary data, got %s", at(path), describe(actual))
+	}
+	if !bytes.Equal(want, got) {
+		return fmt.Errorf("%s: expected bytes %x, got %x", at(path), want, got)
+	}
+	return nil
+}
+
+func (m *matcher) matchSessionLsid(arg, actual bson.RawValue, _ bool, path string) error {
+	lsid, err := m.entities.sessionLsid(arg.StringValue())
+	if err != nil {
+		return err
+	}
+	ad, ok := actual.DocumentOK()
+	if !ok {
+		return fmt.Errorf("%s: expected the lsid of %s, got %s", at(path), arg.StringValue(), describe(actual))
+	}
+	if !bytes.Equal(lsid, ad) {
+		return fmt.Errorf("%s: expected the lsid of %s %s, got %s", at(path), arg.StringValue(), docJSON(lsid), docJSON(ad))
+	}
+	return nil
+}
+
+func (*matcher) matchLte(arg, actual bson.RawValue, _ bool, path string) error {
+	ef, ok1 := asFloat(arg)
+	af, ok2 := asFloat(actual)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("%s: $$lte needs numbers, got %s and %s", at(path), describe(arg), describe(actual))
+	}
+	if af > ef {
+		return fmt.Errorf("%s: expected <= %v, got %v", at(path), ef, af)
+	}
+	return nil
+}
+
+func (m *matcher) matchAsDocument(arg, actual bson.RawValue, _ bool, path string) error {
+	s, ok := actual.StringValueOK()
+	if !ok {
+		return fmt.Errorf("%s: $$matchAsDocument wants an extended JSON string, got %s", at(path), describe(actual))
+	}
+	var d bson.Raw
+	if err := bson.UnmarshalExtJSON([]byte(s), false, &d); err != nil {
+		return fmt.Errorf("%s: $$matchAsDocument: %w", at(path), err)
+	}
+	return m.match(arg, bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: d}, false, path)
+}
+
+func (m *matcher) matchAsRoot(arg, actual bson.RawValue, _ bool, path string) error {
+	return m.match(arg, actual, true, path)
 }
 
 // scalarEqual compares two non-document, non-array values: numbers (except

@@ -127,6 +127,15 @@ func (a *args) session() (*sturdy.Session, error) {
 	return s.sess, nil
 }
 
+// readPreference reads the readPreference argument (nil if absent).
+func (a *args) readPreference() (*sturdy.ReadPreference, error) {
+	v, ok := a.get("readPreference")
+	if !ok {
+		return nil, nil
+	}
+	return readPreference(v)
+}
+
 // collationAndSession reads the collation and session arguments that most
 // operations take.
 func (a *args) collationAndSession() (*sturdy.Collation, *sturdy.Session, error) {
@@ -202,6 +211,21 @@ func (tr *testRun) runOperationInto(ctx context.Context, op bson.Raw, driverErr 
 	if object == "testRunner" {
 		return tr.special(ctx, name, a)
 	}
+	res, err := tr.runEntityOperation(ctx, object, name, a)
+	*driverErr = err
+	if a.sess != nil {
+		a.sess.id()
+	}
+	var re *runnerError
+	var ue *unsupportedError
+	if errors.As(err, &re) || errors.As(err, &ue) {
+		return err
+	}
+	return tr.checkExpectations(op, res, err)
+}
+
+// runEntityOperation runs an entity operation under its timeoutMS.
+func (tr *testRun) runEntityOperation(ctx context.Context, object, name string, a *args) (opResult, error) {
 	// A safety net against a hung operation, without a context deadline:
 	// a deadline would be the operation's timeout (sent as maxTimeMS).
 	octx, cancel := context.WithCancel(ctx)
@@ -212,16 +236,13 @@ func (tr *testRun) runOperationInto(ctx context.Context, op bson.Raw, driverErr 
 		n, _ := asInt(v)
 		octx = sturdy.WithTimeout(octx, time.Duration(n)*time.Millisecond)
 	}
-	res, err := tr.dispatch(octx, object, name, a)
-	*driverErr = err
-	if a.sess != nil {
-		a.sess.id()
-	}
-	var re *runnerError
-	var ue *unsupportedError
-	if errors.As(err, &re) || errors.As(err, &ue) {
-		return err
-	}
+	return tr.dispatch(octx, object, name, a)
+}
+
+// checkExpectations checks what operation op returned (res or err) against its
+// expectError or expectResult, and saves the result as saveResultAsEntity
+// says.
+func (tr *testRun) checkExpectations(op bson.Raw, res opResult, err error) error {
 	if ignore, _ := op.Lookup("ignoreResultAndError").BooleanOK(); ignore {
 		return nil
 	}
@@ -246,17 +267,20 @@ func (tr *testRun) runOperationInto(ctx context.Context, op bson.Raw, driverErr 
 		}
 	}
 	if save, ok := op.Lookup("saveResultAsEntity").StringValueOK(); ok {
-		if res.entity != nil {
-			return tr.entities.add(save, res.entity)
-		}
-		if res.v.Type == 0 {
-			return fmt.Errorf("saveResultAsEntity %s: the operation returned no result", save)
-		}
-		if err := tr.entities.add(save, res.v); err != nil {
-			return err
-		}
+		return tr.saveResult(save, res)
 	}
 	return nil
+}
+
+// saveResult saves an operation's result as entity id.
+func (tr *testRun) saveResult(id string, res opResult) error {
+	if res.entity != nil {
+		return tr.entities.add(id, res.entity)
+	}
+	if res.v.Type == 0 {
+		return fmt.Errorf("saveResultAsEntity %s: the operation returned no result", id)
+	}
+	return tr.entities.add(id, res.v)
 }
 
 // dispatch runs an entity operation.
@@ -265,48 +289,50 @@ func (tr *testRun) dispatch(ctx context.Context, object, name string, a *args) (
 	if !ok {
 		return opResult{}, &runnerError{fmt.Errorf("entity %q is not defined", object)}
 	}
-	var run func(context.Context, *args) (opResult, error)
-	switch e := ent.(type) {
-	case *collectionEntity:
-		run = collectionOps(e.coll)[name]
-	case *databaseEntity:
-		run = databaseOps(e.db)[name]
-		if name == "createCollection" && run != nil {
-			// The result is the new collection, for saveResultAsEntity.
-			create := run
-			run = func(ctx context.Context, a *args) (opResult, error) {
-				coll := a.str("collection")
-				res, err := create(ctx, a)
-				if err == nil {
-					res.entity = &collectionEntity{client: e.client, coll: e.db.Collection(coll)}
-				}
-				return res, err
-			}
-		}
-	case *clientEntity:
-		run = clientOps(e.client)[name]
-	case *sessionEntity:
-		run = tr.sessionOps(e)[name]
-	}
+	run := entityOperation(ent, name)
 	if run == nil {
-		run = tr.extraOp(ent, name) // change streams and GridFS buckets
-	}
-	if run == nil {
-		switch name {
-		case "createSearchIndex", "createSearchIndexes", "dropSearchIndex", "listSearchIndexes", "updateSearchIndex":
-			// The tests expect the error of a mongod without Atlas Search
-			// ("... Atlas ..."); mongosim has no search index commands, so
-			// sturdy has no API to prove against it.
-			return opResult{}, unsupportedf("Atlas Search index management (%s): mongosim does not implement the search index commands, so sturdy has no search index API yet", name)
-		case "count":
-			// The CRUD spec deprecated count() in 2018 for countDocuments
-			// and estimatedDocumentCount, which sturdy provides; a new
-			// driver has no callers to keep the helper for.
-			return opResult{}, unsupportedf("the deprecated count helper (CRUD spec): sturdy provides CountDocuments and EstimatedDocumentCount instead")
-		}
-		return opResult{}, unsupportedf("operation %s on a %s entity", name, entityKind(ent))
+		return opResult{}, unsupportedOperation(ent, name)
 	}
 	return run(ctx, a)
+}
+
+// entityOperation looks the operation name up in the table of ent's kind;
+// nil if the runner has no such operation.
+func entityOperation(ent any, name string) opFunc {
+	switch e := ent.(type) {
+	case *collectionEntity:
+		return collectionOperations.bind(e, name)
+	case *databaseEntity:
+		return databaseOperations.bind(e, name)
+	case *clientEntity:
+		return clientOperations.bind(e, name)
+	case *sessionEntity:
+		return sessionOperations.bind(e, name)
+	case *cursorEntity:
+		return cursorOperations.bind(e, name)
+	case *changeStreamEntity:
+		return changeStreamOperations.bind(e, name)
+	case *bucketEntity:
+		return bucketOperations.bind(e, name)
+	}
+	return nil
+}
+
+// unsupportedOperation is the error of an operation no table has.
+func unsupportedOperation(ent any, name string) error {
+	switch name {
+	case "createSearchIndex", "createSearchIndexes", "dropSearchIndex", "listSearchIndexes", "updateSearchIndex":
+		// The tests expect the error of a mongod without Atlas Search
+		// ("... Atlas ..."); mongosim has no search index commands, so
+		// sturdy has no API to prove against it.
+		return unsupportedf("Atlas Search index management (%s): mongosim does not implement the search index commands, so sturdy has no search index API yet", name)
+	case "count":
+		// The CRUD spec deprecated count() in 2018 for countDocuments
+		// and estimatedDocumentCount, which sturdy provides; a new
+		// driver has no callers to keep the helper for.
+		return unsupportedf("the deprecated count helper (CRUD spec): sturdy provides CountDocuments and EstimatedDocumentCount instead")
+	}
+	return unsupportedf("operation %s on a %s entity", name, entityKind(ent))
 }
 
 // checked runs the driver call f after all arguments were read: an argument
@@ -355,6 +381,11 @@ func cursorResult(ctx context.Context, cur *sturdy.Cursor, err error) (opResult,
 	for _, d := range all {
 		docs = append(docs, d)
 	}
+	return iterableValue(docs)
+}
+
+// iterableValue is the result of an operation that returns documents.
+func iterableValue(docs bson.A) (opResult, error) {
 	r, err := value(docs)
 	r.iterable = true
 	return r, err
@@ -479,294 +510,20 @@ func (a *args) pipeline() (bson.A, error) {
 	return p, nil
 }
 
+// opFunc is an operation bound to its entity.
 type opFunc = func(context.Context, *args) (opResult, error)
 
-func collectionOps(coll *sturdy.Collection) map[string]opFunc {
-	return map[string]opFunc{
-		"aggregate": aggregateOp(coll.Aggregate),
-		"bulkWrite": func(ctx context.Context, a *args) (opResult, error) {
-			models, err := writeModels(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			o := &sturdy.BulkWriteOptions{Ordered: a.boolPtr("ordered"), BypassDocumentValidation: a.boolPtr("bypassDocumentValidation"),
-				Let: a.any("let"), Comment: a.any("comment")}
-			if o.Session, err = a.session(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				r, err := coll.BulkWrite(ctx, models, o)
-				if err != nil {
-					return opResult{}, err
-				}
-				return ackValue(r.Acknowledged, func() any { return bulkResultDoc(r) })
-			})
-		},
-		"countDocuments": func(ctx context.Context, a *args) (opResult, error) {
-			f, err := a.filter()
-			if err != nil {
-				return opResult{}, err
-			}
-			o := &sturdy.CountOptions{Skip: a.int64("skip"), Limit: a.int64("limit"), Hint: a.any("hint"), Comment: a.any("comment"), MaxTime: a.maxTime()}
-			if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				return valueResult(coll.CountDocuments(ctx, f, o))
-			})
-		},
-		"estimatedDocumentCount": func(ctx context.Context, a *args) (opResult, error) {
-			o := &sturdy.EstimatedDocumentCountOptions{Comment: a.any("comment"), MaxTime: a.maxTime()}
-			var err error
-			if o.Session, err = a.session(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				return valueResult(coll.EstimatedDocumentCount(ctx, o))
-			})
-		},
-		"distinct": func(ctx context.Context, a *args) (opResult, error) {
-			f, err := a.filter()
-			if err != nil {
-				return opResult{}, err
-			}
-			field := a.str("fieldName")
-			o := &sturdy.DistinctOptions{Hint: a.any("hint"), Comment: a.any("comment"), MaxTime: a.maxTime()}
-			if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				vals, err := coll.Distinct(ctx, field, f, o)
-				if err != nil {
-					return opResult{}, err
-				}
-				return value(bson.A(append([]any{}, vals...)))
-			})
-		},
-		"deleteOne":  deleteOp(coll, false),
-		"deleteMany": deleteOp(coll, true),
-		"find": func(ctx context.Context, a *args) (opResult, error) {
-			f, err := a.filter()
-			if err != nil {
-				return opResult{}, err
-			}
-			o, err := findOptions(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				cur, err := coll.Find(ctx, f, o)
-				return cursorResult(ctx, cur, err)
-			})
-		},
-		"findOne": func(ctx context.Context, a *args) (opResult, error) {
-			f, err := a.filter()
-			if err != nil {
-				return opResult{}, err
-			}
-			fo, err := findOptions(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			o := &sturdy.FindOneOptions{Sort: fo.Sort, Projection: fo.Projection, Skip: fo.Skip, Hint: fo.Hint, Collation: fo.Collation,
-				Let: fo.Let, Comment: fo.Comment, MaxTime: fo.MaxTime, ReturnKey: fo.ReturnKey, ShowRecordID: fo.ShowRecordID, Session: fo.Session}
-			for _, k := range []string{"limit", "batchSize", "min", "max", "allowDiskUse", "allowPartialResults", "noCursorTimeout"} {
-				if _, ok := a.d.LookupErr(k); ok == nil {
-					return opResult{}, unsupportedf("argument %s of findOne", k)
-				}
-			}
-			return checked(a, func() (opResult, error) { return singleResult(coll.FindOne(ctx, f, o)) })
-		},
-		"findOneAndDelete": func(ctx context.Context, a *args) (opResult, error) {
-			f, err := a.filter()
-			if err != nil {
-				return opResult{}, err
-			}
-			o := &sturdy.FindOneAndDeleteOptions{Sort: a.any("sort"), Projection: a.any("projection"), Hint: a.any("hint"),
-				Let: a.any("let"), Comment: a.any("comment"), MaxTime: a.maxTime()}
-			if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) { return singleResult(coll.FindOneAndDelete(ctx, f, o)) })
-		},
-		"findOneAndReplace": func(ctx context.Context, a *args) (opResult, error) {
-			f, err := a.filter()
-			if err != nil {
-				return opResult{}, err
-			}
-			repl := a.any("replacement")
-			o := &sturdy.FindOneAndReplaceOptions{Upsert: a.boolean("upsert"), Sort: a.any("sort"), Projection: a.any("projection"),
-				Hint: a.any("hint"), Let: a.any("let"), Comment: a.any("comment"), MaxTime: a.maxTime(),
-				BypassDocumentValidation: a.boolPtr("bypassDocumentValidation")}
-			if o.ReturnDocument, err = returnDocument(a); err != nil {
-				return opResult{}, err
-			}
-			if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) { return singleResult(coll.FindOneAndReplace(ctx, f, repl, o)) })
-		},
-		"findOneAndUpdate": func(ctx context.Context, a *args) (opResult, error) {
-			f, err := a.filter()
-			if err != nil {
-				return opResult{}, err
-			}
-			upd := a.any("update")
-			o := &sturdy.FindOneAndUpdateOptions{Upsert: a.boolean("upsert"), Sort: a.any("sort"), Projection: a.any("projection"),
-				Hint: a.any("hint"), Let: a.any("let"), Comment: a.any("comment"), MaxTime: a.maxTime(),
-				BypassDocumentValidation: a.boolPtr("bypassDocumentValidation")}
-			if o.ArrayFilters, err = a.arrayFilters(); err != nil {
-				return opResult{}, err
-			}
-			if o.ReturnDocument, err = returnDocument(a); err != nil {
-				return opResult{}, err
-			}
-			if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) { return singleResult(coll.FindOneAndUpdate(ctx, f, upd, o)) })
-		},
-		"insertOne": func(ctx context.Context, a *args) (opResult, error) {
-			doc, err := a.doc("document")
-			if err != nil {
-				return opResult{}, err
-			}
-			o := &sturdy.InsertOneOptions{BypassDocumentValidation: a.boolPtr("bypassDocumentValidation"), Comment: a.any("comment")}
-			if o.Session, err = a.session(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				r, err := coll.InsertOne(ctx, doc, o)
-				if err != nil {
-					return opResult{}, err
-				}
-				return ackValue(r.Acknowledged, func() any { return bson.D{{Key: "insertedId", Value: r.InsertedID}} })
-			})
-		},
-		"insertMany": func(ctx context.Context, a *args) (opResult, error) {
-			docs, err := a.array("documents")
-			if err != nil {
-				return opResult{}, err
-			}
-			o := &sturdy.InsertManyOptions{Ordered: a.boolPtr("ordered"), BypassDocumentValidation: a.boolPtr("bypassDocumentValidation"), Comment: a.any("comment")}
-			if o.Session, err = a.session(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				r, err := coll.InsertMany(ctx, []any(docs), o)
-				if err != nil {
-					return opResult{}, err
-				}
-				if !r.Acknowledged {
-					return opResult{}, nil
-				}
-				ids := bson.D{}
-				for i, id := range r.InsertedIDs {
-					ids = append(ids, bson.E{Key: strconv.Itoa(i), Value: id})
-				}
-				return value(bson.D{{Key: "insertedIds", Value: ids}})
-			})
-		},
-		"replaceOne": func(ctx context.Context, a *args) (opResult, error) {
-			f, err := a.filter()
-			if err != nil {
-				return opResult{}, err
-			}
-			repl := a.any("replacement")
-			o := &sturdy.ReplaceOptions{Upsert: a.boolean("upsert"), Hint: a.any("hint"), Let: a.any("let"), Sort: a.any("sort"),
-				Comment: a.any("comment"), BypassDocumentValidation: a.boolPtr("bypassDocumentValidation")}
-			if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) { return updateResult(coll.ReplaceOne(ctx, f, repl, o)) })
-		},
-		"updateOne":  updateOp(coll, false),
-		"updateMany": updateOp(coll, true),
-		"createIndex": func(ctx context.Context, a *args) (opResult, error) {
-			keys, err := a.doc("keys")
-			if err != nil {
-				return opResult{}, err
-			}
-			io := &sturdy.IndexOptions{Unique: a.boolPtr("unique"), Sparse: a.boolPtr("sparse"), Hidden: a.boolPtr("hidden"),
-				PartialFilterExpression: a.any("partialFilterExpression")}
-			if a.has("name") {
-				n := a.str("name")
-				io.Name = &n
-			}
-			if v, ok := a.get("expireAfterSeconds"); ok {
-				n, _ := asInt(v)
-				s := int32(n)
-				io.ExpireAfterSeconds = &s
-			}
-			o := &sturdy.CreateIndexOptions{CommitQuorum: a.any("commitQuorum"), Comment: a.any("comment"), MaxTime: a.maxTime()}
-			if o.Session, err = a.session(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				return valueResult(coll.CreateIndex(ctx, sturdy.IndexModel{Keys: keys, Options: io}, o))
-			})
-		},
-		"dropIndex": func(ctx context.Context, a *args) (opResult, error) {
-			name := a.str("name")
-			o, err := dropIndexOptions(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) { return opResult{}, coll.DropIndex(ctx, name, o) })
-		},
-		"dropIndexes": func(ctx context.Context, a *args) (opResult, error) {
-			o, err := dropIndexOptions(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) { return opResult{}, coll.DropIndexes(ctx, o) })
-		},
-		"listIndexes": func(ctx context.Context, a *args) (opResult, error) {
-			o := &sturdy.ListOptions{TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}
-			var err error
-			if o.Session, err = a.session(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				cur, err := coll.ListIndexes(ctx, o)
-				return cursorResult(ctx, cur, err)
-			})
-		},
-		"listIndexNames": func(ctx context.Context, a *args) (opResult, error) {
-			o := &sturdy.ListOptions{}
-			var err error
-			if o.Session, err = a.session(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				cur, err := coll.ListIndexes(ctx, o)
-				if err != nil {
-					return opResult{}, err
-				}
-				var all []bson.Raw
-				if err := cur.All(ctx, &all); err != nil {
-					return opResult{}, err
-				}
-				names := bson.A{}
-				for _, d := range all {
-					names = append(names, lookupString(d, "name"))
-				}
-				return value(names)
-			})
-		},
-		"drop": func(ctx context.Context, a *args) (opResult, error) {
-			return checked(a, func() (opResult, error) { return opResult{}, coll.Drop(ctx) })
-		},
-		"rename": func(ctx context.Context, a *args) (opResult, error) {
-			to := a.str("to")
-			o := &sturdy.RenameOptions{DropTarget: a.boolean("dropTarget"), Comment: a.any("comment")}
-			var err error
-			if o.Session, err = a.session(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) { return opResult{}, coll.Rename(ctx, to, o) })
-		},
+// opTable maps the names of the operations on entities of type E to their
+// handlers.
+type opTable[E any] map[string]func(context.Context, E, *args) (opResult, error)
+
+// bind returns the operation name on e, or nil if the table has none.
+func (t opTable[E]) bind(e E, name string) opFunc {
+	h, ok := t[name]
+	if !ok {
+		return nil
 	}
+	return func(ctx context.Context, a *args) (opResult, error) { return h(ctx, e, a) }
 }
 
 // dropIndexOptions reads the options of dropIndex and dropIndexes.
@@ -788,65 +545,20 @@ func returnDocument(a *args) (sturdy.ReturnDocument, error) {
 	}
 }
 
-func deleteOp(coll *sturdy.Collection, many bool) opFunc {
-	return func(ctx context.Context, a *args) (opResult, error) {
-		f, err := a.filter()
-		if err != nil {
-			return opResult{}, err
-		}
-		o := &sturdy.DeleteOptions{Hint: a.any("hint"), Let: a.any("let"), Comment: a.any("comment")}
-		if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
-			return opResult{}, err
-		}
-		return checked(a, func() (opResult, error) {
-			if many {
-				return deleteResult(coll.DeleteMany(ctx, f, o))
-			}
-			return deleteResult(coll.DeleteOne(ctx, f, o))
-		})
+// aggregate runs the aggregate operation of a collection or a database.
+func aggregate(ctx context.Context, a *args, run func(context.Context, any, ...*sturdy.AggregateOptions) (*sturdy.Cursor, error)) (opResult, error) {
+	p, err := a.pipeline()
+	if err != nil {
+		return opResult{}, err
 	}
-}
-
-func updateOp(coll *sturdy.Collection, many bool) opFunc {
-	return func(ctx context.Context, a *args) (opResult, error) {
-		f, err := a.filter()
-		if err != nil {
-			return opResult{}, err
-		}
-		upd := a.any("update")
-		o := &sturdy.UpdateOptions{Upsert: a.boolean("upsert"), Hint: a.any("hint"), Let: a.any("let"), Sort: a.any("sort"),
-			Comment: a.any("comment"), BypassDocumentValidation: a.boolPtr("bypassDocumentValidation")}
-		if o.ArrayFilters, err = a.arrayFilters(); err != nil {
-			return opResult{}, err
-		}
-		if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
-			return opResult{}, err
-		}
-		return checked(a, func() (opResult, error) {
-			if many {
-				return updateResult(coll.UpdateMany(ctx, f, upd, o))
-			}
-			return updateResult(coll.UpdateOne(ctx, f, upd, o))
-		})
+	o, err := aggregateOptions(a)
+	if err != nil {
+		return opResult{}, err
 	}
-}
-
-// aggregateOp runs the aggregate operation of a collection or a database.
-func aggregateOp(aggregate func(context.Context, any, ...*sturdy.AggregateOptions) (*sturdy.Cursor, error)) opFunc {
-	return func(ctx context.Context, a *args) (opResult, error) {
-		p, err := a.pipeline()
-		if err != nil {
-			return opResult{}, err
-		}
-		o, err := aggregateOptions(a)
-		if err != nil {
-			return opResult{}, err
-		}
-		return checked(a, func() (opResult, error) {
-			cur, err := aggregate(ctx, p, o)
-			return cursorResult(ctx, cur, err)
-		})
-	}
+	return checked(a, func() (opResult, error) {
+		cur, err := run(ctx, p, o)
+		return cursorResult(ctx, cur, err)
+	})
 }
 
 func aggregateOptions(a *args) (*sturdy.AggregateOptions, error) {
@@ -969,49 +681,13 @@ func writeModel(a *args, rv bson.RawValue, namespaced bool) (sturdy.WriteModel, 
 	if err != nil {
 		return nil, "", err
 	}
-	var model sturdy.WriteModel
-	switch kind {
-	case "insertOne":
-		doc, err := m.doc("document")
-		if err != nil {
-			return nil, "", err
-		}
-		model = &sturdy.InsertOneModel{Document: doc}
-	case "updateOne", "updateMany":
-		f, err := m.filter()
-		if err != nil {
-			return nil, "", err
-		}
-		afs, err := m.arrayFilters()
-		if err != nil {
-			return nil, "", err
-		}
-		if kind == "updateOne" {
-			model = &sturdy.UpdateOneModel{Filter: f, Update: m.any("update"), Upsert: m.boolean("upsert"), ArrayFilters: afs,
-				Collation: coll, Hint: m.any("hint"), Sort: m.any("sort")}
-		} else {
-			model = &sturdy.UpdateManyModel{Filter: f, Update: m.any("update"), Upsert: m.boolean("upsert"), ArrayFilters: afs,
-				Collation: coll, Hint: m.any("hint")}
-		}
-	case "replaceOne":
-		f, err := m.filter()
-		if err != nil {
-			return nil, "", err
-		}
-		model = &sturdy.ReplaceOneModel{Filter: f, Replacement: m.any("replacement"), Upsert: m.boolean("upsert"),
-			Collation: coll, Hint: m.any("hint"), Sort: m.any("sort")}
-	case "deleteOne", "deleteMany":
-		f, err := m.filter()
-		if err != nil {
-			return nil, "", err
-		}
-		if kind == "deleteOne" {
-			model = &sturdy.DeleteOneModel{Filter: f, Collation: coll, Hint: m.any("hint")}
-		} else {
-			model = &sturdy.DeleteManyModel{Filter: f, Collation: coll, Hint: m.any("hint")}
-		}
-	default:
+	build, ok := writeModelBuilders[kind]
+	if !ok {
 		return nil, "", &runnerError{fmt.Errorf("unknown write model %q", kind)}
+	}
+	model, err := build(m, coll)
+	if err != nil {
+		return nil, "", err
 	}
 	if err := m.check(); err != nil {
 		return nil, "", err
@@ -1019,270 +695,79 @@ func writeModel(a *args, rv bson.RawValue, namespaced bool) (sturdy.WriteModel, 
 	return model, ns, nil
 }
 
-func databaseOps(db *sturdy.Database) map[string]opFunc {
-	return map[string]opFunc{
-		"aggregate": aggregateOp(db.Aggregate),
-		"runCommand": func(ctx context.Context, a *args) (opResult, error) {
-			cmd, err := a.doc("command")
-			if err != nil {
-				return opResult{}, err
-			}
-			a.str("commandName")
-			o := &sturdy.RunCommandOptions{}
-			if v, ok := a.get("readPreference"); ok {
-				if o.ReadPreference, err = readPreference(v); err != nil {
-					return opResult{}, err
-				}
-			}
-			if o.Session, err = a.session(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				reply, err := db.RunCommand(ctx, cmd, o)
-				if err != nil {
-					return opResult{}, err
-				}
-				return opResult{v: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: reply}}, nil
-			})
-		},
-		"listCollectionNames": func(ctx context.Context, a *args) (opResult, error) {
-			f, o, err := listCollectionsArgs(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				return valueResult(db.ListCollectionNames(ctx, f, o))
-			})
-		},
-		"listCollections": func(ctx context.Context, a *args) (opResult, error) {
-			f, o, err := listCollectionsArgs(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				cur, err := db.ListCollections(ctx, f, o)
-				return cursorResult(ctx, cur, err)
-			})
-		},
-		"listCollectionObjects": func(ctx context.Context, a *args) (opResult, error) {
-			f, o, err := listCollectionsArgs(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				specs, err := db.ListCollectionSpecifications(ctx, f, o)
-				if err != nil {
-					return opResult{}, err
-				}
-				docs := bson.A{}
-				for _, sp := range specs {
-					docs = append(docs, sp.Raw)
-				}
-				r, err := value(docs)
-				r.iterable = true
-				return r, err
-			})
-		},
-		"dropCollection": func(ctx context.Context, a *args) (opResult, error) {
-			name := a.str("collection")
-			s, err := a.session()
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				return opResult{}, db.Collection(name).Drop(ctx, &sturdy.DropCollectionOptions{Session: s})
-			})
-		},
-		"createCollection": func(ctx context.Context, a *args) (opResult, error) {
-			name := a.str("collection")
-			o, err := createCollectionOptions(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) { return opResult{}, db.CreateCollection(ctx, name, o) })
-		},
-		// modifyCollection is the collMod command: sturdy has no helper
-		// for it, so it runs as a command with the test's options.
-		"modifyCollection": func(ctx context.Context, a *args) (opResult, error) {
-			cmd := bson.D{{Key: "collMod", Value: a.str("collection")}}
-			elems, _ := a.d.Elements()
-			for _, e := range elems {
-				switch k := e.Key(); k {
-				case "collection", "session":
-				case "validator", "validationLevel", "validationAction", "index", "changeStreamPreAndPostImages",
-					"expireAfterSeconds", "viewOn", "pipeline":
-					v, _ := a.get(k)
-					cmd = append(cmd, bson.E{Key: k, Value: native(v)})
-				}
-			}
-			o := &sturdy.RunCommandOptions{}
-			var err error
-			if o.Session, err = a.session(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				_, err := db.RunCommand(ctx, cmd, o)
-				return opResult{}, err
-			})
-		},
-		"drop": func(ctx context.Context, a *args) (opResult, error) {
-			s, err := a.session()
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) { return opResult{}, db.Drop(ctx, &sturdy.DropDatabaseOptions{Session: s}) })
-		},
-	}
+// writeModelBuilders build the write model of each kind of request from
+// its fields and collation.
+var writeModelBuilders = map[string]func(m *args, c *sturdy.Collation) (sturdy.WriteModel, error){
+	"insertOne":  insertOneModel,
+	"updateOne":  updateOneModel,
+	"updateMany": updateManyModel,
+	"replaceOne": replaceOneModel,
+	"deleteOne":  deleteOneModel,
+	"deleteMany": deleteManyModel,
 }
 
-func clientOps(c *sturdy.Client) map[string]opFunc {
-	list := func(ctx context.Context, a *args, conv func(sturdy.ListDatabasesResult) bson.A) (opResult, error) {
-		f, o, err := listDatabasesArgs(a)
-		if err != nil {
-			return opResult{}, err
-		}
-		return checked(a, func() (opResult, error) {
-			res, err := c.ListDatabases(ctx, f, o)
-			if err != nil {
-				return opResult{}, err
-			}
-			r, err := value(conv(res))
-			r.iterable = true
-			return r, err
-		})
-	}
-	return map[string]opFunc{
-		// close disconnects the client; its events stay recorded for
-		// expectEvents (the entity's own cleanup then finds it closed).
-		"close": func(ctx context.Context, a *args) (opResult, error) {
-			return checked(a, func() (opResult, error) { return opResult{}, c.Disconnect(ctx) })
-		},
-		"dropDatabase": func(ctx context.Context, a *args) (opResult, error) {
-			name := a.str("database")
-			s, err := a.session()
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				return opResult{}, c.Database(name).Drop(ctx, &sturdy.DropDatabaseOptions{Session: s})
-			})
-		},
-		"clientBulkWrite": func(ctx context.Context, a *args) (opResult, error) {
-			models, err := clientWriteModels(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			o := &sturdy.ClientBulkWriteOptions{Ordered: a.boolPtr("ordered"), VerboseResults: a.boolean("verboseResults"),
-				BypassDocumentValidation: a.boolPtr("bypassDocumentValidation"), Let: a.any("let"), Comment: a.any("comment")}
-			if v, ok := a.get("writeConcern"); ok {
-				if o.WriteConcern, err = writeConcern(v); err != nil {
-					return opResult{}, err
-				}
-			}
-			if o.Session, err = a.session(); err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				r, err := c.BulkWrite(ctx, models, o)
-				if err != nil {
-					return opResult{}, err
-				}
-				return ackValue(r.Acknowledged, func() any { return clientBulkResultDoc(r) })
-			})
-		},
-		"listDatabaseNames": func(ctx context.Context, a *args) (opResult, error) {
-			f, o, err := listDatabasesArgs(a)
-			if err != nil {
-				return opResult{}, err
-			}
-			return checked(a, func() (opResult, error) {
-				return valueResult(c.ListDatabaseNames(ctx, f, o))
-			})
-		},
-		// listDatabases: the server's database documents as they came.
-		"listDatabases": func(ctx context.Context, a *args) (opResult, error) {
-			return list(ctx, a, func(res sturdy.ListDatabasesResult) bson.A {
-				docs := bson.A{}
-				if arr, ok := res.Raw.Lookup("databases").ArrayOK(); ok {
-					vals, _ := arr.Values()
-					for _, v := range vals {
-						docs = append(docs, v)
-					}
-				}
-				return docs
-			})
-		},
-		// listDatabaseObjects: the decoded DatabaseSpecifications.
-		"listDatabaseObjects": func(ctx context.Context, a *args) (opResult, error) {
-			return list(ctx, a, func(res sturdy.ListDatabasesResult) bson.A {
-				docs := bson.A{}
-				for _, d := range res.Databases {
-					docs = append(docs, bson.D{{Key: "name", Value: d.Name}, {Key: "sizeOnDisk", Value: d.SizeOnDisk}, {Key: "empty", Value: d.Empty}})
-				}
-				return docs
-			})
-		},
-	}
-}
-
-// listDatabasesArgs reads the arguments of the listDatabases operations.
-func listDatabasesArgs(a *args) (any, *sturdy.ListDatabasesOptions, error) {
-	f, err := a.filter()
+func insertOneModel(m *args, _ *sturdy.Collation) (sturdy.WriteModel, error) {
+	doc, err := m.doc("document")
 	if err != nil {
-		return nil, nil, err
-	}
-	o := &sturdy.ListDatabasesOptions{AuthorizedDatabases: a.boolPtr("authorizedDatabases"), Comment: a.any("comment")}
-	if a.d.Lookup("nameOnly").Type != 0 && a.op != "listDatabaseNames" {
-		o.NameOnly = a.boolPtr("nameOnly")
-	}
-	if o.Session, err = a.session(); err != nil {
-		return nil, nil, err
-	}
-	return f, o, nil
-}
-
-// listCollectionsArgs reads the arguments of the listCollections operations.
-func listCollectionsArgs(a *args) (any, *sturdy.ListCollectionsOptions, error) {
-	f, err := a.filter()
-	if err != nil {
-		return nil, nil, err
-	}
-	o := &sturdy.ListCollectionsOptions{AuthorizedCollections: a.boolPtr("authorizedCollections"),
-		BatchSize: int32(a.int64("batchSize")), Comment: a.any("comment"), TimeoutMode: sturdy.TimeoutMode(a.str("timeoutMode"))}
-	if a.d.Lookup("nameOnly").Type != 0 && a.op != "listCollectionNames" {
-		o.NameOnly = a.boolPtr("nameOnly")
-	}
-	if o.Session, err = a.session(); err != nil {
-		return nil, nil, err
-	}
-	return f, o, nil
-}
-
-// createCollectionOptions reads createCollection's arguments.
-func createCollectionOptions(a *args) (*sturdy.CreateCollectionOptions, error) {
-	o := &sturdy.CreateCollectionOptions{Capped: a.boolPtr("capped"), ViewOn: a.str("viewOn"),
-		ValidationLevel: a.str("validationLevel"), ValidationAction: a.str("validationAction"), Validator: a.any("validator"),
-		TimeSeries: a.any("timeseries"), ClusteredIndex: a.any("clusteredIndex"),
-		ChangeStreamPreAndPostImages: a.any("changeStreamPreAndPostImages"), IndexOptionDefaults: a.any("indexOptionDefaults"),
-		StorageEngine: a.any("storageEngine"), Comment: a.any("comment")}
-	for key, dst := range map[string]**int64{"size": &o.SizeInBytes, "max": &o.MaxDocuments, "expireAfterSeconds": &o.ExpireAfterSeconds} {
-		if v, ok := a.get(key); ok {
-			n, _ := asInt(v)
-			*dst = &n
-		}
-	}
-	if a.has("pipeline") {
-		p, err := a.pipeline()
-		if err != nil {
-			return nil, err
-		}
-		o.Pipeline = p
-	}
-	var err error
-	if o.Collation, o.Session, err = a.collationAndSession(); err != nil {
 		return nil, err
 	}
-	return o, nil
+	return &sturdy.InsertOneModel{Document: doc}, nil
+}
+
+// updateModelArgs reads the filter and arrayFilters of an update request.
+func updateModelArgs(m *args) (any, []any, error) {
+	f, err := m.filter()
+	if err != nil {
+		return nil, nil, err
+	}
+	afs, err := m.arrayFilters()
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, afs, nil
+}
+
+func updateOneModel(m *args, c *sturdy.Collation) (sturdy.WriteModel, error) {
+	f, afs, err := updateModelArgs(m)
+	if err != nil {
+		return nil, err
+	}
+	return &sturdy.UpdateOneModel{Filter: f, Update: m.any("update"), Upsert: m.boolean("upsert"), ArrayFilters: afs,
+		Collation: c, Hint: m.any("hint"), Sort: m.any("sort")}, nil
+}
+
+func updateManyModel(m *args, c *sturdy.Collation) (sturdy.WriteModel, error) {
+	f, afs, err := updateModelArgs(m)
+	if err != nil {
+		return nil, err
+	}
+	return &sturdy.UpdateManyModel{Filter: f, Update: m.any("update"), Upsert: m.boolean("upsert"), ArrayFilters: afs,
+		Collation: c, Hint: m.any("hint")}, nil
+}
+
+func replaceOneModel(m *args, c *sturdy.Collation) (sturdy.WriteModel, error) {
+	f, err := m.filter()
+	if err != nil {
+		return nil, err
+	}
+	return &sturdy.ReplaceOneModel{Filter: f, Replacement: m.any("replacement"), Upsert: m.boolean("upsert"),
+		Collation: c, Hint: m.any("hint"), Sort: m.any("sort")}, nil
+}
+
+func deleteOneModel(m *args, c *sturdy.Collation) (sturdy.WriteModel, error) {
+	f, err := m.filter()
+	if err != nil {
+		return nil, err
+	}
+	return &sturdy.DeleteOneModel{Filter: f, Collation: c, Hint: m.any("hint")}, nil
+}
+
+func deleteManyModel(m *args, c *sturdy.Collation) (sturdy.WriteModel, error) {
+	f, err := m.filter()
+	if err != nil {
+		return nil, err
+	}
+	return &sturdy.DeleteManyModel{Filter: f, Collation: c, Hint: m.any("hint")}, nil
 }
 
 func entityKind(e any) string {

@@ -292,11 +292,60 @@ func compileBucketAuto(arg any) (stage, error) {
 // the next bucket's min (the last bucket's own maximum). With a granularity,
 // max is rounded up (absorbing the values below it) and the first min down.
 func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
-	type item struct {
-		key any
-		doc bson.D
+	items, err := b.keyed(rt, in)
+	if err != nil || len(items) == 0 {
+		return nil, err
 	}
-	items := make([]item, 0, len(in))
+	coll := rt.env.Collator
+	slices.SortStableFunc(items, func(x, y keyedDoc) int { return value.CompareWith(x.key, y.key, coll) })
+	size := max(int(math.Round(float64(len(items))/float64(b.buckets))), 1)
+	var out []bson.D
+	var prevMax any
+	havePrev := false
+	for i, n := 0, 1; i < len(items) && n <= b.buckets; n++ {
+		mn := items[i].key
+		if b.round != nil {
+			if havePrev {
+				mn = prevMax
+			} else if mn, err = b.round.down(mn); err != nil {
+				return nil, err
+			}
+		}
+		end := i + size
+		if n == b.buckets || end > len(items) {
+			end = len(items)
+		}
+		mx, end, err := b.upperBound(items, end, coll)
+		if err != nil {
+			return nil, err
+		}
+		accs := newAccs(b.output, coll)
+		for _, it := range items[i:end] {
+			if err := accumulate(rt, b.output, accs, it.doc); err != nil {
+				return nil, err
+			}
+		}
+		d, err := accResults(bson.D{{Key: "_id", Value: bson.D{{Key: "min", Value: mn}, {Key: "max", Value: mx}}}}, b.output, accs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+		prevMax, havePrev = mx, true
+		i = end
+	}
+	return out, nil
+}
+
+// keyedDoc is an input document with its groupBy value.
+type keyedDoc struct {
+	key any
+	doc bson.D
+}
+
+// keyed evaluates groupBy for each document; with a granularity, every
+// value must be a non-negative number.
+func (b *bucketAutoStage) keyed(rt *runtime, in []bson.D) ([]keyedDoc, error) {
+	items := make([]keyedDoc, 0, len(in))
 	for i, doc := range in {
 		if err := rt.checkEvery(i); err != nil {
 			return nil, err
@@ -320,74 +369,41 @@ func (b *bucketAutoStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 		if expr.IsMissing(v) {
 			v = nil
 		}
-		items = append(items, item{v, doc})
+		items = append(items, keyedDoc{v, doc})
 	}
-	if len(items) == 0 {
-		return nil, nil
+	return items, nil
+}
+
+// upperBound extends a bucket that would end before items[end] past the
+// values equal to its last one (or, with a granularity, below its rounded
+// up maximum) and returns its max: the next bucket's first value, or the
+// rounded bound.
+func (b *bucketAutoStage) upperBound(items []keyedDoc, end int, coll value.Collator) (any, int, error) {
+	mx := items[end-1].key
+	if b.round == nil {
+		for end < len(items) && value.CompareWith(mx, items[end].key, coll) == 0 {
+			end++
+		}
+		if end < len(items) {
+			mx = items[end].key
+		}
+		return mx, end, nil
 	}
-	coll := rt.env.Collator
-	slices.SortStableFunc(items, func(x, y item) int { return value.CompareWith(x.key, y.key, coll) })
-	size := max(int(math.Round(float64(len(items))/float64(b.buckets))), 1)
-	var out []bson.D
-	var prevMax any
-	havePrev := false
-	for i, n := 0, 1; i < len(items) && n <= b.buckets; n++ {
-		mn := items[i].key
-		if b.round != nil {
-			if havePrev {
-				mn = prevMax
-			} else {
-				r, err := b.round.down(mn)
-				if err != nil {
-					return nil, err
-				}
-				mn = r
-			}
-		}
-		accs := newAccs(b.output, coll)
-		end := i + size
-		if n == b.buckets || end > len(items) {
-			end = len(items)
-		}
-		mx := items[end-1].key
-		if b.round != nil {
-			bound, err := b.round.up(mx)
-			if err != nil {
-				return nil, err
-			}
-			for end < len(items) && (value.CompareWith(bound, items[end].key, coll) > 0 || value.CompareWith(mx, items[end].key, coll) == 0) {
-				mx = items[end].key
-				end++
-			}
-			f, _ := value.ToFloat(bound)
-			if f == 0 && end < len(items) {
-				if bound, err = b.round.down(items[end].key); err != nil {
-					return nil, err
-				}
-			}
-			mx = bound
-		} else {
-			for end < len(items) && value.CompareWith(mx, items[end].key, coll) == 0 {
-				end++
-			}
-			if end < len(items) {
-				mx = items[end].key
-			}
-		}
-		for _, it := range items[i:end] {
-			if err := accumulate(rt, b.output, accs, it.doc); err != nil {
-				return nil, err
-			}
-		}
-		d, err := accResults(bson.D{{Key: "_id", Value: bson.D{{Key: "min", Value: mn}, {Key: "max", Value: mx}}}}, b.output, accs)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-		prevMax, havePrev = mx, true
-		i = end
+	bound, err := b.round.up(mx)
+	if err != nil {
+		return nil, 0, err
 	}
-	return out, nil
+	for end < len(items) && (value.CompareWith(bound, items[end].key, coll) > 0 || value.CompareWith(mx, items[end].key, coll) == 0) {
+		mx = items[end].key
+		end++
+	}
+	f, _ := value.ToFloat(bound)
+	if f == 0 && end < len(items) {
+		if bound, err = b.round.down(items[end].key); err != nil {
+			return nil, 0, err
+		}
+	}
+	return bound, end, nil
 }
 
 type sampleStage struct{ size int }
@@ -517,31 +533,58 @@ func compileGraphLookup(arg any) (stage, error) {
 // (each once, with the depth it was first found at), and their
 // connectFromField values are searched next.
 func (g *graphLookupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
+	foreign, err := g.readFrom(rt)
+	if err != nil {
+		return nil, err
+	}
+	byKey, err := g.indexByConnectTo(rt, foreign)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bson.D, 0, len(in))
+	for i, doc := range in {
+		if err := rt.checkEvery(i); err != nil {
+			return nil, err
+		}
+		results, err := g.search(rt, doc, foreign, byKey)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, setPath(doc, g.as, results))
+	}
+	return out, nil
+}
+
+// readFrom reads the from collection, keeping the documents that match
+// restrictSearchWithMatch (under the operation's collation).
+func (g *graphLookupStage) readFrom(rt *runtime) ([]bson.D, error) {
 	cat, err := rt.catalog("$graphLookup")
 	if err != nil {
 		return nil, err
 	}
 	db, coll := g.from.resolve(rt.env)
 	foreign, err := cat.Read(db, coll)
-	if err != nil {
-		return nil, err
+	if err != nil || g.restrict == nil {
+		return foreign, err
 	}
-	if g.restrict != nil {
-		restrict := g.restrict
-		if rt.env.Collator != nil {
-			if restrict, err = query.CompileFilterWith(g.restrictSpec, query.Options{Collator: rt.env.Collator}); err != nil {
-				return nil, err
-			}
+	restrict := g.restrict
+	if rt.env.Collator != nil {
+		if restrict, err = query.CompileFilterWith(g.restrictSpec, query.Options{Collator: rt.env.Collator}); err != nil {
+			return nil, err
 		}
-		var kept []bson.D
-		for _, d := range foreign {
-			if restrict.Match(d) {
-				kept = append(kept, d)
-			}
-		}
-		foreign = kept
 	}
-	// Index the foreign documents by each value of connectToField.
+	var kept []bson.D
+	for _, d := range foreign {
+		if restrict.Match(d) {
+			kept = append(kept, d)
+		}
+	}
+	return kept, nil
+}
+
+// indexByConnectTo maps each value of connectToField (by its group key)
+// to the foreign documents holding it.
+func (g *graphLookupStage) indexByConnectTo(rt *runtime, foreign []bson.D) (map[string][]int, error) {
 	byKey := map[string][]int{}
 	for i, d := range foreign {
 		v, err := g.toPathExpr.Eval(d, rt.vars)
@@ -553,52 +596,47 @@ func (g *graphLookupStage) run(rt *runtime, in []bson.D) ([]bson.D, error) {
 			byKey[key] = append(byKey[key], i)
 		}
 	}
-	out := make([]bson.D, 0, len(in))
-	for i, doc := range in {
-		if err := rt.checkEvery(i); err != nil {
-			return nil, err
-		}
-		start, err := g.startWith.Eval(doc, rt.vars)
-		if err != nil {
-			return nil, err
-		}
-		frontier := flatten(start)
-		seenKey := map[string]bool{}
-		found := map[int]bool{}
-		var results bson.A
-		for depth := int64(0); len(frontier) > 0 && (g.maxDepth < 0 || depth <= g.maxDepth); depth++ {
-			var next []any
-			for _, v := range frontier {
-				key := groupKeyWith(v, rt.env.Collator)
-				if seenKey[key] {
+	return byKey, nil
+}
+
+// search is the breadth-first search from one input document.
+func (g *graphLookupStage) search(rt *runtime, doc bson.D, foreign []bson.D, byKey map[string][]int) (bson.A, error) {
+	start, err := g.startWith.Eval(doc, rt.vars)
+	if err != nil {
+		return nil, err
+	}
+	frontier := flatten(start)
+	seenKey := map[string]bool{}
+	found := map[int]bool{}
+	results := bson.A{}
+	for depth := int64(0); len(frontier) > 0 && (g.maxDepth < 0 || depth <= g.maxDepth); depth++ {
+		var next []any
+		for _, v := range frontier {
+			key := groupKeyWith(v, rt.env.Collator)
+			if seenKey[key] {
+				continue
+			}
+			seenKey[key] = true
+			for _, j := range byKey[key] {
+				if found[j] {
 					continue
 				}
-				seenKey[key] = true
-				for _, j := range byKey[key] {
-					if found[j] {
-						continue
-					}
-					found[j] = true
-					d := foreign[j]
-					if g.depthField != "" {
-						d = append(slices.Clone(d), bson.E{Key: g.depthField, Value: depth})
-					}
-					results = append(results, d)
-					nv, err := g.fromPath.Eval(foreign[j], rt.vars)
-					if err != nil {
-						return nil, err
-					}
-					next = append(next, flatten(nv)...)
+				found[j] = true
+				d := foreign[j]
+				if g.depthField != "" {
+					d = append(slices.Clone(d), bson.E{Key: g.depthField, Value: depth})
 				}
+				results = append(results, d)
+				nv, err := g.fromPath.Eval(foreign[j], rt.vars)
+				if err != nil {
+					return nil, err
+				}
+				next = append(next, flatten(nv)...)
 			}
-			frontier = next
 		}
-		if results == nil {
-			results = bson.A{}
-		}
-		out = append(out, setPath(doc, g.as, results))
+		frontier = next
 	}
-	return out, nil
+	return results, nil
 }
 
 // flatten is v's values for matching: an array's elements, nothing for a

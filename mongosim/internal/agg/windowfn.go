@@ -29,37 +29,52 @@ var windowFnNames = map[string]bool{
 }
 
 func compileWindowFn(spec bson.D, srt windowSort) (windowFn, error) {
-	name := ""
+	name, err := windowFnName(spec)
+	if err != nil {
+		return nil, err
+	}
+	if compile, ok := ownArgWindowFns[name]; ok {
+		return compile(name, spec, srt)
+	}
+	return compileAccWindowFn(name, spec, srt)
+}
+
+// windowFnName is the function a window function spec names: its first
+// $-prefixed key.
+func windowFnName(spec bson.D) (string, error) {
 	for _, e := range spec {
 		if !strings.HasPrefix(e.Key, "$") {
 			continue
 		}
 		if !windowFnNames[e.Key] {
-			return nil, cmderr.New(cmderr.FailedToParse, "Unrecognized window function, %s", e.Key)
+			return "", cmderr.New(cmderr.FailedToParse, "Unrecognized window function, %s", e.Key)
 		}
-		name = e.Key
-		break
+		return e.Key, nil
 	}
-	if name == "" {
-		first := ""
-		if len(spec) > 0 && spec[0].Key != "" {
-			first = ", " + spec[0].Key
-		}
-		return nil, cmderr.New(cmderr.FailedToParse, "Expected a $-prefixed window function%s", first)
+	first := ""
+	if len(spec) > 0 && spec[0].Key != "" {
+		first = ", " + spec[0].Key
 	}
-	switch name {
-	case "$rank", "$denseRank", "$documentNumber":
-		return compileRankFn(name, spec, srt)
-	case "$shift":
-		return compileShiftFn(spec, srt)
-	case "$expMovingAvg":
-		return compileExpMovingAvg(spec, srt)
-	case "$locf", "$linearFill":
-		return compileFillFn(name, spec, srt)
-	case "$derivative", "$integral":
-		return compileCalculusFn(name, spec, srt)
-	}
-	// The accumulator-style functions: {$op: <arg>, window: {...}}.
+	return "", cmderr.New(cmderr.FailedToParse, "Expected a $-prefixed window function%s", first)
+}
+
+// ownArgWindowFns are the window functions with their own argument rules;
+// the others are accumulators over a window.
+var ownArgWindowFns = map[string]func(name string, spec bson.D, srt windowSort) (windowFn, error){
+	"$rank":           compileRankFn,
+	"$denseRank":      compileRankFn,
+	"$documentNumber": compileRankFn,
+	"$shift":          func(_ string, spec bson.D, srt windowSort) (windowFn, error) { return compileShiftFn(spec, srt) },
+	"$expMovingAvg":   func(_ string, spec bson.D, srt windowSort) (windowFn, error) { return compileExpMovingAvg(spec, srt) },
+	"$locf":           compileFillFn,
+	"$linearFill":     compileFillFn,
+	"$derivative":     compileCalculusFn,
+	"$integral":       compileCalculusFn,
+}
+
+// compileAccWindowFn compiles an accumulator-style function:
+// {$op: <arg>, window: {...}}.
+func compileAccWindowFn(name string, spec bson.D, srt windowSort) (windowFn, error) {
 	bounds := wholePartition
 	var arg any
 	for _, e := range spec {
@@ -79,46 +94,40 @@ func compileWindowFn(spec bson.D, srt windowSort) (windowFn, error) {
 		}
 	}
 	f := &accWindowFn{bounds: bounds}
+	if err := f.setAccumulator(name, arg); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// setAccumulator compiles the function's argument and picks its
+// accumulator.
+func (f *accWindowFn) setAccumulator(name string, arg any) error {
 	var err error
-	switch name {
-	case "$first", "$last":
+	switch {
+	case name == "$first", name == "$last":
 		f.endpoint = name
 		f.input, err = expr.Compile(arg)
-	case "$count":
+	case name == "$count":
 		if d, ok := value.ToDoc(arg); !ok || len(d) != 0 {
-			return nil, cmderr.New(cmderr.FailedToParse, "$count only accepts an empty object as input")
+			return cmderr.New(cmderr.FailedToParse, "$count only accepts an empty object as input")
 		}
 		f.input = expr.MustCompile(int32(1))
 		f.newAcc = accumulators["$sum"]
-	case "$covariancePop", "$covarianceSamp":
+	case name == "$covariancePop", name == "$covarianceSamp":
 		f.input, err = expr.Compile(arg)
 		sample := name == "$covarianceSamp"
 		f.newAcc = func() accumulator { return &covarianceAcc{sample: sample} }
+	case quantileOps[name]:
+		f.input, f.newAcc, err = compileQuantileAcc(name, arg)
+	case nAccumulators[name]:
+		f.input, f.newAcc, err = compileNAcc(name, arg)
 	default:
-		if quantileOps[name] {
-			x, mk, qerr := compileQuantileAcc(name, arg)
-			if qerr != nil {
-				return nil, qerr
-			}
-			f.input, f.newAcc = x, mk
-			break
-		}
-		if nAccumulators[name] {
-			x, mk, nerr := compileNAcc(name, arg)
-			if nerr != nil {
-				return nil, nerr
-			}
-			f.input, f.newAcc = x, mk
-			break
-		}
 		f.input, err = expr.Compile(arg)
 		f.newAcc = accumulators[name]
 		f.sortResult = name == "$addToSet"
 	}
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
+	return err
 }
 
 // accWindowFn folds the documents of each window with an accumulator. A
@@ -579,87 +588,108 @@ func (f *fillFn) compute(p *partition) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]any, len(vals))
 	if f.op == "$locf" {
-		var last any
-		for i, v := range vals {
-			if !expr.IsNullish(v) {
-				last = v
-			}
-			out[i] = last
-		}
-		return out, nil
+		return locf(vals), nil
 	}
 	xs, err := p.sortValues()
 	if err != nil {
 		return nil, err
 	}
-	isDate := func(v any) bool { _, ok := v.(bson.DateTime); return ok }
-	for i, v := range vals {
-		if !value.IsNumber(v) && !expr.IsNullish(v) {
-			return nil, cmderr.New(cmderr.TypeMismatch, "Value to be filled must be numeric or nullish, but found %s", value.TypeName(v))
-		}
-		x := xs[i]
-		if !value.IsNumber(x) && !isDate(x) {
-			return nil, cmderr.New(cmderr.TypeMismatch, "Value of the sortBy field must be numeric or a date, but found %s", typeNameOf(x))
-		}
-		if i > 0 {
-			if expr.CompareValues(x, xs[i-1]) == 0 {
-				return nil, cmderr.New(6050106, "There can be no repeated values in the sort field")
-			}
-			if isDate(x) != isDate(xs[i-1]) {
-				return nil, cmderr.New(cmderr.TypeMismatch, "Conflicting sort value types, previously received type %s, but found %s", value.TypeName(xs[i-1]), value.TypeName(x))
-			}
-		}
+	if err := checkLinearFill(vals, xs); err != nil {
+		return nil, err
 	}
+	out := make([]any, len(vals))
 	for i, v := range vals {
 		if !expr.IsNullish(v) {
 			out[i] = v
 			continue
 		}
-		out[i] = nil
-		l, r := -1, -1
-		for j := i - 1; j >= 0; j-- {
-			if !expr.IsNullish(vals[j]) {
-				l = j
-				break
-			}
-		}
-		for j := i + 1; j < len(vals); j++ {
-			if !expr.IsNullish(vals[j]) {
-				r = j
-				break
-			}
-		}
-		if l < 0 || r < 0 {
-			continue
-		}
-		// y1 + (x - x1) * ((y2 - y1) / (x2 - x1))
-		dy, err := arith("$subtract", vals[r], vals[l])
-		if err != nil {
-			return nil, err
-		}
-		dx, err := arith("$subtract", xs[r], xs[l])
-		if err != nil {
-			return nil, err
-		}
-		slope, err := arith("$divide", dy, dx)
-		if err != nil {
-			return nil, err
-		}
-		off, err := arith("$subtract", xs[i], xs[l])
-		if err != nil {
-			return nil, err
-		}
-		prod, err := arith("$multiply", off, slope)
-		if err != nil {
-			return nil, err
-		}
-		if out[i], err = arith("$add", vals[l], prod); err != nil {
+		if out[i], err = linearFillAt(vals, xs, i); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// locf carries the last non-null value forward.
+func locf(vals []any) []any {
+	out := make([]any, len(vals))
+	var last any
+	for i, v := range vals {
+		if !expr.IsNullish(v) {
+			last = v
+		}
+		out[i] = last
+	}
+	return out
+}
+
+func isDateTime(v any) bool { _, ok := v.(bson.DateTime); return ok }
+
+// checkLinearFill checks $linearFill's inputs: numeric or null values
+// against distinct sortBy values, all numbers or all dates.
+func checkLinearFill(vals, xs []any) error {
+	for i, v := range vals {
+		if !value.IsNumber(v) && !expr.IsNullish(v) {
+			return cmderr.New(cmderr.TypeMismatch, "Value to be filled must be numeric or nullish, but found %s", value.TypeName(v))
+		}
+		x := xs[i]
+		if !value.IsNumber(x) && !isDateTime(x) {
+			return cmderr.New(cmderr.TypeMismatch, "Value of the sortBy field must be numeric or a date, but found %s", typeNameOf(x))
+		}
+		if i > 0 {
+			if expr.CompareValues(x, xs[i-1]) == 0 {
+				return cmderr.New(6050106, "There can be no repeated values in the sort field")
+			}
+			if isDateTime(x) != isDateTime(xs[i-1]) {
+				return cmderr.New(cmderr.TypeMismatch, "Conflicting sort value types, previously received type %s, but found %s", value.TypeName(xs[i-1]), value.TypeName(x))
+			}
+		}
+	}
+	return nil
+}
+
+// linearFillAt interpolates the null value i between its nearest non-null
+// neighbours; it stays null without one on each side.
+func linearFillAt(vals, xs []any, i int) (any, error) {
+	l, r := -1, -1
+	for j := i - 1; j >= 0; j-- {
+		if !expr.IsNullish(vals[j]) {
+			l = j
+			break
+		}
+	}
+	for j := i + 1; j < len(vals); j++ {
+		if !expr.IsNullish(vals[j]) {
+			r = j
+			break
+		}
+	}
+	if l < 0 || r < 0 {
+		return nil, nil
+	}
+	// y1 + (x - x1) * ((y2 - y1) / (x2 - x1))
+	dy, err := arith("$subtract", vals[r], vals[l])
+	if err != nil {
+		return nil, err
+	}
+	dx, err := arith("$subtract", xs[r], xs[l])
+	if err != nil {
+		return nil, err
+	}
+	slope, err := arith("$divide", dy, dx)
+	if err != nil {
+		return nil, err
+	}
+	off, err := arith("$subtract", xs[i], xs[l])
+	if err != nil {
+		return nil, err
+	}
+	prod, err := arith("$multiply", off, slope)
+	if err != nil {
+		return nil, err
+	}
+	return arith("$add", vals[l], prod)
 }
 
 // arith applies an arithmetic expression operator to two values, with the
@@ -761,7 +791,6 @@ func (f *calculusFn) compute(p *partition) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	isDate := func(v any) bool { _, ok := v.(bson.DateTime); return ok }
 	out := make([]any, len(ys))
 	for i := range ys {
 		lo, hi, ok, err := p.window(f.bounds, i)
@@ -783,10 +812,10 @@ func (f *calculusFn) compute(p *partition) ([]any, error) {
 		points := 0
 		if ok {
 			for j := lo; j <= hi; j++ {
-				if !value.IsNumber(ys[j]) || !(value.IsNumber(xs[j]) || isDate(xs[j])) {
+				if !value.IsNumber(ys[j]) || !(value.IsNumber(xs[j]) || isDateTime(xs[j])) {
 					return nil, cmderr.New(5423900, "The input value of $integral window function must be a vector of 2 value, the first value must be numeric or date type and the second must be numeric.")
 				}
-				if f.unitMillis != 0 && !isDate(xs[j]) {
+				if f.unitMillis != 0 && !isDateTime(xs[j]) {
 					return nil, cmderr.New(5423901, "$integral with 'outputUnit' expects the sortBy field to be a Date")
 				}
 				if f.unitMillis == 0 && !value.IsNumber(xs[j]) {

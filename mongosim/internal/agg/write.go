@@ -87,77 +87,90 @@ func compileMerge(arg any) (stage, error) {
 	}
 	haveInto := false
 	for _, e := range spec {
+		var err error
 		switch e.Key {
 		case "into":
-			ns, err := parseNamespace("$merge", "into", e.Value)
-			if err != nil {
-				return nil, err
-			}
-			m.ns, haveInto = ns, true
+			m.ns, err = parseNamespace("$merge", "into", e.Value)
+			haveInto = true
 		case "on":
-			switch x := e.Value.(type) {
-			case string:
-				m.on = []string{x}
-			default:
-				a, ok := value.ToArray(e.Value)
-				if !ok || len(a) == 0 {
-					return nil, cmderr.New(51186, "$merge 'on' field must be either a string or an array of strings, but found %s", value.TypeName(e.Value))
-				}
-				m.on = nil
-				seen := map[string]bool{}
-				for _, el := range a {
-					s, ok := el.(string)
-					if !ok {
-						return nil, cmderr.New(51134, "$merge 'on' array elements must be strings, but found %s", value.TypeName(el))
-					}
-					if seen[s] {
-						return nil, cmderr.New(31465, "Found a duplicate field '%s'", s)
-					}
-					seen[s] = true
-					m.on = append(m.on, s)
-				}
-			}
-			for _, f := range m.on {
-				if _, err := checkFieldPath("$merge", f); err != nil {
-					return nil, err
-				}
-			}
+			m.on, err = parseMergeOn(e.Value)
 		case "whenMatched":
-			switch x := e.Value.(type) {
-			case string:
-				if !whenMatchedModes[x] {
-					return nil, cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field '$merge.whenMatched' is not a valid value.", x)
-				}
-				m.whenMatched = x
-			default:
-				a, ok := value.ToArray(e.Value)
-				if !ok {
-					return nil, cmderr.New(51191, "$merge 'whenMatched' field must be either a string or an array, but found %s", value.TypeName(e.Value))
-				}
-				if err := checkMergePipeline(a); err != nil {
-					return nil, err
-				}
-				m.whenMatched = a
-			}
+			m.whenMatched, err = parseWhenMatched(e.Value)
 		case "whenNotMatched":
-			s, ok := e.Value.(string)
-			if !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '$merge.whenNotMatched' is the wrong type '%s', expected type 'string'", value.TypeName(e.Value))
-			}
-			if !whenNotMatchedModes[s] {
-				return nil, cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field '$merge.whenNotMatched' is not a valid value.", s)
-			}
-			m.whenNotMatched = s
+			m.whenNotMatched, err = parseWhenNotMatched(e.Value)
 		case "let", "targetCollectionVersion":
 			return nil, cmderr.Unsupported("$merge option '" + e.Key + "'")
 		default:
 			return nil, cmderr.New(40415, "BSON field '$merge.%s' is an unknown field.", e.Key)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	if !haveInto {
 		return nil, cmderr.New(40414, "BSON field '$merge.into' is missing but a required field")
 	}
 	return m, nil
+}
+
+// parseMergeOn reads 'on': a field path or an array of distinct ones.
+func parseMergeOn(v any) ([]string, error) {
+	var on []string
+	if x, ok := v.(string); ok {
+		on = []string{x}
+	} else {
+		a, ok := value.ToArray(v)
+		if !ok || len(a) == 0 {
+			return nil, cmderr.New(51186, "$merge 'on' field must be either a string or an array of strings, but found %s", value.TypeName(v))
+		}
+		seen := map[string]bool{}
+		for _, el := range a {
+			s, ok := el.(string)
+			if !ok {
+				return nil, cmderr.New(51134, "$merge 'on' array elements must be strings, but found %s", value.TypeName(el))
+			}
+			if seen[s] {
+				return nil, cmderr.New(31465, "Found a duplicate field '%s'", s)
+			}
+			seen[s] = true
+			on = append(on, s)
+		}
+	}
+	for _, f := range on {
+		if _, err := checkFieldPath("$merge", f); err != nil {
+			return nil, err
+		}
+	}
+	return on, nil
+}
+
+// parseWhenMatched reads 'whenMatched': a mode name or an update pipeline.
+func parseWhenMatched(v any) (any, error) {
+	if x, ok := v.(string); ok {
+		if !whenMatchedModes[x] {
+			return nil, cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field '$merge.whenMatched' is not a valid value.", x)
+		}
+		return x, nil
+	}
+	a, ok := value.ToArray(v)
+	if !ok {
+		return nil, cmderr.New(51191, "$merge 'whenMatched' field must be either a string or an array, but found %s", value.TypeName(v))
+	}
+	if err := checkMergePipeline(a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func parseWhenNotMatched(v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", cmderr.New(cmderr.TypeMismatch, "BSON field '$merge.whenNotMatched' is the wrong type '%s', expected type 'string'", value.TypeName(v))
+	}
+	if !whenNotMatchedModes[s] {
+		return "", cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field '$merge.whenNotMatched' is not a valid value.", s)
+	}
+	return s, nil
 }
 
 // checkMergePipeline validates a whenMatched pipeline: it must compile and

@@ -50,28 +50,9 @@ var _ value.Collator = (*Collation)(nil)
 // collation ({locale: "simple"}). Errors are mongod's: the locale is read
 // first, then each option, and unknown fields are reported last.
 func Parse(spec bson.D) (*Collation, error) {
-	locale, err := stringField(spec, "locale", "")
-	if err != nil {
+	locale, tag, err := parseLocale(spec)
+	if err != nil || locale == "simple" {
 		return nil, err
-	}
-	if _, ok := value.Get(spec, "locale"); !ok {
-		return nil, cmderr.New(cmderr.NoSuchKey, "Missing expected field \"locale\"")
-	}
-	if strings.IndexByte(locale, 0) >= 0 {
-		return nil, cmderr.New(cmderr.BadValue, "Field 'locale' cannot contain null byte. Collation spec: %s", render(spec))
-	}
-	if locale == "simple" {
-		if len(spec) > 1 {
-			return nil, cmderr.New(cmderr.FailedToParse, "If locale=simple, no other fields should be present in: %s", render(spec))
-		}
-		return nil, nil
-	}
-	if locale == "" {
-		return nil, cmderr.New(cmderr.BadValue, "Field 'locale' cannot be the empty string in: %s", render(spec))
-	}
-	tag, ok := localeTag(locale)
-	if !ok {
-		return nil, cmderr.New(cmderr.BadValue, "Field 'locale' is invalid in: %s", render(spec))
 	}
 	c := &Collation{Locale: locale, Strength: 3, CaseFirst: "off", Alternate: "non-ignorable", MaxVariable: "punct"}
 	// Locales whose CLDR tailoring changes a default report it, as
@@ -82,7 +63,58 @@ func Parse(spec bson.D) (*Collation, error) {
 	case "da", "mt":
 		c.CaseFirst = "upper"
 	}
-	parsed := 1
+	parsed := 1 // locale
+	for _, parse := range []func(bson.D) (int, error){c.parseBools, c.parseStrength, c.parseEnums, parseVersion} {
+		n, err := parse(spec)
+		if err != nil {
+			return nil, err
+		}
+		parsed += n
+	}
+	if parsed < len(spec) {
+		return nil, cmderr.New(cmderr.FailedToParse, "Collation spec contains unknown field. Collation spec: %s", render(spec))
+	}
+	if c.MaxVariable == "space" && c.Alternate == "shifted" {
+		// x/text/collate fixes the variable top at punctuation.
+		return nil, cmderr.Unsupported("collation maxVariable 'space' with alternate 'shifted'")
+	}
+	c.build(tag)
+	return c, nil
+}
+
+// parseLocale reads and checks the locale; "simple" must stand alone.
+func parseLocale(spec bson.D) (string, language.Tag, error) {
+	locale, err := stringField(spec, "locale", "")
+	if err != nil {
+		return "", language.Tag{}, err
+	}
+	if _, ok := value.Get(spec, "locale"); !ok {
+		return "", language.Tag{}, cmderr.New(cmderr.NoSuchKey, "Missing expected field \"locale\"")
+	}
+	if strings.IndexByte(locale, 0) >= 0 {
+		return "", language.Tag{}, cmderr.New(cmderr.BadValue, "Field 'locale' cannot contain null byte. Collation spec: %s", render(spec))
+	}
+	if locale == "simple" {
+		if len(spec) > 1 {
+			return "", language.Tag{}, cmderr.New(cmderr.FailedToParse, "If locale=simple, no other fields should be present in: %s", render(spec))
+		}
+		return locale, language.Tag{}, nil
+	}
+	if locale == "" {
+		return "", language.Tag{}, cmderr.New(cmderr.BadValue, "Field 'locale' cannot be the empty string in: %s", render(spec))
+	}
+	tag, ok := localeTag(locale)
+	if !ok {
+		return "", language.Tag{}, cmderr.New(cmderr.BadValue, "Field 'locale' is invalid in: %s", render(spec))
+	}
+	return locale, tag, nil
+}
+
+// The option parsers below each read their fields into c and return how
+// many of spec's fields they used, so Parse can tell unknown fields apart.
+
+func (c *Collation) parseBools(spec bson.D) (int, error) {
+	parsed := 0
 	for _, f := range []struct {
 		key string
 		dst *bool
@@ -93,25 +125,34 @@ func Parse(spec bson.D) (*Collation, error) {
 		}
 		b, isBool := v.(bool)
 		if !isBool {
-			return nil, typeErr(f.key, v, "boolean")
+			return 0, typeErr(f.key, v, "boolean")
 		}
 		*f.dst = b
 		parsed++
 	}
-	if v, ok := value.Get(spec, "strength"); ok {
-		n, isInt := value.ToInt64(v)
-		if !value.IsNumber(v) {
-			return nil, typeErr("strength", v, "number")
-		}
-		if !isInt {
-			return nil, cmderr.New(cmderr.BadValue, "Expected field \"strength\" to have a value exactly representable as a 64-bit integer, but found strength: %s", renderValue(v))
-		}
-		if n < 1 || n > 5 {
-			return nil, cmderr.New(cmderr.FailedToParse, "Field 'strength' must be an integer 1 through 5. Got: %d", n)
-		}
-		c.Strength = int(n)
-		parsed++
+	return parsed, nil
+}
+
+func (c *Collation) parseStrength(spec bson.D) (int, error) {
+	v, ok := value.Get(spec, "strength")
+	if !ok {
+		return 0, nil
 	}
+	n, isInt := value.ToInt64(v)
+	if !value.IsNumber(v) {
+		return 0, typeErr("strength", v, "number")
+	}
+	if !isInt {
+		return 0, cmderr.New(cmderr.BadValue, "Expected field \"strength\" to have a value exactly representable as a 64-bit integer, but found strength: %s", renderValue(v))
+	}
+	if n < 1 || n > 5 {
+		return 0, cmderr.New(cmderr.FailedToParse, "Field 'strength' must be an integer 1 through 5. Got: %d", n)
+	}
+	c.Strength = int(n)
+	return 1, nil
+}
+
+func (c *Collation) parseEnums(spec bson.D) (int, error) {
 	enums := []struct {
 		key     string
 		dst     *string
@@ -122,37 +163,41 @@ func Parse(spec bson.D) (*Collation, error) {
 		{"alternate", &c.Alternate, []string{"non-ignorable", "shifted"}, "'non-ignorable' or 'shifted'"},
 		{"maxVariable", &c.MaxVariable, []string{"punct", "space"}, "'punct' or 'space'"},
 	}
+	parsed := 0
 	for _, en := range enums {
 		if _, ok := value.Get(spec, en.key); !ok {
 			continue
 		}
 		s, err := stringField(spec, en.key, "")
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		if !slices.Contains(en.allowed, s) {
-			return nil, cmderr.New(cmderr.FailedToParse, "Field '%s' must be %s. Got: %s", en.key, en.msg, s)
+			return 0, cmderr.New(cmderr.FailedToParse, "Field '%s' must be %s. Got: %s", en.key, en.msg, s)
 		}
 		*en.dst = s
 		parsed++
 	}
-	if _, ok := value.Get(spec, "version"); ok {
-		s, err := stringField(spec, "version", "")
-		if err != nil {
-			return nil, err
-		}
-		if s != Version {
-			return nil, cmderr.New(IncompatibleCollationVersion, "Requested collation version %s but the only available collator version was %s. Requested collation spec: %s", s, Version, render(spec))
-		}
-		parsed++
+	return parsed, nil
+}
+
+// parseVersion accepts only the version this collator provides.
+func parseVersion(spec bson.D) (int, error) {
+	if _, ok := value.Get(spec, "version"); !ok {
+		return 0, nil
 	}
-	if parsed < len(spec) {
-		return nil, cmderr.New(cmderr.FailedToParse, "Collation spec contains unknown field. Collation spec: %s", render(spec))
+	s, err := stringField(spec, "version", "")
+	if err != nil {
+		return 0, err
 	}
-	if c.MaxVariable == "space" && c.Alternate == "shifted" {
-		// x/text/collate fixes the variable top at punctuation.
-		return nil, cmderr.Unsupported("collation maxVariable 'space' with alternate 'shifted'")
+	if s != Version {
+		return 0, cmderr.New(IncompatibleCollationVersion, "Requested collation version %s but the only available collator version was %s. Requested collation spec: %s", s, Version, render(spec))
 	}
+	return 1, nil
+}
+
+// build derives the comparison settings from the parsed options.
+func (c *Collation) build(tag language.Tag) {
 	tag = withOptions(tag, c)
 	c.swapCase = c.CaseFirst == "upper" && c.Strength >= 3
 	c.caseLevel = c.CaseLevel && c.Strength < 3
@@ -161,7 +206,6 @@ func Parse(spec bson.D) (*Collation, error) {
 		opts = append(opts, collate.Numeric)
 	}
 	c.pool.New = func() any { return &worker{col: collate.New(tag, opts...)} }
-	return c, nil
 }
 
 // IncompatibleCollationVersion is mongod's error code for a version other
