@@ -437,10 +437,7 @@ func newClientOp(cm ClientWriteModel) (clientOp, error) {
 	switch m := derefModel(cm.Model).(type) {
 	case InsertOneModel:
 		var doc bson.Raw
-		if doc, err = toDoc(m.Document, false); err != nil {
-			return op, err
-		}
-		if doc, op.id, err = ensureID(doc); err != nil {
+		if doc, op.id, err = toDocWithID(m.Document); err != nil {
 			return op, err
 		}
 		op.kind, op.size = kindInsert, len(doc)

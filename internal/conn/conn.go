@@ -46,9 +46,16 @@ type Request struct {
 	ExhaustAllowed bool
 	// RequestID is set by Send to the wire request id, for events.
 	RequestID int32
-	// OnSend, if set, is called with the request id just before the
-	// message is written, so a command-started event precedes the send.
-	OnSend func(requestID int32)
+	// OnSend, if set, is told the request id just before the message is
+	// written, so a command-started event precedes the send.
+	OnSend SendObserver
+}
+
+// SendObserver is told the request id of a message about to be written. An
+// interface rather than a func, so that a caller can pass state it already
+// holds on the heap instead of a closure allocated per round trip.
+type SendObserver interface {
+	Sending(requestID int32)
 }
 
 // Reply is a server reply.
@@ -208,7 +215,7 @@ func (c *Conn) Send(ctx context.Context, req *Request) (*Reply, error) {
 	id := nextRequestID()
 	req.RequestID = id
 	if req.OnSend != nil {
-		req.OnSend(id)
+		req.OnSend.Sending(id)
 	}
 	var flags wire.MsgFlags
 	if req.MoreToCome {
