@@ -2,6 +2,7 @@ package sturdy
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -98,9 +99,9 @@ func (c *Client) limits(ctx context.Context) (writeLimits, error) {
 }
 
 // writeCommand is the command document of a write of kind, without its
-// statements (they go in a document sequence).
-func (coll *Collection) writeCommand(kind stmtKind, o *writeOpts) bson.D {
-	cmd := make(cmdBuilder, 0, 6)
+// statements (they go in a document sequence), appended to dst.
+func (coll *Collection) writeCommand(kind stmtKind, o *writeOpts, dst cmdBuilder) bson.D {
+	cmd := dst
 	cmd = append(cmd, bson.E{Key: kind.command(), Value: coll.nameValue()}, bson.E{Key: "ordered", Value: o.ordered})
 	cmd.addIf("writeConcern", writeConcernDoc(coll.wc))
 	if kind != kindDelete {
@@ -115,10 +116,11 @@ func (coll *Collection) writeCommand(kind stmtKind, o *writeOpts) bson.D {
 
 // sendWrite sends one write command carrying stmts.
 func (coll *Collection) sendWrite(ctx context.Context, kind stmtKind, stmts []writeStmt, o *writeOpts, opID int64) (exec.Result, error) {
-	// One allocation for the operation, its sequence and (for a single
-	// statement, the common case) the document list.
+	// One allocation for the operation, its command, its sequence and
+	// (for a single statement, the common case) the document list.
 	w := &struct {
 		op  exec.Operation
+		cmd [6]bson.E
 		seq [1]wire.DocumentSequence
 		one [1]bson.Raw
 	}{}
@@ -138,7 +140,7 @@ func (coll *Collection) sendWrite(ctx context.Context, kind stmtKind, stmts []wr
 	w.op = exec.Operation{
 		Name:        kind.command(),
 		DB:          coll.db,
-		Command:     coll.writeCommand(kind, o),
+		Command:     coll.writeCommand(kind, o, w.cmd[:0]),
 		Sequences:   w.seq[:],
 		Flags:       exec.Write | exec.RetryableWrite.If(retryable) | exec.Unacknowledged.If(unack),
 		OperationID: opID,
@@ -201,7 +203,7 @@ func (coll *Collection) runWrites(ctx context.Context, groups []writeGroup, o *w
 		answered bool // a command of this write got a reply
 	)
 	for _, g := range groups {
-		cmd, err := wire.AppendDocument(nil, coll.writeCommand(g.kind, o))
+		cmd, err := wire.AppendDocument(nil, coll.writeCommand(g.kind, o, nil))
 		if err != nil {
 			return res, fmt.Errorf("sturdy: encoding %s command: %w", g.kind.command(), err)
 		}
@@ -376,11 +378,7 @@ func (coll *Collection) BulkWrite(ctx context.Context, models []WriteModel, optL
 func modelStmt(model WriteModel) (stmtKind, bson.Raw, bool, error) {
 	switch m := derefModel(model).(type) {
 	case InsertOneModel:
-		doc, err := toDoc(m.Document, false)
-		if err != nil {
-			return 0, nil, false, err
-		}
-		doc, _, err = ensureID(doc)
+		doc, _, err := toDocWithID(m.Document)
 		return kindInsert, doc, false, err
 	case UpdateOneModel:
 		doc, err := updateStmt(m.Filter, m.Update, false, m.Upsert, m.ArrayFilters, m.Collation, m.Hint, m.Sort)
@@ -428,6 +426,14 @@ func replaceStmt(filter, replacement any, upsert bool, coll *Collation, hint, so
 }
 
 func stmtDoc(q bson.Raw, u any, multi, upsert bool, arrayFilters []any, coll *Collation, hint, sort any) (bson.Raw, error) {
+	if arrayFilters == nil && coll == nil && hint == nil && sort == nil {
+		switch u := u.(type) {
+		case bson.RawValue:
+			return plainStmt(q, u.Type, u.Value, multi, upsert), nil
+		case bson.Raw:
+			return plainStmt(q, bson.TypeEmbeddedDocument, u, multi, upsert), nil
+		}
+	}
 	d := cmdBuilder{{Key: "q", Value: q}, {Key: "u", Value: u}}
 	d.addTrue("upsert", upsert)
 	d.addTrue("multi", multi)
@@ -450,6 +456,28 @@ func stmtDoc(q bson.Raw, u any, multi, upsert bool, arrayFilters []any, coll *Co
 		return nil, fmt.Errorf("%w: encoding update statement: %v", ErrInvalidArgument, err)
 	}
 	return b, nil
+}
+
+// plainStmt encodes the common statement {q, u, upsert?, multi?} by hand:
+// the same bytes as the general path, without boxing q and u into a
+// bson.D. q is a document from toDoc; u is the update (of type ut) from
+// updateValue or replacementDoc.
+func plainStmt(q bson.Raw, ut bson.Type, u []byte, multi, upsert bool) bson.Raw {
+	const upsertElem, multiElem = "\x08upsert\x00\x01", "\x08multi\x00\x01"
+	b := make([]byte, 4, 4+3+len(q)+3+len(u)+len(upsertElem)+len(multiElem)+1)
+	b = append(b, byte(bson.TypeEmbeddedDocument), 'q', 0)
+	b = append(b, q...)
+	b = append(b, byte(ut), 'u', 0)
+	b = append(b, u...)
+	if upsert {
+		b = append(b, upsertElem...)
+	}
+	if multi {
+		b = append(b, multiElem...)
+	}
+	b = append(b, 0)
+	binary.LittleEndian.PutUint32(b, uint32(len(b)))
+	return b
 }
 
 // deleteStmt builds a delete statement {q, limit, ...}; limit 0 deletes all.

@@ -62,28 +62,9 @@ func (c *Client) BulkWrite(ctx context.Context, models []ClientWriteModel, optLi
 	if len(models) == 0 {
 		return nil, ErrEmptySlice
 	}
-	wc := c.opts.WriteConcern
-	inTxn := opts.Session.inTransaction()
-	if opts.WriteConcern != nil {
-		if inTxn {
-			return nil, ErrTransactionWriteConcern
-		}
-		if err := opts.WriteConcern.validate(); err != nil {
-			return nil, err
-		}
-		wc = opts.WriteConcern
-	}
-	ordered := opts.Ordered == nil || *opts.Ordered
-	// Inside a transaction the client's write concern gives way to the
-	// transaction's, applied at commit.
-	unack := wc.Unacknowledged() && !inTxn
-	switch {
-	case unack && opts.VerboseResults:
-		return nil, argError("cannot request unacknowledged write concern and verbose results")
-	case unack && ordered:
-		return nil, argError("cannot request unacknowledged write concern and ordered writes")
-	case unack && opts.Session != nil:
-		return nil, ErrUnacknowledgedSession
+	wc, unack, err := c.clientBulkWriteConcern(opts)
+	if err != nil {
+		return nil, err
 	}
 	ops := make([]clientOp, len(models))
 	for i, m := range models {
@@ -93,16 +74,10 @@ func (c *Client) BulkWrite(ctx context.Context, models []ClientWriteModel, optLi
 		}
 		ops[i] = op
 	}
-	let, err := docOrNil(opts.Let)
+	cmd, err := clientBulkCommand(opts, wc)
 	if err != nil {
 		return nil, err
 	}
-	cmd := cmdBuilder{{Key: "bulkWrite", Value: int32(1)}, {Key: "errorsOnly", Value: !opts.VerboseResults}, {Key: "ordered", Value: ordered}}
-	cmd.addBoolPtr("bypassDocumentValidation", opts.BypassDocumentValidation)
-	cmd.addIf("comment", opts.Comment)
-	cmd.addIf("let", let)
-	cmd.addIf("writeConcern", writeConcernDoc(wc))
-
 	l, err := c.limits(ctx)
 	if err != nil {
 		return nil, err
@@ -110,13 +85,86 @@ func (c *Client) BulkWrite(ctx context.Context, models []ClientWriteModel, optLi
 	if l.wire < clientBulkWireVersion {
 		return nil, argError("Client.BulkWrite needs MongoDB 8.0 (wire version %d), the server has wire version %d", clientBulkWireVersion, l.wire)
 	}
-	cmdRaw, err := wire.AppendDocument(nil, bson.D(cmd))
+	cmdRaw, err := wire.AppendDocument(nil, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("sturdy: encoding bulkWrite command: %w", err)
 	}
 	// The ops and nsInfo document sequences share what the command leaves
 	// of the message.
 	budget := l.maxMessage - len(cmdRaw) - commandReserve - (1 + 4 + len("ops") + 1) - (1 + 4 + len("nsInfo") + 1)
+	nsDocs, err := clientNamespaces(ops, l, budget)
+	if err != nil {
+		return nil, err
+	}
+	w := newClientBulk(c, cmd, opts, unack)
+	for start := 0; start < len(ops); {
+		n := clientBatchLen(ops[start:], nsDocs, budget, l.maxCount)
+		stop, err := w.send(ctx, ops[start:start+n], start, nsDocs)
+		if err != nil {
+			return nil, w.stopped(err)
+		}
+		if stop {
+			break
+		}
+		start += n
+	}
+	if !unack && (len(w.exc.WriteErrors) > 0 || len(w.exc.WriteConcernErrors) > 0) {
+		return nil, w.exception()
+	}
+	return w.res, nil
+}
+
+// clientBulkWriteConcern is the write concern a client bulk write runs
+// with and whether it is unacknowledged, after the checks the CRUD spec
+// asks for before anything is sent.
+func (c *Client) clientBulkWriteConcern(opts *ClientBulkWriteOptions) (wc *WriteConcern, unack bool, err error) {
+	wc = c.opts.WriteConcern
+	inTxn := opts.Session.inTransaction()
+	if opts.WriteConcern != nil {
+		if inTxn {
+			return nil, false, ErrTransactionWriteConcern
+		}
+		if err := opts.WriteConcern.validate(); err != nil {
+			return nil, false, err
+		}
+		wc = opts.WriteConcern
+	}
+	// Inside a transaction the client's write concern gives way to the
+	// transaction's, applied at commit.
+	unack = wc.Unacknowledged() && !inTxn
+	switch {
+	case unack && opts.VerboseResults:
+		return nil, false, argError("cannot request unacknowledged write concern and verbose results")
+	case unack && opts.ordered():
+		return nil, false, argError("cannot request unacknowledged write concern and ordered writes")
+	case unack && opts.Session != nil:
+		return nil, false, ErrUnacknowledgedSession
+	}
+	return wc, unack, nil
+}
+
+// ordered is Ordered with its default, true.
+func (opts *ClientBulkWriteOptions) ordered() bool { return opts.Ordered == nil || *opts.Ordered }
+
+// clientBulkCommand is the bulkWrite command document, without its ops and
+// nsInfo (they go in document sequences).
+func clientBulkCommand(opts *ClientBulkWriteOptions, wc *WriteConcern) (bson.D, error) {
+	let, err := docOrNil(opts.Let)
+	if err != nil {
+		return nil, err
+	}
+	cmd := cmdBuilder{{Key: "bulkWrite", Value: int32(1)}, {Key: "errorsOnly", Value: !opts.VerboseResults}, {Key: "ordered", Value: opts.ordered()}}
+	cmd.addBoolPtr("bypassDocumentValidation", opts.BypassDocumentValidation)
+	cmd.addIf("comment", opts.Comment)
+	cmd.addIf("let", let)
+	cmd.addIf("writeConcern", writeConcernDoc(wc))
+	return bson.D(cmd), nil
+}
+
+// clientNamespaces checks that every op fits the server's limits alone
+// (with its nsInfo entry, within budget bytes) and returns the encoded
+// nsInfo entry of each namespace.
+func clientNamespaces(ops []clientOp, l writeLimits, budget int) (map[string]bson.Raw, error) {
 	nsDocs := map[string]bson.Raw{}
 	for i := range ops {
 		op := &ops[i]
@@ -130,6 +178,7 @@ func (c *Client) BulkWrite(ctx context.Context, models []ClientWriteModel, optLi
 			return nil, argError("model %d is %d bytes as a bulkWrite op, larger than the server's maxBsonObjectSize %d", i, len(op.doc), l.maxDoc)
 		}
 		if nsDocs[op.ns] == nil {
+			var err error
 			if nsDocs[op.ns], err = wire.AppendDocument(nil, bson.D{{Key: "ns", Value: op.ns}}); err != nil {
 				return nil, fmt.Errorf("sturdy: encoding namespace %q: %w", op.ns, err)
 			}
@@ -138,32 +187,7 @@ func (c *Client) BulkWrite(ctx context.Context, models []ClientWriteModel, optLi
 			return nil, argError("model %d is %d bytes, too large for one bulkWrite command under the server's maxMessageSizeBytes %d", i, len(op.doc)+len(nsDocs[op.ns]), l.maxMessage)
 		}
 	}
-
-	w := &clientBulk{client: c, cmd: bson.D(cmd), ordered: ordered, unack: unack, verbose: opts.VerboseResults, session: opts.Session,
-		res: &ClientBulkWriteResult{Acknowledged: !unack, HasVerboseResults: opts.VerboseResults}}
-	if opts.VerboseResults {
-		w.res.InsertResults = map[int]ClientInsertResult{}
-		w.res.UpdateResults = map[int]ClientUpdateResult{}
-		w.res.DeleteResults = map[int]ClientDeleteResult{}
-	}
-	for start := 0; start < len(ops); {
-		n := clientBatchLen(ops[start:], nsDocs, budget, l.maxCount)
-		stop, err := w.send(ctx, ops[start:start+n], start, nsDocs)
-		if err != nil {
-			return nil, w.stopped(err)
-		}
-		if stop {
-			break
-		}
-		start += n
-	}
-	if unack {
-		return w.res, nil
-	}
-	if len(w.exc.WriteErrors) > 0 || len(w.exc.WriteConcernErrors) > 0 {
-		return nil, w.exception()
-	}
-	return w.res, nil
+	return nsDocs, nil
 }
 
 // clientBatchLen returns how many of ops fit in one command: at most
@@ -205,28 +229,24 @@ type clientBulk struct {
 	succeeded bool
 }
 
+// newClientBulk starts the state of a bulk write running cmd.
+func newClientBulk(c *Client, cmd bson.D, opts *ClientBulkWriteOptions, unack bool) *clientBulk {
+	w := &clientBulk{client: c, cmd: cmd, ordered: opts.ordered(), unack: unack,
+		verbose: opts.VerboseResults, session: opts.Session,
+		res: &ClientBulkWriteResult{Acknowledged: !unack, HasVerboseResults: opts.VerboseResults}}
+	if opts.VerboseResults {
+		w.res.InsertResults = map[int]ClientInsertResult{}
+		w.res.UpdateResults = map[int]ClientUpdateResult{}
+		w.res.DeleteResults = map[int]ClientDeleteResult{}
+	}
+	return w
+}
+
 // send runs one command carrying batch, whose first op is model start, and
 // merges its results. It reports whether an ordered write must stop (a
 // write error); an error is the command's top-level error.
 func (w *clientBulk) send(ctx context.Context, batch []clientOp, start int, nsDocs map[string]bson.Raw) (bool, error) {
-	nsIndex := map[string]int{}
-	var nsList []bson.Raw
-	opDocs := make([]bson.Raw, len(batch))
-	retryable := !w.unack
-	for i := range batch {
-		op := &batch[i]
-		j, ok := nsIndex[op.ns]
-		if !ok {
-			j = len(nsList)
-			nsIndex[op.ns] = j
-			nsList = append(nsList, nsDocs[op.ns])
-		}
-		op.setNSIndex(j)
-		opDocs[i] = op.doc
-		if op.multi {
-			retryable = false
-		}
-	}
+	opDocs, nsList, retryable := clientSequences(batch, nsDocs)
 	op := &exec.Operation{
 		Name:      "bulkWrite",
 		DB:        "admin",
@@ -234,7 +254,7 @@ func (w *clientBulk) send(ctx context.Context, batch []clientOp, start int, nsDo
 		Sequences: []wire.DocumentSequence{{Identifier: "ops", Documents: opDocs}, {Identifier: "nsInfo", Documents: nsList}},
 		// The results come back through a cursor, whose getMores must
 		// carry the implicit session of the command.
-		Flags: exec.Write | exec.RetryableWrite.If(retryable) | exec.Unacknowledged.If(w.unack) |
+		Flags: exec.Write | exec.RetryableWrite.If(retryable && !w.unack) | exec.Unacknowledged.If(w.unack) |
 			exec.KeepSession | exec.PinCursor,
 		OperationID: w.opID,
 	}
@@ -250,19 +270,53 @@ func (w *clientBulk) send(ctx context.Context, batch []clientOp, start int, nsDo
 	}
 	reply := r.Reply
 	if err != nil {
-		var we *WriteException
-		errors.As(err, &we)
-		reply = we.Raw
-		wce := *we.WriteConcernError
-		w.exc.WriteConcernErrors = append(w.exc.WriteConcernErrors, wce)
-		for _, lbl := range we.Labels {
-			if !w.exc.HasErrorLabel(lbl) {
-				w.exc.Labels = append(w.exc.Labels, lbl)
-			}
-		}
+		reply = w.addWriteConcernError(err)
 	}
 	w.addCounts(reply)
+	return w.readResults(ctx, r, reply, batch, start)
+}
 
+// clientSequences numbers the namespaces batch uses, points each op at its
+// nsInfo entry, and returns the ops and nsInfo document sequences and
+// whether the batch may be retried (no multi-document op).
+func clientSequences(batch []clientOp, nsDocs map[string]bson.Raw) (opDocs, nsList []bson.Raw, retryable bool) {
+	nsIndex := map[string]int{}
+	opDocs = make([]bson.Raw, len(batch))
+	retryable = true
+	for i := range batch {
+		op := &batch[i]
+		j, ok := nsIndex[op.ns]
+		if !ok {
+			j = len(nsList)
+			nsIndex[op.ns] = j
+			nsList = append(nsList, nsDocs[op.ns])
+		}
+		op.setNSIndex(j)
+		opDocs[i] = op.doc
+		if op.multi {
+			retryable = false
+		}
+	}
+	return opDocs, nsList, retryable
+}
+
+// addWriteConcernError records the write concern error (and its labels)
+// of a command that otherwise succeeded, and returns the command's reply.
+func (w *clientBulk) addWriteConcernError(err error) bson.Raw {
+	var we *WriteException
+	errors.As(err, &we)
+	w.exc.WriteConcernErrors = append(w.exc.WriteConcernErrors, *we.WriteConcernError)
+	for _, lbl := range we.Labels {
+		if !w.exc.HasErrorLabel(lbl) {
+			w.exc.Labels = append(w.exc.Labels, lbl)
+		}
+	}
+	return we.Raw
+}
+
+// readResults reads the per-model results of the batch from the reply's
+// cursor. It reports whether an ordered write must stop.
+func (w *clientBulk) readResults(ctx context.Context, r exec.Result, reply bson.Raw, batch []clientOp, start int) (bool, error) {
 	cur := &Cursor{client: w.client, server: r.Server, sess: r.Session, ownsSess: w.session == nil && r.Session != nil, pin: r.Pin}
 	defer cur.Close(context.WithoutCancel(ctx))
 	if err := cur.load(reply); err != nil {
@@ -383,10 +437,7 @@ func newClientOp(cm ClientWriteModel) (clientOp, error) {
 	switch m := derefModel(cm.Model).(type) {
 	case InsertOneModel:
 		var doc bson.Raw
-		if doc, err = toDoc(m.Document, false); err != nil {
-			return op, err
-		}
-		if doc, op.id, err = ensureID(doc); err != nil {
+		if doc, op.id, err = toDocWithID(m.Document); err != nil {
 			return op, err
 		}
 		op.kind, op.size = kindInsert, len(doc)

@@ -78,11 +78,7 @@ func (coll *Collection) InsertOne(ctx context.Context, doc any, optList ...*Inse
 	if opts == nil {
 		opts = &InsertOneOptions{}
 	}
-	raw, err := toDoc(doc, false)
-	if err != nil {
-		return nil, err
-	}
-	raw, id, err := ensureID(raw)
+	raw, id, err := toDocWithID(doc)
 	if err != nil {
 		return nil, err
 	}
@@ -112,11 +108,8 @@ func (coll *Collection) InsertMany(ctx context.Context, docs []any, optList ...*
 	stmts := make([]writeStmt, len(docs))
 	ids := make([]any, len(docs))
 	for i, d := range docs {
-		raw, err := toDoc(d, false)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		if stmts[i].doc, ids[i], err = ensureID(raw); err != nil {
+		var err error
+		if stmts[i].doc, ids[i], err = toDocWithID(d); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		stmts[i].index = i
@@ -411,11 +404,17 @@ func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOp
 	if opts == nil {
 		opts = &FindOptions{}
 	}
-	cmd, err := coll.findCommand(filter, opts)
+	// One allocation for the operation and (when it fits) its command.
+	w := &struct {
+		op  exec.Operation
+		cmd [8]bson.E
+	}{}
+	cmd, err := coll.findCommand(filter, opts, w.cmd[:0])
 	if err != nil {
 		return nil, err
 	}
-	op := &exec.Operation{Name: "find", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), Flags: exec.RetryableRead}
+	op := &w.op
+	*op = exec.Operation{Name: "find", DB: coll.db, Command: bson.D(cmd), ReadPref: readPref(coll.rp), Flags: exec.RetryableRead}
 	var maxAwait time.Duration
 	if opts.CursorType == TailableAwait {
 		maxAwait = opts.MaxAwaitTime // mongod ignores getMore's maxTimeMS on other cursors
@@ -423,12 +422,13 @@ func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOp
 	return openTypedCursor(ctx, coll.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode, opts.CursorType, maxAwait)
 }
 
-func (coll *Collection) findCommand(filter any, opts *FindOptions) (cmdBuilder, error) {
+// findCommand is the find command, appended to dst.
+func (coll *Collection) findCommand(filter any, opts *FindOptions, dst cmdBuilder) (cmdBuilder, error) {
 	f, err := toDoc(filter, true)
 	if err != nil {
 		return nil, err
 	}
-	cmd := make(cmdBuilder, 0, 8)
+	cmd := dst
 	cmd = append(cmd, bson.E{Key: "find", Value: coll.nameValue()}, bson.E{Key: "filter", Value: f})
 	for _, field := range []struct {
 		key string
@@ -503,7 +503,13 @@ func (coll *Collection) FindOne(ctx context.Context, filter any, optList ...*Fin
 	if err != nil {
 		return &SingleResult{err: err}
 	}
-	defer cur.Close(context.WithoutCancel(ctx))
+	defer func() {
+		if cur.ID() == 0 {
+			cur.Close(ctx) // nothing to send: no context to detach
+		} else {
+			cur.Close(context.WithoutCancel(ctx))
+		}
+	}()
 	if !cur.Next(ctx) {
 		if err := cur.Err(); err != nil {
 			return &SingleResult{err: err}

@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/bufpool"
 	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/session"
@@ -22,13 +23,16 @@ import (
 // Call Close when done before it is exhausted, so the server can free the
 // cursor. A Cursor is for one goroutine at a time.
 type Cursor struct {
-	// Current is the document Next moved to; valid until the next call.
+	// Current is the document Next moved to. It is valid until the next
+	// call to Next or TryNext, which may reuse its memory for the next
+	// batch: copy it (or Decode it) to keep it longer.
 	Current bson.Raw
 
 	client    *Client
 	db, coll  string
 	id        int64
 	batch     docBatch
+	buf       *[]byte // the pooled buffer batch lies in (nil: none), recycled once it is consumed
 	server    *topology.Server
 	sess      *session.Client
 	ownsSess  bool // the implicit session lives as long as the cursor
@@ -214,6 +218,7 @@ func openTypedCursor(ctx context.Context, client *Client, op *exec.Operation, s 
 		c.releaseSession()
 		return nil, err
 	}
+	c.buf = res.ReplyBuffer
 	if c.db == "" {
 		c.db = op.DB
 	}
@@ -266,6 +271,7 @@ func (c *Cursor) Next(ctx context.Context) bool {
 			return true
 		}
 		c.Current = nil
+		c.recycleBatch()
 		if c.id == 0 || c.err != nil || c.closed {
 			return false
 		}
@@ -286,6 +292,7 @@ func (c *Cursor) TryNext(ctx context.Context) bool {
 		return true
 	}
 	c.Current = nil
+	c.recycleBatch()
 	if c.id == 0 || c.err != nil || c.closed {
 		return false
 	}
@@ -338,10 +345,20 @@ func (c *Cursor) getMore(ctx context.Context) {
 		c.err = err
 		return
 	}
+	c.buf = res.ReplyBuffer
 	if c.id == 0 {
 		c.unpin() // drained
 		c.releaseSession()
 	}
+}
+
+// recycleBatch hands the buffer of the consumed batch back for the next
+// reply to be read into. Only an exhausted batch's buffer is recycled, once
+// Current no longer points into it: Close leaves a buffer alone, as the
+// Current it leaves may still be in use (FindOne returns it).
+func (c *Cursor) recycleBatch() {
+	bufpool.Put(c.buf)
+	c.buf = nil
 }
 
 // unpin returns the cursor's pinned connection, if any.

@@ -44,3 +44,49 @@ func TestConnectTimeoutReachesLowerLayersLiterally(t *testing.T) {
 		}
 	}
 }
+
+// TestLayersApplyTheDefaultsTable checks that what each layer builds from
+// the client's settings carries the defaults table's values for zero
+// options, and the options themselves otherwise.
+func TestLayersApplyTheDefaultsTable(t *testing.T) {
+	srv := blackpipe.Start(t)
+	lt, zl := 5*time.Millisecond, 6
+	for _, tc := range []struct {
+		name                    string
+		o                       Options
+		maxPool, maxConnecting  int
+		localThreshold          time.Duration
+		zlib                    int
+		selection, socket, idle time.Duration
+	}{
+		{"zero", Options{}, 100, 2, 15 * time.Millisecond, -1, 30 * time.Second, 0, 0},
+		{"set", Options{MaxPoolSize: -1, MaxConnecting: 3, LocalThreshold: &lt, ZlibLevel: &zl,
+			ServerSelectionTimeout: time.Second, SocketTimeout: 2 * time.Second, MaxIdleTime: time.Minute},
+			0, 3, lt, 6, time.Second, 2 * time.Second, time.Minute},
+	} {
+		ctx := testsupport.Context(t, 0)
+		o := tc.o
+		o.Hosts, o.Direct = []string{srv.Addr()}, true
+		c, err := ConnectWithOptions(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := c.topo.Options()
+		if to.Pool.MaxPoolSize != tc.maxPool || to.Pool.MaxConnecting != tc.maxConnecting || to.Pool.MaxIdleTime != tc.idle {
+			t.Errorf("%s: pool max %d, connecting %d, idle %v", tc.name, to.Pool.MaxPoolSize, to.Pool.MaxConnecting, to.Pool.MaxIdleTime)
+		}
+		if to.Pool.BackgroundInterval != 100*time.Millisecond {
+			t.Errorf("%s: pool background interval %v", tc.name, to.Pool.BackgroundInterval)
+		}
+		if to.LocalThreshold != tc.localThreshold || to.ServerSelectionTimeout != tc.selection || to.SocketTimeout != tc.socket {
+			t.Errorf("%s: local threshold %v, selection %v, socket %v", tc.name, to.LocalThreshold, to.ServerSelectionTimeout, to.SocketTimeout)
+		}
+		if to.Conn.ZlibLevel != tc.zlib || to.Pool.Conn.ZlibLevel != tc.zlib || to.Pool.Conn.SocketTimeout != tc.socket || to.Conn.SocketTimeout != 0 {
+			t.Errorf("%s: zlib %d (pool %d), pool socket timeout %v, monitor socket timeout %v",
+				tc.name, to.Conn.ZlibLevel, to.Pool.Conn.ZlibLevel, to.Pool.Conn.SocketTimeout, to.Conn.SocketTimeout)
+		}
+		if err := c.Disconnect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

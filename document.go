@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,6 +126,38 @@ func replacementDoc(v any) (bson.Raw, error) {
 	return doc, nil
 }
 
+// toDocWithID is toDoc then ensureID: the document to insert and its _id.
+// A bson.D without _id, the common case, is encoded once with a new
+// ObjectID in front instead of encoded and then copied behind one.
+func toDocWithID(v any) (bson.Raw, any, error) {
+	if d, ok := v.(bson.D); ok && d != nil && !slices.ContainsFunc(d, func(e bson.E) bool { return e.Key == "_id" }) {
+		// The document goes after room for the _id element; its own
+		// length prefix is then overwritten by the end of that element.
+		b, err := wire.AppendDocument(make([]byte, idElemLen, idElemLen+docSizeHint(len(d))), d)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: cannot marshal %T as a document: %v", ErrInvalidArgument, v, err)
+		}
+		id := bson.NewObjectID()
+		binary.LittleEndian.PutUint32(b, uint32(len(b)))
+		appendIDElem(b[4:4], id)
+		return b, id, nil
+	}
+	doc, err := toDoc(v, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ensureID(doc)
+}
+
+// idElemLen is the size of an ObjectID _id element: type byte, "_id\x00",
+// 12 bytes of ObjectID.
+const idElemLen = 1 + 4 + 12
+
+func appendIDElem(dst []byte, id bson.ObjectID) []byte {
+	dst = append(dst, byte(bson.TypeObjectID), '_', 'i', 'd', 0)
+	return append(dst, id[:]...)
+}
+
 // ensureID returns doc with an _id, generating an ObjectID placed first when
 // it has none, and the _id's value.
 func ensureID(doc bson.Raw) (bson.Raw, any, error) {
@@ -140,9 +173,7 @@ func ensureID(doc bson.Raw) (bson.Raw, any, error) {
 	}
 	id := bson.NewObjectID()
 	// type byte, "_id\x00", 12 bytes of ObjectID
-	out := make([]byte, 4, len(doc)+17)
-	out = append(out, byte(bson.TypeObjectID), '_', 'i', 'd', 0)
-	out = append(out, id[:]...)
+	out := appendIDElem(make([]byte, 4, len(doc)+idElemLen), id)
 	out = append(out, doc[4:]...)
 	binary.LittleEndian.PutUint32(out, uint32(len(out)))
 	return out, id, nil

@@ -16,3 +16,7 @@ func ExecutorOf(c *Client) *exec.Executor { return c.exec }
 func SetMinHeartbeatIntervalForTest(d time.Duration) (restore func()) {
 	return testhook.SetMinHeartbeatInterval(d)
 }
+
+// CursorHoldsPooledBuffer reports whether the cursor's current batch lies
+// in a pooled reply buffer it will recycle once the batch is consumed.
+func CursorHoldsPooledBuffer(c *Cursor) bool { return c.buf != nil }

@@ -123,16 +123,27 @@ func (c *Conn) hangup() error {
 	return c.Close()
 }
 
-func (c *Conn) write(b []byte) error {
+func (c *Conn) write(parts ...[]byte) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	if c.ctx.Err() != nil {
 		return ErrConnClosed
 	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
 	// Counted before the write, so a client that has read the reply sees
 	// it counted.
-	c.s.bytesOut.Add(int64(len(b)))
-	if _, err := c.nc.Write(b); err != nil {
+	c.s.bytesOut.Add(int64(n))
+	var err error
+	if len(parts) == 1 {
+		_, err = c.nc.Write(parts[0])
+	} else {
+		bufs := net.Buffers(parts)
+		_, err = bufs.WriteTo(c.nc) // one writev on a TCP connection
+	}
+	if err != nil {
 		return fmt.Errorf("blackpipe: write to conn %d: %w", c.id, err)
 	}
 	return nil

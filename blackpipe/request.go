@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/sturdy-go/sturdy/internal/bsond"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -75,14 +76,14 @@ func (r *Request) String() string {
 // field named by its identifier (replacing a field of that name), so that an
 // insert's documents appear as "documents" whichever way they were sent.
 func (r *Request) Doc() (bson.D, error) {
-	d, err := unmarshalD(r.Command)
+	d, err := bsond.Unmarshal(r.Command)
 	if err != nil {
 		return nil, fmt.Errorf("blackpipe: decode %s: %w", r.Name, err)
 	}
 	for _, seq := range r.Sequences {
 		arr := make(bson.A, 0, len(seq.Documents))
 		for _, raw := range seq.Documents {
-			e, err := unmarshalD(raw)
+			e, err := bsond.Unmarshal(raw)
 			if err != nil {
 				return nil, fmt.Errorf("blackpipe: decode %s sequence %q: %w", r.Name, seq.Identifier, err)
 			}
@@ -132,7 +133,12 @@ func marshalReply(doc any) (bson.Raw, error) {
 	case []byte:
 		return marshalReply(bson.Raw(d))
 	case bson.D:
-		b, err := marshalD(d)
+		if !hasKey(d, "ok") {
+			// Encoded with "ok" at its end rather than appended to the
+			// encoding: a large reply would be copied whole once more.
+			d = append(d[:len(d):len(d)], bson.E{Key: "ok", Value: 1.0})
+		}
+		b, err := bsond.Marshal(d)
 		if err != nil {
 			return nil, fmt.Errorf("blackpipe: marshal reply: %w", err)
 		}
@@ -153,6 +159,15 @@ func marshalReply(doc any) (bson.Raw, error) {
 	out = append(out, 0)
 	binary.LittleEndian.PutUint32(out, uint32(len(out)))
 	return out, nil
+}
+
+func hasKey(d bson.D, key string) bool {
+	for _, e := range d {
+		if e.Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // encodeReply builds the wire bytes of a reply to r, compressed as the
@@ -198,12 +213,22 @@ func (r *Request) replyRaw(body bson.Raw) error {
 	if r.moreToCome() {
 		return nil
 	}
+	if r.OpCode == wire.OpMsg && r.Compressor == wire.CompressorNoop && len(body) >= writevReplySize {
+		id := r.Conn.s.nextReplyID.Add(1)
+		return r.Conn.write(wire.AppendMsgStart(nil, id, r.RequestID, 0, len(body)), body)
+	}
 	b, err := r.encodeReply(body)
 	if err != nil {
 		return err
 	}
 	return r.Conn.write(b)
 }
+
+// writevReplySize is the body size from which an uncompressed OP_MSG reply
+// is written as its header and its body, with one writev, instead of being
+// copied into one message: a find's batch of 10 000 documents spent 6% of
+// the server's CPU on that copy.
+const writevReplySize = 16 << 10
 
 // ReplyError answers with a command error:
 // {ok: 0, errmsg, code, codeName, errorLabels}.

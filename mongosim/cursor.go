@@ -33,9 +33,13 @@ type cursorTable struct {
 const cursorIdleTimeout = 10 * time.Minute
 
 type cursor struct {
-	id       int64
-	ns       string
-	mu       sync.Mutex // one getMore at a time
+	id int64
+	ns string
+	mu sync.Mutex // one getMore at a time
+	// items are the remaining results of a command's cursor (reply),
+	// each a bson.D or a stored document's encoding (bsond.Doc); docs
+	// those of a tailable find's cursor (tailable.go).
+	items    bson.A
 	docs     []bson.D
 	lastUsed atomic.Int64 // unix nanoseconds
 	stream   *streamState // set for a change stream (tailable) cursor
@@ -64,26 +68,31 @@ const (
 // cursor for the rest unless singleBatch or the end is known. batchSize < 0
 // means the default (101 documents).
 func (t *cursorTable) reply(r *request, ns string, docs []bson.D, batchSize int, singleBatch bool, end cursorEnd) bson.D {
+	return t.replyItems(r, ns, toArray(docs), batchSize, singleBatch, end)
+}
+
+// replyItems is reply for results that may be stored documents' encodings
+// (bsond.Doc) as well as documents: a find answering with the stored bytes.
+func (t *cursorTable) replyItems(r *request, ns string, items bson.A, batchSize int, singleBatch bool, end cursorEnd) bson.D {
 	if r.cursorNS != "" {
 		ns = r.cursorNS
 	}
 	if batchSize < 0 {
 		batchSize = defaultFirstBatch
 	}
-	first, rest := splitBatch(docs, batchSize)
+	first, rest := splitItems(items, batchSize)
 	var id int64
 	// A batch cut short by the end of the results has seen the end; one
 	// filled to batchSize has not, unless the cursor knows it at once.
 	if !singleBatch && (len(rest) > 0 || end == endLazily && len(first) == batchSize) {
-		id = t.open(ns, rest)
-		c := t.get(id) // not yet visible to any client: no getMore can race this
-		c.lazyEnd = bool(end)
+		c := &cursor{ns: ns, items: rest, lazyEnd: bool(end)}
 		if r.rc.level == "snapshot" {
 			c.at = r.rc.atClusterTime
 		}
+		id = t.add(c)
 	}
 	return bson.D{{Key: "cursor", Value: bson.D{
-		{Key: "firstBatch", Value: toArray(first)},
+		{Key: "firstBatch", Value: first},
 		{Key: "id", Value: id},
 		{Key: "ns", Value: ns},
 	}}}
@@ -92,17 +101,26 @@ func (t *cursorTable) reply(r *request, ns string, docs []bson.D, batchSize int,
 // splitBatch takes up to n documents (n == 0 → none; n < 0 → no count
 // limit) that fit in maxBatchBytes; the first document always fits.
 func splitBatch(docs []bson.D, n int) (batch, rest []bson.D) {
-	size := 0
+	return splitBy(docs, n, bsonSize)
+}
+
+// splitItems is splitBatch for documents and encoded documents.
+func splitItems(items bson.A, n int) (batch, rest bson.A) {
+	return splitBy(items, n, valueSize)
+}
+
+func splitBy[T any](docs []T, n int, size func(T) int) (batch, rest []T) {
+	total := 0
 	i := 0
 	for ; i < len(docs); i++ {
 		if n >= 0 && i >= n {
 			break
 		}
-		s := bsonSize(docs[i])
-		if i > 0 && size+s > maxBatchBytes {
+		s := size(docs[i])
+		if i > 0 && total+s > maxBatchBytes {
 			break
 		}
-		size += s
+		total += s
 	}
 	return docs[:i], docs[i:]
 }
@@ -116,6 +134,12 @@ func toArray(docs []bson.D) bson.A {
 }
 
 func (t *cursorTable) open(ns string, docs []bson.D) int64 {
+	return t.add(&cursor{ns: ns, docs: docs})
+}
+
+// add gives c a fresh non-zero id and registers it (sweeping idle cursors
+// first); c is not visible to any client before.
+func (t *cursorTable) add(c *cursor) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
@@ -130,7 +154,7 @@ func (t *cursorTable) open(ns string, docs []bson.D) int64 {
 	for {
 		id := rand.Int64()
 		if id != 0 && t.m[id] == nil {
-			c := &cursor{id: id, ns: ns, docs: docs}
+			c.id = id
 			c.lastUsed.Store(now.UnixNano())
 			t.m[id] = c
 			return id
@@ -197,15 +221,15 @@ func cmdGetMore(r *request) (bson.D, error) {
 		// The dispatcher reports the snapshot's time on the reply.
 		r.rc = readConcern{level: "snapshot", atClusterTime: c.at}
 	}
-	batch, rest := splitBatch(c.docs, a.batchSize)
-	c.docs = rest
+	batch, rest := splitItems(c.items, a.batchSize)
+	c.items = rest
 	outID := a.id
 	if len(rest) == 0 && !(c.lazyEnd && len(batch) == a.batchSize) {
 		r.cluster.data.cursors.remove(a.id)
 		outID = 0
 	}
 	return bson.D{{Key: "cursor", Value: bson.D{
-		{Key: "nextBatch", Value: toArray(batch)},
+		{Key: "nextBatch", Value: batch},
 		{Key: "id", Value: outID},
 		{Key: "ns", Value: a.ns},
 	}}}, nil

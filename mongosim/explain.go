@@ -102,57 +102,14 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var examined int64
-	var idHack bool
-	var ixPlans []*ixPlan
-	var sortByIndex bool // an index scan returns the documents in sort order
-	var backward bool    // a collection scan in reverse natural order
+	var x scanExamination
 	err = r.data().read(r.db, s.coll, func(c *collection) error {
 		if c == nil {
 			return nil
 		}
-		if err := checkHint(c, s.hint); err != nil {
-			return err
-		}
-		if _, ok := idEquality(s.filter); ok && len(s.filter) == 1 && !c.timeseries {
-			idHack = true
-		}
-		examined = int64(len(c.candidates(s.filter, f)))
-		if !idHack {
-			rp := planRead(c, s.filter, s.sort, s.hint)
-			backward = rp.backward || isNaturalReverse(s.sort)
-			if rp.ix != nil {
-				ixPlans = append([]*ixPlan{rp.ix}, rp.rejected...)
-				sortByIndex = rp.sortByIndex && !rp.ix.ix.multikeyIn(c)
-			}
-			for i, p := range ixPlans {
-				stopAfter := int64(0)
-				if i == 0 && s.streams(sortByIndex) {
-					stopAfter = s.skip + s.limit
-				}
-				if err := p.examine(c, f, stopAfter); err != nil {
-					return err
-				}
-			}
-		}
-		if len(ixPlans) == 0 && !idHack && s.streams(false) {
-			// The scan stops once the limit is met.
-			examined = 0
-			var matched int64
-			for _, rec := range c.candidates(s.filter, f) {
-				examined++
-				ok, err := f.MatchErr(rec.doc)
-				if err != nil {
-					return err
-				}
-				if ok {
-					if matched++; matched == s.skip+s.limit {
-						break
-					}
-				}
-			}
-		}
-		return nil
+		var err error
+		x, err = examineScan(c, s, f)
+		return err
 	})
 	if err != nil {
 		return nil, nil, err
@@ -161,37 +118,107 @@ func scanPlan(r *request, s readShape) (*plan, *query.Filter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(ixPlans) > 0 {
-		docs = ixPlans[0].order(docs) // a sparse or partial index holds fewer
+	if len(x.ixPlans) > 0 {
+		docs = x.ixPlans[0].order(docs) // a sparse or partial index holds fewer
 	}
 	n := int64(len(docs))
-	if s.streams(sortByIndex) {
+	if s.streams(x.sortByIndex) {
 		n = min(n, s.skip+s.limit) // the scan stopped there
 	}
-	var p *plan
-	if idHack {
-		p = &plan{stage: "EXPRESS_IDHACK", n: n, works: 1,
+	return s.finish(x.accessPlan(s, n), n, x.sortByIndex), f, nil
+}
+
+// scanExamination is what the plans for a read examine in its collection.
+type scanExamination struct {
+	examined    int64
+	idHack      bool
+	ixPlans     []*ixPlan // the winning index plan first, then the rejected ones
+	sortByIndex bool      // an index scan returns the documents in sort order
+	backward    bool      // a collection scan in reverse natural order
+}
+
+func examineScan(c *collection, s readShape, f *query.Filter) (scanExamination, error) {
+	var x scanExamination
+	if err := checkHint(c, s.hint); err != nil {
+		return x, err
+	}
+	if _, ok := idEquality(s.filter); ok && len(s.filter) == 1 && !c.timeseries {
+		x.idHack = true
+	}
+	x.examined = int64(len(c.candidates(s.filter, f)))
+	if !x.idHack {
+		rp := planRead(c, s.filter, s.sort, s.hint)
+		x.backward = rp.backward || isNaturalReverse(s.sort)
+		if rp.ix != nil {
+			x.ixPlans = append([]*ixPlan{rp.ix}, rp.rejected...)
+			x.sortByIndex = rp.sortByIndex && !rp.ix.ix.multikeyIn(c)
+		}
+		for i, p := range x.ixPlans {
+			stopAfter := int64(0)
+			if i == 0 && s.streams(x.sortByIndex) {
+				stopAfter = s.skip + s.limit
+			}
+			if err := p.examine(c, f, stopAfter); err != nil {
+				return x, err
+			}
+		}
+	}
+	if len(x.ixPlans) == 0 && !x.idHack && s.streams(false) {
+		n, err := examinedUntilLimit(c, s, f)
+		if err != nil {
+			return x, err
+		}
+		x.examined = n
+	}
+	return x, nil
+}
+
+// examinedUntilLimit counts the documents a collection scan examines
+// before it has matched skip+limit of them and stops.
+func examinedUntilLimit(c *collection, s readShape, f *query.Filter) (int64, error) {
+	var examined, matched int64
+	for _, rec := range c.candidates(s.filter, f) {
+		examined++
+		ok, err := f.MatchErr(rec.doc)
+		if err != nil {
+			return examined, err
+		}
+		if ok {
+			if matched++; matched == s.skip+s.limit {
+				break
+			}
+		}
+	}
+	return examined, nil
+}
+
+// accessPlan is the stage reading the collection, returning n documents:
+// EXPRESS_IDHACK, the winning index plan (with the others as rejected
+// plans), or COLLSCAN.
+func (x scanExamination) accessPlan(s readShape, n int64) *plan {
+	if x.idHack {
+		return &plan{stage: "EXPRESS_IDHACK", n: n, works: 1,
 			spec:  bson.D{{Key: "keyPattern", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "indexName", Value: "_id_"}, {Key: "indexVersion", Value: int32(2)}},
-			stats: bson.D{{Key: "keysExamined", Value: int32(examined)}, {Key: "docsExamined", Value: int32(examined)}}}
-	} else if len(ixPlans) > 0 {
-		p = ixPlans[0].stage(without(s.filter, ixPlans[0].ix.fields[0]), n)
-		for _, other := range ixPlans[1:] {
+			stats: bson.D{{Key: "keysExamined", Value: int32(x.examined)}, {Key: "docsExamined", Value: int32(x.examined)}}}
+	}
+	if len(x.ixPlans) > 0 {
+		p := x.ixPlans[0].stage(without(s.filter, x.ixPlans[0].ix.fields[0]), n)
+		for _, other := range x.ixPlans[1:] {
 			p.rejected = append(p.rejected, append(bson.D{{Key: "isCached", Value: false}}, other.stage(without(s.filter, other.ix.fields[0]), n).winning()...))
 		}
-	} else {
-		spec := bson.D{}
-		if len(s.filter) > 0 {
-			spec = append(spec, bson.E{Key: "filter", Value: parsedQuery(s.filter)})
-		}
-		direction := "forward"
-		if backward {
-			direction = "backward"
-		}
-		spec = append(spec, bson.E{Key: "direction", Value: direction})
-		p = &plan{stage: "COLLSCAN", spec: spec, n: n, works: examined + 1,
-			stats: bson.D{{Key: "docsExamined", Value: int32(examined)}}}
+		return p
 	}
-	return s.finish(p, n, sortByIndex), f, nil
+	spec := bson.D{}
+	if len(s.filter) > 0 {
+		spec = append(spec, bson.E{Key: "filter", Value: parsedQuery(s.filter)})
+	}
+	direction := "forward"
+	if x.backward {
+		direction = "backward"
+	}
+	spec = append(spec, bson.E{Key: "direction", Value: direction})
+	return &plan{stage: "COLLSCAN", spec: spec, n: n, works: x.examined + 1,
+		stats: bson.D{{Key: "docsExamined", Value: int32(x.examined)}}}
 }
 
 // finish adds the stages after a read's access plan p (which returns n
@@ -651,56 +678,13 @@ func explainFindAndModify(r *request, verbosity string, command bson.D) (bson.D,
 // "stages" form: a $cursor stage holding the query plan of the leading
 // $match, then the remaining stages, each with nReturned when executed.
 func explainAggregate(r *request, verbosity string, command bson.D) (bson.D, error) {
-	coll, ok := r.cmd[0].Value.(string)
-	if !ok {
-		return nil, cmderr.Unsupported("explain of a database-level aggregate")
-	}
-	if _, err := collectionArg(r); err != nil {
-		return nil, err
-	}
-	pv, _ := r.get("pipeline")
-	pipeline, ok := pv.(bson.A)
-	if !ok {
-		return nil, typeErr("aggregate.pipeline", "array", pv)
-	}
-	if geoNearFirst(pipeline) {
-		return nil, cmderr.Unsupported("explain of a pipeline starting with $geoNear")
-	}
-	if isChangeStream(pipeline) {
-		return nil, cmderr.Unsupported("explain of a $changeStream")
-	}
-	full, err := agg.Compile(pipeline)
+	coll, pipeline, err := explainablePipeline(r, verbosity)
 	if err != nil {
 		return nil, err
 	}
-	if full.HasWriteStage() && verbosity != verbosityQueryPlanner {
-		return nil, cmderr.Unsupported("explain with " + verbosity + " of a pipeline writing with $out or $merge")
-	}
-	s := readShape{coll: coll}
-	s.hint, _ = r.get("hint")
-	rest := pipeline
-	// The leading $match becomes the cursor's filter.
-	if len(rest) > 0 {
-		if d, ok := rest[0].(bson.D); ok && len(d) == 1 && d[0].Key == "$match" {
-			if m, ok := d[0].Value.(bson.D); ok {
-				s.filter, rest = m, rest[1:]
-			}
-		}
-	}
+	s, rest := aggregateReadShape(r, coll, pipeline)
 	if pushable(rest) {
-		for _, st := range rest {
-			d := st.(bson.D)
-			switch d[0].Key {
-			case "$sort":
-				s.sort, _ = d[0].Value.(bson.D)
-			case "$skip":
-				s.skip, _ = asInt64(d[0].Value)
-			case "$limit":
-				s.limit, _ = asInt64(d[0].Value)
-			case "$project":
-				s.proj, _ = d[0].Value.(bson.D)
-			}
-		}
+		// The whole pipeline runs as a find: explain it as one.
 		start := time.Now()
 		p, _, err := scanPlan(r, s)
 		if err != nil {
@@ -708,11 +692,96 @@ func explainAggregate(r *request, verbosity string, command bson.D) (bson.D, err
 		}
 		return r.explainReply(r.db+"."+coll, verbosity, s.filter, []any{"aggregate", s.filter, s.sort, s.proj}, p, time.Since(start), command), nil
 	}
+	stages, err := explainAggregateStages(r, verbosity, s, rest)
+	if err != nil {
+		return nil, err
+	}
+	return bson.D{
+		{Key: "explainVersion", Value: "1"},
+		{Key: "stages", Value: stages},
+		{Key: "command", Value: command},
+		{Key: "serverInfo", Value: r.serverInfo()},
+		{Key: "serverParameters", Value: serverParameters()},
+		{Key: "ok", Value: 1.0},
+	}, nil
+}
+
+// explainablePipeline validates an explained aggregate and refuses the
+// pipelines whose explain mongosim does not model.
+func explainablePipeline(r *request, verbosity string) (coll string, pipeline bson.A, err error) {
+	coll, ok := r.cmd[0].Value.(string)
+	if !ok {
+		return "", nil, cmderr.Unsupported("explain of a database-level aggregate")
+	}
+	if _, err := collectionArg(r); err != nil {
+		return "", nil, err
+	}
+	pv, _ := r.get("pipeline")
+	pipeline, ok = pv.(bson.A)
+	if !ok {
+		return "", nil, typeErr("aggregate.pipeline", "array", pv)
+	}
+	if geoNearFirst(pipeline) {
+		return "", nil, cmderr.Unsupported("explain of a pipeline starting with $geoNear")
+	}
+	if isChangeStream(pipeline) {
+		return "", nil, cmderr.Unsupported("explain of a $changeStream")
+	}
+	full, err := agg.Compile(pipeline)
+	if err != nil {
+		return "", nil, err
+	}
+	if full.HasWriteStage() && verbosity != verbosityQueryPlanner {
+		return "", nil, cmderr.Unsupported("explain with " + verbosity + " of a pipeline writing with $out or $merge")
+	}
+	return coll, pipeline, nil
+}
+
+// aggregateReadShape is the read a pipeline's cursor does: a leading
+// $match becomes its filter and, when the rest of the pipeline is
+// pushable, its stages become the read's sort, skip, limit and projection.
+// rest is the pipeline after the leading $match.
+func aggregateReadShape(r *request, coll string, pipeline bson.A) (s readShape, rest bson.A) {
+	s = readShape{coll: coll}
+	s.hint, _ = r.get("hint")
+	rest = pipeline
+	if len(rest) > 0 {
+		if d, ok := rest[0].(bson.D); ok && len(d) == 1 && d[0].Key == "$match" {
+			if m, ok := d[0].Value.(bson.D); ok {
+				s.filter, rest = m, rest[1:]
+			}
+		}
+	}
+	if !pushable(rest) {
+		return s, rest
+	}
+	for _, st := range rest {
+		d := st.(bson.D)
+		switch d[0].Key {
+		case "$sort":
+			s.sort, _ = d[0].Value.(bson.D)
+		case "$skip":
+			s.skip, _ = asInt64(d[0].Value)
+		case "$limit":
+			s.limit, _ = asInt64(d[0].Value)
+		case "$project":
+			s.proj, _ = d[0].Value.(bson.D)
+		}
+	}
+	return s, rest
+}
+
+// explainAggregateStages explains a pipeline stage by stage: the $cursor
+// reading the collection, then each remaining stage with, beyond
+// queryPlanner verbosity, the documents it returns (from running the
+// pipeline up to it).
+func explainAggregateStages(r *request, verbosity string, s readShape, rest bson.A) (bson.A, error) {
 	start := time.Now()
 	p, f, err := scanPlan(r, s)
 	if err != nil {
 		return nil, err
 	}
+	coll := s.coll
 	cursor := bson.D{{Key: "queryPlanner", Value: r.queryPlanner(r.db+"."+coll, s.filter, []any{"aggregate", s.filter}, p)}}
 	if verbosity != verbosityQueryPlanner {
 		cursor = append(cursor, bson.E{Key: "executionStats", Value: executionStats(p, verbosity, time.Since(start), keysExamined(p))})
@@ -743,14 +812,7 @@ func explainAggregate(r *request, verbosity string, command bson.D) (bson.D, err
 		}
 		stages = append(stages, stage)
 	}
-	return bson.D{
-		{Key: "explainVersion", Value: "1"},
-		{Key: "stages", Value: stages},
-		{Key: "command", Value: command},
-		{Key: "serverInfo", Value: r.serverInfo()},
-		{Key: "serverParameters", Value: serverParameters()},
-		{Key: "ok", Value: 1.0},
-	}, nil
+	return stages, nil
 }
 
 // pushable reports a pipeline the find layer answers whole: at most one

@@ -122,7 +122,61 @@ func filterDocs(docs []bson.D, f *query.Filter, limit int, err error) ([]bson.D,
 	return out, nil
 }
 
+// findQuery is a find command, parsed and compiled.
+type findQuery struct {
+	coll      string
+	env       opEnv
+	filterDoc bson.D
+	f         *query.Filter
+	findPage
+	hint     any
+	keys     *findKeys
+	tailable bool
+	sorter   *query.Sort // nil: no sort, or {$natural: ±1}
+	reverse  bool        // sort {$natural: -1}
+	proj     *query.Projection
+}
+
 func cmdFind(r *request) (bson.D, error) {
+	q, err := parseFind(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.compile(); err != nil {
+		return nil, err
+	}
+	if q.tailable {
+		n, isNum := asFloat(nil)
+		if len(q.sort) == 1 && q.sort[0].Key == "$natural" {
+			n, isNum = asFloat(q.sort[0].Value)
+		}
+		natural := isNum && n == 1
+		return tailableFind(r, q.coll, q.f, q.proj, len(q.sort) > 0 && !natural, q.batchSize, q.singleBatch)
+	}
+	if err := q.keys.resolve(r, q.coll, q.filterDoc, q.sort, q.hint); err != nil {
+		return nil, err
+	}
+	plan, err := r.planFor(q.coll, q.filterDoc, q.sort, q.hint)
+	if err != nil {
+		return nil, err
+	}
+	ns := r.db + "." + q.coll
+	if q.asStored(r, plan) {
+		items, err := q.storedResults(r)
+		if err != nil {
+			return nil, err
+		}
+		return r.cluster.data.cursors.replyItems(r, ns, items, q.batchSize, q.singleBatch, findEnd(r, q.coll, len(items), q.limit)), nil
+	}
+	docs, err := q.results(r, plan)
+	if err != nil {
+		return nil, err
+	}
+	return r.cluster.data.cursors.reply(r, ns, docs, q.batchSize, q.singleBatch, findEnd(r, q.coll, len(docs), q.limit)), nil
+}
+
+// parseFind reads a find command's arguments.
+func parseFind(r *request) (*findQuery, error) {
 	coll, err := commandArgs(r, "filter", "sort", "projection", "hint", "skip", "limit", "batchSize",
 		"singleBatch", "max", "min", "returnKey", "showRecordId", "tailable", "oplogReplay",
 		"noCursorTimeout", "awaitData", "allowPartialResults", "collation", "allowDiskUse", "let",
@@ -130,79 +184,66 @@ func cmdFind(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	tailable := false
+	q := &findQuery{coll: coll}
 	if v, ok := r.get("tailable"); ok {
-		tailable = truthy(v)
+		q.tailable = truthy(v)
 	}
-	if v, ok := r.get("awaitData"); ok && truthy(v) && !tailable {
+	if v, ok := r.get("awaitData"); ok && truthy(v) && !q.tailable {
 		return nil, cmderr.New(cmderr.FailedToParse, "Cannot set 'awaitData' without also setting 'tailable'")
 	}
 	if v, ok := r.get("oplogReplay"); ok && truthy(v) {
 		return nil, cmderr.Unsupported("find option oplogReplay")
 	}
-	keys, err := parseFindKeys(r, tailable)
-	if err != nil {
+	if q.keys, err = parseFindKeys(r, q.tailable); err != nil {
 		return nil, err
 	}
-	env, err := r.opEnvFor(coll)
-	if err != nil {
+	if q.env, err = r.opEnvFor(coll); err != nil {
 		return nil, err
 	}
-	filterDoc, _, err := docArg(r, "filter")
-	if err != nil {
+	if q.filterDoc, _, err = docArg(r, "filter"); err != nil {
 		return nil, err
 	}
-	page, err := findPageArgs(r)
-	if err != nil {
+	if q.findPage, err = findPageArgs(r); err != nil {
 		return nil, err
 	}
-	sortDoc, projDoc, skip, limit, batchSize, singleBatch := page.sort, page.projection, page.skip, page.limit, page.batchSize, page.singleBatch
-	hint, _ := r.get("hint")
+	q.hint, _ = r.get("hint")
+	return q, nil
+}
 
-	f, err := env.compileNearFilter(filterDoc)
-	if err != nil {
-		return nil, err
+// compile compiles the filter, sort and projection and checks how they
+// combine with a $text query.
+func (q *findQuery) compile() error {
+	var err error
+	if q.f, err = q.env.compileNearFilter(q.filterDoc); err != nil {
+		return err
 	}
-	var sorter *query.Sort
-	reverse := isNaturalReverse(sortDoc) && !tailable
-	if len(sortDoc) > 0 && !reverse {
-		if sorter, err = compileSort(sortDoc, env); err != nil {
-			return nil, err
+	q.reverse = isNaturalReverse(q.sort) && !q.tailable
+	if len(q.sort) > 0 && !q.reverse {
+		if q.sorter, err = compileSort(q.sort, q.env); err != nil {
+			return err
 		}
 	}
-	proj, err := optionalProjection(projDoc, env)
-	if err != nil {
-		return nil, err
+	if q.proj, err = optionalProjection(q.projection, q.env); err != nil {
+		return err
 	}
-	if (proj.NeedsTextScore() || (sorter != nil && sorter.NeedsTextScore())) && f.Text() == nil {
-		return nil, expr.ErrNoTextScore()
+	if (q.proj.NeedsTextScore() || (q.sorter != nil && q.sorter.NeedsTextScore())) && q.f.Text() == nil {
+		return expr.ErrNoTextScore()
 	}
-	if err := checkTextQuery(f, sortDoc, hint, tailable); err != nil {
-		return nil, err
-	}
-	if tailable {
-		n, isNum := asFloat(nil)
-		if len(sortDoc) == 1 && sortDoc[0].Key == "$natural" {
-			n, isNum = asFloat(sortDoc[0].Value)
-		}
-		natural := isNum && n == 1
-		return tailableFind(r, coll, f, proj, len(sortDoc) > 0 && !natural, batchSize, singleBatch)
-	}
-	if err := keys.resolve(r, coll, filterDoc, sortDoc, hint); err != nil {
-		return nil, err
-	}
-	plan, err := r.planFor(coll, filterDoc, sortDoc, hint)
-	if err != nil {
-		return nil, err
-	}
+	return checkTextQuery(q.f, q.sort, q.hint, q.tailable)
+}
+
+// results reads the matching documents and puts them in the plan's
+// order, sorts, pages and projects them.
+func (q *findQuery) results(r *request, plan readPlan) ([]bson.D, error) {
+	f := q.f
 	if f.Near() != nil {
 		plan = readPlan{} // a geo index orders by distance (findDocs)
 	}
 	early := 0
-	if sorter == nil && !reverse && limit > 0 && !keys.bounded() && !plan.ordered() {
-		early = int(skip + limit)
+	if q.sorter == nil && !q.reverse && q.limit > 0 && !q.keys.bounded() && !plan.ordered() {
+		early = int(q.skip + q.limit)
 	}
-	docs, err := r.findDocs(coll, f, filterDoc, early, hint)
+	docs, err := r.findDocs(q.coll, f, q.filterDoc, early, q.hint)
 	if err != nil {
 		if f.Scripted() {
 			err = executorError("find", r, err)
@@ -211,33 +252,80 @@ func cmdFind(r *request) (bson.D, error) {
 	}
 	// The plan's order; a sort then reorders, equal keys staying in it.
 	docs = plan.order(docs)
-	docs = keys.bound(docs, sorter != nil || reverse)
-	if sorter != nil {
-		sorter.SortDocs(docs)
+	docs = q.keys.bound(docs, q.sorter != nil || q.reverse)
+	if q.sorter != nil {
+		q.sorter.SortDocs(docs)
 	}
-	if reverse {
+	if q.reverse {
 		slices.Reverse(docs)
 	}
-	docs = skipLimit(docs, skip, limit)
-	if keys.returnKey {
-		keys.keys(docs) // the index keys, whatever the projection says
-	} else if err := projectDocs(proj, f, docs); err != nil {
+	docs = skipLimit(docs, q.skip, q.limit)
+	if q.keys.returnKey {
+		q.keys.keys(docs) // the index keys, whatever the projection says
+	} else if err := projectDocs(q.proj, f, docs); err != nil {
 		return nil, err
 	}
 	if f.Text() != nil {
 		stripTextScores(docs)
 	}
-	return r.cluster.data.cursors.reply(r, r.db+"."+coll, docs, batchSize, singleBatch, findEnd(r, coll, docs, limit)), nil
+	return docs, nil
+}
+
+// asStored reports whether the find returns stored documents unchanged,
+// in natural order: a plain read (no transaction, snapshot or view) of a
+// collection scan without sort, projection, index keys, $text, geo or
+// script. Such a find answers with the stored documents' encodings
+// (storedResults), copying and encoding nothing per document.
+func (q *findQuery) asStored(r *request, plan readPlan) bool {
+	f := q.f
+	return !plan.ordered() && q.sorter == nil && !q.reverse && q.proj == nil &&
+		!q.keys.returnKey && !q.keys.bounded() &&
+		f.Text() == nil && f.Near() == nil && len(f.GeoRegions()) == 0 && !f.Scripted() &&
+		r.tx == nil && r.rc.level != "snapshot" && r.data().viewOf(r.db, q.coll) == nil
+}
+
+// storedResults reads the encodings of the documents a find returns
+// (asStored), skip and limit applied. A stored document never changes in
+// place (a write replaces it), so the bytes are its state at the read.
+func (q *findQuery) storedResults(r *request) (bson.A, error) {
+	out := bson.A{}
+	skip, limit := int(q.skip), int(q.limit)
+	err := r.cluster.data.read(r.db, q.coll, func(c *collection) error {
+		if c == nil {
+			return nil
+		}
+		if n := c.live - skip; limit <= 0 && n > 0 {
+			out = make(bson.A, 0, n)
+		}
+		var encErr error
+		err := c.eachMatch(q.filterDoc, q.f, q.hint, func(rec *record, _ map[*record]float64) bool {
+			if skip > 0 {
+				skip--
+				return true
+			}
+			var v any
+			if v, encErr = rec.encoded(); encErr != nil {
+				return false
+			}
+			out = append(out, v)
+			return limit <= 0 || len(out) < limit
+		})
+		if encErr != nil {
+			return encErr
+		}
+		return err
+	})
+	return out, err
 }
 
 // findEnd says when a find's cursor reports its end. As mongod's plan, it
 // knows at once when the limit is reached or the collection does not
 // exist (an EOF plan), else only when asked for one more document.
-func findEnd(r *request, coll string, docs []bson.D, limit int64) cursorEnd {
-	if limit > 0 && int64(len(docs)) == limit {
+func findEnd(r *request, coll string, n int, limit int64) cursorEnd {
+	if limit > 0 && int64(n) == limit {
 		return endAtOnce
 	}
-	if len(docs) == 0 {
+	if n == 0 {
 		exists := false
 		_ = r.data().read(r.db, coll, func(c *collection) error {
 			exists = c != nil

@@ -16,6 +16,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/bsond"
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
 	"github.com/sturdy-go/sturdy/mongosim/internal/collation"
 	"github.com/sturdy-go/sturdy/mongosim/internal/query"
@@ -149,6 +150,27 @@ type record struct {
 	pos   int
 	seq   uint64    // insertion number in its collection
 	geo   *recCells // S2 cells of doc for a 2dsphere index (geoindex.go)
+	// enc caches doc encoded, as a bsond.Doc in an any, which a reply
+	// takes without copying or allocating (encoded). Readers fill it
+	// under the collection's read lock; replace clears it.
+	enc atomic.Pointer[any]
+}
+
+// encoded is rec's document encoded (a bsond.Doc in an any): a find that
+// returns stored documents as they are sends these bytes. The stored
+// document never changes in place, so the encoding stays right until a
+// write replaces the document.
+func (rec *record) encoded() (any, error) {
+	if p := rec.enc.Load(); p != nil {
+		return *p, nil
+	}
+	raw, err := bsond.Marshal(rec.doc)
+	if err != nil {
+		return nil, err
+	}
+	v := any(bsond.Doc(raw))
+	rec.enc.Store(&v)
+	return v, nil
 }
 
 func newStorage(now func() time.Time, clock *logicalClock) *storage {
@@ -735,6 +757,7 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 	}
 	before := r.doc
 	r.doc = doc
+	r.enc.Store(nil)
 	c.afterWrite(r.idKey, before)
 	return nil
 }
@@ -921,6 +944,8 @@ func valueSize(v any) int {
 	case bson.M:
 		return bsonSize(value.AsDoc(x))
 	case bson.Raw:
+		return len(x)
+	case bsond.Doc:
 		return len(x)
 	case bson.A:
 		n := 5

@@ -64,6 +64,17 @@ func AppendMsg(dst []byte, requestID, responseTo int32, m *Msg) []byte {
 	return dst
 }
 
+// AppendMsgStart appends what precedes the body of an OP_MSG that has one
+// kind-0 section of bodyLen bytes and nothing else (no sequences, no
+// checksum): the header, the flags and the section's kind. The caller
+// sends the body right after, from wherever it was encoded, instead of
+// copying it into the message.
+func AppendMsgStart(dst []byte, requestID, responseTo int32, flags MsgFlags, bodyLen int) []byte {
+	dst = appendHeader(dst, int32(HeaderLen+4+1+bodyLen), requestID, responseTo, OpMsg)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(flags))
+	return append(dst, 0)
+}
+
 // AppendQuery appends q encoded as an OP_QUERY to dst. A nil Query document
 // is encoded as an empty document; ReturnFieldsSelector is omitted when empty.
 func AppendQuery(dst []byte, requestID, responseTo int32, q *Query) []byte {

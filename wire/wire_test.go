@@ -102,6 +102,22 @@ func TestMsgNilBodyEncodesEmptyDocument(t *testing.T) {
 	}
 }
 
+// TestAppendMsgStartThenBody: the header AppendMsgStart writes, followed
+// by the body, is the message AppendMsg encodes.
+func TestAppendMsgStartThenBody(t *testing.T) {
+	body, err := bson.Marshal(bson.D{{Key: "ok", Value: 1.0}, {Key: "s", Value: strings.Repeat("x", 300)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, flags := range []MsgFlags{0, MoreToCome} {
+		want := AppendMsg(nil, 7, 9, &Msg{Flags: flags, Body: body})
+		got := append(AppendMsgStart([]byte("prefix"), 7, 9, flags, len(body)), body...)
+		if !bytes.Equal(got[len("prefix"):], want) {
+			t.Errorf("flags %v:\n got %x\nwant %x", flags, got, want)
+		}
+	}
+}
+
 func TestDecodeIsZeroCopy(t *testing.T) {
 	m := sampleMsgs(t)["one sequence"]
 	b := AppendMsg(nil, 1, 0, m)

@@ -15,6 +15,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/bufpool"
 	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/mongoerr"
 	"github.com/sturdy-go/sturdy/wire"
@@ -45,14 +46,25 @@ type Request struct {
 	ExhaustAllowed bool
 	// RequestID is set by Send to the wire request id, for events.
 	RequestID int32
-	// OnSend, if set, is called with the request id just before the
-	// message is written, so a command-started event precedes the send.
-	OnSend func(requestID int32)
+	// OnSend, if set, is told the request id just before the message is
+	// written, so a command-started event precedes the send.
+	OnSend SendObserver
+}
+
+// SendObserver is told the request id of a message about to be written. An
+// interface rather than a func, so that a caller can pass state it already
+// holds on the heap instead of a closure allocated per round trip.
+type SendObserver interface {
+	Sending(requestID int32)
 }
 
 // Reply is a server reply.
 type Reply struct {
 	Body bson.Raw // owned by the caller
+	// Buffer is the pooled buffer Body lies in (nil if it has none of
+	// its own). Whoever can prove nothing refers into Body any more may
+	// hand it back with bufpool.Put; anyone else just drops it.
+	Buffer *[]byte
 	// MoreToCome means the server will send another reply without a
 	// request; read it with ReadReply.
 	MoreToCome bool
@@ -203,7 +215,7 @@ func (c *Conn) Send(ctx context.Context, req *Request) (*Reply, error) {
 	id := nextRequestID()
 	req.RequestID = id
 	if req.OnSend != nil {
-		req.OnSend(id)
+		req.OnSend.Sending(id)
 	}
 	var flags wire.MsgFlags
 	if req.MoreToCome {
@@ -272,7 +284,7 @@ func (c *Conn) Streaming() bool {
 
 // read reads one reply that must answer responseTo. The caller holds c.mu.
 func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
-	msg, own, err := c.readMessage()
+	msg, own, pooled, err := c.readMessage()
 	if err != nil {
 		if errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrMessageTooLarge) {
 			return nil, c.fail(ctx, "decode", err)
@@ -281,6 +293,7 @@ func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
 	}
 	m, err := wire.Decode(msg, c.maxMsgSize)
 	if err != nil {
+		bufpool.Put(pooled) // nothing decoded refers into it
 		return nil, c.fail(ctx, "decode", err)
 	}
 	if m.Header.ResponseTo != responseTo {
@@ -296,6 +309,9 @@ func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
 		body = append(bson.Raw(nil), body...)
 	}
 	r := &Reply{Body: body, MoreToCome: m.Msg.Flags&wire.MoreToCome != 0}
+	if own {
+		r.Buffer = pooled
+	}
 	c.streaming = r.MoreToCome
 	c.lastReplyID = m.Header.RequestID
 	c.lastUsed.Store(time.Now().UnixNano())
@@ -309,31 +325,36 @@ func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
 const ownReadMax = 1 << 20
 
 // readMessage reads one whole message. An uncompressed message of up to
-// ownReadMax bytes is read into a new buffer of exactly its size (own): the
-// reply body then aliases it and needs no copy. Anything else is read into
-// c.rbuf. Errors are wire.ReadMessage's.
-func (c *Conn) readMessage() (msg []byte, own bool, err error) {
+// ownReadMax bytes is read into a buffer of exactly its size (own), pooled
+// when bufpool pools its size: the reply body then aliases it and needs no
+// copy. Anything else is read into c.rbuf. Errors are wire.ReadMessage's.
+func (c *Conn) readMessage() (msg []byte, own bool, pooled *[]byte, err error) {
 	if n, err := io.ReadFull(c.rd, c.hdr[:]); err != nil {
 		if err == io.EOF && n == 0 {
-			return nil, false, io.EOF
+			return nil, false, nil, io.EOF
 		}
-		return nil, false, fmt.Errorf("reading message header: %w", err)
+		return nil, false, nil, fmt.Errorf("reading message header: %w", err)
 	}
 	h, err := wire.ParseHeader(c.hdr[:])
 	if err != nil || h.MessageLength > c.maxMsgSize || h.MessageLength > ownReadMax || h.OpCode == wire.OpCompressed {
 		// wire.ReadMessage judges the header again and reports as before.
 		c.rbuf, err = wire.ReadMessage(&headerReader{hdr: c.hdr[:], r: c.rd}, c.rbuf[:0], c.maxMsgSize)
-		return c.rbuf, false, err
+		return c.rbuf, false, nil, err
 	}
-	msg = make([]byte, h.MessageLength)
+	if pooled = bufpool.Get(int(h.MessageLength)); pooled != nil {
+		msg = *pooled
+	} else {
+		msg = make([]byte, h.MessageLength)
+	}
 	copy(msg, c.hdr[:])
 	if n, err := io.ReadFull(c.rd, msg[wire.HeaderLen:]); err != nil {
+		bufpool.Put(pooled)
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, false, fmt.Errorf("reading %s body (%d of %d bytes): %w", h.OpCode, wire.HeaderLen+n, len(msg), err)
+		return nil, false, nil, fmt.Errorf("reading %s body (%d of %d bytes): %w", h.OpCode, wire.HeaderLen+n, len(msg), err)
 	}
-	return msg, true, nil
+	return msg, true, pooled, nil
 }
 
 // headerReader replays a header already read, then reads on from r.

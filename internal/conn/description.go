@@ -97,99 +97,122 @@ func ParseDescription(raw bson.Raw) (Description, error) {
 	writableSeen := false
 	for _, e := range elems {
 		v := e.Value()
-		switch e.Key() {
+		switch k := e.Key(); k {
 		case "isWritablePrimary":
 			d.IsWritablePrimary, writableSeen = truthy(v), true
-		case "ismaster":
+		case "ismaster": // the legacy name, when the new one is absent
 			if !writableSeen {
 				d.IsWritablePrimary = truthy(v)
 			}
-		case "secondary":
-			d.Secondary = truthy(v)
-		case "arbiterOnly":
-			d.ArbiterOnly = truthy(v)
-		case "hidden":
-			d.Hidden = truthy(v)
-		case "passive":
-			d.Passive = truthy(v)
-		case "readOnly":
-			d.ReadOnly = truthy(v)
-		case "helloOk":
-			d.HelloOK = truthy(v)
-		case "isreplicaset":
-			d.IsReplicaSet = truthy(v)
-		case "msg":
-			d.Msg, _ = v.StringValueOK()
-		case "minWireVersion":
-			d.MinWireVersion = int32Value(v)
-		case "maxWireVersion":
-			d.MaxWireVersion = int32Value(v)
-		case "maxBsonObjectSize":
-			d.MaxBSONObjectSize = int32Value(v)
-		case "maxMessageSizeBytes":
-			d.MaxMessageSizeBytes = int32Value(v)
-		case "maxWriteBatchSize":
-			d.MaxWriteBatchSize = int32Value(v)
-		case "logicalSessionTimeoutMinutes":
-			d.LogicalSessionTimeoutMinutes = int64Ptr(v)
-		case "connectionId":
-			d.ConnectionID = int64Ptr(v)
-		case "setName":
-			d.SetName, _ = v.StringValueOK()
-		case "setVersion":
-			d.SetVersion = int64Ptr(v)
-		case "electionId":
-			if oid, ok := v.ObjectIDOK(); ok {
-				d.ElectionID = &oid
-			}
-		case "me":
-			d.Me, _ = v.StringValueOK()
-		case "primary":
-			d.Primary, _ = v.StringValueOK()
-		case "hosts":
-			d.Hosts = stringArray(v)
-		case "passives":
-			d.Passives = stringArray(v)
-		case "arbiters":
-			d.Arbiters = stringArray(v)
-		case "tags":
-			if doc, ok := v.DocumentOK(); ok {
-				if tes, err := doc.Elements(); err == nil {
-					d.Tags = make(map[string]string, len(tes))
-					for _, te := range tes {
-						if s, ok := te.Value().StringValueOK(); ok {
-							d.Tags[te.Key()] = s
-						}
-					}
-				}
-			}
-		case "topologyVersion":
-			d.TopologyVersion = ParseTopologyVersion(v)
-		case "lastWrite":
-			if doc, ok := v.DocumentOK(); ok {
-				if lw, err := doc.LookupErr("lastWriteDate"); err == nil {
-					if dt, ok := lw.DateTimeOK(); ok {
-						d.LastWriteDate = time.UnixMilli(dt).UTC()
-					}
-				}
-			}
-		case "compression":
-			if cs := stringArray(v); len(cs) > 0 {
-				d.Compression = cs[0]
-			}
-		case "saslSupportedMechs":
-			d.SaslSupportedMechs = stringArray(v)
-		case "serviceId":
-			if oid, ok := v.ObjectIDOK(); ok {
-				d.ServiceID = &oid
-			}
-		case "speculativeAuthenticate":
-			if doc, ok := v.DocumentOK(); ok {
-				d.SpeculativeAuthenticate = doc
+		default:
+			if set := descriptionFields[k]; set != nil {
+				set(&d, v)
 			}
 		}
 	}
 	return d, nil
+}
+
+// descriptionFields sets the Description field of each hello reply field
+// (but isWritablePrimary and ismaster, which depend on each other); other
+// fields are ignored.
+var descriptionFields = map[string]func(d *Description, v bson.RawValue){
+	"secondary":    func(d *Description, v bson.RawValue) { d.Secondary = truthy(v) },
+	"arbiterOnly":  func(d *Description, v bson.RawValue) { d.ArbiterOnly = truthy(v) },
+	"hidden":       func(d *Description, v bson.RawValue) { d.Hidden = truthy(v) },
+	"passive":      func(d *Description, v bson.RawValue) { d.Passive = truthy(v) },
+	"readOnly":     func(d *Description, v bson.RawValue) { d.ReadOnly = truthy(v) },
+	"helloOk":      func(d *Description, v bson.RawValue) { d.HelloOK = truthy(v) },
+	"isreplicaset": func(d *Description, v bson.RawValue) { d.IsReplicaSet = truthy(v) },
+	"msg":          func(d *Description, v bson.RawValue) { d.Msg, _ = v.StringValueOK() },
+
+	"minWireVersion":      func(d *Description, v bson.RawValue) { d.MinWireVersion = int32Value(v) },
+	"maxWireVersion":      func(d *Description, v bson.RawValue) { d.MaxWireVersion = int32Value(v) },
+	"maxBsonObjectSize":   func(d *Description, v bson.RawValue) { d.MaxBSONObjectSize = int32Value(v) },
+	"maxMessageSizeBytes": func(d *Description, v bson.RawValue) { d.MaxMessageSizeBytes = int32Value(v) },
+	"maxWriteBatchSize":   func(d *Description, v bson.RawValue) { d.MaxWriteBatchSize = int32Value(v) },
+	"logicalSessionTimeoutMinutes": func(d *Description, v bson.RawValue) {
+		d.LogicalSessionTimeoutMinutes = int64Ptr(v)
+	},
+	"connectionId": func(d *Description, v bson.RawValue) { d.ConnectionID = int64Ptr(v) },
+
+	"setName":    func(d *Description, v bson.RawValue) { d.SetName, _ = v.StringValueOK() },
+	"setVersion": func(d *Description, v bson.RawValue) { d.SetVersion = int64Ptr(v) },
+	"electionId": func(d *Description, v bson.RawValue) {
+		if oid, ok := v.ObjectIDOK(); ok {
+			d.ElectionID = &oid
+		}
+	},
+	"me":       func(d *Description, v bson.RawValue) { d.Me, _ = v.StringValueOK() },
+	"primary":  func(d *Description, v bson.RawValue) { d.Primary, _ = v.StringValueOK() },
+	"hosts":    func(d *Description, v bson.RawValue) { d.Hosts = stringArray(v) },
+	"passives": func(d *Description, v bson.RawValue) { d.Passives = stringArray(v) },
+	"arbiters": func(d *Description, v bson.RawValue) { d.Arbiters = stringArray(v) },
+	"tags": func(d *Description, v bson.RawValue) {
+		if tags, ok := stringMap(v); ok {
+			d.Tags = tags
+		}
+	},
+	"topologyVersion": func(d *Description, v bson.RawValue) { d.TopologyVersion = ParseTopologyVersion(v) },
+	"lastWrite": func(d *Description, v bson.RawValue) {
+		if t, ok := lastWriteDate(v); ok {
+			d.LastWriteDate = t
+		}
+	},
+
+	"compression": func(d *Description, v bson.RawValue) {
+		if cs := stringArray(v); len(cs) > 0 {
+			d.Compression = cs[0]
+		}
+	},
+	"saslSupportedMechs": func(d *Description, v bson.RawValue) { d.SaslSupportedMechs = stringArray(v) },
+	"serviceId": func(d *Description, v bson.RawValue) {
+		if oid, ok := v.ObjectIDOK(); ok {
+			d.ServiceID = &oid
+		}
+	},
+	"speculativeAuthenticate": func(d *Description, v bson.RawValue) {
+		if doc, ok := v.DocumentOK(); ok {
+			d.SpeculativeAuthenticate = doc
+		}
+	},
+}
+
+// stringMap reads a document of strings (a member's tags), skipping values
+// that are not strings; ok is false if v is not a document.
+func stringMap(v bson.RawValue) (map[string]string, bool) {
+	doc, ok := v.DocumentOK()
+	if !ok {
+		return nil, false
+	}
+	elems, err := doc.Elements()
+	if err != nil {
+		return nil, false
+	}
+	m := make(map[string]string, len(elems))
+	for _, e := range elems {
+		if s, ok := e.Value().StringValueOK(); ok {
+			m[e.Key()] = s
+		}
+	}
+	return m, true
+}
+
+// lastWriteDate reads lastWrite.lastWriteDate, in UTC.
+func lastWriteDate(v bson.RawValue) (time.Time, bool) {
+	doc, ok := v.DocumentOK()
+	if !ok {
+		return time.Time{}, false
+	}
+	lw, err := doc.LookupErr("lastWriteDate")
+	if err != nil {
+		return time.Time{}, false
+	}
+	dt, ok := lw.DateTimeOK()
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(dt).UTC(), true
 }
 
 // ParseTopologyVersion reads a {processId, counter} document, as found in

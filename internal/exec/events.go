@@ -32,8 +32,11 @@ func (e *Executor) identity(st *opState, op *Operation, c *conn.Conn, ss *sessio
 		serviceID:          c.ServiceID(),
 		address:            c.Addr(),
 		db:                 op.DB,
-		redact:             isSensitive(st.name, op.Command),
 	}
+	if e.Monitor == nil {
+		return ids // for events only: spare the lookups and the copy
+	}
+	ids.redact = isSensitive(st.name, op.Command)
 	if ss != nil {
 		ids.lsid = ss.ID
 		if st.txnNumber != nil {

@@ -95,9 +95,11 @@ type Executor struct {
 	Now    func() time.Time
 
 	tokensOnce sync.Once
+	primarySel atomic.Pointer[topology.Selector] // see primaryReads
 
-	clockMu     sync.Mutex
-	clusterTime bson.Raw // highest $clusterTime received from any server
+	clockMu          sync.Mutex
+	clusterTime      bson.Raw // highest $clusterTime received from any server
+	clusterTimeBoxed any      // clusterTime boxed, for commands
 }
 
 // Operation is one command to run.
@@ -130,6 +132,11 @@ type Result struct {
 	// Pin is the connection pinned to the cursor the operation opened
 	// (PinCursor, load-balanced mode); the cursor unpins it.
 	Pin *Pin
+	// ReplyBuffer is the pooled buffer Reply lies in, nil if it has none or
+	// a command-succeeded listener was handed Reply. A caller that keeps no
+	// reference into Reply (a cursor done with its batch) may give it back
+	// with bufpool.Put; any other caller just drops it.
+	ReplyBuffer *[]byte
 }
 
 var operationIDs atomic.Int64
@@ -176,6 +183,9 @@ type opState struct {
 	// inTxn: the operation runs in the session's transaction (a command
 	// of a starting or in-progress transaction, or commit/abort).
 	inTxn bool
+	// replyBuffer is the pooled buffer of the last attempt's reply, when
+	// nothing the executor did (a succeeded event) let it escape.
+	replyBuffer *[]byte
 	// everSent: some attempt wrote its command; a transaction's first
 	// command then moves the transaction to in progress.
 	everSent bool
@@ -184,6 +194,52 @@ type opState struct {
 	commitMajority bool
 	// pin is the connection pinned to the cursor the operation opened.
 	pin *Pin
+
+	// What follows is storage for per-attempt values that would otherwise
+	// each cost an allocation per operation.
+
+	// txn is the value txnNumber points to.
+	txn int64
+	// implicit is the implicit session sess points to, unless the caller
+	// keeps the session (KeepSession): that one outlives Execute, and this
+	// state is recycled when Execute returns.
+	implicit session.Client
+	// cmdBuf backs the assembled command when it fits.
+	cmdBuf [12]bson.E
+	// started publishes the started event of the attempt being sent.
+	started startedHook
+}
+
+// startedHook is the conn.SendObserver of an attempt: when Send has the
+// request id it publishes the command-started event, just before the
+// message is written, and records that the command was sent.
+type startedHook struct {
+	e   *Executor
+	ctx context.Context
+	op  *Operation
+	st  *opState
+	cmd bson.D
+	ids attemptIdentity
+}
+
+func (h *startedHook) Sending(requestID int32) {
+	h.ids.requestID = requestID
+	h.st.sent = true
+	h.st.everSent = true
+	h.e.publishStarted(h.ctx, h.op, h.st, h.cmd, h.ids)
+}
+
+// opStates recycles operation states: an opState is most of the bytes an
+// operation allocates, and nothing refers to it once Execute returns (the
+// session of a KeepSession operation, which outlives it, is allocated on
+// its own).
+var opStates = sync.Pool{New: func() any { return new(opState) }}
+
+// putOpState clears st, so that the pool holds no command, session or
+// context alive, and returns it to the pool.
+func putOpState(st *opState) {
+	*st = opState{}
+	opStates.Put(st)
 }
 
 // Execute runs op: a loop of server selection and attempt, retried as
@@ -192,7 +248,9 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	if len(op.Command) == 0 {
 		return Result{}, ErrEmptyCommand
 	}
-	st := &opState{opID: op.OperationID, name: op.Name}
+	st := opStates.Get().(*opState)
+	defer putOpState(st)
+	st.opID, st.name = op.OperationID, op.Name
 	if st.opID == 0 {
 		st.opID = NextOperationID()
 	}
@@ -222,7 +280,12 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	case !op.Flags.Has(Unacknowledged) && e.Sessions != nil:
 		// Implicit session: its server session is taken from the pool only
 		// after a connection was checked out (Client.Acquire in attempt).
-		st.sess = session.NewClient(e.Sessions, true)
+		if op.Flags.Has(KeepSession) {
+			st.sess = session.NewClient(e.Sessions, true)
+		} else {
+			session.InitClient(&st.implicit, e.Sessions, true)
+			st.sess = &st.implicit
+		}
 		st.ownSession = true
 	}
 
@@ -248,6 +311,9 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	}
 
 	res := Result{Reply: reply, Server: st.server, OperationID: st.opID, Pin: st.pin}
+	if err == nil {
+		res.ReplyBuffer = st.replyBuffer
+	}
 	if st.ownSession {
 		// Kept too when the error came with a server reply (a write
 		// concern error carries a bulkWrite's results cursor); the caller
@@ -331,14 +397,23 @@ func (e *Executor) selectServer(ctx context.Context, op *Operation, st *opState)
 		}
 	} else if op.Flags.Has(Write) {
 		sel = topology.WriteSelector()
+	} else if op.ReadPref == nil {
+		sel = e.primaryReads()
 	} else {
-		rp := readpref.ReadPref{Mode: readpref.Primary}
-		if op.ReadPref != nil {
-			rp = *op.ReadPref
-		}
-		sel = topology.ReadPrefSelector(rp, e.Topology.Options().HeartbeatInterval)
+		sel = topology.ReadPrefSelector(*op.ReadPref, e.Topology.Options().HeartbeatInterval)
 	}
 	return e.Topology.SelectServer(ctx, sel, st.deprioritized)
+}
+
+// primaryReads is the selector of reads with the default read preference,
+// made once rather than boxed per operation.
+func (e *Executor) primaryReads() topology.Selector {
+	if s := e.primarySel.Load(); s != nil {
+		return *s
+	}
+	s := topology.ReadPrefSelector(readpref.ReadPref{Mode: readpref.Primary}, e.Topology.Options().HeartbeatInterval)
+	e.primarySel.Store(&s)
+	return s
 }
 
 // attempt runs the command once on srv: get a connection, check it can
@@ -377,7 +452,7 @@ func (e *Executor) attempt(ctx context.Context, op *Operation, st *opState, srv 
 	if err != nil {
 		return nil, err
 	}
-	return e.roundTrip(ctx, op, st, srv, c, cd, ss)
+	return e.roundTrip(ctx, op, st, srv, sd, c, cd, ss)
 }
 
 // connFor returns the attempt's connection: in load-balanced mode the
@@ -431,8 +506,8 @@ func (e *Executor) attachSession(op *Operation, st *opState, srv *topology.Serve
 		}
 	}
 	if ss != nil && st.inTxn {
-		n := st.sess.TxnNumber(ss)
-		st.txnNumber = &n
+		st.txn = st.sess.TxnNumber(ss)
+		st.txnNumber = &st.txn
 		if !op.Flags.Has(TxnCommand) && st.sess.Txn.Pinned == "" && (sd.Kind == topology.Mongos || cd.IsMongos()) {
 			// The transaction's first command (or the first after an
 			// unpinning error) pins the session to this mongos.
@@ -440,17 +515,18 @@ func (e *Executor) attachSession(op *Operation, st *opState, srv *topology.Serve
 		}
 	} else if ss != nil && st.txnNumber == nil && op.Flags.Has(RetryableWrite) && e.RetryWrites &&
 		supportsRetryableWrites(sd, cd) {
-		n := ss.NextTxnNumber()
-		st.txnNumber = &n
+		st.txn = ss.NextTxnNumber()
+		st.txnNumber = &st.txn
 	}
 	return ss, nil
 }
 
 // roundTrip assembles and encodes the command, publishes started, sends
-// it on c and publishes succeeded or failed.
-func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, srv *topology.Server, c *conn.Conn, cd conn.Description, ss *session.Server) (bson.Raw, error) {
-	cmd := e.assemble(op, st, srv, cd, ss)
-	cmd, err := withMaxTime(ctx, cmd, srv.Description().MinRTT, op.Flags.Has(RunCommand))
+// it on c and publishes succeeded or failed. sd is srv's description as
+// the attempt read it.
+func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, srv *topology.Server, sd topology.ServerDescription, c *conn.Conn, cd conn.Description, ss *session.Server) (bson.Raw, error) {
+	cmd := e.assemble(op, st, sd.Kind, cd, ss)
+	cmd, err := withMaxTime(ctx, cmd, sd.MinRTT, op.Flags.Has(RunCommand))
 	if err != nil {
 		return nil, err
 	}
@@ -463,20 +539,22 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 		return nil, fmt.Errorf("encoding %s command: %w", st.name, err)
 	}
 	*buf = body
-	req := &conn.Request{DB: op.DB, Command: body, Sequences: op.Sequences, MoreToCome: op.Flags.Has(Unacknowledged)}
-	ids := e.identity(st, op, c, ss)
+	h := &st.started
+	*h = startedHook{e: e, ctx: ctx, op: op, st: st, cmd: cmd, ids: e.identity(st, op, c, ss)}
+	req := &conn.Request{DB: op.DB, Command: body, Sequences: op.Sequences, MoreToCome: op.Flags.Has(Unacknowledged), OnSend: h}
 
 	start := time.Now()
 	if ss != nil {
 		ss.LastUse = start
 	}
-	r, err := e.send(ctx, c, req, func(requestID int32) {
-		ids.requestID = requestID
-		st.sent = true
-		st.everSent = true
-		e.publishStarted(ctx, op, st, cmd, ids)
-	})
-	dur := time.Since(start)
+	st.replyBuffer = nil
+	r, err := c.Send(ctx, req)
+	var dur time.Duration // for events only
+	if e.Monitor != nil {
+		dur = time.Since(start)
+	}
+	ids := h.ids
+	h.ctx, h.cmd = nil, nil // the attempt's; not to be kept for the next
 	var reply bson.Raw
 	if r != nil {
 		reply = r.Body
@@ -501,6 +579,9 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 		return reply, err
 	}
 	e.publishSucceeded(ctx, st, ids, dur, reply)
+	if r != nil && (e.Monitor == nil || e.Monitor.CommandSucceeded == nil) {
+		st.replyBuffer = r.Buffer
+	}
 	return reply, nil
 }
 
@@ -531,13 +612,6 @@ func putCommandBuffer(b *[]byte) {
 	if cap(*b) <= 64<<10 { // a huge command's buffer is left to the GC
 		commandBuffers.Put(b)
 	}
-}
-
-// send sends req on c; started runs with the wire request id just before
-// the message is written.
-func (e *Executor) send(ctx context.Context, c *conn.Conn, req *conn.Request, started func(requestID int32)) (*conn.Reply, error) {
-	req.OnSend = started
-	return c.Send(ctx, req)
 }
 
 // poolClosed is the error of a check-out that found srv's pool closed:
@@ -587,9 +661,15 @@ func supportsRetryableWrites(sd topology.ServerDescription, cd conn.Description)
 }
 
 // assemble builds the command sent: the operation's fields, then lsid,
-// txnNumber, $clusterTime and $readPreference.
-func (e *Executor) assemble(op *Operation, st *opState, srv *topology.Server, cd conn.Description, ss *session.Server) bson.D {
-	cmd := make(bson.D, 0, len(op.Command)+8)
+// txnNumber, $clusterTime and $readPreference. sk is the kind of the
+// server it goes to.
+func (e *Executor) assemble(op *Operation, st *opState, sk topology.ServerKind, cd conn.Description, ss *session.Server) bson.D {
+	var cmd bson.D
+	if n := len(op.Command) + 8; n <= len(st.cmdBuf) {
+		cmd = st.cmdBuf[:0]
+	} else {
+		cmd = make(bson.D, 0, n)
+	}
 	if st.inTxn && ss != nil {
 		cmd = e.appendTxnCommand(cmd, op, st, ss)
 	} else {
@@ -601,16 +681,16 @@ func (e *Executor) assemble(op *Operation, st *opState, srv *topology.Server, cd
 			cmd = withSnapshotReadConcern(cmd, st.sess)
 		}
 		if ss != nil {
-			cmd = append(cmd, bson.E{Key: "lsid", Value: ss.ID})
+			cmd = append(cmd, bson.E{Key: "lsid", Value: ss.IDValue()})
 			if st.txnNumber != nil {
 				cmd = append(cmd, bson.E{Key: "txnNumber", Value: *st.txnNumber})
 			}
 		}
 	}
-	if ct := e.clusterTimeFor(st.sess); ct != nil {
+	if ct := e.clusterTimeValue(st.sess); ct != nil {
 		cmd = append(cmd, bson.E{Key: "$clusterTime", Value: ct})
 	}
-	if rp := readPrefFor(op, st.stageReadPref, e.Topology.Description().Kind, srv.Description().Kind, cd); rp != nil {
+	if rp := readPrefFor(op, st.stageReadPref, e.Topology, sk, cd); rp != nil {
 		cmd = append(cmd, bson.E{Key: "$readPreference", Value: rp})
 	}
 	return cmd
@@ -621,7 +701,7 @@ func (e *Executor) assemble(op *Operation, st *opState, srv *topology.Server, cd
 // with a write stage whose server was selected by its read preference
 // (stageReadPref); nor do operations pinned to a server without an
 // explicit read preference (getMore, killCursors).
-func readPrefFor(op *Operation, stageReadPref bool, tk topology.TopologyKind, sk topology.ServerKind, cd conn.Description) bson.D {
+func readPrefFor(op *Operation, stageReadPref bool, topo *topology.Topology, sk topology.ServerKind, cd conn.Description) bson.D {
 	if (op.Flags.Has(Write) && !stageReadPref) || (op.Server != nil && op.ReadPref == nil) {
 		return nil
 	}
@@ -639,7 +719,7 @@ func readPrefFor(op *Operation, stageReadPref bool, tk topology.TopologyKind, sk
 		return readPrefDoc(rp)
 	case sk == topology.Standalone:
 		return nil
-	case tk == topology.Single:
+	case topo.Kind() == topology.Single: // read only here: writes never get this far
 		// A direct connection to a replica-set member: make any member
 		// accept the read.
 		if rp.Mode == readpref.Primary {
@@ -707,16 +787,27 @@ func readPrefDoc(rp readpref.ReadPref) bson.D {
 	return d
 }
 
-// clusterTimeFor is the $clusterTime to send: the later of the client's and
-// the session's.
-func (e *Executor) clusterTimeFor(sess *session.Client) bson.Raw {
+// clusterTimeValue is the $clusterTime to send, the later of the client's
+// and the session's, as a bson.E value: nil if there is none. The client's
+// is boxed once when it changes, not once per command.
+func (e *Executor) clusterTimeValue(sess *session.Client) any {
 	e.clockMu.Lock()
-	ct := e.clusterTime
+	ct, boxed := e.clusterTime, e.clusterTimeBoxed
 	e.clockMu.Unlock()
 	if sess != nil {
-		ct = session.MaxClusterTime(ct, sess.ClusterTime())
+		if sct := session.MaxClusterTime(ct, sess.ClusterTime()); !sameBytes(sct, ct) {
+			return sct
+		}
 	}
-	return ct
+	if ct == nil {
+		return nil
+	}
+	return boxed
+}
+
+// sameBytes reports whether a and b are the same slice (not merely equal).
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // advanceClusterTime records the reply's $clusterTime in the client and the
@@ -737,7 +828,9 @@ func (e *Executor) advanceClusterTime(sess *session.Client, reply bson.Raw) {
 	} else {
 		// Copied so as not to pin the whole reply.
 		doc = append(bson.Raw(nil), doc...)
-		e.clusterTime = session.MaxClusterTime(e.clusterTime, doc)
+		if ct := session.MaxClusterTime(e.clusterTime, doc); !sameBytes(ct, e.clusterTime) {
+			e.clusterTime, e.clusterTimeBoxed = ct, ct
+		}
 	}
 	e.clockMu.Unlock()
 	if sess != nil {

@@ -297,9 +297,12 @@ func (p *Pool) Stats() Stats {
 // *mongoerr.NetworkError, a command error from the handshake, an
 // authentication error).
 func (p *Pool) CheckOut(ctx context.Context) (*conn.Conn, error) {
-	start := p.now()
 	p.mu.Lock()
+	// The clock is read only when a duration is reported: to a listener,
+	// or for a check-out that has to wait (below).
+	var start time.Time
 	if p.listening() {
+		start = p.now()
 		p.publish(&event.PoolEvent{Type: event.ConnectionCheckOutStarted})
 	}
 	// Fast path: nobody is queued ahead and an idle connection is at hand,
@@ -315,6 +318,9 @@ func (p *Pool) CheckOut(ctx context.Context) (*conn.Conn, error) {
 			p.unlock()
 			return m.c, nil
 		}
+	}
+	if start.IsZero() {
+		start = p.now()
 	}
 	w := &waiter{start: start, ready: make(chan struct{})}
 	switch {
@@ -576,58 +582,71 @@ func (p *Pool) dial(ctx context.Context, m *member) {
 			p.resolveLocked(w, nil, p.clearedErrLocked())
 		}
 	case err == nil:
-		p.establishSucceededLocked()
-		m.c = c
-		if p.opts.LoadBalanced {
-			// The handshake named the service: the connection belongs to
-			// its current generation.
-			if sid := c.ServiceID(); sid != nil {
-				m.sid = *sid
-			}
-			m.gen = p.svcGen[m.sid]
-		}
-		c.SetGeneration(m.gen)
-		if p.opts.LoadBalanced {
-			d := c.Description()
-			p.lastHello = &d
-		}
-		p.conns[c] = m
-		p.publish(&event.PoolEvent{Type: event.ConnectionReady, ConnectionID: m.id, Duration: p.now().Sub(m.created)})
-		if w != nil {
-			p.resolveLocked(w, m, nil)
-		} else {
-			m.state = connIdle
-			m.idleSince = p.now()
-			p.idle = append(p.idle, m)
-		}
+		p.readyLocked(m, c, w)
 	default:
-		m.state = connClosed
-		if m.gen == p.generation {
-			p.establishFailedLocked(err)
-		}
-		reason, fail := event.ReasonError, err
-		switch {
-		case p.state == stateClosed:
-			reason, fail = event.ReasonPoolClosed, ErrPoolClosed
-		case m.gen != p.generation:
-			// Interrupted by a clear, or failed after one.
-			reason, fail = event.ReasonStale, p.clearedErrLocked()
-		case p.opts.EstablishError != nil:
-			// SDAM sees the error before the connection is reported
-			// closed, so the pool is cleared first (CMAP/SDAM event
-			// order); a check-out's caller that reports it again is
-			// ignored, its connection's generation being older.
-			p.mu.Unlock()
-			p.opts.EstablishError(err, m.gen)
-			p.mu.Lock()
-		}
-		p.publish(&event.PoolEvent{Type: event.ConnectionClosed, ConnectionID: m.id, Reason: reason, Error: err})
-		if w != nil && !w.done {
-			p.resolveLocked(w, nil, fail)
-		}
+		p.dialFailedLocked(m, w, err)
 	}
 	p.serveLocked()
 	p.unlock()
+}
+
+// readyLocked adds m, whose connection c was just established, to the
+// pool: to waiter w if there is one, else to the idle connections.
+func (p *Pool) readyLocked(m *member, c *conn.Conn, w *waiter) {
+	p.establishSucceededLocked()
+	m.c = c
+	if p.opts.LoadBalanced {
+		// The handshake named the service: the connection belongs to
+		// its current generation.
+		if sid := c.ServiceID(); sid != nil {
+			m.sid = *sid
+		}
+		m.gen = p.svcGen[m.sid]
+	}
+	c.SetGeneration(m.gen)
+	if p.opts.LoadBalanced {
+		d := c.Description()
+		p.lastHello = &d
+	}
+	p.conns[c] = m
+	p.publish(&event.PoolEvent{Type: event.ConnectionReady, ConnectionID: m.id, Duration: p.now().Sub(m.created)})
+	if w != nil {
+		p.resolveLocked(w, m, nil)
+	} else {
+		m.state = connIdle
+		m.idleSince = p.now()
+		p.idle = append(p.idle, m)
+	}
+}
+
+// dialFailedLocked reports m's failed establishment: to the establishment
+// backoff, to SDAM (EstablishError, called with the lock released), in a
+// ConnectionClosed event, and to waiter w.
+func (p *Pool) dialFailedLocked(m *member, w *waiter, err error) {
+	m.state = connClosed
+	if m.gen == p.generation {
+		p.establishFailedLocked(err)
+	}
+	reason, fail := event.ReasonError, err
+	switch {
+	case p.state == stateClosed:
+		reason, fail = event.ReasonPoolClosed, ErrPoolClosed
+	case m.gen != p.generation:
+		// Interrupted by a clear, or failed after one.
+		reason, fail = event.ReasonStale, p.clearedErrLocked()
+	case p.opts.EstablishError != nil:
+		// SDAM sees the error before the connection is reported
+		// closed, so the pool is cleared first (CMAP/SDAM event
+		// order); a check-out's caller that reports it again is
+		// ignored, its connection's generation being older.
+		p.mu.Unlock()
+		p.opts.EstablishError(err, m.gen)
+		p.mu.Lock()
+	}
+	p.publish(&event.PoolEvent{Type: event.ConnectionClosed, ConnectionID: m.id, Reason: reason, Error: err})
+	if w != nil && !w.done {
+		p.resolveLocked(w, nil, fail)
+	}
 }
 
 // CheckIn returns a connection checked out of this pool. A closed or stale

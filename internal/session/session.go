@@ -25,6 +25,16 @@ type Server struct {
 	Dirty     bool      // saw a network error: never pooled again
 
 	epoch uint64 // pool epoch it was created in; see Pool.Clear
+	idv   any    // ID boxed once, for commands (IDValue)
+}
+
+// IDValue is ID as the value of a command's lsid element, boxed once per
+// server session rather than once per command.
+func (s *Server) IDValue() any {
+	if s.idv == nil {
+		s.idv = s.ID
+	}
+	return s.idv
 }
 
 // NextTxnNumber increments the transaction number and returns it. Retryable
@@ -195,10 +205,11 @@ type Client struct {
 	snapshotTime    bson.Timestamp
 	hasSnapshotTime bool
 
-	pool        *Pool
-	pendingTxns int64    // transactions started before a server session was acquired
-	lastTimeout *int64   // logicalSessionTimeoutMinutes seen at the last Acquire
-	clusterTime bson.Raw // highest $clusterTime seen with this session
+	pool         *Pool
+	pendingTxns  int64    // transactions started before a server session was acquired
+	lastTimeout  *int64   // logicalSessionTimeoutMinutes seen at the last Acquire
+	lastTimeoutV int64    // what lastTimeout points to
+	clusterTime  bson.Raw // highest $clusterTime seen with this session
 
 	operationTime bson.Timestamp // latest operationTime of a reply
 	hasOpTime     bool
@@ -229,7 +240,15 @@ func (c *Client) Unpin() {
 // NewClient starts a client session backed by p. No server session is
 // taken from the pool until Acquire.
 func NewClient(p *Pool, implicit bool) *Client {
-	return &Client{pool: p, Implicit: implicit}
+	c := new(Client)
+	InitClient(c, p, implicit)
+	return c
+}
+
+// InitClient makes *c a new client session backed by p, as NewClient does,
+// in storage the caller provides.
+func InitClient(c *Client, p *Pool, implicit bool) {
+	*c = Client{pool: p, Implicit: implicit}
 }
 
 // Acquire returns the session's server session, taking one from the pool
@@ -240,8 +259,8 @@ func (c *Client) Acquire(timeoutMinutes *int64) (*Server, error) {
 		return nil, mongoerr.ErrSessionEnded
 	}
 	if timeoutMinutes != nil {
-		t := *timeoutMinutes
-		c.lastTimeout = &t
+		c.lastTimeoutV = *timeoutMinutes
+		c.lastTimeout = &c.lastTimeoutV
 	}
 	if c.Server == nil {
 		c.Server = c.pool.Get(timeoutMinutes)
@@ -305,6 +324,9 @@ func (c *Client) AdvanceClusterTime(ct bson.Raw) {
 // by their clusterTime timestamps; either may be nil. A document without a
 // readable timestamp never wins.
 func MaxClusterTime(a, b bson.Raw) bson.Raw {
+	if len(b) == 0 || len(a) == len(b) && &a[0] == &b[0] {
+		return a // b cannot win: spare the parsing
+	}
 	ta, okA := clusterTimestamp(a)
 	tb, okB := clusterTimestamp(b)
 	switch {

@@ -207,80 +207,12 @@ func (m *monitor) connectTimeout() time.Duration { return m.opts.DialTimeout }
 // cancelled it meanwhile.
 // restart reports that restartStream cancelled it.
 func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
-	// A request made before this check starts is satisfied by it.
-	select {
-	case <-m.wake:
-	default:
-	}
-	select {
-	case <-m.rediscover:
-	default:
-	}
-	m.mu.Lock()
-	m.cancelled, m.restart = false, false
-	c := m.conn
-	if m.reconnect && c != nil && m.stream {
-		// A streaming connection cannot send a plain hello while a reply
-		// is pending: check with a new connection's handshake.
-		_ = c.Close()
-		m.conn, c = nil, nil
-	}
-	m.reconnect = false
-	fresh := c == nil || c.Closed()
-	// A check is awaited when the server may hold it until its state
-	// changes: reading a streamed reply or starting a stream. It is marked
-	// so under the same lock that consumed reconnect, so a state-change
-	// error arriving from here on finds it awaiting and closes its
-	// connection (restartStream), instead of being noted for a next check
-	// that this one would hold back for up to the heartbeat interval.
-	awaited := !fresh && (c.Streaming() || (m.stream && m.lastTV != nil))
-	m.awaiting = awaited
-	m.mu.Unlock()
-
+	c, fresh, awaited := m.beginCheck()
 	addr := m.s.addr
 	mon := m.t.o.Monitor
 	mon.PublishServerHeartbeatStarted(&event.ServerHeartbeatStartedEvent{Address: addr, Awaited: awaited})
-	timeout := m.connectTimeout()
 	start := time.Now()
-	var (
-		reply bson.Raw
-		hs    *conn.Description // the handshake's reply, already parsed
-		err   error
-	)
-	switch {
-	case fresh:
-		ctx, cancel := withTimeout(m.ctx, timeout)
-		c, err = conn.Dial(ctx, addr, m.opts)
-		cancel()
-		if err == nil {
-			m.mu.Lock()
-			if m.cancelled || m.ctx.Err() != nil {
-				_ = c.Close()
-				err = &mongoerr.NetworkError{Addr: addr, Op: "dial", Err: context.Canceled}
-			} else {
-				m.conn = c
-			}
-			m.mu.Unlock()
-			d := c.Description()
-			hs, reply = &d, d.Raw
-			m.rtt.add(c.HandshakeRTT())
-		}
-	case awaited:
-		// The server may wait up to maxAwaitTimeMS (the heartbeat
-		// interval) before it replies.
-		if timeout > 0 {
-			timeout += m.t.o.HeartbeatInterval
-		}
-		reply, err = m.awaitHello(c, timeout)
-		m.mu.Lock()
-		m.awaiting = false
-		m.mu.Unlock()
-	default:
-		reply, err = m.hello(c, timeout)
-		if err == nil {
-			m.rtt.add(time.Since(start))
-		}
-	}
+	reply, hs, err := m.exchange(c, fresh, awaited, start)
 	duration := time.Since(start)
 	if err != nil {
 		m.mu.Lock()
@@ -308,6 +240,92 @@ func (m *monitor) check() (sd ServerDescription, cancelled, restart bool) {
 	}
 	mon.PublishServerHeartbeatSucceeded(&event.ServerHeartbeatSucceededEvent{Address: addr, Duration: duration, Reply: reply, Awaited: awaited})
 	return sd, false, false
+}
+
+// beginCheck consumes the requests this check satisfies and decides how
+// it runs: on connection c, on a new connection (fresh), or by waiting
+// for a streamed or awaitable reply (awaited).
+func (m *monitor) beginCheck() (c *conn.Conn, fresh, awaited bool) {
+	// A request made before this check starts is satisfied by it.
+	select {
+	case <-m.wake:
+	default:
+	}
+	select {
+	case <-m.rediscover:
+	default:
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cancelled, m.restart = false, false
+	c = m.conn
+	if m.reconnect && c != nil && m.stream {
+		// A streaming connection cannot send a plain hello while a reply
+		// is pending: check with a new connection's handshake.
+		_ = c.Close()
+		m.conn, c = nil, nil
+	}
+	m.reconnect = false
+	fresh = c == nil || c.Closed()
+	// A check is awaited when the server may hold it until its state
+	// changes: reading a streamed reply or starting a stream. It is marked
+	// so under the same lock that consumed reconnect, so a state-change
+	// error arriving from here on finds it awaiting and closes its
+	// connection (restartStream), instead of being noted for a next check
+	// that this one would hold back for up to the heartbeat interval.
+	awaited = !fresh && (c.Streaming() || (m.stream && m.lastTV != nil))
+	m.awaiting = awaited
+	return c, fresh, awaited
+}
+
+// exchange gets the check's hello reply: from a new connection's
+// handshake (hs, already parsed), from the stream, or from a hello on c.
+// It feeds the RTT samples a check may take.
+func (m *monitor) exchange(c *conn.Conn, fresh, awaited bool, start time.Time) (reply bson.Raw, hs *conn.Description, err error) {
+	timeout := m.connectTimeout()
+	switch {
+	case fresh:
+		return m.dialCheck(timeout)
+	case awaited:
+		// The server may wait up to maxAwaitTimeMS (the heartbeat
+		// interval) before it replies.
+		if timeout > 0 {
+			timeout += m.t.o.HeartbeatInterval
+		}
+		reply, err = m.awaitHello(c, timeout)
+		m.mu.Lock()
+		m.awaiting = false
+		m.mu.Unlock()
+		return reply, nil, err
+	default:
+		reply, err = m.hello(c, timeout)
+		if err == nil {
+			m.rtt.add(time.Since(start))
+		}
+		return reply, nil, err
+	}
+}
+
+// dialCheck opens the monitoring connection; its handshake is the check.
+func (m *monitor) dialCheck(timeout time.Duration) (bson.Raw, *conn.Description, error) {
+	addr := m.s.addr
+	ctx, cancel := withTimeout(m.ctx, timeout)
+	c, err := conn.Dial(ctx, addr, m.opts)
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	m.mu.Lock()
+	if m.cancelled || m.ctx.Err() != nil {
+		_ = c.Close()
+		err = &mongoerr.NetworkError{Addr: addr, Op: "dial", Err: context.Canceled}
+	} else {
+		m.conn = c
+	}
+	m.mu.Unlock()
+	d := c.Description()
+	m.rtt.add(c.HandshakeRTT())
+	return d.Raw, &d, err
 }
 
 func (m *monitor) helloName() string {

@@ -311,6 +311,14 @@ func (t *Topology) Description() Description {
 	return t.desc
 }
 
+// Kind is the topology's current kind: Description().Kind without copying
+// the description.
+func (t *Topology) Kind() TopologyKind {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.desc.Kind
+}
+
 // RequestImmediateCheck asks every monitor to check its server now (no
 // sooner than MinHeartbeatInterval after its previous check).
 func (t *Topology) RequestImmediateCheck() {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -76,6 +77,14 @@ func serveChild() bool {
 		}
 		defer stop()
 	}
+	if path := os.Getenv(serveMutexProfileEnv); path != "" {
+		runtime.SetMutexProfileFraction(1)
+		defer writeProfile("mutex", path)
+	}
+	if path := os.Getenv(serveBlockProfileEnv); path != "" {
+		runtime.SetBlockProfileRate(int(time.Microsecond))
+		defer writeProfile("block", path)
+	}
 	fmt.Println(uri)
 	// Each line on stdin asks for the process's CPU time so far, which
 	// BenchmarkSimServer reads as the server's cost.
@@ -91,6 +100,28 @@ func serveChild() bool {
 // when it exits: go test -bench SimServer with
 // CLIENTBENCH_SERVE_CPUPROFILE=/tmp/server.pprof profiles mongosim alone.
 const serveProfileEnv = "CLIENTBENCH_SERVE_CPUPROFILE"
+
+// serveMutexProfileEnv and serveBlockProfileEnv name files the server
+// child writes its mutex contention and blocking profiles to when it exits
+// (every contention event; blocking of 1µs and more): where 32 concurrent
+// operations wait inside mongosim.
+const (
+	serveMutexProfileEnv = "CLIENTBENCH_SERVE_MUTEXPROFILE"
+	serveBlockProfileEnv = "CLIENTBENCH_SERVE_BLOCKPROFILE"
+)
+
+func writeProfile(name, path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup(name).WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "clientbench server:", err)
+	}
+}
 
 func startCPUProfile(path string) (stop func(), err error) {
 	f, err := os.Create(path)

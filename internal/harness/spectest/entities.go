@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -448,20 +449,10 @@ func buildURI(base string, entity map[string]string, defaults string) (string, e
 	if err != nil {
 		return "", fmt.Errorf("runner URI options: %w", err)
 	}
-	keys := make([]string, 0, len(q))
-	for k := range q {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(q)) {
 		set(k, q.Get(k), true)
 	}
-	ekeys := make([]string, 0, len(entity))
-	for k := range entity {
-		ekeys = append(ekeys, k)
-	}
-	sort.Strings(ekeys)
-	for _, k := range ekeys {
+	for _, k := range slices.Sorted(maps.Keys(entity)) {
 		set(k, entity[k], true)
 	}
 	if defaults != "" {
@@ -469,12 +460,7 @@ func buildURI(base string, entity map[string]string, defaults string) (string, e
 		if err != nil {
 			return "", fmt.Errorf("SPEC_CLIENT_DEFAULTS: %w", err)
 		}
-		dkeys := make([]string, 0, len(dq))
-		for k := range dq {
-			dkeys = append(dkeys, k)
-		}
-		sort.Strings(dkeys)
-		for _, k := range dkeys {
+		for _, k := range slices.Sorted(maps.Keys(dq)) {
 			set(k, dq.Get(k), false)
 		}
 	}

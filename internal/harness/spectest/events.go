@@ -121,24 +121,38 @@ type monitorState struct {
 	ignored map[int32]bool
 }
 
+// skip reports a command event r does not record: an ignored or sensitive
+// command's. The started event decides for the succeeded or failed event
+// of the same request (whose reply may not show the command sensitive).
+func (st *monitorState) skip(r *recorder, reqID int32, name string, body bson.Raw, started bool) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if started {
+		if r.ignored(name) || r.sensitive(name, body) {
+			st.ignored[reqID] = true
+			return true
+		}
+		return false
+	}
+	if st.ignored[reqID] {
+		delete(st.ignored, reqID)
+		return true
+	}
+	return r.ignored(name) || (body != nil && r.sensitive(name, body))
+}
+
+// heartbeat is an observed heartbeat event.
+func heartbeat(name string, awaited bool) *observed {
+	o := &observed{name: name}
+	o.heartbeat.awaited = awaited
+	return o
+}
+
 // monitor returns the event.Monitor a client entity is created with.
 func (r *recorder) monitor() *event.Monitor {
 	st := &monitorState{ignored: map[int32]bool{}}
 	skip := func(reqID int32, name string, body bson.Raw, started bool) bool {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		if started {
-			if r.ignored(name) || r.sensitive(name, body) {
-				st.ignored[reqID] = true
-				return true
-			}
-			return false
-		}
-		if st.ignored[reqID] {
-			delete(st.ignored, reqID)
-			return true
-		}
-		return r.ignored(name) || (body != nil && r.sensitive(name, body))
+		return st.skip(r, reqID, name, body, started)
 	}
 	return &event.Monitor{
 		CommandStarted: func(_ context.Context, e *event.CommandStartedEvent) {
@@ -176,23 +190,13 @@ func (r *recorder) monitor() *event.Monitor {
 		TopologyDescriptionChanged: func(e *event.TopologyDescriptionChangedEvent) {
 			r.add(&observed{name: "topologyDescriptionChangedEvent", topology: e})
 		},
-		ServerHeartbeatStarted: func(e *event.ServerHeartbeatStartedEvent) {
-			o := &observed{name: "serverHeartbeatStartedEvent"}
-			o.heartbeat.awaited = e.Awaited
-			r.add(o)
-		},
+		ServerHeartbeatStarted: func(e *event.ServerHeartbeatStartedEvent) { r.add(heartbeat("serverHeartbeatStartedEvent", e.Awaited)) },
 		ServerHeartbeatSucceeded: func(e *event.ServerHeartbeatSucceededEvent) {
-			o := &observed{name: "serverHeartbeatSucceededEvent"}
-			o.heartbeat.awaited = e.Awaited
-			r.add(o)
+			r.add(heartbeat("serverHeartbeatSucceededEvent", e.Awaited))
 		},
-		ServerHeartbeatFailed: func(e *event.ServerHeartbeatFailedEvent) {
-			o := &observed{name: "serverHeartbeatFailedEvent"}
-			o.heartbeat.awaited = e.Awaited
-			r.add(o)
-		},
-		TopologyOpening: func(*event.TopologyOpeningEvent) { r.add(&observed{name: "topologyOpeningEvent"}) },
-		TopologyClosed:  func(*event.TopologyClosedEvent) { r.add(&observed{name: "topologyClosedEvent"}) },
+		ServerHeartbeatFailed: func(e *event.ServerHeartbeatFailedEvent) { r.add(heartbeat("serverHeartbeatFailedEvent", e.Awaited)) },
+		TopologyOpening:       func(*event.TopologyOpeningEvent) { r.add(&observed{name: "topologyOpeningEvent"}) },
+		TopologyClosed:        func(*event.TopologyClosedEvent) { r.add(&observed{name: "topologyClosedEvent"}) },
 	}
 }
 

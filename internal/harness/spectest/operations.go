@@ -211,6 +211,21 @@ func (tr *testRun) runOperationInto(ctx context.Context, op bson.Raw, driverErr 
 	if object == "testRunner" {
 		return tr.special(ctx, name, a)
 	}
+	res, err := tr.runEntityOperation(ctx, object, name, a)
+	*driverErr = err
+	if a.sess != nil {
+		a.sess.id()
+	}
+	var re *runnerError
+	var ue *unsupportedError
+	if errors.As(err, &re) || errors.As(err, &ue) {
+		return err
+	}
+	return tr.checkExpectations(op, res, err)
+}
+
+// runEntityOperation runs an entity operation under its timeoutMS.
+func (tr *testRun) runEntityOperation(ctx context.Context, object, name string, a *args) (opResult, error) {
 	// A safety net against a hung operation, without a context deadline:
 	// a deadline would be the operation's timeout (sent as maxTimeMS).
 	octx, cancel := context.WithCancel(ctx)
@@ -221,16 +236,13 @@ func (tr *testRun) runOperationInto(ctx context.Context, op bson.Raw, driverErr 
 		n, _ := asInt(v)
 		octx = sturdy.WithTimeout(octx, time.Duration(n)*time.Millisecond)
 	}
-	res, err := tr.dispatch(octx, object, name, a)
-	*driverErr = err
-	if a.sess != nil {
-		a.sess.id()
-	}
-	var re *runnerError
-	var ue *unsupportedError
-	if errors.As(err, &re) || errors.As(err, &ue) {
-		return err
-	}
+	return tr.dispatch(octx, object, name, a)
+}
+
+// checkExpectations checks what operation op returned (res or err) against its
+// expectError or expectResult, and saves the result as saveResultAsEntity
+// says.
+func (tr *testRun) checkExpectations(op bson.Raw, res opResult, err error) error {
 	if ignore, _ := op.Lookup("ignoreResultAndError").BooleanOK(); ignore {
 		return nil
 	}
@@ -255,17 +267,20 @@ func (tr *testRun) runOperationInto(ctx context.Context, op bson.Raw, driverErr 
 		}
 	}
 	if save, ok := op.Lookup("saveResultAsEntity").StringValueOK(); ok {
-		if res.entity != nil {
-			return tr.entities.add(save, res.entity)
-		}
-		if res.v.Type == 0 {
-			return fmt.Errorf("saveResultAsEntity %s: the operation returned no result", save)
-		}
-		if err := tr.entities.add(save, res.v); err != nil {
-			return err
-		}
+		return tr.saveResult(save, res)
 	}
 	return nil
+}
+
+// saveResult saves an operation's result as entity id.
+func (tr *testRun) saveResult(id string, res opResult) error {
+	if res.entity != nil {
+		return tr.entities.add(id, res.entity)
+	}
+	if res.v.Type == 0 {
+		return fmt.Errorf("saveResultAsEntity %s: the operation returned no result", id)
+	}
+	return tr.entities.add(id, res.v)
 }
 
 // dispatch runs an entity operation.
@@ -666,54 +681,93 @@ func writeModel(a *args, rv bson.RawValue, namespaced bool) (sturdy.WriteModel, 
 	if err != nil {
 		return nil, "", err
 	}
-	var model sturdy.WriteModel
-	switch kind {
-	case "insertOne":
-		doc, err := m.doc("document")
-		if err != nil {
-			return nil, "", err
-		}
-		model = &sturdy.InsertOneModel{Document: doc}
-	case "updateOne", "updateMany":
-		f, err := m.filter()
-		if err != nil {
-			return nil, "", err
-		}
-		afs, err := m.arrayFilters()
-		if err != nil {
-			return nil, "", err
-		}
-		if kind == "updateOne" {
-			model = &sturdy.UpdateOneModel{Filter: f, Update: m.any("update"), Upsert: m.boolean("upsert"), ArrayFilters: afs,
-				Collation: coll, Hint: m.any("hint"), Sort: m.any("sort")}
-		} else {
-			model = &sturdy.UpdateManyModel{Filter: f, Update: m.any("update"), Upsert: m.boolean("upsert"), ArrayFilters: afs,
-				Collation: coll, Hint: m.any("hint")}
-		}
-	case "replaceOne":
-		f, err := m.filter()
-		if err != nil {
-			return nil, "", err
-		}
-		model = &sturdy.ReplaceOneModel{Filter: f, Replacement: m.any("replacement"), Upsert: m.boolean("upsert"),
-			Collation: coll, Hint: m.any("hint"), Sort: m.any("sort")}
-	case "deleteOne", "deleteMany":
-		f, err := m.filter()
-		if err != nil {
-			return nil, "", err
-		}
-		if kind == "deleteOne" {
-			model = &sturdy.DeleteOneModel{Filter: f, Collation: coll, Hint: m.any("hint")}
-		} else {
-			model = &sturdy.DeleteManyModel{Filter: f, Collation: coll, Hint: m.any("hint")}
-		}
-	default:
+	build, ok := writeModelBuilders[kind]
+	if !ok {
 		return nil, "", &runnerError{fmt.Errorf("unknown write model %q", kind)}
+	}
+	model, err := build(m, coll)
+	if err != nil {
+		return nil, "", err
 	}
 	if err := m.check(); err != nil {
 		return nil, "", err
 	}
 	return model, ns, nil
+}
+
+// writeModelBuilders build the write model of each kind of request from
+// its fields and collation.
+var writeModelBuilders = map[string]func(m *args, c *sturdy.Collation) (sturdy.WriteModel, error){
+	"insertOne":  insertOneModel,
+	"updateOne":  updateOneModel,
+	"updateMany": updateManyModel,
+	"replaceOne": replaceOneModel,
+	"deleteOne":  deleteOneModel,
+	"deleteMany": deleteManyModel,
+}
+
+func insertOneModel(m *args, _ *sturdy.Collation) (sturdy.WriteModel, error) {
+	doc, err := m.doc("document")
+	if err != nil {
+		return nil, err
+	}
+	return &sturdy.InsertOneModel{Document: doc}, nil
+}
+
+// updateModelArgs reads the filter and arrayFilters of an update request.
+func updateModelArgs(m *args) (any, []any, error) {
+	f, err := m.filter()
+	if err != nil {
+		return nil, nil, err
+	}
+	afs, err := m.arrayFilters()
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, afs, nil
+}
+
+func updateOneModel(m *args, c *sturdy.Collation) (sturdy.WriteModel, error) {
+	f, afs, err := updateModelArgs(m)
+	if err != nil {
+		return nil, err
+	}
+	return &sturdy.UpdateOneModel{Filter: f, Update: m.any("update"), Upsert: m.boolean("upsert"), ArrayFilters: afs,
+		Collation: c, Hint: m.any("hint"), Sort: m.any("sort")}, nil
+}
+
+func updateManyModel(m *args, c *sturdy.Collation) (sturdy.WriteModel, error) {
+	f, afs, err := updateModelArgs(m)
+	if err != nil {
+		return nil, err
+	}
+	return &sturdy.UpdateManyModel{Filter: f, Update: m.any("update"), Upsert: m.boolean("upsert"), ArrayFilters: afs,
+		Collation: c, Hint: m.any("hint")}, nil
+}
+
+func replaceOneModel(m *args, c *sturdy.Collation) (sturdy.WriteModel, error) {
+	f, err := m.filter()
+	if err != nil {
+		return nil, err
+	}
+	return &sturdy.ReplaceOneModel{Filter: f, Replacement: m.any("replacement"), Upsert: m.boolean("upsert"),
+		Collation: c, Hint: m.any("hint"), Sort: m.any("sort")}, nil
+}
+
+func deleteOneModel(m *args, c *sturdy.Collation) (sturdy.WriteModel, error) {
+	f, err := m.filter()
+	if err != nil {
+		return nil, err
+	}
+	return &sturdy.DeleteOneModel{Filter: f, Collation: c, Hint: m.any("hint")}, nil
+}
+
+func deleteManyModel(m *args, c *sturdy.Collation) (sturdy.WriteModel, error) {
+	f, err := m.filter()
+	if err != nil {
+		return nil, err
+	}
+	return &sturdy.DeleteManyModel{Filter: f, Collation: c, Hint: m.any("hint")}, nil
 }
 
 func entityKind(e any) string {

@@ -552,77 +552,119 @@ func (r *Runner) unmetRequirements(ctx context.Context, v bson.RawValue) string 
 	return "runOnRequirements not met: " + strings.Join(reasons, "; or ")
 }
 
+// unmet says why the server does not meet one runOnRequirement ("" if it
+// does).
 func (r *Runner) unmet(ctx context.Context, req bson.Raw) string {
 	elems, _ := req.Elements()
 	var why []string
 	for _, e := range elems {
-		switch e.Key() {
-		case "minServerVersion":
-			min, _ := parseVersion(e.Value().StringValue())
-			if compareVersion(r.version, min) < 0 {
-				why = append(why, fmt.Sprintf("server %s < minServerVersion %s", r.ServerVersion(), e.Value().StringValue()))
-			}
-		case "maxServerVersion":
-			max, _ := parseVersion(e.Value().StringValue())
-			if compareVersion(r.version, max) > 0 {
-				why = append(why, fmt.Sprintf("server %s > maxServerVersion %s", r.ServerVersion(), e.Value().StringValue()))
-			}
-		case "topologies":
-			arr, _ := e.Value().ArrayOK()
-			vals, _ := arr.Values()
-			var names []string
-			ok := false
-			for _, v := range vals {
-				n := v.StringValue()
-				names = append(names, n)
-				if n == r.topology || (n == "sharded-replicaset" && r.topology == "sharded") {
-					ok = true
-				}
-			}
-			if !ok {
-				why = append(why, fmt.Sprintf("topology %s not in %v", r.topology, names))
-			}
-		case "serverless":
-			switch e.Value().StringValue() {
-			case "require":
-				if !r.cfg.Serverless {
-					why = append(why, "requires Atlas Serverless")
-				}
-			case "forbid":
-				if r.cfg.Serverless {
-					why = append(why, "forbids Atlas Serverless")
-				}
-			}
-		case "auth":
-			if e.Value().Boolean() != r.cfg.Auth {
-				why = append(why, fmt.Sprintf("auth: %v but the deployment has auth %v", e.Value().Boolean(), r.cfg.Auth))
-			}
-		case "authMechanism":
-			if !r.cfg.Auth {
-				why = append(why, "authMechanism "+e.Value().StringValue()+" needs authentication")
-			}
-		case "csfle":
-			if b, ok := e.Value().BooleanOK(); !ok || b {
-				why = append(why, "client-side field level encryption is not supported")
-			}
-		case "serverParameters":
-			d, _ := e.Value().DocumentOK()
-			params, _ := d.Elements()
-			for _, p := range params {
-				got, err := r.serverParameter(ctx, p.Key())
-				if err != nil {
-					why = append(why, fmt.Sprintf("server parameter %s unavailable: %v", p.Key(), err))
-					continue
-				}
-				if !scalarEqual(p.Value(), got) && !(p.Value().Type == got.Type && exactEqual(p.Value(), got)) {
-					why = append(why, fmt.Sprintf("server parameter %s is %s, need %s", p.Key(), shortJSON(got), shortJSON(p.Value())))
-				}
-			}
-		default:
+		check, ok := requirementChecks[e.Key()]
+		if !ok {
 			why = append(why, "unknown requirement "+e.Key())
+			continue
 		}
+		why = append(why, check(r, ctx, e.Value())...)
 	}
 	return strings.Join(why, ", ")
+}
+
+// requirementChecks check the fields of a runOnRequirement: each returns
+// why the deployment does not meet it (nothing if it does).
+var requirementChecks = map[string]func(r *Runner, ctx context.Context, v bson.RawValue) []string{
+	"minServerVersion": (*Runner).checkMinServerVersion,
+	"maxServerVersion": (*Runner).checkMaxServerVersion,
+	"topologies":       (*Runner).checkTopologies,
+	"serverless":       (*Runner).checkServerless,
+	"auth":             (*Runner).checkAuth,
+	"authMechanism":    (*Runner).checkAuthMechanism,
+	"csfle":            (*Runner).checkCSFLE,
+	"serverParameters": (*Runner).checkServerParameters,
+}
+
+func (r *Runner) checkMinServerVersion(_ context.Context, v bson.RawValue) []string {
+	min, _ := parseVersion(v.StringValue())
+	if compareVersion(r.version, min) < 0 {
+		return []string{fmt.Sprintf("server %s < minServerVersion %s", r.ServerVersion(), v.StringValue())}
+	}
+	return nil
+}
+
+func (r *Runner) checkMaxServerVersion(_ context.Context, v bson.RawValue) []string {
+	max, _ := parseVersion(v.StringValue())
+	if compareVersion(r.version, max) > 0 {
+		return []string{fmt.Sprintf("server %s > maxServerVersion %s", r.ServerVersion(), v.StringValue())}
+	}
+	return nil
+}
+
+func (r *Runner) checkTopologies(_ context.Context, v bson.RawValue) []string {
+	arr, _ := v.ArrayOK()
+	vals, _ := arr.Values()
+	var names []string
+	ok := false
+	for _, v := range vals {
+		n := v.StringValue()
+		names = append(names, n)
+		if n == r.topology || (n == "sharded-replicaset" && r.topology == "sharded") {
+			ok = true
+		}
+	}
+	if !ok {
+		return []string{fmt.Sprintf("topology %s not in %v", r.topology, names)}
+	}
+	return nil
+}
+
+func (r *Runner) checkServerless(_ context.Context, v bson.RawValue) []string {
+	switch v.StringValue() {
+	case "require":
+		if !r.cfg.Serverless {
+			return []string{"requires Atlas Serverless"}
+		}
+	case "forbid":
+		if r.cfg.Serverless {
+			return []string{"forbids Atlas Serverless"}
+		}
+	}
+	return nil
+}
+
+func (r *Runner) checkAuth(_ context.Context, v bson.RawValue) []string {
+	if v.Boolean() != r.cfg.Auth {
+		return []string{fmt.Sprintf("auth: %v but the deployment has auth %v", v.Boolean(), r.cfg.Auth)}
+	}
+	return nil
+}
+
+func (r *Runner) checkAuthMechanism(_ context.Context, v bson.RawValue) []string {
+	if !r.cfg.Auth {
+		return []string{"authMechanism " + v.StringValue() + " needs authentication"}
+	}
+	return nil
+}
+
+func (*Runner) checkCSFLE(_ context.Context, v bson.RawValue) []string {
+	if b, ok := v.BooleanOK(); !ok || b {
+		return []string{"client-side field level encryption is not supported"}
+	}
+	return nil
+}
+
+func (r *Runner) checkServerParameters(ctx context.Context, v bson.RawValue) []string {
+	d, _ := v.DocumentOK()
+	params, _ := d.Elements()
+	var why []string
+	for _, p := range params {
+		got, err := r.serverParameter(ctx, p.Key())
+		if err != nil {
+			why = append(why, fmt.Sprintf("server parameter %s unavailable: %v", p.Key(), err))
+			continue
+		}
+		if !scalarEqual(p.Value(), got) && !(p.Value().Type == got.Type && exactEqual(p.Value(), got)) {
+			why = append(why, fmt.Sprintf("server parameter %s is %s, need %s", p.Key(), shortJSON(got), shortJSON(p.Value())))
+		}
+	}
+	return why
 }
 
 func (r *Runner) serverParameter(ctx context.Context, name string) (bson.RawValue, error) {

@@ -451,93 +451,150 @@ var fieldUnsupported = map[string]bool{
 }
 
 func compileOp(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
-	switch op {
-	case "$eq":
-		return p.with(newEqLeaf(arg, ctx.coll)), nil
-	case "$ne":
-		return notNode{p.with(newEqLeaf(arg, ctx.coll))}, nil
-	case "$gt", "$gte", "$lt", "$lte":
-		if _, ok := arg.(bson.Regex); ok {
-			return nil, cmderr.New(cmderr.BadValue, "Can't have RegEx as arg to predicate over field '%s'.", p.path)
-		}
-		return p.with(cmpLeaf{op: cmpOps[op], rhs: arg, coll: ctx.coll}), nil
-	case "$in", "$nin":
-		l, err := newInLeaf(op, arg, ctx.coll)
-		if err != nil {
-			return nil, err
-		}
-		if op == "$nin" {
-			return notNode{p.with(l)}, nil
-		}
-		return p.with(l), nil
-	case "$exists":
-		if truthy(arg) {
-			return p.with(existsLeaf{}), nil
-		}
-		return notNode{p.with(existsLeaf{})}, nil
-	case "$type":
-		l, err := newTypeLeaf(arg)
-		if err != nil {
-			return nil, err
-		}
-		return p.with(l), nil
-	case "$size":
-		n, err := parseSize(arg)
-		if err != nil {
-			return nil, err
-		}
-		return p.withNoExpand(sizeLeaf(n)), nil
-	case "$mod":
-		l, err := newModLeaf(arg)
-		if err != nil {
-			return nil, err
-		}
-		return p.with(l), nil
-	case "$bitsAllSet", "$bitsAnySet", "$bitsAllClear", "$bitsAnyClear":
-		l, err := newBitsLeaf(p.path, op, arg)
-		if err != nil {
-			return nil, err
-		}
-		return p.with(l), nil
-	case "$all":
-		return compileAll(p, arg, ctx)
-	case "$geoWithin", "$within", "$geoIntersects":
-		return compileGeo(p, op, arg, ctx)
-	case "$elemMatch":
-		l, err := newElemMatchLeaf(arg, ctx)
-		if err != nil {
-			return nil, err
-		}
-		return p.withNoExpand(l), nil
-	case "$not":
-		switch x := arg.(type) {
-		case bson.Regex:
-			l, err := newRegexLeaf(x.Pattern, x.Options)
-			if err != nil {
-				return nil, err
-			}
-			return notNode{p.with(l)}, nil
-		case bson.D:
-			if len(x) == 0 {
-				return nil, cmderr.New(cmderr.BadValue, "$not cannot be empty")
-			}
-			if !strings.HasPrefix(x[0].Key, "$") {
-				return nil, cmderr.New(cmderr.BadValue, "unknown operator: %s", x[0].Key)
-			}
-			notCtx := ctx
-			notCtx.notTop = true
-			n, err := compileOps(p, x, notCtx)
-			if err != nil {
-				return nil, err
-			}
-			return notNode{n}, nil
-		}
-		return nil, cmderr.New(cmderr.BadValue, "$not needs a regex or a document")
+	if compile, ok := fieldOps[op]; ok {
+		return compile(p, op, arg, ctx)
 	}
 	if fieldUnsupported[op] {
 		return nil, cmderr.Unsupported("query operator " + op)
 	}
 	return nil, cmderr.New(cmderr.BadValue, "unknown operator: %s", op)
+}
+
+// fieldOpCompiler compiles one operator of a field's predicate,
+// {path: {op: arg}}.
+type fieldOpCompiler func(p pathSpec, op string, arg any, ctx compileCtx) (node, error)
+
+// fieldOps are the field operators; set in init because $not's compiler
+// leads back to compileOp.
+var fieldOps map[string]fieldOpCompiler
+
+func init() {
+	fieldOps = map[string]fieldOpCompiler{
+		"$eq":            compileEqOp,
+		"$ne":            compileNeOp,
+		"$gt":            compileCmpOp,
+		"$gte":           compileCmpOp,
+		"$lt":            compileCmpOp,
+		"$lte":           compileCmpOp,
+		"$in":            compileInOp,
+		"$nin":           compileInOp,
+		"$exists":        compileExistsOp,
+		"$type":          compileTypeOp,
+		"$size":          compileSizeOp,
+		"$mod":           compileModOp,
+		"$bitsAllSet":    compileBitsOp,
+		"$bitsAnySet":    compileBitsOp,
+		"$bitsAllClear":  compileBitsOp,
+		"$bitsAnyClear":  compileBitsOp,
+		"$all":           func(p pathSpec, _ string, arg any, ctx compileCtx) (node, error) { return compileAll(p, arg, ctx) },
+		"$geoWithin":     compileGeo,
+		"$within":        compileGeo,
+		"$geoIntersects": compileGeo,
+		"$elemMatch":     compileElemMatchOp,
+		"$not":           compileNotOp,
+	}
+}
+
+func compileEqOp(p pathSpec, _ string, arg any, ctx compileCtx) (node, error) {
+	return p.with(newEqLeaf(arg, ctx.coll)), nil
+}
+
+func compileNeOp(p pathSpec, _ string, arg any, ctx compileCtx) (node, error) {
+	return notNode{p.with(newEqLeaf(arg, ctx.coll))}, nil
+}
+
+func compileCmpOp(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
+	if _, ok := arg.(bson.Regex); ok {
+		return nil, cmderr.New(cmderr.BadValue, "Can't have RegEx as arg to predicate over field '%s'.", p.path)
+	}
+	return p.with(cmpLeaf{op: cmpOps[op], rhs: arg, coll: ctx.coll}), nil
+}
+
+func compileInOp(p pathSpec, op string, arg any, ctx compileCtx) (node, error) {
+	l, err := newInLeaf(op, arg, ctx.coll)
+	if err != nil {
+		return nil, err
+	}
+	if op == "$nin" {
+		return notNode{p.with(l)}, nil
+	}
+	return p.with(l), nil
+}
+
+func compileExistsOp(p pathSpec, _ string, arg any, _ compileCtx) (node, error) {
+	if truthy(arg) {
+		return p.with(existsLeaf{}), nil
+	}
+	return notNode{p.with(existsLeaf{})}, nil
+}
+
+func compileTypeOp(p pathSpec, _ string, arg any, _ compileCtx) (node, error) {
+	l, err := newTypeLeaf(arg)
+	if err != nil {
+		return nil, err
+	}
+	return p.with(l), nil
+}
+
+// compileSizeOp and compileElemMatchOp look at an array as a whole, not at
+// its elements.
+func compileSizeOp(p pathSpec, _ string, arg any, _ compileCtx) (node, error) {
+	n, err := parseSize(arg)
+	if err != nil {
+		return nil, err
+	}
+	return p.withNoExpand(sizeLeaf(n)), nil
+}
+
+func compileElemMatchOp(p pathSpec, _ string, arg any, ctx compileCtx) (node, error) {
+	l, err := newElemMatchLeaf(arg, ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.withNoExpand(l), nil
+}
+
+func compileModOp(p pathSpec, _ string, arg any, _ compileCtx) (node, error) {
+	l, err := newModLeaf(arg)
+	if err != nil {
+		return nil, err
+	}
+	return p.with(l), nil
+}
+
+func compileBitsOp(p pathSpec, op string, arg any, _ compileCtx) (node, error) {
+	l, err := newBitsLeaf(p.path, op, arg)
+	if err != nil {
+		return nil, err
+	}
+	return p.with(l), nil
+}
+
+// compileNotOp negates a regex or a document of operators.
+func compileNotOp(p pathSpec, _ string, arg any, ctx compileCtx) (node, error) {
+	switch x := arg.(type) {
+	case bson.Regex:
+		l, err := newRegexLeaf(x.Pattern, x.Options)
+		if err != nil {
+			return nil, err
+		}
+		return notNode{p.with(l)}, nil
+	case bson.D:
+		if len(x) == 0 {
+			return nil, cmderr.New(cmderr.BadValue, "$not cannot be empty")
+		}
+		if !strings.HasPrefix(x[0].Key, "$") {
+			return nil, cmderr.New(cmderr.BadValue, "unknown operator: %s", x[0].Key)
+		}
+		notCtx := ctx
+		notCtx.notTop = true
+		n, err := compileOps(p, x, notCtx)
+		if err != nil {
+			return nil, err
+		}
+		return notNode{n}, nil
+	}
+	return nil, cmderr.New(cmderr.BadValue, "$not needs a regex or a document")
 }
 
 func compileAll(p pathSpec, arg any, ctx compileCtx) (node, error) {

@@ -140,82 +140,21 @@ func mergeNodes(x, y *node, path string) (*node, error) {
 	return out, nil
 }
 
+// applyObjectNode applies n's children by field name (or array index) to
+// what the slot holds: nothing, a document, an array or a scalar.
 func (a *applier) applyObjectNode(n *node, s slot) (any, bool, error) {
 	children, err := a.resolveChildren(n, s)
 	if err != nil {
 		return nil, false, err
 	}
 	if !s.exists {
-		var created bson.D
-		for _, c := range children {
-			v, ok, err := a.applyNode(c.node, s.child(c.key))
-			if err != nil {
-				return nil, false, err
-			}
-			if ok {
-				created = append(created, bson.E{Key: c.key, Value: v})
-			}
-		}
-		if created == nil {
-			return nil, false, nil
-		}
-		return created, true, nil
+		return a.createDoc(children, s)
 	}
 	switch cur := s.val.(type) {
 	case bson.D:
-		for _, c := range children {
-			idx := slices.IndexFunc(cur, func(e bson.E) bool { return e.Key == c.key })
-			cs := s.child(c.key)
-			cs.block = nil
-			if idx >= 0 {
-				cs.val, cs.exists = cur[idx].Value, true
-			}
-			v, ok, err := a.applyNode(c.node, cs)
-			if err != nil {
-				return nil, false, err
-			}
-			switch {
-			case ok && idx >= 0:
-				cur[idx].Value = v
-			case ok:
-				cur = append(cur, bson.E{Key: c.key, Value: v})
-			case idx >= 0:
-				cur = slices.Delete(cur, idx, idx+1)
-			}
-		}
-		return cur, true, nil
+		return a.applyToDoc(children, s, cur)
 	case bson.A:
-		for _, c := range children {
-			cs := s.child(c.key)
-			cs.arrayField = s.name()
-			i, isIndex := arrayIndex(c.key)
-			switch {
-			case !isIndex:
-				cs.block = &blocker{field: c.key, elem: formatElem(s.name(), cur)}
-			case i < len(cur):
-				cs.block, cs.val, cs.exists = nil, cur[i], true
-			default:
-				cs.block = nil
-			}
-			v, ok, err := a.applyNode(c.node, cs)
-			if err != nil {
-				return nil, false, err
-			}
-			switch {
-			case ok && isIndex:
-				if i >= len(cur) {
-					if i+1-len(cur) > maxPadding {
-						return nil, false, &cmderr.Error{Code: codeCannotBackfillArray, Name: "CannotBackfillArray",
-							Message: "can't backfill more than 1500000 elements"}
-					}
-					cur = append(cur, make(bson.A, i+1-len(cur))...)
-				}
-				cur[i] = v
-			case !ok && cs.exists:
-				cur[i] = nil // unsetting an array element leaves a null in its place
-			}
-		}
-		return cur, true, nil
+		return a.applyToArray(children, s, cur)
 	}
 	// A scalar is in the way of every child.
 	for _, c := range children {
@@ -226,6 +165,88 @@ func (a *applier) applyObjectNode(n *node, s slot) (any, bool, error) {
 		}
 	}
 	return s.val, true, nil
+}
+
+// createDoc builds the document for a missing slot from the children that
+// create something; with none, the slot stays missing.
+func (a *applier) createDoc(children []resolvedChild, s slot) (any, bool, error) {
+	var created bson.D
+	for _, c := range children {
+		v, ok, err := a.applyNode(c.node, s.child(c.key))
+		if err != nil {
+			return nil, false, err
+		}
+		if ok {
+			created = append(created, bson.E{Key: c.key, Value: v})
+		}
+	}
+	if created == nil {
+		return nil, false, nil
+	}
+	return created, true, nil
+}
+
+// applyToDoc applies the children to cur's fields: setting, appending or
+// removing each.
+func (a *applier) applyToDoc(children []resolvedChild, s slot, cur bson.D) (any, bool, error) {
+	for _, c := range children {
+		idx := slices.IndexFunc(cur, func(e bson.E) bool { return e.Key == c.key })
+		cs := s.child(c.key)
+		cs.block = nil
+		if idx >= 0 {
+			cs.val, cs.exists = cur[idx].Value, true
+		}
+		v, ok, err := a.applyNode(c.node, cs)
+		if err != nil {
+			return nil, false, err
+		}
+		switch {
+		case ok && idx >= 0:
+			cur[idx].Value = v
+		case ok:
+			cur = append(cur, bson.E{Key: c.key, Value: v})
+		case idx >= 0:
+			cur = slices.Delete(cur, idx, idx+1)
+		}
+	}
+	return cur, true, nil
+}
+
+// applyToArray applies the children to cur's elements by index, padding
+// with nulls to reach an index past the end; a non-numeric key cannot be
+// created in an array.
+func (a *applier) applyToArray(children []resolvedChild, s slot, cur bson.A) (any, bool, error) {
+	for _, c := range children {
+		cs := s.child(c.key)
+		cs.arrayField = s.name()
+		i, isIndex := arrayIndex(c.key)
+		switch {
+		case !isIndex:
+			cs.block = &blocker{field: c.key, elem: formatElem(s.name(), cur)}
+		case i < len(cur):
+			cs.block, cs.val, cs.exists = nil, cur[i], true
+		default:
+			cs.block = nil
+		}
+		v, ok, err := a.applyNode(c.node, cs)
+		if err != nil {
+			return nil, false, err
+		}
+		switch {
+		case ok && isIndex:
+			if i >= len(cur) {
+				if i+1-len(cur) > maxPadding {
+					return nil, false, &cmderr.Error{Code: codeCannotBackfillArray, Name: "CannotBackfillArray",
+						Message: "can't backfill more than 1500000 elements"}
+				}
+				cur = append(cur, make(bson.A, i+1-len(cur))...)
+			}
+			cur[i] = v
+		case !ok && cs.exists:
+			cur[i] = nil // unsetting an array element leaves a null in its place
+		}
+	}
+	return cur, true, nil
 }
 
 func (a *applier) applyArrayNode(n *node, s slot) (any, bool, error) {

@@ -1,4 +1,4 @@
-package blackpipe
+package bsond
 
 import (
 	"bytes"
@@ -11,14 +11,14 @@ import (
 
 // errSlowPath: appendD met a value it does not encode itself; the caller
 // marshals the whole document with bson.Marshal instead.
-var errSlowPath = errors.New("blackpipe: value needs bson.Marshal")
+var errSlowPath = errors.New("bsond: value needs bson.Marshal")
 
-// marshalD encodes d as bson.Marshal does, without reflection for the
+// Marshal encodes d as bson.Marshal does, without reflection for the
 // types replies are made of (documents, arrays, strings, numbers, ...): a
 // large find reply spent most of its server CPU in bson.Marshal's codec
 // lookups. Anything else falls back to bson.Marshal, so the bytes are
 // always the same.
-func marshalD(d bson.D) (bson.Raw, error) {
+func Marshal(d bson.D) (bson.Raw, error) {
 	if d == nil {
 		return bson.Marshal(d) // an error, as before
 	}
@@ -77,6 +77,13 @@ func sizeElem(keyLen int, v any) (int, bool) {
 			}
 			n += m
 		}
+	case bson.Raw:
+		if !wellFormed(v) {
+			return 0, false
+		}
+		n += len(v)
+	case Doc:
+		n += len(v)
 	case bson.A:
 		if v != nil {
 			n += 5
@@ -92,6 +99,25 @@ func sizeElem(keyLen int, v any) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// Doc is an encoded document that Marshal copies into its output as it
+// is, without the check a bson.Raw gets: for documents the caller encoded
+// itself (mongosim sends its stored documents' encodings). bson.Marshal
+// encodes it as the embedded document it is.
+type Doc []byte
+
+// MarshalBSONValue makes bson.Marshal encode d as an embedded document.
+func (d Doc) MarshalBSONValue() (byte, []byte, error) {
+	return byte(bson.TypeEmbeddedDocument), d, nil
+}
+
+// wellFormed reports whether raw is one whole valid document, which is
+// then copied as is (an encoded document inside a reply: mongosim's
+// stored documents); bson.Marshal reports, or trims, anything else.
+func wellFormed(raw bson.Raw) bool {
+	n, _, ok := bsoncore.ReadLength(raw)
+	return ok && int(n) == len(raw) && bsoncore.Document(raw).Validate() == nil
 }
 
 // hasNUL reports whether key holds a NUL byte, which BSON keys cannot. A
@@ -119,72 +145,92 @@ func appendD(dst []byte, d bson.D) ([]byte, error) {
 	idx, dst := bsoncore.AppendDocumentStart(dst)
 	var err error
 	for _, e := range d {
-		if dst, err = appendElem(dst, e.Key, e.Value); err != nil {
+		at := len(dst)
+		dst = append(dst, 0) // the type, set once the value is in
+		dst = append(dst, e.Key...)
+		dst = append(dst, 0)
+		if dst, err = appendValue(dst, at, e.Value); err != nil {
 			return nil, err
 		}
 	}
 	return bsoncore.AppendDocumentEnd(dst, idx)
 }
 
+// appendA writes each element's key (its index) straight into dst: a
+// large reply's array of documents spent a tenth of its encoding making
+// the keys strings.
 func appendA(dst []byte, a []any) ([]byte, error) {
 	idx, dst := bsoncore.AppendArrayStart(dst)
-	var (
-		key [20]byte
-		err error
-	)
+	var err error
 	for i, v := range a {
-		if dst, err = appendElem(dst, string(strconv.AppendInt(key[:0], int64(i), 10)), v); err != nil {
+		at := len(dst)
+		dst = append(dst, 0)
+		dst = strconv.AppendInt(dst, int64(i), 10)
+		dst = append(dst, 0)
+		if dst, err = appendValue(dst, at, v); err != nil {
 			return nil, err
 		}
 	}
 	return bsoncore.AppendArrayEnd(dst, idx)
 }
 
-// appendElem appends one element, or errSlowPath for a type it leaves to
-// bson.Marshal. Keys holding a NUL are sizeD's to refuse.
-func appendElem(dst []byte, key string, v any) ([]byte, error) {
+// appendValue appends v and sets its type at dst[at], or returns
+// errSlowPath for a type it leaves to bson.Marshal. Keys holding a NUL and
+// malformed bson.Raw documents are sizeD's to refuse.
+func appendValue(dst []byte, at int, v any) ([]byte, error) {
+	t := bsoncore.TypeNull
 	switch v := v.(type) {
 	case nil:
-		return bsoncore.AppendNullElement(dst, key), nil
 	case string:
-		return bsoncore.AppendStringElement(dst, key, v), nil
+		t, dst = bsoncore.TypeString, bsoncore.AppendString(dst, v)
 	case int32:
-		return bsoncore.AppendInt32Element(dst, key, v), nil
+		t, dst = bsoncore.TypeInt32, bsoncore.AppendInt32(dst, v)
 	case int64:
-		return bsoncore.AppendInt64Element(dst, key, v), nil
+		t, dst = bsoncore.TypeInt64, bsoncore.AppendInt64(dst, v)
 	case float64:
-		return bsoncore.AppendDoubleElement(dst, key, v), nil
+		t, dst = bsoncore.TypeDouble, bsoncore.AppendDouble(dst, v)
 	case bool:
-		return bsoncore.AppendBooleanElement(dst, key, v), nil
+		t, dst = bsoncore.TypeBoolean, bsoncore.AppendBoolean(dst, v)
 	case bson.ObjectID:
-		return bsoncore.AppendObjectIDElement(dst, key, v), nil
+		t, dst = bsoncore.TypeObjectID, bsoncore.AppendObjectID(dst, v)
 	case bson.DateTime:
-		return bsoncore.AppendDateTimeElement(dst, key, int64(v)), nil
+		t, dst = bsoncore.TypeDateTime, bsoncore.AppendDateTime(dst, int64(v))
 	case bson.Timestamp:
-		return bsoncore.AppendTimestampElement(dst, key, v.T, v.I), nil
+		t, dst = bsoncore.TypeTimestamp, bsoncore.AppendTimestamp(dst, v.T, v.I)
 	case bson.Binary:
-		return bsoncore.AppendBinaryElement(dst, key, v.Subtype, v.Data), nil
+		t, dst = bsoncore.TypeBinary, bsoncore.AppendBinary(dst, v.Subtype, v.Data)
 	case bson.D:
-		if v == nil {
-			return bsoncore.AppendNullElement(dst, key), nil
+		if v != nil {
+			var err error
+			if dst, err = appendD(dst, v); err != nil {
+				return nil, err
+			}
+			t = bsoncore.TypeEmbeddedDocument
 		}
-		dst = bsoncore.AppendHeader(dst, bsoncore.TypeEmbeddedDocument, key)
-		return appendD(dst, v)
 	case bson.A:
-		if v == nil {
-			return bsoncore.AppendNullElement(dst, key), nil
+		if v != nil {
+			var err error
+			if dst, err = appendA(dst, v); err != nil {
+				return nil, err
+			}
+			t = bsoncore.TypeArray
 		}
-		dst = bsoncore.AppendHeader(dst, bsoncore.TypeArray, key)
-		return appendA(dst, v)
+	case bson.Raw:
+		t, dst = bsoncore.TypeEmbeddedDocument, append(dst, v...)
+	case Doc:
+		t, dst = bsoncore.TypeEmbeddedDocument, append(dst, v...)
+	default:
+		return nil, errSlowPath
 	}
-	return nil, errSlowPath
+	dst[at] = byte(t)
+	return dst, nil
 }
 
-// unmarshalD decodes raw as bson.Unmarshal into a bson.D does, without
+// Unmarshal decodes raw as bson.Unmarshal into a bson.D does, without
 // reflection for the common types (an insert of 1 000 documents spent a
 // fifth of mongosim's CPU in bson.Unmarshal); other types and malformed
 // input go to bson.Unmarshal, which decodes or reports them.
-func unmarshalD(raw []byte) (bson.D, error) {
+func Unmarshal(raw []byte) (bson.D, error) {
 	if d, ok := readD(raw); ok {
 		return d, nil
 	}

@@ -1,4 +1,4 @@
-package blackpipe
+package bsond
 
 import (
 	"bytes"
@@ -9,10 +9,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// TestMarshalDMatchesBSONMarshal: the reflection-free encoder must give
+// TestMarshalMatchesBSONMarshal: the reflection-free encoder must give
 // bson.Marshal's bytes for every value it handles, and fall back for the
 // rest.
-func TestMarshalDMatchesBSONMarshal(t *testing.T) {
+func TestMarshalMatchesBSONMarshal(t *testing.T) {
 	oid := bson.NewObjectID()
 	cases := []bson.D{
 		nil,
@@ -24,6 +24,16 @@ func TestMarshalDMatchesBSONMarshal(t *testing.T) {
 		{{Key: "old", Value: bson.Binary{Subtype: 2, Data: []byte("xyz")}}, {Key: "nb", Value: bson.Binary{}}},
 		{{Key: "nd", Value: bson.D(nil)}, {Key: "na", Value: bson.A(nil)}, {Key: "ea", Value: bson.A{}}},
 		{{Key: "cursor", Value: bson.D{{Key: "firstBatch", Value: bson.A{bson.D{{Key: "_id", Value: int32(1)}}, bson.A{"x", int64(2)}}}, {Key: "id", Value: int64(0)}}}},
+		// Encoded documents are copied; malformed ones are bson.Marshal's
+		// to refuse or trim.
+		{{Key: "raw", Value: bson.Raw{5, 0, 0, 0, 0}}, {Key: "arr", Value: bson.A{bson.Raw{12, 0, 0, 0, 0x10, 'a', 0, 1, 0, 0, 0, 0}}}},
+		{{Key: "nilraw", Value: bson.Raw(nil)}},
+		{{Key: "doc", Value: Doc{5, 0, 0, 0, 0}}, {Key: "docs", Value: bson.A{Doc{12, 0, 0, 0, 0x10, 'a', 0, 1, 0, 0, 0, 0}, int32(3)}}},
+		// A Doc in a document left to bson.Marshal: its MarshalBSONValue.
+		{{Key: "doc", Value: Doc{5, 0, 0, 0, 0}}, {Key: "dec", Value: bson.NewDecimal128(1, 2)}},
+		{{Key: "short", Value: bson.Raw{6, 0, 0, 0, 0, 0}}},
+		{{Key: "trailing", Value: bson.Raw{12, 0, 0, 0, 0x10, 'a', 0, 1, 0, 0, 0, 0, 0}}},
+		{{Key: "badtype", Value: bson.A{bson.Raw{12, 0, 0, 0, 0x77, 'a', 0, 1, 0, 0, 0, 0}}}},
 		// Left to bson.Marshal: other types, nested too.
 		{{Key: "n", Value: 5}, {Key: "u", Value: uint32(1)}},
 		{{Key: "x", Value: bson.D{{Key: "r", Value: bson.Regex{Pattern: "a", Options: "i"}}}}},
@@ -33,7 +43,7 @@ func TestMarshalDMatchesBSONMarshal(t *testing.T) {
 	}
 	for i, d := range cases {
 		want, wantErr := bson.Marshal(d)
-		got, gotErr := marshalD(d)
+		got, gotErr := Marshal(d)
 		if (wantErr != nil) != (gotErr != nil) || !bytes.Equal(want, got) {
 			t.Errorf("case %d %v:\n got %x, %v\nwant %x, %v", i, d, got, gotErr, want, wantErr)
 		}
@@ -41,14 +51,14 @@ func TestMarshalDMatchesBSONMarshal(t *testing.T) {
 	if _, err := appendD(nil, bson.D{{Key: "n", Value: 5}}); err != errSlowPath {
 		t.Errorf("int: %v, want the slow path", err)
 	}
-	if _, err := marshalD(bson.D{{Key: "a\x00b", Value: int32(1)}}); err == nil {
+	if _, err := Marshal(bson.D{{Key: "a\x00b", Value: int32(1)}}); err == nil {
 		t.Error("a key holding NUL encoded without error")
 	}
 }
 
-// TestUnmarshalDMatchesBSONUnmarshal: the reflection-free decoder gives
+// TestUnmarshalMatchesBSONUnmarshal: the reflection-free decoder gives
 // bson.Unmarshal's bson.D for every document, handled types or not.
-func TestUnmarshalDMatchesBSONUnmarshal(t *testing.T) {
+func TestUnmarshalMatchesBSONUnmarshal(t *testing.T) {
 	oid := bson.NewObjectID()
 	docs := []any{
 		bson.D{},
@@ -67,13 +77,13 @@ func TestUnmarshalDMatchesBSONUnmarshal(t *testing.T) {
 		}
 		var want bson.D
 		wantErr := bson.Unmarshal(raw, &want)
-		got, gotErr := unmarshalD(raw)
+		got, gotErr := Unmarshal(raw)
 		if (wantErr != nil) != (gotErr != nil) || !reflect.DeepEqual(want, got) {
 			t.Errorf("case %d:\n got %#v, %v\nwant %#v, %v", i, got, gotErr, want, wantErr)
 		}
 	}
 	for _, bad := range [][]byte{nil, {5, 0, 0, 0}, {6, 0, 0, 0, 0x10, 0}, {11, 0, 0, 0, 0x10, 'a', 0, 1, 0, 0, 0}} {
-		if _, err := unmarshalD(bad); err == nil {
+		if _, err := Unmarshal(bad); err == nil {
 			t.Errorf("%x decoded without error", bad)
 		}
 	}
@@ -86,7 +96,7 @@ func TestSizeDIsExact(t *testing.T) {
 	for i := range big {
 		big[i] = bson.D{{Key: "_id", Value: int32(i)}, {Key: "b", Value: bson.Binary{Subtype: 2, Data: []byte("ab")}}, {Key: "t", Value: i%2 == 0}}
 	}
-	d := bson.D{{Key: "a", Value: big}, {Key: "n", Value: nil}, {Key: "na", Value: bson.A(nil)}, {Key: "s", Value: "xyz"},
+	d := bson.D{{Key: "a", Value: big}, {Key: "n", Value: nil}, {Key: "r", Value: bson.Raw{5, 0, 0, 0, 0}}, {Key: "e", Value: Doc{5, 0, 0, 0, 0}}, {Key: "na", Value: bson.A(nil)}, {Key: "s", Value: "xyz"},
 		{Key: "ts", Value: bson.Timestamp{T: 1}}, {Key: "o", Value: bson.NewObjectID()}, {Key: "f", Value: 2.5}}
 	n, ok := sizeD(d)
 	out, err := appendD(nil, d)
