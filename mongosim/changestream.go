@@ -69,6 +69,9 @@ func (k changeKind) String() string {
 // expandedOnly reports kinds a stream reports only with showExpandedEvents.
 func (k changeKind) expandedOnly() bool { return k >= changeCreate }
 
+// ofDocument reports kinds that change one document; the others are DDL.
+func (k changeKind) ofDocument() bool { return k <= changeDelete }
+
 // change is one logged write. Stored documents are never mutated in place,
 // so before and after are kept by reference; the event document is built
 // when a stream reads it.
@@ -699,57 +702,16 @@ func (st *streamState) event(s *storage, ch change) (bson.D, error) {
 	if st.expanded && ch.kind != changeDropDatabase && ch.view == nil {
 		ev = append(ev, bson.E{Key: "collectionUUID", Value: ch.uuid})
 	}
-	switch ch.kind {
-	case changeDropDatabase:
-		return append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: ch.db}}}), nil
-	case changeCreateIndexes, changeDropIndexes, changeModify, changeShardCollection:
-		ev = append(ev,
-			bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: ch.db}, {Key: "coll", Value: ch.coll}}},
-			bson.E{Key: "operationDescription", Value: value.CloneDoc(ch.desc)})
-		if ch.stateBefore != nil {
-			ev = append(ev, bson.E{Key: "stateBeforeChange", Value: value.CloneDoc(ch.stateBefore)})
-		}
-		return ev, nil
-	case changeDrop, changeRename, changeCreate:
-		ev = append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: ch.db}, {Key: "coll", Value: ch.coll}}})
-		switch {
-		case ch.kind == changeRename:
-			to := bson.D{{Key: "db", Value: ch.toDB}, {Key: "coll", Value: ch.toColl}}
-			ev = append(ev, bson.E{Key: "to", Value: to})
-			if st.expanded {
-				ev = append(ev, bson.E{Key: "operationDescription", Value: bson.D{{Key: "to", Value: to}}})
-			}
-		case ch.kind == changeCreate && ch.view != nil:
-			ev = append(ev, bson.E{Key: "operationDescription", Value: value.CloneDoc(ch.view)})
-		case ch.kind == changeCreate:
-			ev = append(ev, bson.E{Key: "operationDescription", Value: bson.D{{Key: "idIndex", Value: value.CloneDoc(idIndex().spec)}}})
-		}
-		return ev, nil
+	if !ch.kind.ofDocument() {
+		return st.ddlEvent(ev, ch), nil
 	}
-	switch ch.kind {
-	case changeInsert, changeReplace:
-		ev = append(ev, bson.E{Key: "fullDocument", Value: value.CloneDoc(ch.after)})
-	case changeUpdate:
-		switch st.fullDocument {
-		case "updateLookup":
-			var cur any // null when the document is gone
-			_ = s.read(ch.db, ch.coll, func(c *collection) error {
-				if c != nil {
-					if rec := c.byID[c.idKeyOf(ch.id)]; rec != nil {
-						cur = value.CloneDoc(rec.doc)
-					}
-				}
-				return nil
-			})
-			ev = append(ev, bson.E{Key: "fullDocument", Value: cur})
-		case "whenAvailable", "required":
-			var post any
-			if ch.images {
-				post = value.CloneDoc(ch.after)
-			} else if st.fullDocument == "required" {
-				return nil, cmderr.New(codeNoMatchingDocument, "Change stream was configured to require a post-image for all update, delete and replace events, but the post-image was not found for event: %s", shellString(resumeToken(ch.seq)))
-			}
-			ev = append(ev, bson.E{Key: "fullDocument", Value: post})
+	if ch.kind == changeInsert || ch.kind == changeReplace || ch.kind == changeUpdate {
+		full, include, err := st.fullDocumentOf(s, ch)
+		if err != nil {
+			return nil, err
+		}
+		if include {
+			ev = append(ev, bson.E{Key: "fullDocument", Value: full})
 		}
 	}
 	ev = append(ev,
@@ -769,6 +731,67 @@ func (st *streamState) event(s *storage, ch change) (bson.D, error) {
 		ev = append(ev, bson.E{Key: "fullDocumentBeforeChange", Value: pre})
 	}
 	return ev, nil
+}
+
+// ddlEvent completes the event of a database or collection change (not
+// of a document) after its common fields ev.
+func (st *streamState) ddlEvent(ev bson.D, ch change) bson.D {
+	ns := bson.D{{Key: "db", Value: ch.db}, {Key: "coll", Value: ch.coll}}
+	switch ch.kind {
+	case changeDropDatabase:
+		return append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: ch.db}}})
+	case changeCreateIndexes, changeDropIndexes, changeModify, changeShardCollection:
+		ev = append(ev, bson.E{Key: "ns", Value: ns}, bson.E{Key: "operationDescription", Value: value.CloneDoc(ch.desc)})
+		if ch.stateBefore != nil {
+			ev = append(ev, bson.E{Key: "stateBeforeChange", Value: value.CloneDoc(ch.stateBefore)})
+		}
+		return ev
+	}
+	ev = append(ev, bson.E{Key: "ns", Value: ns})
+	switch {
+	case ch.kind == changeRename:
+		to := bson.D{{Key: "db", Value: ch.toDB}, {Key: "coll", Value: ch.toColl}}
+		ev = append(ev, bson.E{Key: "to", Value: to})
+		if st.expanded {
+			ev = append(ev, bson.E{Key: "operationDescription", Value: bson.D{{Key: "to", Value: to}}})
+		}
+	case ch.kind == changeCreate && ch.view != nil:
+		ev = append(ev, bson.E{Key: "operationDescription", Value: value.CloneDoc(ch.view)})
+	case ch.kind == changeCreate:
+		ev = append(ev, bson.E{Key: "operationDescription", Value: bson.D{{Key: "idIndex", Value: value.CloneDoc(idIndex().spec)}}})
+	}
+	return ev
+}
+
+// fullDocumentOf is the fullDocument of an insert, replace or update
+// event, and whether the event has one: an update's only with a
+// fullDocument option other than default.
+func (st *streamState) fullDocumentOf(s *storage, ch change) (doc any, include bool, err error) {
+	if ch.kind != changeUpdate {
+		return value.CloneDoc(ch.after), true, nil
+	}
+	switch st.fullDocument {
+	case "updateLookup":
+		var cur any // null when the document is gone
+		_ = s.read(ch.db, ch.coll, func(c *collection) error {
+			if c != nil {
+				if rec := c.byID[c.idKeyOf(ch.id)]; rec != nil {
+					cur = value.CloneDoc(rec.doc)
+				}
+			}
+			return nil
+		})
+		return cur, true, nil
+	case "whenAvailable", "required":
+		if ch.images {
+			return value.CloneDoc(ch.after), true, nil
+		}
+		if st.fullDocument == "required" {
+			return nil, false, cmderr.New(codeNoMatchingDocument, "Change stream was configured to require a post-image for all update, delete and replace events, but the post-image was not found for event: %s", shellString(resumeToken(ch.seq)))
+		}
+		return nil, true, nil
+	}
+	return nil, false, nil
 }
 
 // updateDescription is the difference between two versions of a document

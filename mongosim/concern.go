@@ -189,81 +189,115 @@ var snapshotCommands = []string{"find", "aggregate", "distinct", "getMore"}
 
 // parseReadConcern validates the command's readConcern as mongod does.
 func parseReadConcern(r *request, cmd *command) (readConcern, error) {
-	var rc readConcern
 	v, ok := r.get("readConcern")
 	if !ok {
-		return rc, nil
+		return readConcern{}, nil
 	}
 	d, ok := v.(bson.D)
 	if !ok {
-		return rc, typeErr("readConcern", "object", v)
+		return readConcern{}, typeErr("readConcern", "object", v)
 	}
-	hasAfter, hasAt := false, false
+	a, err := readConcernFields(d)
+	if err != nil {
+		return a.rc, err
+	}
+	if err := a.checkFor(r, cmd); err != nil {
+		return a.rc, err
+	}
+	return a.atTimes(r)
+}
+
+// readConcernArg is a readConcern document's fields, read before the
+// checks that depend on the command and the node.
+type readConcernArg struct {
+	rc              readConcern
+	hasAfter, hasAt bool // afterClusterTime, atClusterTime given
+}
+
+// level is the read concern level in effect: local when none is given.
+func (a readConcernArg) level() string {
+	if a.rc.level == "" {
+		return "local"
+	}
+	return a.rc.level
+}
+
+func readConcernFields(d bson.D) (readConcernArg, error) {
+	var a readConcernArg
 	for _, e := range d {
 		switch e.Key {
 		case "level":
 			s, ok := e.Value.(string)
 			if !ok {
-				return rc, typeErr("readConcern.level", "string", e.Value)
+				return a, typeErr("readConcern.level", "string", e.Value)
 			}
 			if !slices.Contains(readConcernLevels, s) {
-				return rc, cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field 'readConcern.level' is not a valid value.", s)
+				return a, cmderr.New(cmderr.BadValue, "Enumeration value '%s' for field 'readConcern.level' is not a valid value.", s)
 			}
-			rc.level = s
+			a.rc.level = s
 		case "afterClusterTime", "atClusterTime":
 			ts, ok := e.Value.(bson.Timestamp)
 			if !ok {
-				return rc, typeErr("readConcern."+e.Key, "timestamp", e.Value)
+				return a, typeErr("readConcern."+e.Key, "timestamp", e.Value)
 			}
 			if ts.IsZero() {
-				return rc, cmderr.New(cmderr.InvalidOptions, "%s cannot be a null timestamp", e.Key)
+				return a, cmderr.New(cmderr.InvalidOptions, "%s cannot be a null timestamp", e.Key)
 			}
 			if e.Key == "afterClusterTime" {
-				rc.afterClusterTime, hasAfter = ts, true
+				a.rc.afterClusterTime, a.hasAfter = ts, true
 			} else {
-				rc.atClusterTime, hasAt = ts, true
+				a.rc.atClusterTime, a.hasAt = ts, true
 			}
 		case "afterOpTime":
-			return rc, cmderr.Unsupported("readConcern afterOpTime")
+			return a, cmderr.Unsupported("readConcern afterOpTime")
 		case "provenance", "$_allowTransactionTableSnapshot", "$_waitLastStableRecoveryTimestamp":
 			// Internal fields mongod accepts; nothing to do here.
 		default:
-			return rc, cmderr.New(40415, "BSON field 'readConcern.%s' is an unknown field.", e.Key)
+			return a, cmderr.New(40415, "BSON field 'readConcern.%s' is an unknown field.", e.Key)
 		}
 	}
-	level := rc.level
-	if level == "" {
-		level = "local"
-	}
+	return a, nil
+}
+
+// checkFor refuses combinations of fields, and levels the command or the
+// node cannot serve.
+func (a readConcernArg) checkFor(r *request, cmd *command) error {
+	level := a.level()
 	switch {
-	case hasAfter && hasAt:
-		return rc, cmderr.New(cmderr.InvalidOptions, "Specifying a timestamp for readConcern snapshot in a causally consistent session is not allowed. See https://www.mongodb.com/docs/manual/core/read-isolation-consistency-recency/#causal-consistency")
-	case hasAt && level != "snapshot":
-		return rc, cmderr.New(cmderr.InvalidOptions, "atClusterTime field can be set only if level is snapshot")
-	case hasAfter && level != "local" && level != "majority" && level != "snapshot":
-		return rc, cmderr.New(cmderr.InvalidOptions, "afterClusterTime field can be set only if level is local, majority, or snapshot")
+	case a.hasAfter && a.hasAt:
+		return cmderr.New(cmderr.InvalidOptions, "Specifying a timestamp for readConcern snapshot in a causally consistent session is not allowed. See https://www.mongodb.com/docs/manual/core/read-isolation-consistency-recency/#causal-consistency")
+	case a.hasAt && level != "snapshot":
+		return cmderr.New(cmderr.InvalidOptions, "atClusterTime field can be set only if level is snapshot")
+	case a.hasAfter && level != "local" && level != "majority" && level != "snapshot":
+		return cmderr.New(cmderr.InvalidOptions, "afterClusterTime field can be set only if level is local, majority, or snapshot")
 	}
-	c := r.cluster
-	if c.setName == "" && (level == "linearizable" || level == "snapshot" || hasAfter || hasAt) {
-		return rc, cmderr.New(cmderr.NotAReplicaSet, "node needs to be a replica set member to use read concern")
+	if r.cluster.setName == "" && (level == "linearizable" || level == "snapshot" || a.hasAfter || a.hasAt) {
+		return cmderr.New(cmderr.NotAReplicaSet, "node needs to be a replica set member to use read concern")
 	}
-	if rc.level != "" && rc.level != "local" && cmd.write {
-		return rc, cmderr.New(cmderr.InvalidOptions, "Command %s does not support { readConcern: { level: \"%s\" } }", cmd.name, rc.level)
+	if a.rc.level != "" && a.rc.level != "local" && cmd.write {
+		return cmderr.New(cmderr.InvalidOptions, "Command %s does not support { readConcern: { level: \"%s\" } }", cmd.name, a.rc.level)
 	}
 	if level == "snapshot" && !slices.Contains(snapshotCommands, cmd.name) {
-		return rc, cmderr.New(cmderr.InvalidOptions, "Command %s does not support { readConcern: { level: \"snapshot\" } }", cmd.name)
+		return cmderr.New(cmderr.InvalidOptions, "Command %s does not support { readConcern: { level: \"snapshot\" } }", cmd.name)
 	}
 	if level == "linearizable" && !r.member.IsPrimary() {
-		return rc, cmderr.New(cmderr.NotWritablePrimary, "cannot satisfy linearizable read concern on non-primary node")
+		return cmderr.New(cmderr.NotWritablePrimary, "cannot satisfy linearizable read concern on non-primary node")
 	}
-	now := c.data.clusterClock.current()
-	if hasAfter && now.Before(rc.afterClusterTime) {
+	return nil
+}
+
+// atTimes checks the given cluster times against the node's clock and
+// pins a snapshot read to a point in time.
+func (a readConcernArg) atTimes(r *request) (readConcern, error) {
+	rc := a.rc
+	now := r.cluster.data.clusterClock.current()
+	if a.hasAfter && now.Before(rc.afterClusterTime) {
 		return rc, cmderr.New(cmderr.InvalidOptions, "readConcern afterClusterTime value must not be greater than the current clusterTime. Requested clusterTime: %s; current clusterTime: %s", tsString(rc.afterClusterTime), tsString(now))
 	}
-	if hasAt && now.Before(rc.atClusterTime) {
+	if a.hasAt && now.Before(rc.atClusterTime) {
 		return rc, cmderr.New(cmderr.InvalidOptions, "readConcern atClusterTime value must not be greater than the current clusterTime. Requested clusterTime: %s; current clusterTime: %s", tsString(rc.atClusterTime), tsString(now))
 	}
-	if level == "snapshot" && !hasAt {
+	if a.level() == "snapshot" && !a.hasAt {
 		// A snapshot read without atClusterTime reads at the latest
 		// point (afterClusterTime, if given, is not later: checked above).
 		rc.atClusterTime = now

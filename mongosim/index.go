@@ -746,62 +746,11 @@ func cmdDropIndexes(r *request) (bson.D, error) {
 			return cmderr.New(cmderr.NamespaceNotFound, "ns not found %s.%s", r.db, coll)
 		}
 		was = len(c.indexes)
-		drop := func(pred func(ix *index) bool) int {
-			kept := c.indexes[:1]
-			n := 0
-			for _, ix := range c.indexes[1:] {
-				if pred(ix) {
-					n++
-					// mongod logs (and reports) each dropped index.
-					c.recordExpanded(changeDropIndexes, bson.D{{Key: "indexes", Value: bson.A{value.CloneDoc(ix.spec)}}}, nil)
-					continue
-				}
-				kept = append(kept, ix)
-			}
-			c.indexes = kept
-			return n
+		drop, err := indexesToDrop(c, which)
+		if err != nil {
+			return err
 		}
-		switch w := which.(type) {
-		case string:
-			if w == "*" {
-				drop(func(*index) bool { return true })
-				return nil
-			}
-			if w == "_id_" {
-				return cmderr.New(cmderr.InvalidOptions, "cannot drop _id index")
-			}
-			if c.findIndex(w) == nil {
-				return cmderr.New(cmderr.IndexNotFound, "index not found with name [%s]", w)
-			}
-			drop(func(ix *index) bool { return ix.name == w })
-		case bson.A:
-			names := map[string]bool{}
-			for _, e := range w {
-				s, ok := e.(string)
-				if !ok {
-					return cmderr.New(cmderr.TypeMismatch, "dropIndexes.index must be a string or an array of strings")
-				}
-				if s == "_id_" {
-					return cmderr.New(cmderr.InvalidOptions, "cannot drop _id index")
-				}
-				if c.findIndex(s) == nil {
-					return cmderr.New(cmderr.IndexNotFound, "index not found with name [%s]", s)
-				}
-				names[s] = true
-			}
-			drop(func(ix *index) bool { return names[ix.name] })
-		case bson.D:
-			ix := c.findIndex(w)
-			if ix == nil {
-				return cmderr.New(cmderr.IndexNotFound, "can't find index with key: %s", shellString(w))
-			}
-			if ix.name == "_id_" {
-				return cmderr.New(cmderr.InvalidOptions, "cannot drop _id index")
-			}
-			drop(func(x *index) bool { return x == ix })
-		default:
-			return cmderr.New(cmderr.TypeMismatch, "dropIndexes.index must be a string, an object or an array of strings")
-		}
+		c.dropIndexesWhere(drop)
 		return nil
 	})
 	if err != nil {
@@ -812,6 +761,67 @@ func cmdDropIndexes(r *request) (bson.D, error) {
 		reply = append(reply, bson.E{Key: "msg", Value: "non-_id indexes dropped for collection"})
 	}
 	return reply, nil
+}
+
+// indexesToDrop resolves dropIndexes' index argument ("*", a name, an
+// array of names or a key pattern) to the indexes it names, refusing the
+// _id index and names that match none (then nothing is dropped).
+func indexesToDrop(c *collection, which any) (func(*index) bool, error) {
+	switch w := which.(type) {
+	case string:
+		if w == "*" {
+			return func(*index) bool { return true }, nil
+		}
+		if w == "_id_" {
+			return nil, cmderr.New(cmderr.InvalidOptions, "cannot drop _id index")
+		}
+		if c.findIndex(w) == nil {
+			return nil, cmderr.New(cmderr.IndexNotFound, "index not found with name [%s]", w)
+		}
+		return func(ix *index) bool { return ix.name == w }, nil
+	case bson.A:
+		names := map[string]bool{}
+		for _, e := range w {
+			s, ok := e.(string)
+			if !ok {
+				return nil, cmderr.New(cmderr.TypeMismatch, "dropIndexes.index must be a string or an array of strings")
+			}
+			if s == "_id_" {
+				return nil, cmderr.New(cmderr.InvalidOptions, "cannot drop _id index")
+			}
+			if c.findIndex(s) == nil {
+				return nil, cmderr.New(cmderr.IndexNotFound, "index not found with name [%s]", s)
+			}
+			names[s] = true
+		}
+		return func(ix *index) bool { return names[ix.name] }, nil
+	case bson.D:
+		ix := c.findIndex(w)
+		if ix == nil {
+			return nil, cmderr.New(cmderr.IndexNotFound, "can't find index with key: %s", shellString(w))
+		}
+		if ix.name == "_id_" {
+			return nil, cmderr.New(cmderr.InvalidOptions, "cannot drop _id index")
+		}
+		return func(x *index) bool { return x == ix }, nil
+	default:
+		return nil, cmderr.New(cmderr.TypeMismatch, "dropIndexes.index must be a string, an object or an array of strings")
+	}
+}
+
+// dropIndexesWhere drops the indexes drop selects, never the _id index
+// (always first), recording a dropIndexes event for each.
+func (c *collection) dropIndexesWhere(drop func(ix *index) bool) {
+	kept := c.indexes[:1]
+	for _, ix := range c.indexes[1:] {
+		if drop(ix) {
+			// mongod logs (and reports) each dropped index.
+			c.recordExpanded(changeDropIndexes, bson.D{{Key: "indexes", Value: bson.A{value.CloneDoc(ix.spec)}}}, nil)
+			continue
+		}
+		kept = append(kept, ix)
+	}
+	c.indexes = kept
 }
 
 // indexBuildFailed words a duplicate found while building a unique index as

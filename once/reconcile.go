@@ -212,82 +212,26 @@ func (c *Collection) foldEach(ctx context.Context, doc bson.Raw, limit bson.Obje
 	return nil
 }
 
+// foldSnapshot is SetUnset's fold of one document: one guarded update
+// writes the totals of its foldable entries and leaves the rest pending.
 func (c *Collection) foldSnapshot(ctx context.Context, doc bson.Raw, limit bson.ObjectID, res *ReconcileResult) error {
-	id := doc.Lookup("_id")
 	pendingRaw, vals := c.pendingEntries(doc)
-	var fold []entry
-	var keep bson.A
-	var newest bson.ObjectID
-	for _, v := range vals {
-		e, ok := c.parseEntry(v)
-		switch {
-		case !ok:
-			res.Invalid++
-			keep = append(keep, v)
-		case !limit.IsZero() && bytes.Compare(e.tok[:], limit[:]) >= 0:
-			res.Young++
-			keep = append(keep, v)
-		default:
-			fold = append(fold, e)
-			if bytes.Compare(e.tok[:], newest[:]) > 0 {
-				newest = e.tok
-			}
-		}
-	}
-	if len(fold) == 0 {
+	f := c.splitPending(doc.Lookup("_id"), vals, limit, res)
+	if len(f.fold) == 0 {
 		return nil
 	}
-	// Totals per field, in order of first appearance.
-	var fields []string
-	sums := map[string]number{}
-	for _, e := range fold {
-		for _, f := range e.inc {
-			n, _ := numberOf(f.Value.(bson.RawValue))
-			if s, seen := sums[f.Key]; seen {
-				sum, err := s.add(n)
-				if err != nil {
-					return fmt.Errorf("once: reconcile %v: field %q: %w", id, f.Key, err)
-				}
-				sums[f.Key] = sum
-			} else {
-				fields = append(fields, f.Key)
-				sums[f.Key] = n
-			}
-		}
+	if err := f.sum(); err != nil {
+		return err
 	}
-	// The guard: the pending array and every folded field must be as read.
-	filter := bson.D{{Key: "_id", Value: id}, {Key: c.pending, Value: pendingRaw}}
-	set := bson.D{}
-	for _, f := range fields {
-		cur, err := doc.LookupErr(strings.Split(f, ".")...)
-		total := sums[f]
-		if err != nil {
-			filter = append(filter, bson.E{Key: f, Value: bson.D{{Key: "$exists", Value: false}}})
-		} else {
-			n, ok := numberOf(cur)
-			if !ok {
-				return fmt.Errorf("once: reconcile %v: field %q holds a %s, not a number", id, f, cur.Type)
-			}
-			filter = append(filter, bson.E{Key: f, Value: cur})
-			if total, err = n.add(total); err != nil {
-				return fmt.Errorf("once: reconcile %v: field %q: %w", id, f, err)
-			}
-		}
-		set = append(set, bson.E{Key: f, Value: total.value()})
+	filter, update, err := c.foldUpdate(doc, pendingRaw, f)
+	if err != nil {
+		return err
 	}
-	update := bson.D{}
-	if len(keep) > 0 {
-		set = append(set, bson.E{Key: c.pending, Value: keep})
-	} else {
-		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: c.pending, Value: ""}}})
-	}
-	update = append(bson.D{{Key: "$set", Value: set}}, update...)
-	update = append(update, bson.E{Key: "$max", Value: bson.D{{Key: c.cutoff, Value: newest}}})
 	if c.beforeSetUnset != nil {
-		c.beforeSetUnset(id)
+		c.beforeSetUnset(f.id)
 	}
 	var r *sturdy.UpdateResult
-	_, err := retry(ctx, c.retryOn, func(ctx context.Context) (err error) {
+	_, err = retry(ctx, c.retryOn, func(ctx context.Context) (err error) {
 		r, err = c.coll.UpdateOne(ctx, filter, update)
 		return err
 	})
@@ -301,8 +245,95 @@ func (c *Collection) foldSnapshot(ctx context.Context, doc bson.Raw, limit bson.
 		res.Changed++
 		return nil
 	}
-	res.Folded += len(fold)
+	res.Folded += len(f.fold)
 	return nil
+}
+
+// snapshotFold is what foldSnapshot folds from one document.
+type snapshotFold struct {
+	id     bson.RawValue
+	fold   []entry       // the entries folded
+	keep   bson.A        // the entries left pending: invalid or too young
+	newest bson.ObjectID // the newest folded token, the new cutoff
+	fields []string      // the folded fields, in order of first appearance
+	sums   map[string]number
+}
+
+// splitPending sorts a document's pending entries into those to fold and
+// those to keep, counting the kept ones in res.
+func (c *Collection) splitPending(id bson.RawValue, vals []bson.RawValue, limit bson.ObjectID, res *ReconcileResult) *snapshotFold {
+	f := &snapshotFold{id: id}
+	for _, v := range vals {
+		e, ok := c.parseEntry(v)
+		switch {
+		case !ok:
+			res.Invalid++
+			f.keep = append(f.keep, v)
+		case !limit.IsZero() && bytes.Compare(e.tok[:], limit[:]) >= 0:
+			res.Young++
+			f.keep = append(f.keep, v)
+		default:
+			f.fold = append(f.fold, e)
+			if bytes.Compare(e.tok[:], f.newest[:]) > 0 {
+				f.newest = e.tok
+			}
+		}
+	}
+	return f
+}
+
+// sum totals the folded increments per field.
+func (f *snapshotFold) sum() error {
+	f.sums = map[string]number{}
+	for _, e := range f.fold {
+		for _, inc := range e.inc {
+			n, _ := numberOf(inc.Value.(bson.RawValue))
+			if s, seen := f.sums[inc.Key]; seen {
+				sum, err := s.add(n)
+				if err != nil {
+					return fmt.Errorf("once: reconcile %v: field %q: %w", f.id, inc.Key, err)
+				}
+				f.sums[inc.Key] = sum
+			} else {
+				f.fields = append(f.fields, inc.Key)
+				f.sums[inc.Key] = n
+			}
+		}
+	}
+	return nil
+}
+
+// foldUpdate is the fold's update, setting each field to its value in doc
+// plus its total, and its guard: the filter matches only while the pending
+// array and every folded field are as read.
+func (c *Collection) foldUpdate(doc bson.Raw, pendingRaw bson.RawValue, f *snapshotFold) (filter, update bson.D, err error) {
+	filter = bson.D{{Key: "_id", Value: f.id}, {Key: c.pending, Value: pendingRaw}}
+	set := bson.D{}
+	for _, field := range f.fields {
+		cur, err := doc.LookupErr(strings.Split(field, ".")...)
+		total := f.sums[field]
+		if err != nil {
+			filter = append(filter, bson.E{Key: field, Value: bson.D{{Key: "$exists", Value: false}}})
+		} else {
+			n, ok := numberOf(cur)
+			if !ok {
+				return nil, nil, fmt.Errorf("once: reconcile %v: field %q holds a %s, not a number", f.id, field, cur.Type)
+			}
+			filter = append(filter, bson.E{Key: field, Value: cur})
+			if total, err = n.add(total); err != nil {
+				return nil, nil, fmt.Errorf("once: reconcile %v: field %q: %w", f.id, field, err)
+			}
+		}
+		set = append(set, bson.E{Key: field, Value: total.value()})
+	}
+	if len(f.keep) > 0 {
+		set = append(set, bson.E{Key: c.pending, Value: f.keep})
+		update = bson.D{{Key: "$set", Value: set}}
+	} else {
+		update = bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: c.pending, Value: ""}}}}
+	}
+	update = append(update, bson.E{Key: "$max", Value: bson.D{{Key: c.cutoff, Value: f.newest}}})
+	return filter, update, nil
 }
 
 // number is a BSON number with $inc's type rules: int32 + int32 stays

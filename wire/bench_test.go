@@ -74,13 +74,7 @@ func BenchmarkAppendCompressed(b *testing.B) {
 // BenchmarkDecodeCursorReply decodes a getMore reply of 10 000 small
 // documents, the shape a cursor drain reads.
 func BenchmarkDecodeCursorReply(b *testing.B) {
-	batch := make(bson.A, 10000)
-	for i := range batch {
-		batch[i] = bson.D{{Key: "_id", Value: int32(i)}, {Key: "x", Value: int32(i)}, {Key: "s", Value: "hello world"}}
-	}
-	body := mustDoc(b, bson.D{{Key: "ok", Value: 1.0}, {Key: "cursor", Value: bson.D{
-		{Key: "nextBatch", Value: batch}, {Key: "id", Value: int64(0)}, {Key: "ns", Value: "db.c"}}}})
-	buf := AppendMsg(nil, 1, 0, &Msg{Body: body})
+	buf := AppendMsg(nil, 1, 0, &Msg{Body: cursorReplyBody(b)})
 	b.SetBytes(int64(len(buf)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -88,4 +82,28 @@ func BenchmarkDecodeCursorReply(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkValidateCursorReply validates the body of a getMore reply of
+// 10 000 small documents, the shape a cursor drain reads: every byte of a
+// reply from the network goes through validateBSON.
+func BenchmarkValidateCursorReply(b *testing.B) {
+	body := cursorReplyBody(b)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, reason := validateBSON(body); reason != "" {
+			b.Fatal(reason)
+		}
+	}
+}
+
+// cursorReplyBody is the body of a getMore reply of 10 000 small documents.
+func cursorReplyBody(b *testing.B) bson.Raw {
+	batch := make(bson.A, 10000)
+	for i := range batch {
+		batch[i] = bson.D{{Key: "_id", Value: int32(i)}, {Key: "x", Value: int32(i)}, {Key: "s", Value: "hello world"}}
+	}
+	return mustDoc(b, bson.D{{Key: "ok", Value: 1.0}, {Key: "cursor", Value: bson.D{
+		{Key: "nextBatch", Value: batch}, {Key: "id", Value: int64(0)}, {Key: "ns", Value: "db.c"}}}})
 }
