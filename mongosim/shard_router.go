@@ -274,8 +274,7 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 // for a command mongosim's members do not know (mongos may).
 func (r *Router) decode(br *blackpipe.Request) (rq *request, cmd *command, ok bool) {
 	if br.OpCode != wire.OpMsg && !isHelloName(br.Name) {
-		_ = br.Reply(errorDoc(cmderr.New(codeUnsupportedOpQueryCommand,
-			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal", br.Name), nil))
+		_ = br.Reply(errorDoc(errLegacyOpcode(br.Name), nil))
 		return nil, nil, false
 	}
 	doc, err := br.Doc()
@@ -284,7 +283,7 @@ func (r *Router) decode(br *blackpipe.Request) (rq *request, cmd *command, ok bo
 		return nil, nil, false
 	}
 	if br.OpCode == wire.OpMsg && br.DB == "" {
-		_ = br.Reply(errorDoc(cmderr.New(codeOpMsgRequiresDB, "OP_MSG requests require a $db argument"), nil))
+		_ = br.Reply(errorDoc(errNoDB(), nil))
 		return nil, nil, false
 	}
 	cmd = lookupCommand(br.Name)

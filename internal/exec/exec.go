@@ -201,7 +201,8 @@ type opState struct {
 	// txn is the value txnNumber points to.
 	txn int64
 	// implicit is the implicit session sess points to, unless the caller
-	// keeps the session (KeepSession): it must not hold this state alive.
+	// keeps the session (KeepSession): that one outlives Execute, and this
+	// state is recycled when Execute returns.
 	implicit session.Client
 	// cmdBuf backs the assembled command when it fits.
 	cmdBuf [12]bson.E
@@ -228,13 +229,28 @@ func (h *startedHook) Sending(requestID int32) {
 	h.e.publishStarted(h.ctx, h.op, h.st, h.cmd, h.ids)
 }
 
+// opStates recycles operation states: an opState is most of the bytes an
+// operation allocates, and nothing refers to it once Execute returns (the
+// session of a KeepSession operation, which outlives it, is allocated on
+// its own).
+var opStates = sync.Pool{New: func() any { return new(opState) }}
+
+// putOpState clears st, so that the pool holds no command, session or
+// context alive, and returns it to the pool.
+func putOpState(st *opState) {
+	*st = opState{}
+	opStates.Put(st)
+}
+
 // Execute runs op: a loop of server selection and attempt, retried as
 // retry.go describes (retryable writes, retryable reads, overload).
 func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	if len(op.Command) == 0 {
 		return Result{}, ErrEmptyCommand
 	}
-	st := &opState{opID: op.OperationID, name: op.Name}
+	st := opStates.Get().(*opState)
+	defer putOpState(st)
+	st.opID, st.name = op.OperationID, op.Name
 	if st.opID == 0 {
 		st.opID = NextOperationID()
 	}
@@ -534,7 +550,10 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 	}
 	st.replyBuffer = nil
 	r, err := c.Send(ctx, req)
-	dur := time.Since(start)
+	var dur time.Duration // for events only
+	if e.Monitor != nil {
+		dur = time.Since(start)
+	}
 	ids := h.ids
 	h.ctx, h.cmd = nil, nil // the attempt's; not to be kept for the next
 	var reply bson.Raw

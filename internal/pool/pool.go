@@ -297,9 +297,12 @@ func (p *Pool) Stats() Stats {
 // *mongoerr.NetworkError, a command error from the handshake, an
 // authentication error).
 func (p *Pool) CheckOut(ctx context.Context) (*conn.Conn, error) {
-	start := p.now()
 	p.mu.Lock()
+	// The clock is read only when a duration is reported: to a listener,
+	// or for a check-out that has to wait (below).
+	var start time.Time
 	if p.listening() {
+		start = p.now()
 		p.publish(&event.PoolEvent{Type: event.ConnectionCheckOutStarted})
 	}
 	// Fast path: nobody is queued ahead and an idle connection is at hand,
@@ -315,6 +318,9 @@ func (p *Pool) CheckOut(ctx context.Context) (*conn.Conn, error) {
 			p.unlock()
 			return m.c, nil
 		}
+	}
+	if start.IsZero() {
+		start = p.now()
 	}
 	w := &waiter{start: start, ready: make(chan struct{})}
 	switch {
