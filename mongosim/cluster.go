@@ -108,20 +108,44 @@ type Stats struct {
 
 // Launch starts a deployment as described by o. Call Close to stop it.
 func Launch(o Options) (*Cluster, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c, err := newCluster(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.startMembers(); err != nil {
+		return nil, err
+	}
+	c.startMonitors()
+	// From here Close stops what has started.
+	for _, start := range []func() error{c.startShards, c.startRouters, c.startBalancer} {
+		if err := start(); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// withDefaults checks o and fills in the zero values' defaults.
+func (o Options) withDefaults() (Options, error) {
 	if o.Members < 0 {
-		return nil, fmt.Errorf("mongosim: Members must not be negative, got %d", o.Members)
+		return o, fmt.Errorf("mongosim: Members must not be negative, got %d", o.Members)
 	}
 	if o.Members == 0 {
 		o.Members = 1
 	}
 	if err := validateRouterOptions(o); err != nil {
-		return nil, err
+		return o, err
 	}
 	if err := validateBalancerOptions(o); err != nil {
-		return nil, err
+		return o, err
 	}
 	if o.Standalone && o.Members != 1 {
-		return nil, fmt.Errorf("mongosim: a standalone server has one member, got Members=%d", o.Members)
+		return o, fmt.Errorf("mongosim: a standalone server has one member, got Members=%d", o.Members)
 	}
 	if o.ReplicaSetName == "" {
 		o.ReplicaSetName = "rs0"
@@ -138,6 +162,12 @@ func Launch(o Options) (*Cluster, error) {
 	if o.Compressors == nil {
 		o.Compressors = []string{"zstd", "zlib", "snappy"}
 	}
+	return o, nil
+}
+
+// newCluster builds the deployment's shared state, before any member
+// listens.
+func newCluster(o Options) (*Cluster, error) {
 	c := &Cluster{
 		opts:       o,
 		now:        o.Now,
@@ -163,14 +193,20 @@ func Launch(o Options) (*Cluster, error) {
 	if o.Auth.Username != "" {
 		c.auth = c.adm.users
 	}
-	members := make([]*Member, 0, o.Members)
-	for i := 0; i < o.Members; i++ {
+	return c, nil
+}
+
+// startMembers starts the members, member 0 the primary; on an error it
+// closes those it started.
+func (c *Cluster) startMembers() error {
+	members := make([]*Member, 0, c.opts.Members)
+	for i := 0; i < c.opts.Members; i++ {
 		m, err := c.startMember(i)
 		if err != nil {
 			for _, m := range members {
 				_ = m.srv.Close()
 			}
-			return nil, err
+			return err
 		}
 		members = append(members, m)
 	}
@@ -178,9 +214,15 @@ func Launch(o Options) (*Cluster, error) {
 	c.members = members
 	c.primary = 0
 	c.mu.Unlock()
+	return nil
+}
+
+// startMonitors starts the background work: the TTL monitor (unless
+// switched off) and, on a replica set, the reaper of expired
+// transactions.
+func (c *Cluster) startMonitors() {
 	c.ttl.interval.Store(int64(defaultTTLMonitorInterval))
-	if o.TTLMonitorInterval >= 0 {
-		interval := o.TTLMonitorInterval
+	if interval := c.opts.TTLMonitorInterval; interval >= 0 {
 		if interval == 0 {
 			interval = defaultTTLMonitorInterval
 		}
@@ -190,19 +232,6 @@ func Launch(o Options) (*Cluster, error) {
 		c.reaperStop, c.reaperDone = make(chan struct{}), make(chan struct{})
 		go c.reapTransactions(time.Second)
 	}
-	if err := c.startShards(); err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	if err := c.startRouters(); err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	if err := c.startBalancer(); err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	return c, nil
 }
 
 func (c *Cluster) startMember(i int) (*Member, error) {

@@ -65,8 +65,7 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 		return true
 	}
 	if br.OpCode != wire.OpMsg && !isHelloName(br.Name) {
-		_ = br.Reply(errorDoc(cmderr.New(codeUnsupportedOpQueryCommand,
-			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal", br.Name), nil))
+		_ = br.Reply(errorDoc(errLegacyOpcode(br.Name), nil))
 		return true
 	}
 	cmd := lookupCommand(br.Name)
@@ -80,7 +79,7 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 		return true
 	}
 	if br.OpCode == wire.OpMsg && br.DB == "" {
-		_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(codeOpMsgRequiresDB, "OP_MSG requests require a $db argument"), nil), bson.Timestamp{}))
+		_ = br.Reply(m.withClusterTime(errorDoc(errNoDB(), nil), bson.Timestamp{}))
 		return true
 	}
 	r := &request{
@@ -124,6 +123,18 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 	}
 	work()
 	return true
+}
+
+// errLegacyOpcode is mongod's answer to a command other than hello sent
+// as OP_QUERY.
+func errLegacyOpcode(name string) *cmderr.Error {
+	return cmderr.New(codeUnsupportedOpQueryCommand,
+		"Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal", name)
+}
+
+// errNoDB is mongod's answer to an OP_MSG without $db.
+func errNoDB() *cmderr.Error {
+	return cmderr.New(codeOpMsgRequiresDB, "OP_MSG requests require a $db argument")
 }
 
 // recoverRequest answers a request whose handler panicked with an internal

@@ -65,17 +65,63 @@ func (r *Router) shardDocs() []bson.D {
 // key gets one chunk per shard over the hash space; a range key one chunk
 // on the primary shard (split and moveChunk spread it).
 func (r *Router) shardCollection(rq *request) (bson.D, error) {
-	if rq.db != "admin" {
-		return nil, cmderr.New(cmderr.Unauthorized, "shardCollection may only be run against the admin database.")
+	ns, db, coll, err := shardCollectionNS(rq)
+	if err != nil {
+		return nil, err
 	}
-	ns, _ := rq.cmd[0].Value.(string)
+	sc, err := parseShardKey(rq, ns)
+	if err != nil {
+		return nil, err
+	}
+	ss := r.cluster.sharding
+	if old := ss.coll(ns); old != nil {
+		if compareKeys(old.key, sc.key) == 0 && len(old.key) == len(sc.key) && old.key[0].Key == sc.key[0].Key {
+			return bson.D{{Key: "collectionsharded", Value: ns}, {Key: "ok", Value: 1.0}}, nil
+		}
+		return nil, cmderr.New(codeAlreadyInitialized, "sharding already enabled for collection %s with options { shardKey: %s }", ns, shellString(old.key))
+	}
+	primary := ss.primaryOf(db, true)
+	// The collection must be empty unless it is on one shard (the primary)
+	// and stays there: mongosim moves no data at shardCollection.
+	count, err := r.shardCmd(rq, primary, bson.D{{Key: "count", Value: coll}, {Key: "$db", Value: db}}, nil, false, true)
+	if err != nil {
+		return nil, err
+	}
+	n, _ := asInt64(func() any { v, _ := lookupD(count, "n"); return v }())
+	chunks := sc.initialChunks(n == 0, len(ss.shards), primary)
+	sc.chunks.Store(&chunks)
+	if err := r.createShardKeyIndex(rq, sc, db, coll); err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	if ss.colls[ns] == nil {
+		ss.colls[ns] = sc
+	}
+	ss.mu.Unlock()
+	ss.shards[primary].data.recordShardCollection(rq.ctx, db, coll, sc.key, sc.unique)
+	return bson.D{{Key: "collectionsharded", Value: ns}, {Key: "collectionUUID", Value: sc.uuid}, {Key: "ok", Value: 1.0}}, nil
+}
+
+// shardCollectionNS reads and checks the namespace to shard.
+func shardCollectionNS(rq *request) (ns, db, coll string, err error) {
+	if rq.db != "admin" {
+		return "", "", "", cmderr.New(cmderr.Unauthorized, "shardCollection may only be run against the admin database.")
+	}
+	ns, _ = rq.cmd[0].Value.(string)
 	db, coll, ok := strings.Cut(ns, ".")
 	if !ok || db == "" || coll == "" {
-		return nil, cmderr.New(cmderr.InvalidNamespace, "Invalid namespace specified '%s'", ns)
+		return "", "", "", cmderr.New(cmderr.InvalidNamespace, "Invalid namespace specified '%s'", ns)
 	}
 	if db == "admin" || db == "config" || db == "local" || strings.HasPrefix(coll, "system.") {
-		return nil, cmderr.New(cmderr.IllegalOperation, "can't shard %s", ns)
+		return "", "", "", cmderr.New(cmderr.IllegalOperation, "can't shard %s", ns)
 	}
+	return ns, db, coll, nil
+}
+
+// parseShardKey reads the key and options of shardCollection into the
+// new collection's metadata (no chunks yet). A key is ascending fields or
+// one hashed field; the options mongosim lacks are refused.
+func parseShardKey(rq *request, ns string) (*shardedColl, error) {
 	keyv, _ := rq.get("key")
 	key, ok := keyv.(bson.D)
 	if !ok || len(key) == 0 {
@@ -114,80 +160,67 @@ func (r *Router) shardCollection(rq *request) (bson.D, error) {
 	if unique && sc.hashed != "" {
 		return nil, cmderr.New(cmderr.InvalidOptions, "Hashed shard keys cannot be declared unique. It's possible to ensure uniqueness on the hashed field by declaring an additional (non-hashed) unique index on the field.")
 	}
-	ss := r.cluster.sharding
-	if old := ss.coll(ns); old != nil {
-		if compareKeys(old.key, key) == 0 && len(old.key) == len(key) && old.key[0].Key == key[0].Key {
-			return bson.D{{Key: "collectionsharded", Value: ns}, {Key: "ok", Value: 1.0}}, nil
-		}
-		return nil, cmderr.New(codeAlreadyInitialized, "sharding already enabled for collection %s with options { shardKey: %s }", ns, shellString(old.key))
-	}
-	primary := ss.primaryOf(db, true)
-	// The collection must be empty unless it is on one shard (the primary)
-	// and stays there: mongosim moves no data at shardCollection.
-	count, err := r.shardCmd(rq, primary, bson.D{{Key: "count", Value: coll}, {Key: "$db", Value: db}}, nil, false, true)
-	if err != nil {
-		return nil, err
-	}
-	n, _ := asInt64(func() any { v, _ := lookupD(count, "n"); return v }())
-	minKey, maxKey := make(bson.D, 0, len(key)), make(bson.D, 0, len(key))
+	return sc, nil
+}
+
+// initialChunks lays out a new sharded collection's chunks: as mongos
+// 7.2+, an empty collection with a leading hashed key gets one chunk per
+// shard, split evenly over the hash space, chunk i on shard i; any other
+// one chunk on the primary shard.
+func (sc *shardedColl) initialChunks(empty bool, nshards, primary int) []chunk {
+	minKey, maxKey := make(bson.D, 0, len(sc.key)), make(bson.D, 0, len(sc.key))
 	for _, f := range sc.fields {
 		minKey = append(minKey, bson.E{Key: f, Value: bson.MinKey{}})
 		maxKey = append(maxKey, bson.E{Key: f, Value: bson.MaxKey{}})
 	}
-	nshards := len(ss.shards)
+	if sc.hashed == "" || !empty || sc.fields[0] != sc.hashed {
+		return []chunk{{min: minKey, max: maxKey, shard: primary, version: 1}}
+	}
 	var chunks []chunk
-	if sc.hashed != "" && n == 0 && sc.fields[0] == sc.hashed {
-		// As mongos 7.2+: one chunk per shard, split evenly over the
-		// hash space, chunk i on shard i.
-		lo := minKey
-		splits := hashedSplitPoints(nshards)
-		for i := 0; i < nshards; i++ {
-			hi := maxKey
-			if i < len(splits) {
-				hi = slices.Clone(minKey)
-				for j := range hi {
-					hi[j].Value = bson.MinKey{}
-					if sc.fields[j] == sc.hashed {
-						hi[j].Value = splits[i]
-					}
+	lo := minKey
+	splits := hashedSplitPoints(nshards)
+	for i := 0; i < nshards; i++ {
+		hi := maxKey
+		if i < len(splits) {
+			hi = slices.Clone(minKey)
+			for j := range hi {
+				hi[j].Value = bson.MinKey{}
+				if sc.fields[j] == sc.hashed {
+					hi[j].Value = splits[i]
 				}
 			}
-			chunks = append(chunks, chunk{min: lo, max: hi, shard: i, version: 1})
-			lo = hi
 		}
-	} else {
-		chunks = []chunk{{min: minKey, max: maxKey, shard: primary, version: 1}}
+		chunks = append(chunks, chunk{min: lo, max: hi, shard: i, version: 1})
+		lo = hi
 	}
-	sc.chunks.Store(&chunks)
-	// Every shard gets the collection and the shard key index (mongod
-	// requires one; on an empty collection shardCollection creates it),
-	// and learns the shard key so updates cannot change it.
-	idx := bson.D{{Key: "key", Value: key}, {Key: "name", Value: indexName(key)}}
+	return chunks
+}
+
+// createShardKeyIndex gives every shard the collection and the shard key
+// index (mongod requires one; on an empty collection shardCollection
+// creates it), and tells each the shard key so updates cannot change it.
+func (r *Router) createShardKeyIndex(rq *request, sc *shardedColl, db, coll string) error {
+	ss := r.cluster.sharding
+	idx := bson.D{{Key: "key", Value: sc.key}, {Key: "name", Value: indexName(sc.key)}}
 	switch {
-	case len(key) == 1 && key[0].Key == "_id" && sc.hashed == "":
-		// The _id index every collection has is the key's index, as
-		// on mongod (unique by nature).
+	case len(sc.key) == 1 && sc.key[0].Key == "_id" && sc.hashed == "":
+		// The _id index every collection has is the key's index, as on
+		// mongod (unique by nature).
 		idx = bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "name", Value: "_id_"}}
-	case unique:
+	case sc.unique:
 		idx = append(idx, bson.E{Key: "unique", Value: true})
 	}
 	for i := range ss.shards {
 		reply, err := r.shardCmd(rq, i, bson.D{{Key: "createIndexes", Value: coll}, {Key: "indexes", Value: bson.A{idx}}, {Key: "$db", Value: db}}, nil, true, true)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !replyOK(reply) {
-			return nil, &shardError{reply: reply}
+			return &shardError{reply: reply}
 		}
 		ss.shards[i].data.setShardKey(db, coll, sc.fields)
 	}
-	ss.mu.Lock()
-	if ss.colls[ns] == nil {
-		ss.colls[ns] = sc
-	}
-	ss.mu.Unlock()
-	ss.shards[primary].data.recordShardCollection(rq.ctx, db, coll, key, unique)
-	return bson.D{{Key: "collectionsharded", Value: ns}, {Key: "collectionUUID", Value: sc.uuid}, {Key: "ok", Value: 1.0}}, nil
+	return nil
 }
 
 // listDatabases merges the shards' lists, adding up sizes.

@@ -274,8 +274,7 @@ func (r *Router) handle(br *blackpipe.Request) bool {
 // for a command mongosim's members do not know (mongos may).
 func (r *Router) decode(br *blackpipe.Request) (rq *request, cmd *command, ok bool) {
 	if br.OpCode != wire.OpMsg && !isHelloName(br.Name) {
-		_ = br.Reply(errorDoc(cmderr.New(codeUnsupportedOpQueryCommand,
-			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal", br.Name), nil))
+		_ = br.Reply(errorDoc(errLegacyOpcode(br.Name), nil))
 		return nil, nil, false
 	}
 	doc, err := br.Doc()
@@ -284,7 +283,7 @@ func (r *Router) decode(br *blackpipe.Request) (rq *request, cmd *command, ok bo
 		return nil, nil, false
 	}
 	if br.OpCode == wire.OpMsg && br.DB == "" {
-		_ = br.Reply(errorDoc(cmderr.New(codeOpMsgRequiresDB, "OP_MSG requests require a $db argument"), nil))
+		_ = br.Reply(errorDoc(errNoDB(), nil))
 		return nil, nil, false
 	}
 	cmd = lookupCommand(br.Name)
@@ -724,19 +723,8 @@ func (r *Router) hello(rq *request) {
 			"Received a topology version with the same process ID and a higher counter than the current topology version"))
 		return
 	}
-	if exhaust {
-		st, err := rq.raw.Stream()
-		if err != nil {
-			return
-		}
-		rq.stream = st
-	} else {
-		rq.raw.WatchClose()
-	}
-	rq.ctx = rq.raw.Context()
-	if !r.cluster.goAsync(func() { r.awaitHello(rq, aw) }) {
-		_ = rq.hangup()
-	}
+	// Stream fails only on a request already answered: nothing to send.
+	_ = rq.awaitLater(r.cluster, exhaust, func() { r.awaitHello(rq, aw) })
 }
 
 func (r *Router) awaitHello(rq *request, aw awaitArgs) {

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
+	"github.com/sturdy-go/sturdy/mongosim/internal/query"
 	"github.com/sturdy-go/sturdy/mongosim/internal/value"
 	"github.com/sturdy-go/sturdy/wire"
 )
@@ -440,65 +441,82 @@ func (r *Router) shardedFindAndModify(rq *request, cmd *command, out *outcome, s
 	if v, ok := rq.get("upsert"); ok && asBool(v) {
 		return nil, errUpsertNoKey()
 	}
-	_, hasTxn := rq.get("txnNumber")
 	shards := sc.owners()
 	sortDoc, _, err := docArg(rq, "sort")
 	if err != nil {
 		return nil, err
 	}
 	if len(sortDoc) > 0 {
-		env, err := routerEnv(rq)
-		if err != nil {
-			return nil, err
-		}
-		sorter, err := compileSort(sortDoc, env)
-		if err != nil {
-			return nil, err
-		}
-		// A retry of a retryable findAndModify goes where the first
-		// attempt went, with the same document, so the shard replays it
-		// (mongos keeps this in the write's history).
-		lsid, _ := rq.get("lsid")
-		tv, _ := rq.get("txnNumber")
-		txn, _ := tv.(int64)
-		ss := r.cluster.sharding
-		if hasTxn && lsid != nil {
-			ss.mu.Lock()
-			pin, ok := ss.famPins[value.Key(lsid)]
-			ss.mu.Unlock()
-			if ok && pin.txnNumber == txn {
-				return r.shardCmd(rq, pin.shard, withField(rq.cmd, "query", pin.query), nil, true, hasTxn)
-			}
-		}
-		var best bson.D
-		bestShard := -1
-		for _, s := range shards {
-			find := bson.D{{Key: "find", Value: rq.cmd[0].Value}, {Key: "filter", Value: q}, {Key: "sort", Value: sortDoc}, {Key: "limit", Value: int64(1)}, {Key: "$db", Value: rq.db}}
-			if lsid, ok := rq.get("lsid"); ok {
-				find = append(find, bson.E{Key: "lsid", Value: lsid})
-			}
-			docs, err := r.drain(rq, s, find)
-			if err != nil {
-				return nil, err
-			}
-			if len(docs) > 0 && (best == nil || (sorter != nil && sorter.Compare(docs[0], best) < 0)) {
-				best, bestShard = docs[0], s
-			}
-		}
-		if best != nil {
-			id, _ := value.Get(best, "_id")
-			query := bson.D{{Key: "$and", Value: bson.A{q, bson.D{{Key: "_id", Value: id}}}}}
-			if hasTxn && lsid != nil {
-				ss.mu.Lock()
-				if ss.famPins == nil {
-					ss.famPins = map[string]famPin{}
-				}
-				ss.famPins[value.Key(lsid)] = famPin{txnNumber: txn, shard: bestShard, query: query}
-				ss.mu.Unlock()
-			}
-			return r.shardCmd(rq, bestShard, withField(rq.cmd, "query", query), nil, true, hasTxn)
+		if reply, done, err := r.famSorted(rq, q, sortDoc, shards); done {
+			return reply, err
 		}
 	}
+	return r.famInTurn(rq, shards)
+}
+
+// famSorted runs a sorted findAndModify without the shard key on the
+// shard with the best match, narrowed to that document's _id; done is
+// false when no shard has a match. A retry of a retryable one goes where
+// the first attempt went, with the same document, so the shard replays
+// it (mongos keeps this in the write's history).
+func (r *Router) famSorted(rq *request, q, sortDoc bson.D, shards []int) (reply bson.D, done bool, err error) {
+	env, err := routerEnv(rq)
+	if err != nil {
+		return nil, true, err
+	}
+	sorter, err := compileSort(sortDoc, env)
+	if err != nil {
+		return nil, true, err
+	}
+	_, hasTxn := rq.get("txnNumber")
+	lsid, _ := rq.get("lsid")
+	tv, _ := rq.get("txnNumber")
+	txn, _ := tv.(int64)
+	retryable := hasTxn && lsid != nil
+	ss := r.cluster.sharding
+	if retryable {
+		if pin, ok := ss.famPin(lsid); ok && pin.txnNumber == txn {
+			reply, err := r.shardCmd(rq, pin.shard, withField(rq.cmd, "query", pin.query), nil, true, hasTxn)
+			return reply, true, err
+		}
+	}
+	best, bestShard, err := r.bestMatch(rq, q, sortDoc, sorter, shards)
+	if err != nil || best == nil {
+		return nil, err != nil, err
+	}
+	id, _ := value.Get(best, "_id")
+	narrowed := bson.D{{Key: "$and", Value: bson.A{q, bson.D{{Key: "_id", Value: id}}}}}
+	if retryable {
+		ss.pinFam(lsid, famPin{txnNumber: txn, shard: bestShard, query: narrowed})
+	}
+	reply, err = r.shardCmd(rq, bestShard, withField(rq.cmd, "query", narrowed), nil, true, hasTxn)
+	return reply, true, err
+}
+
+// bestMatch asks each shard for its first match of q in sort order and
+// returns the first of those (nil: none) and its shard.
+func (r *Router) bestMatch(rq *request, q, sortDoc bson.D, sorter *query.Sort, shards []int) (best bson.D, shard int, err error) {
+	shard = -1
+	for _, s := range shards {
+		find := bson.D{{Key: "find", Value: rq.cmd[0].Value}, {Key: "filter", Value: q}, {Key: "sort", Value: sortDoc}, {Key: "limit", Value: int64(1)}, {Key: "$db", Value: rq.db}}
+		if lsid, ok := rq.get("lsid"); ok {
+			find = append(find, bson.E{Key: "lsid", Value: lsid})
+		}
+		docs, err := r.drain(rq, s, find)
+		if err != nil {
+			return nil, -1, err
+		}
+		if len(docs) > 0 && (best == nil || (sorter != nil && sorter.Compare(docs[0], best) < 0)) {
+			best, shard = docs[0], s
+		}
+	}
+	return best, shard, nil
+}
+
+// famInTurn sends the findAndModify to the shards in turn until one
+// matches or fails; else the last reply.
+func (r *Router) famInTurn(rq *request, shards []int) (bson.D, error) {
+	_, hasTxn := rq.get("txnNumber")
 	var last bson.D
 	for _, s := range shards {
 		reply, err := r.shardCmd(rq, s, rq.cmd, nil, true, hasTxn)
@@ -524,6 +542,24 @@ type famPin struct {
 	txnNumber int64
 	shard     int
 	query     bson.D
+}
+
+// famPin returns the pin of the session lsid's last findAndModify.
+func (ss *shardSet) famPin(lsid any) (famPin, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	pin, ok := ss.famPins[value.Key(lsid)]
+	return pin, ok
+}
+
+// pinFam records where the session lsid's findAndModify went.
+func (ss *shardSet) pinFam(lsid any, pin famPin) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.famPins == nil {
+		ss.famPins = map[string]famPin{}
+	}
+	ss.famPins[value.Key(lsid)] = pin
 }
 
 // --- chunk management ---

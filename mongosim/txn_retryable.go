@@ -103,17 +103,37 @@ func (tc *txnContext) release() { <-tc.sess.sem }
 // stmt runs statement i at most once per transaction: a recorded result is
 // replayed, otherwise run executes and a successful result is recorded.
 func (tc *txnContext) stmt(i int, run func() (stmtResult, error)) (stmtResult, error) {
-	if res, ok := tc.sess.stmts[i]; ok {
-		tc.replayed++
+	if res, ok := tc.replay(i); ok {
 		return res, nil
 	}
 	res, err := run()
 	if err != nil {
 		return res, err
 	}
+	tc.record(i, res)
+	return res, nil
+}
+
+// replay returns statement i's recorded result, if it ran; a nil tc (no
+// retryable write) has none.
+func (tc *txnContext) replay(i int) (stmtResult, bool) {
+	if tc == nil {
+		return stmtResult{}, false
+	}
+	res, ok := tc.sess.stmts[i]
+	if ok {
+		tc.replayed++
+	}
+	return res, ok
+}
+
+// record keeps statement i's successful result for a retry to replay.
+func (tc *txnContext) record(i int, res stmtResult) {
+	if tc == nil {
+		return
+	}
 	tc.executed++
 	tc.sess.stmts[i] = res
-	return res, nil
 }
 
 // txnNumberOf returns the command's txnNumber, which must be a long.
