@@ -197,7 +197,7 @@ func openTypedCursor(ctx context.Context, client *Client, op *exec.Operation, s 
 	if s == nil {
 		op.Flags |= exec.KeepSession
 	}
-	op.Flags |= exec.PinCursor
+	op.Flags |= exec.PinCursor | exec.RecycleReply
 	res, err := client.execute(ctx, op, s)
 	if err != nil {
 		if s == nil && res.Session != nil {
@@ -313,7 +313,8 @@ func (c *Cursor) getMore(ctx context.Context) {
 	}
 	cmd.addMaxTime(c.maxAwait)
 	cmd.addIf("comment", c.comment)
-	res, err := c.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess, Pin: c.pin}, nil)
+	res, err := c.client.execute(ctx, &exec.Operation{Name: "getMore", DB: c.db, Command: bson.D(cmd), Server: c.server, Session: c.sess, Pin: c.pin,
+		Flags: exec.RecycleReply}, nil)
 	if err != nil {
 		// A pinned connection stays pinned after a getMore error, until
 		// Close (load balancer specification).

@@ -135,86 +135,129 @@ func (pc *proxyConn) writeClient(b []byte) error {
 
 // pumpRequests reads client messages, applies the rules and forwards.
 func (pc *proxyConn) pumpRequests(up net.Conn) {
-	p := pc.p
-	maxSize := p.opts.MaxMessageSize
 	var buf []byte
 	for {
-		b, err := wire.ReadMessage(pc.client, buf[:0], maxSize)
-		if err != nil {
-			pc.readErr("client", err)
+		b, m, ok := pc.readRequest(buf)
+		if !ok {
 			return
 		}
 		buf = b
-		p.stats.requests.Add(1)
-		pc.l.requests.Add(1)
-		m, err := wire.Decode(b, maxSize)
-		if err != nil {
-			pc.malformed("client", err)
-			return
-		}
-		if m.Msg == nil && m.Query == nil {
-			pc.malformed("client", errors.New("a "+m.Header.OpCode.String()+" message, which is not a request"))
-			return
-		}
-		in := inspect(m)
-		out := b
-		if in.hello {
-			if name := appName(in.cmd); name != "" {
-				pc.appName = name
-			}
-			if s := stripCompression(&in); s != nil {
-				out = s
-			}
-		}
-		q := request{command: in.name, db: in.db, namespaces: in.namespaces(), appName: pc.appName, connID: pc.id}
-		rs := p.rules.Load()
-		idx, act, fired := rs.decide(&q)
-		pend := pending{hello: in.hello}
-		if fired {
-			p.stats.fired.Add(1)
-			p.logf("faultproxy: conn %d (%s): %s on %s: %s fired: %s", pc.id, pc.l.upstream, in.name, in.db, rs.name(idx), act.Kind)
-			if !sleepCtx(pc.ctx, act.Delay) {
-				return
-			}
-			switch act.Kind {
-			case DropRequest:
-				pc.close(act.RST)
-				return
-			case Reset:
-				pc.close(true)
-				return
-			case Error, Shed:
-				if in.moreToCome {
-					continue // nobody waits for an answer
-				}
-				if err := pc.writeClient(p.injectedReply(&in, act)); err != nil {
-					return
-				}
-				p.stats.injected.Add(1)
-				continue
-			case DropReply:
-				pend.drop, pend.rst, pend.replyDelay = true, act.RST, act.ReplyDelay
-			case Delay:
-				pend.replyDelay = act.ReplyDelay
-			}
-		}
-		if !in.moreToCome && pend != (pending{}) {
-			pc.mu.Lock()
-			pc.pending[m.Header.RequestID] = pend
-			pc.mu.Unlock()
-		}
-		if _, err := up.Write(out); err != nil {
-			return // the reply pump reports why the upstream went away
-		}
-		p.stats.forwarded.Add(1)
-		if in.moreToCome && pend.drop {
-			// No reply will come: the request is on its way, so close now.
-			sleepCtx(pc.ctx, pend.replyDelay)
-			p.stats.repliesDropped.Add(1)
-			pc.close(pend.rst)
+		if !pc.handleRequest(up, b, m) {
 			return
 		}
 	}
+}
+
+// readRequest reads and decodes the client's next message, reusing buf;
+// it reports false (having logged why) when the connection must close.
+func (pc *proxyConn) readRequest(buf []byte) ([]byte, wire.Message, bool) {
+	p := pc.p
+	maxSize := p.opts.MaxMessageSize
+	b, err := wire.ReadMessage(pc.client, buf[:0], maxSize)
+	if err != nil {
+		pc.readErr("client", err)
+		return nil, wire.Message{}, false
+	}
+	p.stats.requests.Add(1)
+	pc.l.requests.Add(1)
+	m, err := wire.Decode(b, maxSize)
+	if err != nil {
+		pc.malformed("client", err)
+		return nil, wire.Message{}, false
+	}
+	if m.Msg == nil && m.Query == nil {
+		pc.malformed("client", errors.New("a "+m.Header.OpCode.String()+" message, which is not a request"))
+		return nil, wire.Message{}, false
+	}
+	return b, m, true
+}
+
+// handleRequest applies the rules to one request b (decoded as m) and
+// forwards it unless a rule answers it; false means the connection closed.
+func (pc *proxyConn) handleRequest(up net.Conn, b []byte, m wire.Message) bool {
+	p := pc.p
+	in := inspect(m)
+	out := b
+	if in.hello {
+		if name := appName(in.cmd); name != "" {
+			pc.appName = name
+		}
+		if s := stripCompression(&in); s != nil {
+			out = s
+		}
+	}
+	pend, fate := pc.applyRules(&in)
+	switch fate {
+	case requestAnswered:
+		return true
+	case connDone:
+		return false
+	}
+	if !in.moreToCome && pend != (pending{}) {
+		pc.mu.Lock()
+		pc.pending[m.Header.RequestID] = pend
+		pc.mu.Unlock()
+	}
+	if _, err := up.Write(out); err != nil {
+		return false // the reply pump reports why the upstream went away
+	}
+	p.stats.forwarded.Add(1)
+	if in.moreToCome && pend.drop {
+		// No reply will come: the request is on its way, so close now.
+		sleepCtx(pc.ctx, pend.replyDelay)
+		p.stats.repliesDropped.Add(1)
+		pc.close(pend.rst)
+		return false
+	}
+	return true
+}
+
+// requestFate is what applying the rules left to do with a request.
+type requestFate int
+
+const (
+	requestForward  requestFate = iota // forward it; pending says what happens to its reply
+	requestAnswered                    // the proxy answered it, or nobody waits for an answer
+	connDone                           // stop: a rule closed the connection, the client went away or the proxy stops
+)
+
+// applyRules runs the first rule matching the request, if any.
+func (pc *proxyConn) applyRules(in *inbound) (pending, requestFate) {
+	p := pc.p
+	q := request{command: in.name, db: in.db, namespaces: in.namespaces(), appName: pc.appName, connID: pc.id}
+	rs := p.rules.Load()
+	idx, act, fired := rs.decide(&q)
+	pend := pending{hello: in.hello}
+	if !fired {
+		return pend, requestForward
+	}
+	p.stats.fired.Add(1)
+	p.logf("faultproxy: conn %d (%s): %s on %s: %s fired: %s", pc.id, pc.l.upstream, in.name, in.db, rs.name(idx), act.Kind)
+	if !sleepCtx(pc.ctx, act.Delay) {
+		return pend, connDone
+	}
+	switch act.Kind {
+	case DropRequest:
+		pc.close(act.RST)
+		return pend, connDone
+	case Reset:
+		pc.close(true)
+		return pend, connDone
+	case Error, Shed:
+		if in.moreToCome {
+			return pend, requestAnswered // nobody waits for an answer
+		}
+		if err := pc.writeClient(p.injectedReply(in, act)); err != nil {
+			return pend, connDone
+		}
+		p.stats.injected.Add(1)
+		return pend, requestAnswered
+	case DropReply:
+		pend.drop, pend.rst, pend.replyDelay = true, act.RST, act.ReplyDelay
+	case Delay:
+		pend.replyDelay = act.ReplyDelay
+	}
+	return pend, requestForward
 }
 
 // pumpReplies reads upstream messages, applies what their requests

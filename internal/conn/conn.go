@@ -44,6 +44,9 @@ type Request struct {
 	MoreToCome bool
 	// ExhaustAllowed lets the server stream replies (awaitable hello).
 	ExhaustAllowed bool
+	// PooledReply reads a reply of a size bufpool pools into a pooled
+	// buffer (Reply.Buffer), for a caller that will recycle it.
+	PooledReply bool
 	// RequestID is set by Send to the wire request id, for events.
 	RequestID int32
 	// OnSend, if set, is told the request id just before the message is
@@ -246,7 +249,7 @@ func (c *Conn) Send(ctx context.Context, req *Request) (*Reply, error) {
 	} else if req.MoreToCome {
 		c.lastUsed.Store(time.Now().UnixNano())
 	} else {
-		reply, err = c.read(ctx, id)
+		reply, err = c.read(ctx, id, req.PooledReply)
 	}
 	c.disarm(stop)
 	c.trimBuffers()
@@ -268,7 +271,7 @@ func (c *Conn) ReadReply(ctx context.Context) (*Reply, error) {
 		return nil, c.fail(ctx, "read", err)
 	}
 	stop := c.arm(ctx)
-	reply, err := c.read(ctx, c.lastReplyID)
+	reply, err := c.read(ctx, c.lastReplyID, false)
 	c.disarm(stop)
 	c.trimBuffers()
 	return reply, err
@@ -283,8 +286,8 @@ func (c *Conn) Streaming() bool {
 }
 
 // read reads one reply that must answer responseTo. The caller holds c.mu.
-func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
-	msg, own, pooled, err := c.readMessage()
+func (c *Conn) read(ctx context.Context, responseTo int32, pool bool) (*Reply, error) {
+	msg, own, pooled, err := c.readMessage(pool)
 	if err != nil {
 		if errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrMessageTooLarge) {
 			return nil, c.fail(ctx, "decode", err)
@@ -325,10 +328,11 @@ func (c *Conn) read(ctx context.Context, responseTo int32) (*Reply, error) {
 const ownReadMax = 1 << 20
 
 // readMessage reads one whole message. An uncompressed message of up to
-// ownReadMax bytes is read into a buffer of exactly its size (own), pooled
-// when bufpool pools its size: the reply body then aliases it and needs no
-// copy. Anything else is read into c.rbuf. Errors are wire.ReadMessage's.
-func (c *Conn) readMessage() (msg []byte, own bool, pooled *[]byte, err error) {
+// ownReadMax bytes is read into a buffer of its own (own): with pool, a
+// pooled one when bufpool pools its size, else one of exactly its size.
+// The reply body then aliases it and needs no copy. Anything else is read
+// into c.rbuf. Errors are wire.ReadMessage's.
+func (c *Conn) readMessage(pool bool) (msg []byte, own bool, pooled *[]byte, err error) {
 	if n, err := io.ReadFull(c.rd, c.hdr[:]); err != nil {
 		if err == io.EOF && n == 0 {
 			return nil, false, nil, io.EOF
@@ -341,7 +345,10 @@ func (c *Conn) readMessage() (msg []byte, own bool, pooled *[]byte, err error) {
 		c.rbuf, err = wire.ReadMessage(&headerReader{hdr: c.hdr[:], r: c.rd}, c.rbuf[:0], c.maxMsgSize)
 		return c.rbuf, false, nil, err
 	}
-	if pooled = bufpool.Get(int(h.MessageLength)); pooled != nil {
+	if pool {
+		pooled = bufpool.Get(int(h.MessageLength))
+	}
+	if pooled != nil {
 		msg = *pooled
 	} else {
 		msg = make([]byte, h.MessageLength)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -501,5 +502,52 @@ func TestRepliesAreOwnedWhateverTheirPath(t *testing.T) {
 			}
 			c.Close()
 		}
+	}
+}
+
+// TestPooledReplyBuffer: a reply of a size bufpool pools is read into a
+// pooled buffer, which Reply.Buffer hands over, only when the request asks
+// for it; small, compressed and oversized replies never come in one.
+func TestPooledReplyBuffer(t *testing.T) {
+	for _, comp := range []string{"", "zstd"} {
+		srv := blackpipe.StartWithOptions(t, blackpipe.Options{Compressors: []string{"zstd"}})
+		srv.Autorespond(blackpipe.Command("echo"), func(r *blackpipe.Request) bool {
+			size := int(r.Command.Lookup("size").Int32())
+			return r.Reply(bson.D{{Key: "pad", Value: string(make([]byte, size))}}) == nil
+		})
+		var o conn.Options
+		if comp != "" {
+			o.Compressors = []string{comp}
+		}
+		c, err := conn.Dial(context.Background(), srv.Addr(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, size := range []int{10, 100 << 10, 3 << 20} {
+			for _, pooled := range []bool{false, true} {
+				r, err := c.Send(context.Background(), &conn.Request{DB: "db", PooledReply: pooled,
+					Command: mustRaw(t, bson.D{{Key: "echo", Value: 1}, {Key: "size", Value: int32(size)}})})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := pooled && size == 100<<10 && comp == ""
+				if got := r.Buffer != nil; got != want {
+					t.Fatalf("compressor %q, %d-byte reply, PooledReply %v: pooled buffer %v, want %v", comp, size, pooled, got, want)
+				}
+				if want {
+					// Body lies in the buffer, whose capacity is its size class.
+					buf := *r.Buffer
+					start := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+					body := uintptr(unsafe.Pointer(unsafe.SliceData(r.Body)))
+					if cap(buf) != 128<<10 || body < start || body+uintptr(len(r.Body)) > start+uintptr(len(buf)) {
+						t.Fatalf("reply body does not lie in its 128 KiB pooled buffer (cap %d)", cap(buf))
+					}
+				}
+				if p, _ := r.Body.Lookup("pad").StringValueOK(); len(p) != size {
+					t.Fatalf("pad of %d bytes, want %d", len(p), size)
+				}
+			}
+		}
+		c.Close()
 	}
 }

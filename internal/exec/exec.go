@@ -132,10 +132,10 @@ type Result struct {
 	// Pin is the connection pinned to the cursor the operation opened
 	// (PinCursor, load-balanced mode); the cursor unpins it.
 	Pin *Pin
-	// ReplyBuffer is the pooled buffer Reply lies in, nil if it has none or
-	// a command-succeeded listener was handed Reply. A caller that keeps no
-	// reference into Reply (a cursor done with its batch) may give it back
-	// with bufpool.Put; any other caller just drops it.
+	// ReplyBuffer is the pooled buffer Reply lies in (RecycleReply), nil
+	// if it has none or a command-succeeded listener was handed Reply. A
+	// caller that keeps no reference into Reply (a cursor done with its
+	// batch) may give it back with bufpool.Put; else it just drops it.
 	ReplyBuffer *[]byte
 }
 
@@ -541,7 +541,8 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 	*buf = body
 	h := &st.started
 	*h = startedHook{e: e, ctx: ctx, op: op, st: st, cmd: cmd, ids: e.identity(st, op, c, ss)}
-	req := &conn.Request{DB: op.DB, Command: body, Sequences: op.Sequences, MoreToCome: op.Flags.Has(Unacknowledged), OnSend: h}
+	req := &conn.Request{DB: op.DB, Command: body, Sequences: op.Sequences, MoreToCome: op.Flags.Has(Unacknowledged), OnSend: h,
+		PooledReply: op.Flags.Has(RecycleReply)}
 
 	start := time.Now()
 	if ss != nil {

@@ -46,6 +46,11 @@ const (
 	// reply with a cursor id keeps the connection checked out, pinned
 	// (Result.Pin), for the cursor's getMores and killCursors.
 	PinCursor
+	// RecycleReply reads the reply into a pooled buffer that
+	// Result.ReplyBuffer hands to the caller, who gives it back
+	// (bufpool.Put) once nothing refers into the reply: a cursor done with
+	// its batch.
+	RecycleReply
 )
 
 // Has reports whether every flag of g is set in f.
