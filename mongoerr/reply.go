@@ -2,17 +2,18 @@ package mongoerr
 
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 // FromReply classifies a server reply: {ok: 0} gives a *CommandError; ok: 1
 // with writeErrors or writeConcernError gives a *WriteException; anything
 // else gives nil.
 func FromReply(reply bson.Raw) error {
-	okVal, err := reply.LookupErr("ok")
-	if err != nil {
+	top := scanReply(reply)
+	if top.ok.Type == 0 {
 		return &CommandError{Code: 0, Message: "reply has no ok field", Raw: reply}
 	}
-	if f, isNum := okVal.AsFloat64OK(); !isNum || f != 1 {
+	if f, isNum := top.ok.AsFloat64OK(); !isNum || f != 1 {
 		ce := &CommandError{Raw: reply, Labels: labels(reply)}
 		ce.Code = int32Of(reply, "code")
 		ce.Name = stringOf(reply, "codeName")
@@ -20,7 +21,7 @@ func FromReply(reply bson.Raw) error {
 		return ce
 	}
 	var wex *WriteException
-	if v, err := reply.LookupErr("writeErrors"); err == nil {
+	if v := top.writeErrors; v.Type != 0 {
 		if arr, ok := v.ArrayOK(); ok {
 			vals, _ := arr.Values()
 			for _, item := range vals {
@@ -39,7 +40,7 @@ func FromReply(reply bson.Raw) error {
 			}
 		}
 	}
-	if v, err := reply.LookupErr("writeConcernError"); err == nil {
+	if v := top.writeConcernError; v.Type != 0 {
 		if doc, ok := v.DocumentOK(); ok {
 			if wex == nil {
 				wex = &WriteException{Raw: reply}
@@ -58,6 +59,51 @@ func FromReply(reply bson.Raw) error {
 		return wex
 	}
 	return nil
+}
+
+// replyFields are the top-level fields of a reply FromReply reads (Type 0:
+// absent).
+type replyFields struct {
+	ok, writeErrors, writeConcernError bson.RawValue
+}
+
+// scanReply finds FromReply's fields in one pass over the reply, as
+// LookupErr would each (the first of a key; none past a malformed
+// element): a successful reply has neither writeErrors nor
+// writeConcernError, and a lookup that misses walks every field.
+func scanReply(reply bson.Raw) replyFields {
+	var f replyFields
+	length, rem, ok := bsoncore.ReadLength(reply)
+	if !ok || length < 5 || int(length) > len(reply) {
+		return f
+	}
+	rem = rem[:length-5] // the elements, without the terminating 0
+	for len(rem) > 0 {
+		elem, next, ok := bsoncore.ReadElement(rem)
+		if !ok {
+			return f
+		}
+		rem = next
+		var dst *bson.RawValue
+		switch string(elem.KeyBytes()) {
+		case "ok":
+			dst = &f.ok
+		case "writeErrors":
+			dst = &f.writeErrors
+		case "writeConcernError":
+			dst = &f.writeConcernError
+		default:
+			continue
+		}
+		if dst.Type == 0 {
+			v, err := elem.ValueErr()
+			if err != nil {
+				return f
+			}
+			*dst = bson.RawValue{Type: bson.Type(v.Type), Value: v.Data}
+		}
+	}
+	return f
 }
 
 func labels(doc bson.Raw) []string {

@@ -47,22 +47,32 @@ func helloCmd(r *request) (bson.D, error) {
 		return nil, cmderr.New(codeTopologyVersionAhead,
 			"Received a topology version with the same process ID and a higher counter than the current topology version")
 	}
+	if err := r.awaitLater(m.cluster, exhaust, func() { m.awaitHello(r, aw) }); err != nil {
+		return nil, err
+	}
+	return nil, errReplied
+}
+
+// awaitLater runs wait, which answers an awaitable hello, off the
+// connection's reader: with exhaust its replies stream, else the
+// connection is watched so that a hang-up ends the wait. The wait
+// outlives the request (and its maxTimeMS context): it ends with the
+// connection.
+func (r *request) awaitLater(c *Cluster, exhaust bool, wait func()) error {
 	if exhaust {
 		st, err := r.raw.Stream()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.stream = st
 	} else {
 		r.raw.WatchClose()
 	}
-	// The wait outlives this call (and its maxTimeMS context): it ends
-	// with the connection.
 	r.ctx = r.raw.Context()
-	if !m.cluster.goAsync(func() { m.awaitHello(r, aw) }) {
+	if !c.goAsync(wait) {
 		_ = r.hangup() // the cluster is closing
 	}
-	return nil, errReplied
+	return nil
 }
 
 // awaitArgs are the awaitable-hello fields of a request.

@@ -137,16 +137,7 @@ func (b bulkSender) errorCount() int { return int(b.res.counts[0]) }
 // bulkReply is the client's reply: the results as a cursor (of the
 // client's batchSize; by default all in the first batch), then the counts.
 func (r *Router) bulkReply(rq *request, res *bwResult) bson.D {
-	batchSize := -1
-	if cv, ok := rq.get("cursor"); ok {
-		if d, ok := cv.(bson.D); ok {
-			if v, ok := lookupD(d, "batchSize"); ok {
-				if n, ok := asInt64(v); ok && n >= 0 {
-					batchSize = int(n)
-				}
-			}
-		}
-	}
+	batchSize := routerBatchSize(rq)
 	if batchSize < 0 {
 		batchSize = 1 << 30
 	}

@@ -319,6 +319,21 @@ func (r *Router) killCursors(rq *request) (bson.D, error) {
 	}, nil
 }
 
+// routerBatchSize reads cursor.batchSize; -1 when absent or not a
+// non-negative number.
+func routerBatchSize(rq *request) int {
+	if cv, ok := rq.get("cursor"); ok {
+		if d, ok := cv.(bson.D); ok {
+			if v, ok := lookupD(d, "batchSize"); ok {
+				if n, ok := asInt64(v); ok && n >= 0 {
+					return int(n)
+				}
+			}
+		}
+	}
+	return -1
+}
+
 // relayTargeted relays a read that one shard answers whole.
 func (r *Router) relayTargeted(rq *request, cmd *command, out *outcome, shards []int) (bson.D, bool, error) {
 	if len(shards) != 1 {
@@ -488,16 +503,7 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 	if lead, err = textLead(pipeline, lead); err != nil {
 		return nil, err
 	}
-	batchSize := -1
-	if cv, ok := rq.get("cursor"); ok {
-		if d, ok := cv.(bson.D); ok {
-			if v, ok := lookupD(d, "batchSize"); ok {
-				if n, ok := asInt64(v); ok && n >= 0 {
-					batchSize = int(n)
-				}
-			}
-		}
-	}
+	batchSize := routerBatchSize(rq)
 	restStages := pipeline[lead:]
 	var write bson.D // a final $out/$merge, run on the target's primary shard
 	if n := len(restStages); n > 0 {

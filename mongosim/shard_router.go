@@ -723,19 +723,8 @@ func (r *Router) hello(rq *request) {
 			"Received a topology version with the same process ID and a higher counter than the current topology version"))
 		return
 	}
-	if exhaust {
-		st, err := rq.raw.Stream()
-		if err != nil {
-			return
-		}
-		rq.stream = st
-	} else {
-		rq.raw.WatchClose()
-	}
-	rq.ctx = rq.raw.Context()
-	if !r.cluster.goAsync(func() { r.awaitHello(rq, aw) }) {
-		_ = rq.hangup()
-	}
+	// Stream fails only on a request already answered: nothing to send.
+	_ = rq.awaitLater(r.cluster, exhaust, func() { r.awaitHello(rq, aw) })
 }
 
 func (r *Router) awaitHello(rq *request, aw awaitArgs) {

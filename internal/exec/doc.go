@@ -14,8 +14,10 @@
 // https://github.com/mongodb/specifications/blob/master/source/client-backpressure/client-backpressure.md.
 // Everything an operation keeps between attempts — the operation id, the
 // session and the transaction number a retry must reuse, the servers to
-// deprioritize, the error to report — lives in one opState. The backoff's
-// sleep, jitter and clock are injectable on the Executor.
+// deprioritize, the error to report — lives in one opState, together with
+// room for what each attempt builds (the assembled command, the
+// started-event hook); opStates are recycled once Execute returns. The
+// backoff's sleep, jitter and clock are injectable on the Executor.
 //
 // Under a client-side operation timeout (package csot: timeoutMS at any
 // level) each command carries maxTimeMS = time left − the server's minimum
