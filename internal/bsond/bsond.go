@@ -3,7 +3,6 @@ package bsond
 import (
 	"bytes"
 	"errors"
-	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -156,22 +155,52 @@ func appendD(dst []byte, d bson.D) ([]byte, error) {
 	return bsoncore.AppendDocumentEnd(dst, idx)
 }
 
-// appendA writes each element's key (its index) straight into dst: a
-// large reply's array of documents spent a tenth of its encoding making
-// the keys strings.
+// appendA writes each element's key (its index) straight into dst, from a
+// decimal counter: a large reply's array of documents spent a tenth of its
+// encoding making the keys strings, and 8% converting them to decimal.
 func appendA(dst []byte, a []any) ([]byte, error) {
 	idx, dst := bsoncore.AppendArrayStart(dst)
-	var err error
-	for i, v := range a {
+	var (
+		key indexKey
+		err error
+	)
+	key.reset()
+	for _, v := range a {
 		at := len(dst)
 		dst = append(dst, 0)
-		dst = strconv.AppendInt(dst, int64(i), 10)
+		dst = append(dst, key.digits()...)
 		dst = append(dst, 0)
 		if dst, err = appendValue(dst, at, v); err != nil {
 			return nil, err
 		}
+		key.next()
 	}
 	return bsoncore.AppendArrayEnd(dst, idx)
+}
+
+// indexKey is an array index in decimal, counted up digit by digit.
+type indexKey struct {
+	buf   [20]byte
+	start int // the digits are buf[start:]
+}
+
+func (k *indexKey) reset() {
+	k.start = len(k.buf) - 1
+	k.buf[k.start] = '0'
+}
+
+func (k *indexKey) digits() []byte { return k.buf[k.start:] }
+
+func (k *indexKey) next() {
+	for i := len(k.buf) - 1; i >= k.start; i-- {
+		if k.buf[i] < '9' {
+			k.buf[i]++
+			return
+		}
+		k.buf[i] = '0'
+	}
+	k.start--
+	k.buf[k.start] = '1'
 }
 
 // appendValue appends v and sets its type at dst[at], or returns
