@@ -33,8 +33,10 @@ const maxBSONSize = 16 * 1024 * 1024
 //
 // Stored documents are deep copies that are never mutated in place: a write
 // replaces a record's document with a new one, so a reader holding the old
-// one sees a consistent snapshot. Documents still are cloned on the way out
-// so that nothing a handler does to a reply can reach the store.
+// one sees a consistent snapshot. Reads that hand documents to other code
+// clone them, so nothing a handler does to a result can reach the store;
+// a find returning stored documents as they are sends their cached
+// encodings instead (record.encoded), which nothing can change.
 type storage struct {
 	now          func() time.Time
 	mu           sync.RWMutex // guards dbs and each database's colls map
