@@ -82,5 +82,7 @@
 // same command with the same txnNumber once more, so the server applies it
 // at most once; on an overload error it backs off with jitter, paying a
 // token from the client's retry bucket. Every attempt publishes command
-// events. Start reading at collection.go, then internal/exec.
+// events. Start reading at collection.go, then internal/exec. docs/design.md
+// follows one insert, one retry and one mongosim command file by file,
+// function by function.
 package sturdy
