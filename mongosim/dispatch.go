@@ -64,42 +64,9 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 		br.NoReply() // the connection closed while queued
 		return true
 	}
-	if br.OpCode != wire.OpMsg && !isHelloName(br.Name) {
-		_ = br.Reply(errorDoc(errLegacyOpcode(br.Name), nil))
+	r, cmd, cancel, ok := m.decode(br)
+	if !ok {
 		return true
-	}
-	cmd := lookupCommand(br.Name)
-	if cmd == nil {
-		_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(cmderr.CommandNotFound, "no such command: '%s'", br.Name), nil), bson.Timestamp{}))
-		return true
-	}
-	doc, err := br.Doc()
-	if err != nil {
-		_ = br.Reply(m.withClusterTime(errorDoc(cmderr.New(cmderr.FailedToParse, "%v", err), nil), bson.Timestamp{}))
-		return true
-	}
-	if br.OpCode == wire.OpMsg && br.DB == "" {
-		_ = br.Reply(m.withClusterTime(errorDoc(errNoDB(), nil), bson.Timestamp{}))
-		return true
-	}
-	r := &request{
-		ctx:     br.Context(),
-		cluster: c,
-		member:  m,
-		raw:     br,
-		db:      br.DB,
-		name:    cmd.name,
-		cmd:     doc,
-		now:     c.now(),
-	}
-	limit, badLimit := maxTimeArg(r)
-	if badLimit != nil {
-		_ = br.Reply(m.withClusterTime(errorDoc(badLimit, nil), bson.Timestamp{}))
-		return true
-	}
-	var cancel context.CancelFunc = func() {}
-	if limit > 0 {
-		r.ctx, cancel = context.WithTimeout(r.ctx, limit)
 	}
 	finish := c.adm.ops.begin(r)
 	c.adm.opc.count(r)
@@ -123,6 +90,41 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 	}
 	work()
 	return true
+}
+
+// decode checks the message's framing, the command's name and maxTimeMS,
+// and builds the request, whose context ends at maxTimeMS (cancel
+// releases it); ok is false when it answered an error.
+func (m *Member) decode(br *blackpipe.Request) (r *request, cmd *command, cancel context.CancelFunc, ok bool) {
+	refuse := func(e *cmderr.Error) (*request, *command, context.CancelFunc, bool) {
+		_ = br.Reply(m.withClusterTime(errorDoc(e, nil), bson.Timestamp{}))
+		return nil, nil, nil, false
+	}
+	if br.OpCode != wire.OpMsg && !isHelloName(br.Name) {
+		_ = br.Reply(errorDoc(errLegacyOpcode(br.Name), nil))
+		return nil, nil, nil, false
+	}
+	if cmd = lookupCommand(br.Name); cmd == nil {
+		return refuse(cmderr.New(cmderr.CommandNotFound, "no such command: '%s'", br.Name))
+	}
+	doc, err := br.Doc()
+	if err != nil {
+		return refuse(cmderr.New(cmderr.FailedToParse, "%v", err))
+	}
+	if br.OpCode == wire.OpMsg && br.DB == "" {
+		return refuse(errNoDB())
+	}
+	c := m.cluster
+	r = &request{ctx: br.Context(), cluster: c, member: m, raw: br, db: br.DB, name: cmd.name, cmd: doc, now: c.now()}
+	limit, badLimit := maxTimeArg(r)
+	if badLimit != nil {
+		return refuse(badLimit)
+	}
+	cancel = func() {}
+	if limit > 0 {
+		r.ctx, cancel = context.WithTimeout(r.ctx, limit)
+	}
+	return r, cmd, cancel, true
 }
 
 // errLegacyOpcode is mongod's answer to a command other than hello sent

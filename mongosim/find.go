@@ -290,6 +290,19 @@ func (q *findQuery) asStored(r *request, plan readPlan) bool {
 func (q *findQuery) storedResults(r *request) (bson.A, error) {
 	out := bson.A{}
 	skip, limit := int(q.skip), int(q.limit)
+	var encErr error
+	take := func(rec *record) bool {
+		if skip > 0 {
+			skip--
+			return true
+		}
+		var v any
+		if v, encErr = rec.encoded(); encErr != nil {
+			return false
+		}
+		out = append(out, v)
+		return limit <= 0 || len(out) < limit
+	}
 	err := r.cluster.data.read(r.db, q.coll, func(c *collection) error {
 		if c == nil {
 			return nil
@@ -297,24 +310,15 @@ func (q *findQuery) storedResults(r *request) (bson.A, error) {
 		if n := c.live - skip; limit <= 0 && n > 0 {
 			out = make(bson.A, 0, n)
 		}
-		var encErr error
-		err := c.eachMatch(q.filterDoc, q.f, q.hint, func(rec *record, _ map[*record]float64) bool {
-			if skip > 0 {
-				skip--
-				return true
-			}
-			var v any
-			if v, encErr = rec.encoded(); encErr != nil {
-				return false
-			}
-			out = append(out, v)
-			return limit <= 0 || len(out) < limit
-		})
-		if encErr != nil {
-			return encErr
+		if len(q.filterDoc) == 0 && q.hint == nil {
+			c.each(take) // everything matches: no candidate list, no filter
+			return nil
 		}
-		return err
+		return c.eachMatch(q.filterDoc, q.f, q.hint, func(rec *record, _ map[*record]float64) bool { return take(rec) })
 	})
+	if encErr != nil {
+		return nil, encErr
+	}
 	return out, err
 }
 

@@ -137,12 +137,10 @@ func compareKeys(a, b bson.D) int {
 
 // shardFor returns the shard whose chunk holds key.
 func (sc *shardedColl) shardFor(key bson.D) int {
-	for _, ch := range sc.chunkList() {
-		if compareKeys(key, ch.min) >= 0 && compareKeys(key, ch.max) < 0 {
-			return ch.shard
-		}
-	}
 	cs := sc.chunkList()
+	if i := chunkIndex(cs, key); i >= 0 {
+		return cs[i].shard
+	}
 	return cs[len(cs)-1].shard // MaxKey itself
 }
 

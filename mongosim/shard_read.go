@@ -469,6 +469,32 @@ func (r *Router) shardedAggregate(rq *request, cmd *command, out *outcome, sc *s
 	return r.routerAggregate(rq, cmd, out, sc, false)
 }
 
+// leadingMatches counts the $match stages that lead pipeline (the shards
+// run them) and joins their filters into one, which may target shards.
+func leadingMatches(pipeline bson.A) (lead int, filter bson.D) {
+	for lead < len(pipeline) {
+		d, ok := pipeline[lead].(bson.D)
+		if !ok || len(d) != 1 || d[0].Key != "$match" {
+			break
+		}
+		m, _ := d[0].Value.(bson.D)
+		filter = append(filter, bson.E{Key: "$and", Value: bson.A{m}})
+		lead++
+	}
+	return lead, filter
+}
+
+// splitFinalWrite takes a final $out or $merge (run on the target's
+// primary shard) off stages; write is nil when there is none.
+func splitFinalWrite(stages bson.A) (rest bson.A, write bson.D) {
+	if n := len(stages); n > 0 {
+		if d, ok := stages[n-1].(bson.D); ok && len(d) == 1 && (d[0].Key == "$out" || d[0].Key == "$merge") {
+			return stages[:n-1], d
+		}
+	}
+	return stages, nil
+}
+
 // routerAggregate runs an aggregate with the router finishing the
 // pipeline; force keeps it on the router even when one shard could answer
 // (the pipeline reads or writes sharded collections).
@@ -480,18 +506,7 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 	if v, ok := rq.get("explain"); ok && truthy(v) {
 		return nil, cmderr.Unsupported("aggregate explain")
 	}
-	lead := 0
-	var err error
-	var leadFilter bson.D
-	for lead < len(pipeline) {
-		d, ok := pipeline[lead].(bson.D)
-		if !ok || len(d) != 1 || d[0].Key != "$match" {
-			break
-		}
-		m, _ := d[0].Value.(bson.D)
-		leadFilter = append(leadFilter, bson.E{Key: "$and", Value: bson.A{m}})
-		lead++
-	}
+	lead, leadFilter := leadingMatches(pipeline)
 	if !force {
 		if reply, ok, err := r.relayTargeted(rq, cmd, out, sc.targetShards(leadFilter)); ok {
 			return reply, err
@@ -500,17 +515,12 @@ func (r *Router) routerAggregate(rq *request, cmd *command, out *outcome, sc *sh
 	if geoNearFirst(pipeline) {
 		return nil, cmderr.Unsupported("$geoNear on a sharded collection spanning several shards")
 	}
-	if lead, err = textLead(pipeline, lead); err != nil {
+	lead, err := textLead(pipeline, lead)
+	if err != nil {
 		return nil, err
 	}
 	batchSize := routerBatchSize(rq)
-	restStages := pipeline[lead:]
-	var write bson.D // a final $out/$merge, run on the target's primary shard
-	if n := len(restStages); n > 0 {
-		if d, ok := restStages[n-1].(bson.D); ok && len(d) == 1 && (d[0].Key == "$out" || d[0].Key == "$merge") {
-			write, restStages = d, restStages[:n-1]
-		}
-	}
+	restStages, write := splitFinalWrite(pipeline[lead:])
 	rest, err := agg.Compile(restStages)
 	if err != nil {
 		return nil, err
@@ -636,9 +646,28 @@ func (routerCatalog) Merge(string, string, []bson.D, []string, any, string) erro
 // metadata stands for: databases, collections, chunks and shards.
 func (r *Router) configFind(rq *request) (bson.D, bool, error) {
 	coll, _ := rq.cmd[0].Value.(string)
+	docs, ok := r.configDocs(coll)
+	if !ok {
+		return nil, false, nil
+	}
+	slices.SortFunc(docs, func(a, b bson.D) int { return value.Compare(a[0].Value, b[0].Value) })
+	docs, single, err := findInMemory(rq, docs)
+	if err != nil {
+		return nil, true, err
+	}
+	return r.cursorReply("config."+coll, docs, -1, single), true, nil
+}
+
+// configDocs builds the documents of config collection coll from the
+// router's metadata; false for a collection it does not stand for.
+func (r *Router) configDocs(coll string) ([]bson.D, bool) {
 	ss := r.cluster.sharding
+	if coll == "shards" {
+		return r.shardDocs(), true
+	}
 	var docs []bson.D
 	ss.mu.Lock()
+	defer ss.mu.Unlock()
 	switch coll {
 	case "databases":
 		for name, d := range ss.dbs {
@@ -659,33 +688,32 @@ func (r *Router) configFind(rq *request) (bson.D, bool, error) {
 					{Key: "lastmod", Value: bson.Timestamp{T: 1, I: uint32(ch.version)}}})
 			}
 		}
-	case "shards":
-		ss.mu.Unlock()
-		docs = r.shardDocs()
-		ss.mu.Lock()
 	default:
-		ss.mu.Unlock()
-		return nil, false, nil
+		return nil, false
 	}
-	ss.mu.Unlock()
-	slices.SortFunc(docs, func(a, b bson.D) int { return value.Compare(a[0].Value, b[0].Value) })
+	return docs, true
+}
+
+// findInMemory applies a find's filter, sort, skip, limit and projection
+// to docs; single is the find's singleBatch.
+func findInMemory(rq *request, docs []bson.D) (out []bson.D, single bool, err error) {
 	filter, _, err := docArg(rq, "filter")
 	if err != nil {
-		return nil, true, err
+		return nil, false, err
 	}
 	env, err := routerEnv(rq)
 	if err != nil {
-		return nil, true, err
+		return nil, false, err
 	}
 	f, err := env.compileFilter(filter)
 	if err != nil {
-		return nil, true, err
+		return nil, false, err
 	}
 	docs = slices.DeleteFunc(docs, func(d bson.D) bool { return !f.Match(d) })
 	if sortDoc, _, err := docArg(rq, "sort"); err == nil && len(sortDoc) > 0 {
 		s, err := compileSort(sortDoc, env)
 		if err != nil {
-			return nil, true, err
+			return nil, false, err
 		}
 		if s != nil {
 			s.SortDocs(docs)
@@ -693,19 +721,19 @@ func (r *Router) configFind(rq *request) (bson.D, bool, error) {
 	}
 	skip, limit, single, err := skipLimitArgs(rq)
 	if err != nil {
-		return nil, true, err
+		return nil, false, err
 	}
 	docs = skipLimit(docs, skip, limit)
 	if projDoc, _, err := docArg(rq, "projection"); err == nil && len(projDoc) > 0 {
 		p, err := query.CompileProjection(projDoc)
 		if err != nil {
-			return nil, true, err
+			return nil, false, err
 		}
 		for i, d := range docs {
 			docs[i] = p.Apply(d)
 		}
 	}
-	return r.cursorReply("config."+coll, docs, -1, single), true, nil
+	return docs, single, nil
 }
 
 // checkUniqueIndexes refuses, as mongos does, a unique index a shard

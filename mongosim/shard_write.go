@@ -604,20 +604,20 @@ func (r *Router) splitChunk(rq *request) (bson.D, error) {
 	ss := r.cluster.sharding
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	for i, ch := range sc.chunkList() {
-		if compareKeys(key, ch.min) >= 0 && compareKeys(key, ch.max) < 0 {
-			if compareKeys(key, ch.min) == 0 {
-				return nil, cmderr.New(cmderr.BadValue, "cannot split on initial or final chunk's key")
-			}
-			chunks := slices.Clone(sc.chunkList())
-			chunks[i].max = key
-			chunks = slices.Insert(chunks, i+1, chunk{min: key, max: ch.max, shard: ch.shard, version: ch.version + 1})
-			chunks[i].version++
-			sc.chunks.Store(&chunks)
-			return bson.D{{Key: "ok", Value: 1.0}}, nil
-		}
+	i := chunkIndex(sc.chunkList(), key)
+	if i < 0 {
+		return nil, cmderr.New(cmderr.BadValue, "split key %s is not in any chunk", shellString(mid))
 	}
-	return nil, cmderr.New(cmderr.BadValue, "split key %s is not in any chunk", shellString(mid))
+	ch := sc.chunkList()[i]
+	if compareKeys(key, ch.min) == 0 {
+		return nil, cmderr.New(cmderr.BadValue, "cannot split on initial or final chunk's key")
+	}
+	chunks := slices.Clone(sc.chunkList())
+	chunks[i].max = key
+	chunks = slices.Insert(chunks, i+1, chunk{min: key, max: ch.max, shard: ch.shard, version: ch.version + 1})
+	chunks[i].version++
+	sc.chunks.Store(&chunks)
+	return bson.D{{Key: "ok", Value: 1.0}}, nil
 }
 
 // moveChunk moves a chunk (found by find: a document's shard key, or
@@ -636,27 +636,12 @@ func (r *Router) moveChunk(rq *request) (bson.D, error) {
 	if to < 0 {
 		return nil, cmderr.New(codeShardNotFound, "Shard %s not found", toName)
 	}
-	var key bson.D
-	if find, ok, _ := docArg(rq, "find"); ok {
-		if key, err = sc.keyOfDoc(find); err != nil {
-			return nil, err
-		}
-	} else if bv, ok := rq.get("bounds"); ok {
-		b, _ := bv.(bson.A)
-		if len(b) != 2 {
-			return nil, cmderr.New(cmderr.BadValue, "bounds must be [min, max]")
-		}
-		key, _ = b[0].(bson.D)
-	} else {
-		return nil, cmderr.New(cmderr.BadValue, "moveChunk requires find or bounds")
+	key, err := moveChunkKey(rq, sc)
+	if err != nil {
+		return nil, err
 	}
 	ss.mu.Lock()
-	idx := -1
-	for i, ch := range sc.chunkList() {
-		if compareKeys(key, ch.min) >= 0 && compareKeys(key, ch.max) < 0 {
-			idx = i
-		}
-	}
+	idx := chunkIndex(sc.chunkList(), key)
 	if idx < 0 {
 		ss.mu.Unlock()
 		return nil, cmderr.New(cmderr.BadValue, "no chunk holds %s", shellString(key))
@@ -666,10 +651,52 @@ func (r *Router) moveChunk(rq *request) (bson.D, error) {
 	if ch.shard == to {
 		return bson.D{{Key: "millis", Value: int32(0)}, {Key: "ok", Value: 1.0}}, nil
 	}
+	if err := r.migrate(rq, sc, ch, to); err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	chunks := slices.Clone(sc.chunkList())
+	chunks[idx].shard = to
+	chunks[idx].version++
+	sc.chunks.Store(&chunks)
+	ss.mu.Unlock()
+	return bson.D{{Key: "millis", Value: int32(0)}, {Key: "ok", Value: 1.0}}, nil
+}
+
+// moveChunkKey reads the shard key moveChunk names the chunk by.
+func moveChunkKey(rq *request, sc *shardedColl) (bson.D, error) {
+	if find, ok, _ := docArg(rq, "find"); ok {
+		return sc.keyOfDoc(find)
+	}
+	bv, ok := rq.get("bounds")
+	if !ok {
+		return nil, cmderr.New(cmderr.BadValue, "moveChunk requires find or bounds")
+	}
+	b, _ := bv.(bson.A)
+	if len(b) != 2 {
+		return nil, cmderr.New(cmderr.BadValue, "bounds must be [min, max]")
+	}
+	key, _ := b[0].(bson.D)
+	return key, nil
+}
+
+// chunkIndex returns the index of the chunk holding key, or -1.
+func chunkIndex(chunks []chunk, key bson.D) int {
+	for i, ch := range chunks {
+		if compareKeys(key, ch.min) >= 0 && compareKeys(key, ch.max) < 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// migrate copies the documents of chunk ch to shard to and deletes them
+// from the donor.
+func (r *Router) migrate(rq *request, sc *shardedColl, ch chunk, to int) error {
 	db, coll, _ := strings.Cut(sc.ns, ".")
 	docs, err := r.drain(rq, ch.shard, bson.D{{Key: "find", Value: coll}, {Key: "$db", Value: db}})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var moving []bson.D
 	ids := bson.A{}
@@ -682,21 +709,14 @@ func (r *Router) moveChunk(rq *request) (bson.D, error) {
 		id, _ := value.Get(d, "_id")
 		ids = append(ids, id)
 	}
-	if len(moving) > 0 {
-		ins := bson.D{{Key: "insert", Value: coll}, {Key: "documents", Value: toArray(moving)}, {Key: "$db", Value: db}}
-		if _, err := r.forEachShard(rq, []int{to}, ins, true, true); err != nil {
-			return nil, err
-		}
-		del := bson.D{{Key: "delete", Value: coll}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}}, {Key: "limit", Value: int32(0)}}}}, {Key: "$db", Value: db}}
-		if _, err := r.forEachShard(rq, []int{ch.shard}, del, true, true); err != nil {
-			return nil, err
-		}
+	if len(moving) == 0 {
+		return nil
 	}
-	ss.mu.Lock()
-	chunks := slices.Clone(sc.chunkList())
-	chunks[idx].shard = to
-	chunks[idx].version++
-	sc.chunks.Store(&chunks)
-	ss.mu.Unlock()
-	return bson.D{{Key: "millis", Value: int32(0)}, {Key: "ok", Value: 1.0}}, nil
+	ins := bson.D{{Key: "insert", Value: coll}, {Key: "documents", Value: toArray(moving)}, {Key: "$db", Value: db}}
+	if _, err := r.forEachShard(rq, []int{to}, ins, true, true); err != nil {
+		return err
+	}
+	del := bson.D{{Key: "delete", Value: coll}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}}, {Key: "limit", Value: int32(0)}}}}, {Key: "$db", Value: db}}
+	_, err = r.forEachShard(rq, []int{ch.shard}, del, true, true)
+	return err
 }

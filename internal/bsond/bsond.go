@@ -3,7 +3,6 @@ package bsond
 import (
 	"bytes"
 	"errors"
-	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -156,22 +155,52 @@ func appendD(dst []byte, d bson.D) ([]byte, error) {
 	return bsoncore.AppendDocumentEnd(dst, idx)
 }
 
-// appendA writes each element's key (its index) straight into dst: a
-// large reply's array of documents spent a tenth of its encoding making
-// the keys strings.
+// appendA writes each element's key (its index) straight into dst, from a
+// decimal counter: a large reply's array of documents spent a tenth of its
+// encoding making the keys strings, and 8% converting them to decimal.
 func appendA(dst []byte, a []any) ([]byte, error) {
 	idx, dst := bsoncore.AppendArrayStart(dst)
-	var err error
-	for i, v := range a {
+	var (
+		key indexKey
+		err error
+	)
+	key.reset()
+	for _, v := range a {
 		at := len(dst)
 		dst = append(dst, 0)
-		dst = strconv.AppendInt(dst, int64(i), 10)
+		dst = append(dst, key.digits()...)
 		dst = append(dst, 0)
 		if dst, err = appendValue(dst, at, v); err != nil {
 			return nil, err
 		}
+		key.next()
 	}
 	return bsoncore.AppendArrayEnd(dst, idx)
+}
+
+// indexKey is an array index in decimal, counted up digit by digit.
+type indexKey struct {
+	buf   [20]byte
+	start int // the digits are buf[start:]
+}
+
+func (k *indexKey) reset() {
+	k.start = len(k.buf) - 1
+	k.buf[k.start] = '0'
+}
+
+func (k *indexKey) digits() []byte { return k.buf[k.start:] }
+
+func (k *indexKey) next() {
+	for i := len(k.buf) - 1; i >= k.start; i-- {
+		if k.buf[i] < '9' {
+			k.buf[i]++
+			return
+		}
+		k.buf[i] = '0'
+	}
+	k.start--
+	k.buf[k.start] = '1'
 }
 
 // appendValue appends v and sets its type at dst[at], or returns
@@ -239,42 +268,54 @@ func Unmarshal(raw []byte) (bson.D, error) {
 	return d, err
 }
 
+// readD and readA gather the elements in a buffer on the stack and copy
+// them into a slice of the exact length: growing a bson.D from empty took
+// three allocations per small document, 15% of an insert of 1 000 of them.
 func readD(raw []byte) (bson.D, bool) {
-	d := bson.D{}
-	if !readElems(raw, func(key string, v any) { d = append(d, bson.E{Key: key, Value: v}) }) {
+	elems, ok := docElems(raw)
+	if !ok {
 		return nil, false
 	}
-	return d, true
+	var buf [16]bson.E
+	d := buf[:0]
+	for len(elems) > 0 {
+		var e bson.E
+		if e.Key, e.Value, elems, ok = readElem(elems); !ok {
+			return nil, false
+		}
+		d = append(d, e)
+	}
+	return append(make(bson.D, 0, len(d)), d...), true
 }
 
 func readA(raw []byte) (bson.A, bool) {
-	a := bson.A{}
-	if !readElems(raw, func(_ string, v any) { a = append(a, v) }) {
-		return nil, false
-	}
-	return a, true
-}
-
-// readElems passes each element of the document or array raw, decoded, to
-// add; false if raw is malformed or holds a type readValue leaves out.
-func readElems(raw []byte, add func(key string, v any)) bool {
 	elems, ok := docElems(raw)
 	if !ok {
-		return false
+		return nil, false
 	}
+	var buf [16]any
+	a := buf[:0]
 	for len(elems) > 0 {
-		elem, rest, ok := bsoncore.ReadElement(elems)
-		if !ok {
-			return false
+		var v any
+		if _, v, elems, ok = readElem(elems); !ok {
+			return nil, false
 		}
-		v, ok := readValue(elem.Value())
-		if !ok {
-			return false
-		}
-		add(elem.Key(), v)
-		elems = rest
+		a = append(a, v)
 	}
-	return true
+	return append(make(bson.A, 0, len(a)), a...), true
+}
+
+// readElem decodes the first of elems; false if it is malformed or of a
+// type readValue leaves out.
+func readElem(elems []byte) (key string, v any, rest []byte, ok bool) {
+	elem, rest, ok := bsoncore.ReadElement(elems)
+	if !ok {
+		return "", nil, nil, false
+	}
+	if v, ok = readValue(elem.Value()); !ok {
+		return "", nil, nil, false
+	}
+	return elem.Key(), v, rest, true
 }
 
 // docElems returns the elements of a whole document: raw without its

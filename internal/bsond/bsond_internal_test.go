@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -102,5 +103,18 @@ func TestSizeDIsExact(t *testing.T) {
 	out, err := appendD(nil, d)
 	if !ok || err != nil || n != len(out) {
 		t.Fatalf("sizeD = %d, %v; appendD gave %d bytes, %v", n, ok, len(out), err)
+	}
+}
+
+// TestIndexKeyCounts: the counter spells every index as strconv does,
+// across each carry.
+func TestIndexKeyCounts(t *testing.T) {
+	var k indexKey
+	k.reset()
+	for i := 0; i <= 100001; i++ {
+		if got, want := string(k.digits()), strconv.Itoa(i); got != want {
+			t.Fatalf("index %d spelled %q", i, got)
+		}
+		k.next()
 	}
 }

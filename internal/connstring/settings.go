@@ -34,7 +34,8 @@ var Defaults = struct {
 	BackoffBase, PoolBackgroundInterval time.Duration
 }{
 	// MaxAdaptiveRetries: the first accepted Client Backpressure spec's
-	// MAX_ATTEMPTS; newer text says 2, see docs/retry-policy.md.
+	// MAX_ATTEMPTS; newer text says 2, see docs/design.md ("Where the
+	// sources disagree").
 	MaxPoolSize: 100, MaxConnecting: 2, MaxAdaptiveRetries: 5, ZlibLevel: -1,
 	ConnectTimeout: 10 * time.Second, ServerSelectionTimeout: 30 * time.Second, LocalThreshold: 15 * time.Millisecond,
 	HeartbeatInterval:    10 * time.Second,

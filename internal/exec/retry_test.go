@@ -873,8 +873,8 @@ func TestOverloadThenRetryableWriteErrors(t *testing.T) {
 	}
 }
 
-// A network error first: the one seed-002 retry, which then meets an
-// overload error, after which the overload policy governs.
+// A network error first: the Retryable Writes spec's one retry, which then
+// meets an overload error, after which the overload policy governs.
 func TestRetryableWriteRetryThenOverload(t *testing.T) {
 	srv, env := replicaSet(t)
 	clk := &clock{jitter: 1}

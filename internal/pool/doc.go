@@ -1,11 +1,11 @@
 // Package pool is the per-server connection pool of the client, following
 // the Connection Monitoring and Pooling (CMAP) specification.
 //
-// A Pool starts "paused": check-outs fail with a *PoolClearedError until the
-// server monitor calls Ready after a successful check. Clear (on a network or
-// state-change error) bumps the pool's generation, so every connection made
-// before it is discarded when next seen, fails the whole wait queue at once
-// and pauses the pool again. Close ends the pool for good.
+// A Pool starts "paused": check-outs fail with a *mongoerr.PoolClearedError
+// until the server monitor calls Ready after a successful check. Clear (on a
+// network or state-change error) bumps the pool's generation, so every
+// connection made before it is discarded when next seen, fails the whole
+// wait queue at once and pauses the pool again. Close ends the pool for good.
 //
 // Check-outs are served first come, first served from a FIFO wait queue. An
 // idle connection is reused last-in, first-out (the most recently used

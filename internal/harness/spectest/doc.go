@@ -10,7 +10,7 @@
 // TestUnified reads the test directories from SPEC_TESTS and runs them
 // against an embedded mongosim deployment (or MONGODB_URI). Tests that
 // cannot apply — a topology or server version the deployment does not have,
-// an API sturdy intentionally lacks such as client bulk writes — are
-// skipped with their reason; known failures are listed, with reasons, in
+// an API sturdy does not have such as the Stable API or the deprecated
+// count helper — are skipped with their reason; known failures are listed, with reasons, in
 // expected_failures.go.
 package spectest
