@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -114,16 +115,28 @@ func (coll *Collection) writeCommand(kind stmtKind, o *writeOpts, dst cmdBuilder
 	return bson.D(cmd)
 }
 
+// writeOp is a write command's operation with room for its command, its
+// sequence and (for a single statement, the common case) the document
+// list: one object, recycled through writeOps.
+type writeOp struct {
+	op  exec.Operation
+	cmd [6]bson.E
+	seq [1]wire.DocumentSequence
+	one [1]bson.Raw
+}
+
+// writeOps recycles writeOps: nothing refers to one once the command has
+// run (the executor keeps no reference to its operation, and the result
+// holds only the reply).
+var writeOps = sync.Pool{New: func() any { return new(writeOp) }}
+
 // sendWrite sends one write command carrying stmts.
 func (coll *Collection) sendWrite(ctx context.Context, kind stmtKind, stmts []writeStmt, o *writeOpts, opID int64) (exec.Result, error) {
-	// One allocation for the operation, its command, its sequence and
-	// (for a single statement, the common case) the document list.
-	w := &struct {
-		op  exec.Operation
-		cmd [6]bson.E
-		seq [1]wire.DocumentSequence
-		one [1]bson.Raw
-	}{}
+	w := writeOps.Get().(*writeOp)
+	defer func() {
+		*w = writeOp{} // hold no documents in the pool
+		writeOps.Put(w)
+	}()
 	docs := w.one[:]
 	if len(stmts) != 1 {
 		docs = make([]bson.Raw, len(stmts))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -404,11 +405,11 @@ func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOp
 	if opts == nil {
 		opts = &FindOptions{}
 	}
-	// One allocation for the operation and (when it fits) its command.
-	w := &struct {
-		op  exec.Operation
-		cmd [8]bson.E
-	}{}
+	w := findOps.Get().(*findOp)
+	defer func() {
+		*w = findOp{} // hold no filter in the pool
+		findOps.Put(w)
+	}()
 	cmd, err := coll.findCommand(filter, opts, w.cmd[:0])
 	if err != nil {
 		return nil, err
@@ -421,6 +422,15 @@ func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOp
 	}
 	return openTypedCursor(ctx, coll.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode, opts.CursorType, maxAwait)
 }
+
+// findOp is a find's operation with room for its command: one object,
+// recycled through findOps (the cursor keeps nothing of the operation).
+type findOp struct {
+	op  exec.Operation
+	cmd [8]bson.E
+}
+
+var findOps = sync.Pool{New: func() any { return new(findOp) }}
 
 // findCommand is the find command, appended to dst.
 func (coll *Collection) findCommand(filter any, opts *FindOptions, dst cmdBuilder) (cmdBuilder, error) {

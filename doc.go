@@ -49,11 +49,13 @@
 //
 //	internal/connstring  connection strings, the client's Settings and the one table of Defaults
 //	wire                 the wire-protocol codec shared by the client and the servers
+//	internal/bufpool     the pooled buffers a cursor's replies are read into
 //	internal/conn        one connection: dial, TLS, hello handshake, SCRAM, one round trip
 //	internal/pool        a server's connection pool (CMAP)
 //	internal/topology    server monitoring (SDAM) and server selection
 //	internal/session     the server-session pool: lsid and txnNumber
 //	internal/exec        the one execution loop: retries, overload backoff, token bucket
+//	                     (with internal/backoff, internal/csot and internal/bsonnum)
 //	sturdy (this)        Client, Database, Collection, Cursor, Session, options, URI
 //
 // Beside it: event (monitoring events), mongoerr (error types and server

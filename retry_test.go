@@ -100,9 +100,9 @@ func errCode(err error) int32 {
 	return -1
 }
 
-// Issue 4's acceptance test: lost replies after the commit on a random
-// fifth of the writes; the driver's single retry with the same
-// transaction id must make every increment count exactly once.
+// The Retryable Writes spec's promise, end to end: lost replies after the
+// commit on a random fifth of the writes; the driver's single retry with
+// the same transaction id must make every increment count exactly once.
 func TestAtMostOnceIncrementsUnderLostReplies(t *testing.T) {
 	cluster := mongosim.StartWithOptions(t, mongosim.Options{Seed: 7})
 	// Each lost reply marks the primary Unknown until the next check;

@@ -19,7 +19,7 @@
 // # Discovery
 //
 // Each upstream server gets its own listener. At Start the proxy asks the
-// first reachable upstream for hello and opens a listener for every member
+// first reachable upstream for isMaster and opens a listener for every member
 // it names, so URI lists one proxy address per member. In every hello and
 // isMaster reply that passes through (OP_MSG and the legacy OP_QUERY form,
 // streamed replies included) the hosts, passives, arbiters, primary and me

@@ -28,7 +28,8 @@
 //     repl.go and replstatus.go (elections, step-down, replSetGetStatus),
 //     hello.go, clustertime.go, limiter.go, failpoint.go.
 //   - Commands: command.go (the request, the command table, register),
-//     dispatch.go (a member's handle → run → reply, the error labels), then
+//     dispatch.go (a member's handle, then run's steps: admit, parseArgs,
+//     gate, bindTxn, execute, decorate; the error replies and labels), then
 //     one file per family: crud.go, bulkwrite.go, find.go, cursor.go,
 //     aggregate.go, changestream.go, index.go, catalog.go, collmod.go,
 //     views.go, validation.go, explain*.go, admin*.go, users.go, auth.go,
@@ -62,11 +63,13 @@
 // database's primary shard, each sharded collection's key and chunks, and
 // the chunk math that maps a document or filter to a shard).
 //
-// A router handles a command in this order (shard_dispatch.go): a
+// Router.handle (shard_router.go) decodes and admits a command and answers
+// what mongos answers itself (hello, authentication, its fail points);
+// with several shards it then routes it in this order (shard_dispatch.go): a
 // transaction's statements go to the transaction's shard (shard_txn.go);
-// the commands mongos answers itself (shardCollection, listShards, getMore
-// on a merged cursor, listDatabases, the session commands…) are found in
-// routerCommands, a table with the shape of the member's; a command on a
+// the commands the router runs rather than relays by namespace
+// (shardCollection, listShards, getMore on a merged cursor, listDatabases,
+// the session commands…) are found in routerCommands, a table with the shape of the member's; a command on a
 // sharded collection is targeted by its shard key: reads in shard_read.go
 // (one shard relayed, several merged by the router into its own cursor),
 // writes in shard_write.go and the client-level bulkWrite in shard_bulk.go;

@@ -52,7 +52,7 @@ type storage struct {
 	ddlAt map[string]bson.Timestamp // database ("*": every database) → time of its last DDL
 	clock *txnClock                 // commit sequence and open transactions
 	// txn is set on a transaction's private view of the store: its
-	// collections are snapshots materialised on first use (see txnstore.go).
+	// collections are snapshots materialised on first use (see txn_snapshot.go).
 	txn *transaction
 	// logger receives validationAction "warn" failures; nil discards them.
 	logger *slog.Logger

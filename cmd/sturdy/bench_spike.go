@@ -43,7 +43,7 @@ func (p spikeProfile) rate(t time.Duration) float64 {
 	return p.Base * float64(p.Capacity)
 }
 
-// spikeResult is one client's row; the JSON names are the issue's.
+// spikeResult is one client's row of the spike report, text and JSON alike.
 type spikeResult struct {
 	Client             string    `json:"client"`
 	RecoveryS          float64   `json:"recovery_s"` // -1: not recovered by the end of the run

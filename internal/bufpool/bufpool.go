@@ -5,12 +5,12 @@ import (
 	"sync"
 )
 
-// Size classes: powers of two from 1<<minShift to 1<<maxShift bytes.
-// Smaller messages are cheap to allocate and are not pooled; larger ones
-// are read differently (see internal/conn).
+// Size classes: powers of two from 1<<minShift to 1<<maxShift bytes, the
+// largest holding a message of the server's default maximum size (48 MB).
+// Smaller messages are cheap to allocate and are not pooled.
 const (
 	minShift = 14 // 16 KiB
-	maxShift = 20 // 1 MiB
+	maxShift = 26 // 64 MiB
 )
 
 // Min and Max bound the lengths Get serves from the pool.
@@ -41,6 +41,21 @@ func Get(n int) *[]byte {
 	}
 	b := make([]byte, n, 1<<(c+minShift))
 	return &b
+}
+
+// TryGet is Get without the allocation: it returns a buffer only when the
+// pool holds one of n's size class, else nil. A reader that must not
+// allocate n bytes on the strength of a message header alone can still
+// read into a buffer recycled earlier.
+func TryGet(n int) *[]byte {
+	if n < Min || n > Max {
+		return nil
+	}
+	p, _ := classes[class(n)].Get().(*[]byte)
+	if p != nil {
+		*p = (*p)[:n]
+	}
+	return p
 }
 
 // Put hands b, from Get, back for reuse. The caller must hold no reference

@@ -5,7 +5,7 @@ import "testing"
 func TestGetSizes(t *testing.T) {
 	for _, tc := range []struct{ n, wantCap int }{
 		{Min - 1, 0}, {0, 0}, {Max + 1, 0},
-		{Min, Min}, {Min + 1, 2 * Min}, {400_000, 512 << 10}, {Max - 1, Max}, {Max, Max},
+		{Min, Min}, {Min + 1, 2 * Min}, {400_000, 512 << 10}, {1 << 20, 1 << 20}, {1<<20 + 1, 2 << 20},
 	} {
 		b := Get(tc.n)
 		if tc.wantCap == 0 {
@@ -38,6 +38,29 @@ func TestPutReuses(t *testing.T) {
 		Put(c)
 	}
 	t.Fatal("a buffer handed back was never reused by its class")
+}
+
+func TestTryGetNeverAllocates(t *testing.T) {
+	const n = 5 << 20 // a class no other test uses
+	for _, size := range []int{10, Max + 1} {
+		if b := TryGet(size); b != nil {
+			t.Fatalf("TryGet(%d) = buffer of cap %d, want nil (not pooled)", size, cap(*b))
+		}
+	}
+	if b := TryGet(n); b != nil {
+		t.Fatalf("TryGet(%d) on an empty class = buffer of cap %d", n, cap(*b))
+	}
+	for range 100 {
+		b := Get(n)
+		Put(b)
+		if c := TryGet(n); c != nil {
+			if c != b || len(*c) != n {
+				t.Fatalf("TryGet(%d) = a buffer of len %d never handed back", n, len(*c))
+			}
+			return
+		}
+	}
+	t.Fatal("TryGet never returned a buffer handed back to its class")
 }
 
 func TestPutIgnoresForeignBuffers(t *testing.T) {

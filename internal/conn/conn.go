@@ -309,12 +309,9 @@ func (c *Conn) read(ctx context.Context, responseTo int32, pool bool) (*Reply, e
 	if !own && m.Compressor == wire.CompressorNoop {
 		// It lies in c.rbuf, which the next read overwrites. (A
 		// decompressed body is a fresh allocation already.)
-		body = append(bson.Raw(nil), body...)
+		body, pooled = ownBody(body, pool)
 	}
-	r := &Reply{Body: body, MoreToCome: m.Msg.Flags&wire.MoreToCome != 0}
-	if own {
-		r.Buffer = pooled
-	}
+	r := &Reply{Body: body, Buffer: pooled, MoreToCome: m.Msg.Flags&wire.MoreToCome != 0}
 	c.streaming = r.MoreToCome
 	c.lastReplyID = m.Header.RequestID
 	c.lastUsed.Store(time.Now().UnixNano())
@@ -322,16 +319,17 @@ func (c *Conn) read(ctx context.Context, responseTo int32, pool bool) (*Reply, e
 }
 
 // ownReadMax is the largest uncompressed message readMessage reads into a
-// buffer of its own. Larger ones grow c.rbuf step by step as they arrive
-// (wire.ReadMessage), so a peer cannot make the client allocate a huge
-// buffer by sending nothing but a header.
+// buffer it allocates for it. Larger ones grow c.rbuf step by step as they
+// arrive (wire.ReadMessage), so a peer cannot make the client allocate a
+// huge buffer by sending nothing but a header.
 const ownReadMax = 1 << 20
 
-// readMessage reads one whole message. An uncompressed message of up to
-// ownReadMax bytes is read into a buffer of its own (own): with pool, a
-// pooled one when bufpool pools its size, else one of exactly its size.
-// The reply body then aliases it and needs no copy. Anything else is read
-// into c.rbuf. Errors are wire.ReadMessage's.
+// readMessage reads one whole message. An uncompressed message is read
+// into a buffer of its own (own), which the reply body then aliases, with
+// no copy: with pool, a pooled buffer (any size up to bufpool.Max, pooled
+// already if beyond ownReadMax), else one of exactly its size up to
+// ownReadMax. Anything else is read into c.rbuf. Errors are
+// wire.ReadMessage's.
 func (c *Conn) readMessage(pool bool) (msg []byte, own bool, pooled *[]byte, err error) {
 	if n, err := io.ReadFull(c.rd, c.hdr[:]); err != nil {
 		if err == io.EOF && n == 0 {
@@ -340,18 +338,13 @@ func (c *Conn) readMessage(pool bool) (msg []byte, own bool, pooled *[]byte, err
 		return nil, false, nil, fmt.Errorf("reading message header: %w", err)
 	}
 	h, err := wire.ParseHeader(c.hdr[:])
-	if err != nil || h.MessageLength > c.maxMsgSize || h.MessageLength > ownReadMax || h.OpCode == wire.OpCompressed {
+	if err == nil && h.MessageLength <= c.maxMsgSize && h.OpCode != wire.OpCompressed {
+		msg, pooled = ownBuffer(int(h.MessageLength), pool)
+	}
+	if msg == nil {
 		// wire.ReadMessage judges the header again and reports as before.
 		c.rbuf, err = wire.ReadMessage(&headerReader{hdr: c.hdr[:], r: c.rd}, c.rbuf[:0], c.maxMsgSize)
 		return c.rbuf, false, nil, err
-	}
-	if pool {
-		pooled = bufpool.Get(int(h.MessageLength))
-	}
-	if pooled != nil {
-		msg = *pooled
-	} else {
-		msg = make([]byte, h.MessageLength)
 	}
 	copy(msg, c.hdr[:])
 	if n, err := io.ReadFull(c.rd, msg[wire.HeaderLen:]); err != nil {
@@ -362,6 +355,38 @@ func (c *Conn) readMessage(pool bool) (msg []byte, own bool, pooled *[]byte, err
 		return nil, false, nil, fmt.Errorf("reading %s body (%d of %d bytes): %w", h.OpCode, wire.HeaderLen+n, len(msg), err)
 	}
 	return msg, true, pooled, nil
+}
+
+// ownBuffer returns the buffer of its own a message of n bytes is read
+// into (pooled with pool), or nil when it is to be read into c.rbuf.
+func ownBuffer(n int, pool bool) (msg []byte, pooled *[]byte) {
+	switch {
+	case pool && n <= ownReadMax:
+		pooled = bufpool.Get(n)
+	case pool:
+		// Only a buffer the pool holds already: allocating n bytes on
+		// the word of a header alone is what ownReadMax prevents.
+		pooled = bufpool.TryGet(n)
+	}
+	switch {
+	case pooled != nil:
+		return *pooled, pooled
+	case n <= ownReadMax:
+		return make([]byte, n), nil
+	}
+	return nil, nil
+}
+
+// ownBody returns a copy of body, which lies in c.rbuf: in a pooled buffer
+// with pool (when bufpool pools its size), else in one of its own.
+func ownBody(body bson.Raw, pool bool) (bson.Raw, *[]byte) {
+	if pool {
+		if p := bufpool.Get(len(body)); p != nil {
+			copy(*p, body)
+			return *p, p
+		}
+	}
+	return append(bson.Raw(nil), body...), nil
 }
 
 // headerReader replays a header already read, then reads on from r.
