@@ -95,11 +95,13 @@ func TestPartialMessageTimeoutDisconnectsStalledClient(t *testing.T) {
 
 // Without an idle timeout, a connection that is quiet between messages
 // stays open well past PartialMessageTimeout, and a message trickled in
-// within the timeout is served.
+// within the timeout is served. The timeout is wide so that a loaded
+// machine's scheduling cannot stretch the short trickle past it.
 func TestPartialMessageTimeoutSparesIdleAndSlowClients(t *testing.T) {
-	s := StartWithOptions(t, Options{PartialMessageTimeout: 300 * time.Millisecond})
+	const partial = time.Second
+	s := StartWithOptions(t, Options{PartialMessageTimeout: partial})
 	rc := dialRaw(t, s.Addr())
-	time.Sleep(600 * time.Millisecond) // idle longer than the partial timeout
+	time.Sleep(partial + partial/2) // idle longer than the partial timeout: a duration, not a synchronisation
 	msg := pingMessage(t, 7)
 	for i := 0; i < len(msg); i += 8 { // a slow but steady sender
 		rc.send(msg[i:min(i+8, len(msg))])
@@ -114,17 +116,28 @@ func TestPartialMessageTimeoutSparesIdleAndSlowClients(t *testing.T) {
 	}
 }
 
+// Activity keeps a connection open past IdleTimeout; silence then closes
+// it, no sooner than IdleTimeout after the last request. The pings are 20 ms
+// apart, so only a scheduling stall as long as the whole timeout could
+// make one late; and the lower bound on the close holds however late the
+// machine runs, since the server can only start counting after the last
+// ping was sent.
 func TestIdleTimeoutDisconnectsQuietClient(t *testing.T) {
-	s := StartWithOptions(t, Options{IdleTimeout: 300 * time.Millisecond})
+	const idle = time.Second
+	s := StartWithOptions(t, Options{IdleTimeout: idle})
 	rc := dialRaw(t, s.Addr())
-	// Activity within the timeout keeps the connection open.
-	for i := int32(1); i <= 3; i++ {
-		time.Sleep(100 * time.Millisecond)
+	first := time.Now()
+	var lastSent time.Time
+	for i := int32(1); time.Since(first) < idle+idle/2; i++ {
+		lastSent = time.Now()
 		rc.send(pingMessage(t, i))
 		if _, err := rc.read(); err != nil {
-			t.Fatalf("ping %d: %v", i, err)
+			t.Fatalf("ping %d, %v after the first: %v", i, time.Since(first), err)
 		}
+		time.Sleep(20 * time.Millisecond) // pacing, far inside the timeout
 	}
-	// Then silence closes it.
-	waitClosed(t, rc.nc, 5*time.Second)
+	waitClosed(t, rc.nc, 30*time.Second)
+	if quiet := time.Since(lastSent); quiet < idle {
+		t.Errorf("closed %v after the last ping, before the %v idle timeout", quiet, idle)
+	}
 }
