@@ -101,11 +101,11 @@ func TestDiscoversReplicaSetFromOneSeed(t *testing.T) {
 	// Seed with a secondary: discovery must follow its hosts list.
 	topo := connect(t, Options{Hosts: []string{members[1].Addr()}, Monitor: mon})
 
-	primary := selectWrite(t, topo, 5*time.Second)
+	primary := selectWrite(t, topo, 20*time.Second)
 	if primary.Addr() != members[0].Addr() {
 		t.Fatalf("selected %s for writes, want the primary %s", primary.Addr(), members[0].Addr())
 	}
-	waitFor(t, 5*time.Second, "three known members", func() bool {
+	waitFor(t, 20*time.Second, "three known members", func() bool {
 		d := topo.Description()
 		known := 0
 		for _, s := range d.Servers {
@@ -133,7 +133,7 @@ func TestDiscoversReplicaSetFromOneSeed(t *testing.T) {
 	// Events are published after the description they announce is in
 	// place (outside the topology's lock), so they may trail it: wait for
 	// them rather than count them at once.
-	waitFor(t, 5*time.Second, "the discovery events", func() bool {
+	waitFor(t, 20*time.Second, "the discovery events", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return heartbeats >= 3 && serverChanges >= 3 && topoChanges >= 2
@@ -165,11 +165,11 @@ func TestStepDownNewPrimarySelected(t *testing.T) {
 	}
 	start := time.Now()
 	topo.RequestImmediateCheck()
-	waitFor(t, 3*time.Second, "writes to go to the new primary", func() bool {
-		return selectWrite(t, topo, 3*time.Second).Addr() == want
+	waitFor(t, 20*time.Second, "writes to go to the new primary", func() bool {
+		return selectWrite(t, topo, 20*time.Second).Addr() == want
 	})
 	t.Logf("new primary selected after %v", time.Since(start))
-	waitFor(t, 3*time.Second, "the old primary to be seen as secondary", func() bool {
+	waitFor(t, 20*time.Second, "the old primary to be seen as secondary", func() bool {
 		sd, _ := topo.Description().Server(old.Addr())
 		return sd.Kind == RSSecondary
 	})
@@ -309,7 +309,9 @@ func TestSelectionTimeoutUnreachable(t *testing.T) {
 	if mongoerr.IsNetworkError(err) {
 		t.Errorf("selection error classifies as a network error: %v", err)
 	}
-	if elapsed < 250*time.Millisecond || elapsed > 3*time.Second {
+	// The lower bound holds under any load; the upper one only tells the
+	// 300 ms timeout from the 30 s default, with room for a slow machine.
+	if elapsed < 250*time.Millisecond || elapsed > 10*time.Second {
 		t.Errorf("selection took %v, want about 300ms", elapsed)
 	}
 	mu.Lock()
@@ -328,7 +330,7 @@ func TestSelectionHonoursContext(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 10*time.Second { // the 30 s selection timeout did not decide it
 		t.Fatalf("cancellation took %v", d)
 	}
 	if !strings.Contains(err.Error(), "nearest") {
@@ -416,7 +418,13 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestDisconnectStopsSelection(t *testing.T) {
-	topo, err := New(withTestDefaults(Options{Hosts: []string{unusedAddr(t)}}))
+	// A selection that finds no server asks for a check before it waits;
+	// with the heartbeat far off, a second check (after the initial one)
+	// shows the selection has reached its wait.
+	var mu sync.Mutex
+	checks := 0
+	mon := &event.Monitor{ServerHeartbeatStarted: func(*event.ServerHeartbeatStartedEvent) { mu.Lock(); checks++; mu.Unlock() }}
+	topo, err := New(withTestDefaults(Options{Hosts: []string{unusedAddr(t)}, HeartbeatInterval: 5 * time.Minute, Monitor: mon}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +436,11 @@ func TestDisconnectStopsSelection(t *testing.T) {
 		_, err := topo.SelectServer(context.Background(), WriteSelector(), nil)
 		errc <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, 30*time.Second, "the selection to ask for a check", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return checks >= 2
+	})
 	if err := topo.Disconnect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +449,7 @@ func TestDisconnectStopsSelection(t *testing.T) {
 		if !errors.Is(err, mongoerr.ErrClientDisconnected) || strings.Contains(err.Error(), "topology") {
 			t.Fatalf("got %v, want the client's ErrClientDisconnected", err)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("selection still waiting after Disconnect")
 	}
 }
