@@ -20,15 +20,23 @@ import (
 // tailable_test.go). Their times are widened where a shared machine needs
 // it; each blocked command still outlives the timeout.
 
-// blockOnce makes the next command named name wait ms before answering.
-func blockOnce(t *testing.T, cluster *mongosim.Cluster, ms int, names ...string) {
+// blockedFor is how long blockOnce blocks: far longer than any timeout
+// here, so that the server never answers first, however late a loaded
+// machine runs the client's timer (a block only somewhat longer than the
+// timeout can end, and the command succeed, when both expire during one
+// scheduling stall). The maxTimeMS the client sends ends the block early.
+const blockedFor = 5 * time.Second
+
+// blockOnce makes the next command of each name wait blockedFor before
+// answering.
+func blockOnce(t *testing.T, cluster *mongosim.Cluster, names ...string) {
 	t.Helper()
 	cmds := bson.A{}
 	for _, n := range names {
 		cmds = append(cmds, n)
 	}
 	setFailPoint(t, cluster, d("configureFailPoint", "failCommand", "mode", d("times", len(names)),
-		"data", d("failCommands", cmds, "blockConnection", true, "blockTimeMS", ms)))
+		"data", d("failCommands", cmds, "blockConnection", true, "blockTimeMS", int(blockedFor/time.Millisecond))))
 	t.Cleanup(func() { _ = cluster.SetFailPoint(failPointOff("failCommand")) })
 }
 
@@ -97,17 +105,13 @@ func TestCSOTProse6GridFSUpload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Blocked far longer than the timeout, so that returning before
-		// the block ends shows the timeout cut it short, whatever the
-		// machine's load (the maxTimeMS sent ends the block server-side).
-		const block = 5 * time.Second
-		blockOnce(t, cluster, int(block/time.Millisecond), "insert")
+		blockOnce(t, cluster, "insert")
 		if _, err := s.Write([]byte{0x12}); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
 		wantTimeout(t, "Close", s.Close())
-		if took := time.Since(start); took >= block/2 {
+		if took := time.Since(start); took >= blockedFor/2 {
 			t.Errorf("Close timed out after %v: it waited for the blocked insert", took)
 		}
 	})
@@ -122,7 +126,7 @@ func TestCSOTProse6GridFSUpload(t *testing.T) {
 		if _, err := s.Write([]byte{1, 2, 3, 4}); err != nil {
 			t.Fatal(err)
 		}
-		blockOnce(t, cluster, 300, "delete")
+		blockOnce(t, cluster, "delete")
 		wantTimeout(t, "Abort", s.Abort())
 	})
 	t.Run("lifetime", func(t *testing.T) {
@@ -158,7 +162,7 @@ func TestCSOTProse7GridFSDownload(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	blockOnce(t, cluster, 300, "find")
+	blockOnce(t, cluster, "find")
 	_, err = io.ReadAll(s)
 	wantTimeout(t, "Read", err)
 	finds := rec.startedNamed("find")
@@ -181,10 +185,10 @@ type endSessionCase struct {
 // more than 150 ms" is checked as what the client controls: the abort is
 // sent with a maxTimeMS within the 150 ms, it fails with a timeout error,
 // and EndSession returns long before the server would have answered
-// (blocked 5 s) — a wall-clock bound near 150 ms would measure the
+// (see blockedFor) — a wall-clock bound near 150 ms would measure the
 // machine's scheduling, not the client.
 func TestCSOTProse9EndSession(t *testing.T) {
-	const timeout, block = 150 * time.Millisecond, 5 * time.Second
+	const timeout = 150 * time.Millisecond
 	ms150 := timeout
 	for _, tc := range []endSessionCase{
 		{name: "client", uri: "&timeoutMS=150"},
@@ -209,14 +213,14 @@ func TestCSOTProse9EndSession(t *testing.T) {
 			if _, err := c.Database("db").Collection("coll").InsertOne(setup, d("x", 1), &sturdy.InsertOneOptions{Session: s}); err != nil {
 				t.Fatal(err)
 			}
-			blockOnce(t, cluster, int(block/time.Millisecond), "abortTransaction")
+			blockOnce(t, cluster, "abortTransaction")
 			ectx := ctx
 			if tc.ctx != nil {
 				ectx = tc.ctx(ctx)
 			}
 			start := time.Now()
 			s.EndSession(ectx) // EndSession returns no error: the abort's failure shows in the events
-			if took := time.Since(start); took >= block/2 {
+			if took := time.Since(start); took >= blockedFor/2 {
 				t.Errorf("EndSession took %v under a %v timeout: it waited for the blocked abort", took, timeout)
 			}
 			aborts := rec.startedNamed("abortTransaction")
@@ -252,7 +256,7 @@ func TestCSOTProse10WithTransactionAbortRefreshed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.EndSession(ctx)
-	blockOnce(t, cluster, 300, "insert", "abortTransaction")
+	blockOnce(t, cluster, "insert", "abortTransaction")
 	coll := c.Database("db").Collection("coll")
 	err = s.WithTransaction(ctx, func(ctx context.Context) error {
 		_, err := coll.InsertOne(ctx, d("_id", 1), &sturdy.InsertOneOptions{Session: s})
@@ -278,13 +282,14 @@ func TestCSOTProse10WithTransactionAbortRefreshed(t *testing.T) {
 }
 
 // Operations on a session inside WithTransaction share its one deadline
-// (a second blocked insert fails although each alone fits), and an
+// (a second blocked insert fails although each alone fits: 2 s each under
+// 3 s, a second of margin either way for a loaded machine), and an
 // operation that sets its own timeout inside the callback is refused
 // before anything is sent, even with a context other than the callback's.
 func TestWithTransactionTimeoutNotRefreshed(t *testing.T) {
 	cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 1})
 	rec := &recorder{}
-	c := connect(t, cluster.URI()+"&timeoutMS=500", func(o *sturdy.Options) { o.Monitor = rec.monitor() })
+	c := connect(t, cluster.URI()+"&timeoutMS=3000", func(o *sturdy.Options) { o.Monitor = rec.monitor() })
 	ctx := context.Background()
 	s, err := c.StartSession(ctx)
 	if err != nil {
@@ -293,7 +298,7 @@ func TestWithTransactionTimeoutNotRefreshed(t *testing.T) {
 	defer s.EndSession(ctx)
 	coll := c.Database("db").Collection("coll")
 	setFailPoint(t, cluster, d("configureFailPoint", "failCommand", "mode", d("times", 2),
-		"data", d("failCommands", bson.A{"insert"}, "blockConnection", true, "blockTimeMS", 300)))
+		"data", d("failCommands", bson.A{"insert"}, "blockConnection", true, "blockTimeMS", 2000)))
 	t.Cleanup(func() { _ = cluster.SetFailPoint(failPointOff("failCommand")) })
 	var second error
 	err = s.WithTransaction(ctx, func(tctx context.Context) error {
@@ -382,17 +387,18 @@ func TestCSOTProse11MultiBatchClientBulkWrite(t *testing.T) {
 
 // Prose test 5, change streams, adapted: the prose test relies on the
 // server answering the first blocked getMore with an empty batch inside
-// the timeout; here MaxAwaitTime (50 ms) makes it do so (400 ms blocked +
-// 50 ms awaited < 700 ms). Next then sends a second getMore, capped by
-// the time left, which outlives the timeout: a timeout after one
-// aggregate and two getMores.
+// the timeout; here MaxAwaitTime (50 ms) makes it do so (1950 ms blocked +
+// 50 ms awaited < 3 s). Next then sends a second getMore, capped by the
+// time left (about 1 s), which outlives the timeout: a timeout after one
+// aggregate and two getMores. The times leave a second of margin on each
+// side for a loaded machine.
 func TestCSOTProse5ChangeStream(t *testing.T) {
 	cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 1})
 	setFailPoint(t, cluster, d("configureFailPoint", "failCommand", "mode", "alwaysOn",
-		"data", d("failCommands", bson.A{"getMore"}, "blockConnection", true, "blockTimeMS", 400)))
+		"data", d("failCommands", bson.A{"getMore"}, "blockConnection", true, "blockTimeMS", 1950)))
 	t.Cleanup(func() { _ = cluster.SetFailPoint(failPointOff("failCommand")) })
 	rec := &recorder{}
-	c := connect(t, cluster.URI()+"&timeoutMS=700", func(o *sturdy.Options) { o.Monitor = rec.monitor() })
+	c := connect(t, cluster.URI()+"&timeoutMS=3000", func(o *sturdy.Options) { o.Monitor = rec.monitor() })
 	ctx := context.Background()
 	cs, err := c.Database("db").Collection("coll").Watch(ctx, nil, &sturdy.ChangeStreamOptions{MaxAwaitTime: 50 * time.Millisecond})
 	if err != nil {
