@@ -257,13 +257,33 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	if st.name == "" {
 		st.name = op.Command[0].Key
 	}
+	if err := e.bindSession(op, st); err != nil {
+		return Result{OperationID: st.opID}, err
+	}
+	reply, err := e.run(ctx, op, st)
+	if st.inTxn {
+		err = finishTxnStatement(op, st, err)
+	}
+	if err != nil && csot.Active(ctx) {
+		err = timeoutError(ctx, err)
+	}
+	if err != nil && !st.everSent {
+		err = mongoerr.NotSent(err) // for SafeToRetry: only here is it known
+	}
+	return st.result(op, reply, err), err
+}
+
+// bindSession gives the operation its session: the caller's (ending a
+// finished transaction, noting whether this statement is in one) or an
+// implicit one for acknowledged operations when sessions are supported.
+func (e *Executor) bindSession(op *Operation, st *opState) error {
 	switch {
 	case op.Session != nil:
 		if op.Session.Ended {
-			return Result{OperationID: st.opID}, mongoerr.ErrSessionEnded
+			return mongoerr.ErrSessionEnded
 		}
 		if op.Flags.Has(Unacknowledged) && !op.Session.Implicit {
-			return Result{OperationID: st.opID}, mongoerr.ErrUnacknowledgedSession
+			return mongoerr.ErrUnacknowledgedSession
 		}
 		if !op.Flags.Has(Unacknowledged) {
 			st.sess = op.Session
@@ -288,28 +308,32 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 		}
 		st.ownSession = true
 	}
+	return nil
+}
 
-	reply, err := e.run(ctx, op, st)
-	if st.inTxn {
-		if t := &op.Session.Txn; t.State == session.TxnStarting && st.everSent {
-			// Even on error: the server has seen startTransaction.
-			t.State = session.TxnInProgress
-		}
-		err = labelTxnError(op, err)
-		if mongoerr.HasErrorLabel(err, mongoerr.LabelTransientTxn) || st.name == "abortTransaction" ||
-			(st.name == "commitTransaction" && mongoerr.HasErrorLabel(err, mongoerr.LabelUnknownCommitResult)) {
-			// When to unpin (transactions specification).
-			op.Session.Unpin()
-		}
-		unpinAfter(op, err)
+// finishTxnStatement updates the transaction after one of its statements:
+// it is in progress once the server has seen startTransaction, errors get
+// the transaction labels, and the session unpins when the transactions
+// specification says so.
+func finishTxnStatement(op *Operation, st *opState, err error) error {
+	if t := &op.Session.Txn; t.State == session.TxnStarting && st.everSent {
+		// Even on error: the server has seen startTransaction.
+		t.State = session.TxnInProgress
 	}
-	if err != nil && csot.Active(ctx) {
-		err = timeoutError(ctx, err)
+	err = labelTxnError(op, err)
+	if mongoerr.HasErrorLabel(err, mongoerr.LabelTransientTxn) || st.name == "abortTransaction" ||
+		(st.name == "commitTransaction" && mongoerr.HasErrorLabel(err, mongoerr.LabelUnknownCommitResult)) {
+		// When to unpin (transactions specification).
+		op.Session.Unpin()
 	}
-	if err != nil && !st.everSent {
-		err = mongoerr.NotSent(err) // for SafeToRetry: only here is it known
-	}
+	unpinAfter(op, err)
+	return err
+}
 
+// result is what Execute returns for reply and err: the reply buffer only
+// on success, and the implicit session either handed to the caller
+// (KeepSession) or ended here.
+func (st *opState) result(op *Operation, reply bson.Raw, err error) Result {
 	res := Result{Reply: reply, Server: st.server, OperationID: st.opID, Pin: st.pin}
 	if err == nil {
 		res.ReplyBuffer = st.replyBuffer
@@ -326,7 +350,7 @@ func (e *Executor) Execute(ctx context.Context, op *Operation) (Result, error) {
 	} else {
 		res.Session = op.Session
 	}
-	return res, err
+	return res
 }
 
 // run is the attempt loop: select a server, run an attempt, and let the
