@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +39,18 @@ func blockOnce(t *testing.T, cluster *mongosim.Cluster, names ...string) {
 	setFailPoint(t, cluster, d("configureFailPoint", "failCommand", "mode", d("times", len(names)),
 		"data", d("failCommands", cmds, "blockConnection", true, "blockTimeMS", int(blockedFor/time.Millisecond))))
 	t.Cleanup(func() { _ = cluster.SetFailPoint(failPointOff("failCommand")) })
+}
+
+// connectWarm connects as connect does and leaves a pooled connection
+// behind, made under a generous timeout: the 150 ms of the step under test
+// are then not spent dialing and handshaking on a loaded machine.
+func connectWarm(t *testing.T, uri string, edit func(*sturdy.Options)) *sturdy.Client {
+	t.Helper()
+	c := connect(t, uri, edit)
+	if err := c.Ping(sturdy.WithTimeout(context.Background(), time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func wantTimeout(t *testing.T, what string, err error) {
@@ -99,7 +112,7 @@ func TestGridFSUploadStream(t *testing.T) {
 func TestCSOTProse6GridFSUpload(t *testing.T) {
 	t.Run("close", func(t *testing.T) {
 		cluster := mongosim.Start(t)
-		c := connect(t, cluster.URI()+"&timeoutMS=150", nil)
+		c := connectWarm(t, cluster.URI()+"&timeoutMS=150", nil)
 		b := c.Database("db").GridFSBucket(nil)
 		s, err := b.OpenUploadStream(context.Background(), "filename")
 		if err != nil {
@@ -117,7 +130,7 @@ func TestCSOTProse6GridFSUpload(t *testing.T) {
 	})
 	t.Run("abort", func(t *testing.T) {
 		cluster := mongosim.Start(t)
-		c := connect(t, cluster.URI()+"&timeoutMS=150", nil)
+		c := connectWarm(t, cluster.URI()+"&timeoutMS=150", nil)
 		b := c.Database("db").GridFSBucket(&sturdy.BucketOptions{ChunkSize: 2})
 		s, err := b.OpenUploadStream(context.Background(), "filename")
 		if err != nil {
@@ -133,7 +146,7 @@ func TestCSOTProse6GridFSUpload(t *testing.T) {
 		// The timeout caps the stream's life, not each command: a stream
 		// left open past it fails at Close without blocking anything.
 		cluster := mongosim.Start(t)
-		c := connect(t, cluster.URI()+"&timeoutMS=150", nil)
+		c := connectWarm(t, cluster.URI()+"&timeoutMS=150", nil)
 		s, err := c.Database("db").GridFSBucket(nil).OpenUploadStream(context.Background(), "late")
 		if err != nil {
 			t.Fatal(err)
@@ -156,7 +169,7 @@ func TestCSOTProse7GridFSDownload(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	c := connect(t, cluster.URI()+"&timeoutMS=150", func(o *sturdy.Options) { o.Monitor = rec.monitor() })
+	c := connectWarm(t, cluster.URI()+"&timeoutMS=150", func(o *sturdy.Options) { o.Monitor = rec.monitor() })
 	s, err := c.Database("db").GridFSBucket(nil).OpenDownloadStream(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +211,7 @@ func TestCSOTProse9EndSession(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 1})
 			rec := &recorder{}
-			c := connect(t, cluster.URI()+tc.uri, func(o *sturdy.Options) { o.Monitor = rec.monitor() })
+			c := connectWarm(t, cluster.URI()+tc.uri, func(o *sturdy.Options) { o.Monitor = rec.monitor() })
 			ctx := context.Background()
 			s, err := c.StartSession(ctx, tc.sess)
 			if err != nil {
@@ -249,7 +262,7 @@ func TestCSOTProse9EndSession(t *testing.T) {
 func TestCSOTProse10WithTransactionAbortRefreshed(t *testing.T) {
 	cluster := mongosim.StartWithOptions(t, mongosim.Options{Members: 1})
 	rec := &recorder{}
-	c := connect(t, cluster.URI()+"&timeoutMS=150", func(o *sturdy.Options) { o.Monitor = rec.monitor() })
+	c := connectWarm(t, cluster.URI()+"&timeoutMS=150", func(o *sturdy.Options) { o.Monitor = rec.monitor() })
 	ctx := context.Background()
 	s, err := c.StartSession(ctx)
 	if err != nil {
@@ -348,17 +361,25 @@ func TestWithTransactionTimeoutNotRefreshed(t *testing.T) {
 }
 
 // Prose test 11 with the spec's times: a server whose maxWriteBatchSize is
-// 2 makes a 4-model client bulkWrite two commands, each answered after
-// 1010 ms; under a 2 s timeout both are sent and the second times out. The
-// timeout covers the whole BulkWrite, not each command: the second is sent
-// with only what the first left (maxTimeMS under the 1010 ms it needs),
-// which holds however slowly the machine runs.
+// 2 makes a 4-model client bulkWrite two commands, each needing 1010 ms;
+// under a 2 s timeout both are sent and the second times out. The timeout
+// covers the whole BulkWrite, not each command: the second is sent with
+// only what the first left (maxTimeMS under the 1010 ms it needs), which
+// holds however slowly the machine runs.
 func TestCSOTProse11MultiBatchClientBulkWrite(t *testing.T) {
 	const timeout, perBatch = 2000 * time.Millisecond, 1010 * time.Millisecond
 	srv := blackpipe.Start(t)
 	advertiseMaxWriteBatch(srv, 2)
+	var batches atomic.Int32
 	srv.Autorespond(blackpipe.Command("bulkWrite"), func(r *blackpipe.Request) bool {
-		_ = r.ReplyAfter(perBatch, d("cursor", d("id", int64(0), "ns", "admin.$cmd.bulkWrite", "firstBatch", bson.A{}),
+		// The second batch would be answered after perBatch too; it is
+		// held for blockedFor so that a stall that runs out both its
+		// reply's delay and the client's timer cannot let the reply win.
+		delay := perBatch
+		if batches.Add(1) > 1 {
+			delay = blockedFor
+		}
+		_ = r.ReplyAfter(delay, d("cursor", d("id", int64(0), "ns", "admin.$cmd.bulkWrite", "firstBatch", bson.A{}),
 			"nErrors", int32(0), "nInserted", int32(2), "nMatched", int32(0), "nModified", int32(0), "nUpserted", int32(0), "nDeleted", int32(0), "ok", 1.0))
 		return true
 	})
