@@ -49,20 +49,11 @@ func runEmbedded(t *testing.T, dirs []string, opts mongosim.Options, want string
 			}
 		}
 		for _, root := range roots {
-			paths, err := FindFiles(root)
+			found, err := loadSpecFiles(t, root)
 			if err != nil {
 				continue // that directory is not in this checkout
 			}
-			for _, p := range paths {
-				f, err := LoadFile(p)
-				if err != nil {
-					t.Errorf("loading %s: %v", p, err)
-					continue
-				}
-				if f != nil {
-					files = append(files, specFile{group: specGroup(p), file: f})
-				}
-			}
+			files = append(files, found...)
 		}
 	}
 	if len(files) == 0 {
