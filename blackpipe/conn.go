@@ -2,6 +2,7 @@ package blackpipe
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -225,8 +226,13 @@ func (c *Conn) serve() {
 // request is still pending is not idle, it is waiting for us.
 func (c *Conn) read(mr *messageReader, idle bool) ([]byte, bool) {
 	mr.start(idle)
-	b, err := wire.ReadMessage(mr, nil, 0)
+	// The header is read into mr's own buffer: the message then gets one
+	// allocation of its size instead of two.
+	b, err := wire.ReadMessage(mr, mr.hdr[:0], 0)
 	mr.stop()
+	if err == nil && len(b) <= wire.HeaderLen {
+		b = bytes.Clone(b) // a header alone (malformed): not mr's buffer
+	}
 	if err != nil {
 		if c.ctx.Err() == nil && !isClosedErr(err) {
 			c.s.logf("conn %d: read: %v; closing", c.id, err)
@@ -249,6 +255,7 @@ type messageReader struct {
 	partial, idle time.Duration
 	started       bool // the current message has begun
 	deadline      bool // a read deadline is set
+	hdr           [wire.HeaderLen]byte
 }
 
 func newMessageReader(nc net.Conn, partial, idle time.Duration) *messageReader {

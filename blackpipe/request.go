@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -80,6 +81,11 @@ func (r *Request) Doc() (bson.D, error) {
 	if err != nil {
 		return nil, fmt.Errorf("blackpipe: decode %s: %w", r.Name, err)
 	}
+	if len(r.Sequences) > 0 {
+		// d is this call's own: the sequences go into it in place
+		// (mergeDoc would copy it for each).
+		d = slices.Grow(d, len(r.Sequences))
+	}
 	for _, seq := range r.Sequences {
 		arr := make(bson.A, 0, len(seq.Documents))
 		for _, raw := range seq.Documents {
@@ -89,9 +95,21 @@ func (r *Request) Doc() (bson.D, error) {
 			}
 			arr = append(arr, e)
 		}
-		d = mergeDoc(d, bson.D{{Key: seq.Identifier, Value: arr}})
+		d = setInPlace(d, seq.Identifier, arr)
 	}
 	return d, nil
+}
+
+// setInPlace is mergeDoc of one field into d itself: the value of the
+// first field named key is replaced, or the field appended.
+func setInPlace(d bson.D, key string, v any) bson.D {
+	for i := range d {
+		if d[i].Key == key {
+			d[i].Value = v
+			return d
+		}
+	}
+	return append(d, bson.E{Key: key, Value: v})
 }
 
 // matchDoc is Doc, decoded once and shared by every matcher; matchers must
@@ -142,7 +160,7 @@ func marshalReply(doc any) (bson.Raw, error) {
 		if err != nil {
 			return nil, fmt.Errorf("blackpipe: marshal reply: %w", err)
 		}
-		raw = b
+		return b, nil // it has "ok": no need to look it up
 	default:
 		b, err := bson.Marshal(doc)
 		if err != nil {
@@ -174,11 +192,13 @@ func hasKey(d bson.D, key string) bool {
 // request was.
 func (r *Request) encodeReply(body bson.Raw) ([]byte, error) {
 	id := r.Conn.s.nextReplyID.Add(1)
-	var b []byte
+	// Room for the header, flags or reply fields and the body: the
+	// message is built without regrowing its buffer.
+	b := make([]byte, 0, wire.HeaderLen+20+len(body))
 	if r.OpCode == wire.OpQuery {
-		b = wire.AppendReply(nil, id, r.RequestID, &wire.Reply{Documents: []bson.Raw{body}})
+		b = wire.AppendReply(b, id, r.RequestID, &wire.Reply{Documents: []bson.Raw{body}})
 	} else {
-		b = wire.AppendMsg(nil, id, r.RequestID, &wire.Msg{Body: body})
+		b = wire.AppendMsg(b, id, r.RequestID, &wire.Msg{Body: body})
 	}
 	if r.Compressor != wire.CompressorNoop {
 		return wire.AppendCompressed(nil, b, r.Compressor, -1)
