@@ -315,8 +315,54 @@ func readElem(elems []byte) (key string, v any, rest []byte, ok bool) {
 	if v, ok = readValue(elem.Value()); !ok {
 		return "", nil, nil, false
 	}
-	return elem.Key(), v, rest, true
+	return keyOf(elem.KeyBytes()), v, rest, true
 }
+
+// keyOf is key as a string: a field name of the commands drivers send
+// (and their generic arguments) is the shared constant, any other key a
+// copy. Each key decoded was an allocation, several per command; finding
+// the constant costs a few nanoseconds (a map lookup cost more than the
+// allocation it saved).
+func keyOf(key []byte) string {
+	if len(key) > 0 {
+		for _, k := range commonKeys[keySlot(len(key), key[0], key[len(key)-1])] {
+			if k == string(key) {
+				return k
+			}
+		}
+	}
+	return string(key)
+}
+
+// keySlot spreads the common keys over commonKeys' slots (at most three
+// share one).
+func keySlot(n int, first, last byte) byte { return byte(n*7) ^ first ^ last<<3 }
+
+var commonKeys = func() (slots [256][]string) {
+	for _, k := range []string{
+		// generic arguments
+		"$db", "lsid", "id", "txnNumber", "autocommit", "startTransaction", "$clusterTime", "clusterTime",
+		"signature", "hash", "keyId", "$readPreference", "mode", "readConcern", "level", "afterClusterTime",
+		"writeConcern", "w", "j", "wtimeout", "maxTimeMS", "comment", "collation", "let", "apiVersion",
+		// CRUD and cursor commands
+		"find", "filter", "sort", "projection", "skip", "limit", "batchSize", "singleBatch", "hint",
+		"insert", "documents", "ordered", "bypassDocumentValidation", "update", "updates", "q", "u",
+		"upsert", "multi", "arrayFilters", "delete", "deletes", "getMore", "collection", "killCursors",
+		"cursors", "aggregate", "pipeline", "cursor", "findAndModify", "query", "new", "remove", "fields",
+		"count", "distinct", "key",
+		// handshake and monitoring
+		"hello", "isMaster", "ismaster", "helloOk", "topologyVersion", "processId", "counter",
+		"maxAwaitTimeMS", "client", "driver", "name", "version", "os", "type", "architecture", "platform",
+		"application", "compression", "loadBalanced", "endSessions", "ping",
+		// document fields and operators
+		"_id", "$set", "$inc", "$unset", "$push", "$eq", "$in", "$gt", "$gte", "$lt", "$lte", "$ne",
+		"$and", "$or", "$match", "$project", "$group", "$sort", "$limit", "$skip",
+	} {
+		i := keySlot(len(k), k[0], k[len(k)-1])
+		slots[i] = append(slots[i], k)
+	}
+	return slots
+}()
 
 // docElems returns the elements of a whole document: raw without its
 // length and terminating NUL.

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -116,5 +117,34 @@ func TestIndexKeyCounts(t *testing.T) {
 			t.Fatalf("index %d spelled %q", i, got)
 		}
 		k.next()
+	}
+}
+
+// TestKeyOf: a common key decodes to its shared constant, any other key to
+// an equal copy; no slot of the table holds more than three keys.
+func TestKeyOf(t *testing.T) {
+	n := 0
+	for _, slot := range commonKeys {
+		if len(slot) > 3 {
+			t.Errorf("slot holds %d keys: %q", len(slot), slot)
+		}
+		for _, k := range slot {
+			n++
+			got := keyOf([]byte(k))
+			if got != k || unsafe.StringData(got) != unsafe.StringData(k) {
+				t.Errorf("keyOf(%q) = %q, not the constant", k, got)
+			}
+		}
+	}
+	if n < 100 {
+		t.Errorf("table holds %d keys", n)
+	}
+	for _, k := range []string{"", "x", "finds", "$DB", "fInd", "_idx", "a.b"} {
+		if got := keyOf([]byte(k)); got != k {
+			t.Errorf("keyOf(%q) = %q", k, got)
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { _ = keyOf([]byte("singleBatch")) }); a != 0 {
+		t.Errorf("keyOf allocates %v times for a common key", a)
 	}
 }
