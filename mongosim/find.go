@@ -156,7 +156,7 @@ func cmdFind(r *request) (bson.D, error) {
 	if err := q.keys.resolve(r, q.coll, q.filterDoc, q.sort, q.hint); err != nil {
 		return nil, err
 	}
-	plan, err := r.planFor(q.coll, q.filterDoc, q.sort, q.hint)
+	plan, err := q.plan(r)
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +271,35 @@ func (q *findQuery) results(r *request, plan readPlan) ([]bson.D, error) {
 	return docs, nil
 }
 
+// plan is the find's read plan. A point read (pointRead) returns at most
+// one document, whose order no plan changes: it needs none, and may then
+// answer with the stored document's encoding (asStored).
+func (q *findQuery) plan(r *request) (readPlan, error) {
+	if q.pointRead() {
+		return readPlan{}, nil
+	}
+	return r.planFor(q.coll, q.filterDoc, q.sort, q.hint)
+}
+
+// pointRead reports a find, without sort, of what at most one document
+// matches (isPointFilter).
+func (q *findQuery) pointRead() bool {
+	return len(q.sort) == 0 && isPointFilter(q.f, q.filterDoc, q.hint)
+}
+
+// isPointFilter reports a filter at most one document matches, with no
+// hint: an equality on a plain _id (idEquality) compared binary or holding
+// no string (the _id index's keys are unique under its collation, which
+// deems equal at least what a binary comparison does). A hint is left
+// out: a hinted sparse or partial index may hide the document.
+func isPointFilter(f *query.Filter, filterDoc bson.D, hint any) bool {
+	if hint != nil {
+		return false
+	}
+	id, ok := idEquality(filterDoc)
+	return ok && (f.Collator() == nil || !hasString(id))
+}
+
 // asStored reports whether the find returns stored documents unchanged,
 // in natural order: a plain read (no transaction, snapshot or view) of a
 // collection scan without sort, projection, index keys, $text, geo or
@@ -307,7 +336,7 @@ func (q *findQuery) storedResults(r *request) (bson.A, error) {
 		if c == nil {
 			return nil
 		}
-		if n := c.live - skip; limit <= 0 && n > 0 {
+		if n := c.live - skip; limit <= 0 && n > 0 && !q.pointRead() {
 			out = make(bson.A, 0, n)
 		}
 		if len(q.filterDoc) == 0 && q.hint == nil {

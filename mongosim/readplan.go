@@ -131,6 +131,11 @@ func (p *ixPlan) order(docs []bson.D) []bson.D {
 // permutation returns the positions of docs in scan order, leaving out
 // those the index does not hold; nil to keep docs as they are.
 func (p *ixPlan) permutation(docs []bson.D) []int {
+	if len(docs) == 1 && p.ix.keysEvery() {
+		// One document the index holds keeps its place: a point read
+		// (findOne or updateOne by _id) need not compute its keys.
+		return nil
+	}
 	var inBounds *query.Filter
 	if p.cond != nil {
 		inBounds, _ = query.CompileFilter(bson.D{{Key: "k", Value: p.cond}})
@@ -177,6 +182,9 @@ func (p *ixPlan) permutation(docs []bson.D) []int {
 // collection, and a hinted sparse or partial index hides the documents it
 // lacks.
 func (c *collection) matchPlanned(f *query.Filter, filterDoc bson.D, limit int, hint any) ([]*record, error) {
+	if isPointFilter(f, filterDoc, hint) {
+		return c.match(f, filterDoc, limit) // one document has no order to plan
+	}
 	p := planRead(c, filterDoc, nil, hint)
 	if !p.ordered() {
 		return c.match(f, filterDoc, limit)
@@ -222,6 +230,13 @@ func (p *ixPlan) compareKeys(a, b bson.D) int {
 		}
 	}
 	return 0
+}
+
+// keysEvery reports whether ix has a key for every document (or fails on
+// it, parallel arrays, which permutation treats as keeping the order):
+// not sparse, partial, text or geo.
+func (ix *index) keysEvery() bool {
+	return !ix.sparse && ix.partial == nil && ix.text == nil && ix.geo == nil
 }
 
 // holds reports whether ix has a key for doc: a sparse index lacks
