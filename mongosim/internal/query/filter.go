@@ -107,7 +107,12 @@ func CompileFilter(filter bson.D) (*Filter, error) {
 
 // CompileFilterWith is CompileFilter with a collation and variables.
 func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
-	f := &Filter{vars: expr.WithScripts(expr.WithCollator(o.Vars, o.Collator), o.Scripts), coll: o.Collator}
+	f := &Filter{coll: o.Collator}
+	if mayHoldExpr(filter) {
+		// Only a $expr reads the variables: a filter without one is
+		// spared the copies of them WithCollator and WithScripts make.
+		f.vars = expr.WithScripts(expr.WithCollator(o.Vars, o.Collator), o.Scripts)
+	}
 	gs := &geoState{allowNear: o.AllowNear}
 	ts := &textState{compile: o.Text}
 	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil, geo: gs, text: ts,
@@ -120,6 +125,31 @@ func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
 		return nil, cmderr.New(cmderr.BadValue, "text and geoNear not allowed in same query")
 	}
 	return f, nil
+}
+
+// mayHoldExpr reports whether v (a filter or part of one) holds a $expr
+// at any depth; a value of a type it does not know may.
+func mayHoldExpr(v any) bool {
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			if e.Key == "$expr" || mayHoldExpr(e.Value) {
+				return true
+			}
+		}
+		return false
+	case bson.A:
+		for _, e := range x {
+			if mayHoldExpr(e) {
+				return true
+			}
+		}
+		return false
+	case nil, string, int32, int64, int, float64, bool, bson.ObjectID, bson.DateTime, bson.Timestamp,
+		bson.Binary, bson.Decimal128, bson.Regex, bson.Null, bson.Undefined, bson.MinKey, bson.MaxKey:
+		return false
+	}
+	return true
 }
 
 // Match reports whether doc satisfies the filter. A nil Filter matches

@@ -23,6 +23,15 @@ func newPath(path string, ctx compileCtx) pathSpec {
 	if ctx.valueForm {
 		return p
 	}
+	if !strings.Contains(path, ".") {
+		// One field, the usual case: one allocation for both slices.
+		one := &struct {
+			parts [1]string
+			index [1]int
+		}{parts: [1]string{path}, index: [1]int{arrayIndex(path)}}
+		p.parts, p.index = one.parts[:], one.index[:]
+		return p
+	}
 	p.parts = strings.Split(path, ".")
 	p.index = make([]int, len(p.parts))
 	for i, s := range p.parts {

@@ -1,6 +1,8 @@
 package query
 
 import (
+	"slices"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/mongosim/internal/cmderr"
@@ -58,6 +60,9 @@ func (n whereNode) matchDoc(d bson.D, _ *int) bool {
 // mongod orders them: the script runs only for documents the cheaper
 // predicates let through.
 func lastWhere(nodes andNode) andNode {
+	if !slices.ContainsFunc(nodes, isWhere) {
+		return nodes // the common case, without a copy
+	}
 	out := make(andNode, 0, len(nodes))
 	var wheres andNode
 	for _, n := range nodes {
@@ -68,6 +73,11 @@ func lastWhere(nodes andNode) andNode {
 		out = append(out, n)
 	}
 	return append(out, wheres...)
+}
+
+func isWhere(n node) bool {
+	_, ok := n.(whereNode)
+	return ok
 }
 
 // matchScripted runs match, turning a script's error into a return value.
