@@ -490,6 +490,9 @@ func (m *Member) callHandler(r *request, cmd *command) (bson.D, error) {
 // and, with a not-primary writeConcernError, the topologyVersion.
 func (m *Member) decorate(r *request, st *memberRun, reply bson.D) bson.D {
 	c := m.cluster
+	// Room for the fields added below and for "ok": the reply grows
+	// once, not at each field.
+	reply = slices.Grow(reply, 6)
 	wce := st.wce
 	if wce == nil {
 		wce = st.wc.satisfy(c)
@@ -517,6 +520,11 @@ func (m *Member) decorate(r *request, st *memberRun, reply bson.D) bson.D {
 	}
 	if code, ok := wceCode(reply); ok && m.isNotPrimaryErrorOnSet(code) {
 		reply = setField(reply, "topologyVersion", m.topologyVersionDoc())
+	}
+	if r.stream == nil && !hasField(reply, "ok") {
+		// What blackpipe would append, on a copy of the reply; a
+		// streamed reply's "ok" says whether more follow (send).
+		reply = append(reply, bson.E{Key: "ok", Value: 1.0})
 	}
 	return reply
 }
