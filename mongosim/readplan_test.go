@@ -279,3 +279,59 @@ func TestSingleWritesFollowPlanOrder(t *testing.T) {
 		t.Fatalf("updateMany hinting s_1 matched %d; the only document with s was deleted", many.MatchedCount)
 	}
 }
+
+// TestPointReadAnswersAsPlanned: a find by _id (no plan, stored bytes)
+// answers with the bytes of the same find planned through the _id index
+// (hinted), for each kind of _id; a string _id under a case-insensitive
+// collation, which two documents match, is still answered in _id index
+// order; an updateOne by _id changes the one document it names.
+func TestPointReadAnswersAsPlanned(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("plan").Collection("point")
+	docs := []any{
+		bson.D{{Key: "_id", Value: "b"}, {Key: "v", Value: 1}},
+		bson.D{{Key: "_id", Value: int64(7)}, {Key: "v", Value: bson.A{1, "x"}}},
+		bson.D{{Key: "_id", Value: bson.D{{Key: "k", Value: 1}}}, {Key: "v", Value: 3}},
+		bson.D{{Key: "_id", Value: "B"}, {Key: "v", Value: 4}},
+		bson.D{{Key: "_id", Value: 2.5}, {Key: "v", Value: bson.D{{Key: "n", Value: nil}}}},
+	}
+	_, err := coll.InsertMany(ctx, docs)
+	sdNoErr(t, err)
+	raw := func(filter bson.D, opts ...options.Lister[options.FindOptions]) string {
+		t.Helper()
+		cur, err := coll.Find(ctx, filter, opts...)
+		sdNoErr(t, err)
+		var out []string
+		for cur.Next(ctx) {
+			out = append(out, cur.Current.String())
+		}
+		sdNoErr(t, cur.Err())
+		return strings.Join(out, ";")
+	}
+	hinted := options.Find().SetHint(bson.D{{Key: "_id", Value: 1}})
+	for _, d := range docs {
+		id := d.(bson.D)[0].Value
+		for _, filter := range []bson.D{{{Key: "_id", Value: id}}, {{Key: "_id", Value: bson.D{{Key: "$eq", Value: id}}}}} {
+			got, want := raw(filter), raw(filter, hinted)
+			if got == "" || got != want {
+				t.Errorf("find %v: %s, planned %s", filter, got, want)
+			}
+		}
+	}
+	if got := raw(bson.D{{Key: "_id", Value: 7}}, options.Find().SetLimit(1)); !strings.Contains(got, `"$numberLong":"7"`) {
+		t.Errorf("find {_id: 7} (an int32 for an int64 _id): %s", got)
+	}
+	ci := options.Find().SetCollation(&options.Collation{Locale: "en", Strength: 2})
+	if got := raw(bson.D{{Key: "_id", Value: "b"}}, ci); !strings.HasPrefix(got, `{"_id": "B"`) || strings.Count(got, "_id") != 2 {
+		t.Errorf("collated find {_id: 'b'}: %s, want B then b", got)
+	}
+	r, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 2.5}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}})
+	sdNoErr(t, err)
+	if r.MatchedCount != 1 || r.ModifiedCount != 1 {
+		t.Errorf("updateOne by _id: %+v", r)
+	}
+	if got := raw(bson.D{{Key: "n", Value: 1}}); !strings.Contains(got, `"_id": {"$numberDouble":"2.5"}`) || strings.Count(got, "_id") != 1 {
+		t.Errorf("after updateOne by _id 2.5: %s", got)
+	}
+}
