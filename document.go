@@ -237,42 +237,105 @@ func int64Of(doc bson.Raw, key string) int64 {
 // cursorBatch reads {cursor: {id, ns, firstBatch|nextBatch}} from a reply.
 // The batch's documents stay in the reply: they are walked in place rather
 // than copied into a slice, which for a large batch saves an allocation per
-// document.
-func cursorBatch(reply bson.Raw) (id int64, ns string, batch docBatch, err error) {
+// document. ns is the namespace's bytes within the reply (nil if absent),
+// left for the caller to copy only when the cursor is still open: a
+// single-batch find never needs it.
+func cursorBatch(reply bson.Raw) (id int64, ns []byte, batch docBatch, err error) {
 	cv, err := reply.LookupErr("cursor")
 	if err != nil {
-		return 0, "", batch, fmt.Errorf("sturdy: reply has no cursor: %w", err)
+		return 0, nil, batch, fmt.Errorf("sturdy: reply has no cursor: %w", err)
 	}
 	cur, ok := cv.DocumentOK()
 	if !ok {
-		return 0, "", batch, errors.New("sturdy: reply's cursor is not a document")
+		return 0, nil, batch, errors.New("sturdy: reply's cursor is not a document")
 	}
-	idv, err := cur.LookupErr("id")
+	f, err := readCursorFields(cur)
 	if err != nil {
-		return 0, "", batch, errors.New("sturdy: reply's cursor has no id")
+		return 0, nil, batch, err
 	}
-	id, ok = idv.AsInt64OK()
+	if f.id.Type == 0 {
+		return 0, nil, batch, errors.New("sturdy: reply's cursor has no id")
+	}
+	id, ok = f.id.AsInt64OK()
 	if !ok {
-		return 0, "", batch, errors.New("sturdy: reply's cursor id is not a number")
+		return 0, nil, batch, errors.New("sturdy: reply's cursor id is not a number")
 	}
-	if v, err := cur.LookupErr("ns"); err == nil {
-		ns, _ = v.StringValueOK()
+	if f.ns.Type == bsoncore.TypeString {
+		ns = stringBytes(f.ns.Data)
 	}
-	bv, err := cur.LookupErr("firstBatch")
-	if err != nil {
-		bv, err = cur.LookupErr("nextBatch")
+	bv := f.firstBatch
+	if bv.Type == 0 {
+		bv = f.nextBatch
 	}
-	if err != nil {
-		return 0, "", batch, errors.New("sturdy: reply's cursor has no batch")
+	if bv.Type == 0 {
+		return 0, nil, batch, errors.New("sturdy: reply's cursor has no batch")
 	}
 	arr, ok := bv.ArrayOK()
 	if !ok {
-		return 0, "", batch, errors.New("sturdy: reply's cursor batch is not an array")
+		return 0, nil, batch, errors.New("sturdy: reply's cursor batch is not an array")
 	}
-	if batch, err = newDocBatch(arr); err != nil {
-		return 0, "", batch, err
+	if batch, err = newDocBatch(bson.RawArray(arr)); err != nil {
+		return 0, nil, batch, err
 	}
 	return id, ns, batch, nil
+}
+
+// cursorFields are the fields of a reply's cursor document cursorBatch
+// reads, the first of each name (as a lookup by name finds it); a zero
+// Type where absent.
+type cursorFields struct {
+	id, ns, firstBatch, nextBatch bsoncore.Value
+}
+
+// readCursorFields walks cur once, where a lookup per field would walk it
+// four times.
+func readCursorFields(cur bson.Raw) (cursorFields, error) {
+	var f cursorFields
+	if len(cur) < 5 {
+		return f, errors.New("sturdy: reply's cursor is malformed")
+	}
+	for rest := []byte(cur[4 : len(cur)-1]); len(rest) > 0; {
+		el, r, ok := bsoncore.ReadElement(rest)
+		if !ok {
+			return f, errors.New("sturdy: reply's cursor is malformed")
+		}
+		rest = r
+		var slot *bsoncore.Value
+		switch string(el.KeyBytes()) {
+		case "id":
+			slot = &f.id
+		case "ns":
+			slot = &f.ns
+		case "firstBatch":
+			slot = &f.firstBatch
+		case "nextBatch":
+			slot = &f.nextBatch
+		default:
+			continue
+		}
+		if slot.Type != 0 {
+			continue
+		}
+		v, err := el.ValueErr()
+		if err != nil {
+			return f, fmt.Errorf("sturdy: reply's cursor is malformed: %w", err)
+		}
+		*slot = v
+	}
+	return f, nil
+}
+
+// stringBytes returns a BSON string value's bytes, without the length
+// prefix and the NUL; nil if data does not hold a well-formed string.
+func stringBytes(data []byte) []byte {
+	if len(data) < 5 {
+		return nil
+	}
+	n := int(int32(binary.LittleEndian.Uint32(data)))
+	if n < 1 || n > len(data)-4 || data[4+n-1] != 0 {
+		return nil
+	}
+	return data[4 : 4+n-1 : 4+n-1]
 }
 
 // docBatch walks the documents of a BSON array in place.

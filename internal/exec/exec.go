@@ -121,6 +121,10 @@ type Operation struct {
 	// Pin runs the operation on a cursor's pinned connection (getMore,
 	// killCursors in load-balanced mode).
 	Pin *Pin
+	// KeptSession, when set, is the storage a KeepSession operation's
+	// implicit session is made in (a cursor passes a field of its own), so
+	// that the session costs no allocation; nil: it is allocated.
+	KeptSession *session.Client
 }
 
 // Result is a successful operation's outcome.
@@ -300,9 +304,13 @@ func (e *Executor) bindSession(op *Operation, st *opState) error {
 	case !op.Flags.Has(Unacknowledged) && e.Sessions != nil:
 		// Implicit session: its server session is taken from the pool only
 		// after a connection was checked out (Client.Acquire in attempt).
-		if op.Flags.Has(KeepSession) {
+		switch {
+		case op.Flags.Has(KeepSession) && op.KeptSession != nil:
+			session.InitClient(op.KeptSession, e.Sessions, true)
+			st.sess = op.KeptSession
+		case op.Flags.Has(KeepSession):
 			st.sess = session.NewClient(e.Sessions, true)
-		} else {
+		default:
 			session.InitClient(&st.implicit, e.Sessions, true)
 			st.sess = &st.implicit
 		}
@@ -573,7 +581,8 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 		ss.LastUse = start
 	}
 	st.replyBuffer = nil
-	r, err := c.Send(ctx, req)
+	var r conn.Reply
+	got, err := c.SendTo(ctx, req, &r)
 	var dur time.Duration // for events only
 	if e.Monitor != nil {
 		dur = time.Since(start)
@@ -581,13 +590,13 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 	ids := h.ids
 	h.ctx, h.cmd = nil, nil // the attempt's; not to be kept for the next
 	var reply bson.Raw
-	if r != nil {
+	if got {
 		reply = r.Body
 		e.absorbReply(st, reply, err)
 	}
 	if err != nil {
 		var wex *mongoerr.WriteException
-		if r != nil && errors.As(err, &wex) {
+		if got && errors.As(err, &wex) {
 			// ok: 1 with writeErrors or a writeConcernError: the command
 			// succeeded as far as monitoring goes; the caller still gets
 			// the error.
@@ -604,7 +613,7 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 		return reply, err
 	}
 	e.publishSucceeded(ctx, st, ids, dur, reply)
-	if r != nil && (e.Monitor == nil || e.Monitor.CommandSucceeded == nil) {
+	if got && (e.Monitor == nil || e.Monitor.CommandSucceeded == nil) {
 		st.replyBuffer = r.Buffer
 	}
 	return reply, nil
