@@ -405,12 +405,14 @@ func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOp
 	if opts == nil {
 		opts = &FindOptions{}
 	}
+	return coll.find(ctx, filter, opts, nil)
+}
+
+// find is Find with the cursor made in into (nil: allocated).
+func (coll *Collection) find(ctx context.Context, filter any, opts *FindOptions, into *Cursor) (*Cursor, error) {
 	w := findOps.Get().(*findOp)
-	defer func() {
-		*w = findOp{} // hold no filter in the pool
-		findOps.Put(w)
-	}()
-	cmd, err := coll.findCommand(filter, opts, w.cmd[:0])
+	defer w.recycle()
+	cmd, err := coll.findCommand(filter, opts, w)
 	if err != nil {
 		return nil, err
 	}
@@ -420,26 +422,48 @@ func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOp
 	if opts.CursorType == TailableAwait {
 		maxAwait = opts.MaxAwaitTime // mongod ignores getMore's maxTimeMS on other cursors
 	}
-	return openTypedCursor(ctx, coll.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode, opts.CursorType, maxAwait)
+	return openCursor(ctx, coll.client, op, cursorSpec{session: opts.Session, batchSize: opts.BatchSize, comment: opts.Comment, mode: opts.TimeoutMode,
+		cursorType: opts.CursorType, maxAwait: maxAwait, into: into})
 }
 
-// findOp is a find's operation with room for its command: one object,
-// recycled through findOps (the cursor keeps nothing of the operation).
+// findOp is a find's operation with room for its command and its encoded
+// filter: one object, recycled through findOps (the cursor keeps nothing of
+// the operation).
 type findOp struct {
-	op  exec.Operation
-	cmd [8]bson.E
+	op     exec.Operation
+	cmd    [8]bson.E
+	filter bson.Raw // the command's filter, which points here: no boxing
+	buf    []byte   // where a bson.D filter is encoded
 }
 
 var findOps = sync.Pool{New: func() any { return new(findOp) }}
 
-// findCommand is the find command, appended to dst.
-func (coll *Collection) findCommand(filter any, opts *FindOptions, dst cmdBuilder) (cmdBuilder, error) {
-	f, err := toDoc(filter, true)
+// maxPooledFilter bounds the filter buffer a findOp keeps in the pool.
+const maxPooledFilter = 4 << 10
+
+// recycle clears w, so that the pool holds no caller's data alive, and
+// returns it to the pool.
+func (w *findOp) recycle() {
+	buf := w.buf[:0]
+	if cap(buf) > maxPooledFilter {
+		buf = nil
+	}
+	*w = findOp{buf: buf}
+	findOps.Put(w)
+}
+
+// findCommand is the find command, built in w.
+func (coll *Collection) findCommand(filter any, opts *FindOptions, w *findOp) (cmdBuilder, error) {
+	f, err := appendDoc(w.buf[:0], filter, true)
 	if err != nil {
 		return nil, err
 	}
-	cmd := dst
-	cmd = append(cmd, bson.E{Key: "find", Value: coll.nameValue()}, bson.E{Key: "filter", Value: f})
+	if d, ok := filter.(bson.D); ok && d != nil {
+		w.buf = f
+	}
+	w.filter = f
+	cmd := cmdBuilder(w.cmd[:0])
+	cmd = append(cmd, bson.E{Key: "find", Value: coll.nameValue()}, bson.E{Key: "filter", Value: &w.filter})
 	for _, field := range []struct {
 		key string
 		v   any
@@ -497,6 +521,9 @@ func (coll *Collection) findCommand(filter any, opts *FindOptions, dst cmdBuilde
 	return cmd, nil
 }
 
+// findOneCursors recycles FindOne's cursors, which never leave it.
+var findOneCursors = sync.Pool{New: func() any { return new(Cursor) }}
+
 // FindOne returns the first document matching filter (in Sort order), or
 // ErrNoDocuments through the result's Err and Decode.
 func (coll *Collection) FindOne(ctx context.Context, filter any, optList ...*FindOneOptions) *SingleResult {
@@ -509,7 +536,7 @@ func (coll *Collection) FindOne(ctx context.Context, filter any, optList ...*Fin
 	fo := &FindOptions{Sort: opts.Sort, Projection: opts.Projection, Skip: opts.Skip, Hint: opts.Hint, Collation: opts.Collation,
 		Let: opts.Let, Comment: opts.Comment, MaxTime: opts.MaxTime, ReturnKey: opts.ReturnKey, ShowRecordID: opts.ShowRecordID,
 		Session: opts.Session, Limit: -1}
-	cur, err := coll.Find(ctx, filter, fo)
+	cur, err := coll.find(ctx, filter, fo, findOneCursors.Get().(*Cursor))
 	if err != nil {
 		return &SingleResult{err: err}
 	}
@@ -519,6 +546,10 @@ func (coll *Collection) FindOne(ctx context.Context, filter any, optList ...*Fin
 		} else {
 			cur.Close(context.WithoutCancel(ctx))
 		}
+		// Nothing refers to the closed cursor (the result keeps only
+		// Current, which lies in the reply).
+		*cur = Cursor{}
+		findOneCursors.Put(cur)
 	}()
 	if !cur.Next(ctx) {
 		if err := cur.Err(); err != nil {
@@ -590,7 +621,8 @@ func aggregate(ctx context.Context, client *Client, db, coll string, rp *ReadPre
 	if write && opts.TimeoutMode == TimeoutIteration {
 		return nil, argError("timeoutMode iteration cannot be used with an aggregate with $out or $merge")
 	}
-	return openTypedCursor(ctx, client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode, NonTailable, opts.MaxAwaitTime)
+	return openCursor(ctx, client, op, cursorSpec{session: opts.Session, batchSize: opts.BatchSize, comment: opts.Comment, mode: opts.TimeoutMode,
+		maxAwait: opts.MaxAwaitTime})
 }
 
 // pipelineValue marshals a pipeline and checks it is an array of documents.
@@ -738,7 +770,7 @@ func (coll *Collection) ListIndexes(ctx context.Context, optList ...*ListOptions
 	cmd := cmdBuilder{{Key: "listIndexes", Value: coll.name}}
 	cmd.addIf("comment", opts.Comment)
 	op := &exec.Operation{Name: "listIndexes", DB: coll.db, Command: bson.D(cmd), Flags: exec.RetryableRead}
-	return openCursor(ctx, coll.client, op, opts.Session, 0, opts.Comment, opts.TimeoutMode)
+	return openCursor(ctx, coll.client, op, cursorSpec{session: opts.Session, comment: opts.Comment, mode: opts.TimeoutMode})
 }
 
 // DropIndex drops the named index.

@@ -19,6 +19,13 @@ import (
 // struct...) to raw BSON. A nil document is the empty document when
 // nilIsEmpty (filters), else ErrNilDocument.
 func toDoc(v any, nilIsEmpty bool) (bson.Raw, error) {
+	return appendDoc(nil, v, nilIsEmpty)
+}
+
+// appendDoc is toDoc, encoding a bson.D into dst (appended to; nil: a buffer
+// of its own) rather than into a new buffer, for callers that recycle one.
+// Other documents are marshalled or returned as toDoc does.
+func appendDoc(dst []byte, v any, nilIsEmpty bool) (bson.Raw, error) {
 	switch d := v.(type) {
 	case nil:
 		if nilIsEmpty {
@@ -35,7 +42,10 @@ func toDoc(v any, nilIsEmpty bool) (bson.Raw, error) {
 	case bson.D:
 		if d != nil {
 			// The common case, encoded without reflection (same bytes).
-			b, err := wire.AppendDocument(make([]byte, 0, docSizeHint(len(d))), d)
+			if dst == nil {
+				dst = make([]byte, 0, docSizeHint(len(d)))
+			}
+			b, err := wire.AppendDocument(dst, d)
 			if err != nil {
 				return nil, fmt.Errorf("%w: cannot marshal %T as a document: %v", ErrInvalidArgument, v, err)
 			}
