@@ -149,11 +149,31 @@ func (coll *Collection) update(ctx context.Context, filter, update any, multi bo
 	if opts == nil {
 		opts = &UpdateOptions{}
 	}
-	stmt, err := updateStmt(filter, update, multi, opts.Upsert, opts.ArrayFilters, opts.Collation, opts.Hint, opts.Sort)
+	buf := stmtBufs.Get().(*[]byte)
+	defer putStmtBuf(buf)
+	stmt, err := updateStmt((*buf)[:0], filter, update, multi, opts.Upsert, opts.ArrayFilters, opts.Collation, opts.Hint, opts.Sort)
 	if err != nil {
 		return nil, err
 	}
+	*buf = stmt[:0]
 	return coll.runUpdate(ctx, stmt, multi, opts.BypassDocumentValidation, opts.Let, opts.Comment, opts.Session)
+}
+
+// stmtBufs recycles the buffers single-statement writes encode their
+// statement in: nothing refers to a statement once its command has run
+// (command events carry copies).
+var stmtBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuf bounds the encoding buffers (filters, statements) kept in
+// pools.
+const maxPooledBuf = 4 << 10
+
+func putStmtBuf(b *[]byte) {
+	if cap(*b) > maxPooledBuf {
+		*b = nil
+	}
+	*b = (*b)[:0]
+	stmtBufs.Put(b)
 }
 
 // ReplaceOne replaces the first document matching filter with replacement,
@@ -433,19 +453,16 @@ type findOp struct {
 	op     exec.Operation
 	cmd    [8]bson.E
 	filter bson.Raw // the command's filter, which points here: no boxing
-	buf    []byte   // where a bson.D filter is encoded
+	buf    []byte   // where the filter is encoded
 }
 
 var findOps = sync.Pool{New: func() any { return new(findOp) }}
-
-// maxPooledFilter bounds the filter buffer a findOp keeps in the pool.
-const maxPooledFilter = 4 << 10
 
 // recycle clears w, so that the pool holds no caller's data alive, and
 // returns it to the pool.
 func (w *findOp) recycle() {
 	buf := w.buf[:0]
-	if cap(buf) > maxPooledFilter {
+	if cap(buf) > maxPooledBuf {
 		buf = nil
 	}
 	*w = findOp{buf: buf}
@@ -458,10 +475,7 @@ func (coll *Collection) findCommand(filter any, opts *FindOptions, w *findOp) (c
 	if err != nil {
 		return nil, err
 	}
-	if d, ok := filter.(bson.D); ok && d != nil {
-		w.buf = f
-	}
-	w.filter = f
+	w.buf, w.filter = f, f
 	cmd := cmdBuilder(w.cmd[:0])
 	cmd = append(cmd, bson.E{Key: "find", Value: coll.nameValue()}, bson.E{Key: "filter", Value: &w.filter})
 	for _, field := range []struct {

@@ -19,13 +19,6 @@ import (
 // struct...) to raw BSON. A nil document is the empty document when
 // nilIsEmpty (filters), else ErrNilDocument.
 func toDoc(v any, nilIsEmpty bool) (bson.Raw, error) {
-	return appendDoc(nil, v, nilIsEmpty)
-}
-
-// appendDoc is toDoc, encoding a bson.D into dst (appended to; nil: a buffer
-// of its own) rather than into a new buffer, for callers that recycle one.
-// Other documents are marshalled or returned as toDoc does.
-func appendDoc(dst []byte, v any, nilIsEmpty bool) (bson.Raw, error) {
 	switch d := v.(type) {
 	case nil:
 		if nilIsEmpty {
@@ -41,20 +34,35 @@ func appendDoc(dst []byte, v any, nilIsEmpty bool) (bson.Raw, error) {
 		return toDoc(bson.Raw(d), nilIsEmpty)
 	case bson.D:
 		if d != nil {
-			// The common case, encoded without reflection (same bytes).
-			if dst == nil {
-				dst = make([]byte, 0, docSizeHint(len(d)))
-			}
-			b, err := wire.AppendDocument(dst, d)
-			if err != nil {
-				return nil, fmt.Errorf("%w: cannot marshal %T as a document: %v", ErrInvalidArgument, v, err)
-			}
-			return b, nil
+			return appendD(make([]byte, 0, docSizeHint(len(d))), d)
 		}
 	}
 	b, err := bson.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot marshal %T as a document: %v", ErrInvalidArgument, v, err)
+	}
+	return b, nil
+}
+
+// appendDoc appends the document toDoc makes of v to dst and returns the
+// extended buffer, for callers that recycle one: a bson.D, the common case,
+// is encoded straight into dst, without reflection (the same bytes).
+func appendDoc(dst []byte, v any, nilIsEmpty bool) ([]byte, error) {
+	if d, ok := v.(bson.D); ok && d != nil {
+		return appendD(dst, d)
+	}
+	doc, err := toDoc(v, nilIsEmpty)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, doc...), nil
+}
+
+// appendD appends d encoded as a document to dst.
+func appendD(dst []byte, d bson.D) ([]byte, error) {
+	b, err := wire.AppendDocument(dst, d)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot marshal %T as a document: %v", ErrInvalidArgument, d, err)
 	}
 	return b, nil
 }
@@ -110,18 +118,27 @@ func updateValue(v any) (bson.RawValue, error) {
 	}
 	switch rv.Type {
 	case bson.TypeEmbeddedDocument:
-		k := firstKeyBytes(rv.Document())
-		if len(k) == 0 {
-			return rv, argError("update document must not be empty")
-		}
-		if k[0] != '$' {
-			return rv, argError("update document must contain only $-operators (first key is %q); use ReplaceOne to replace a document", k)
+		if err := checkUpdateDoc(rv.Document()); err != nil {
+			return rv, err
 		}
 	case bson.TypeArray:
 	default:
 		return rv, argError("update must be a document or a pipeline, not %T", v)
 	}
 	return rv, nil
+}
+
+// checkUpdateDoc checks that an update document is not empty and starts
+// with a $-operator.
+func checkUpdateDoc(doc bson.Raw) error {
+	k := firstKeyBytes(doc)
+	if len(k) == 0 {
+		return argError("update document must not be empty")
+	}
+	if k[0] != '$' {
+		return argError("update document must contain only $-operators (first key is %q); use ReplaceOne to replace a document", k)
+	}
+	return nil
 }
 
 // replacementDoc validates a replacement: a document without $-operators.

@@ -861,15 +861,37 @@ func (e *Executor) advanceClusterTime(sess *session.Client, reply bson.Raw) {
 		doc = e.clusterTime
 	} else {
 		// Copied so as not to pin the whole reply.
-		doc = append(bson.Raw(nil), doc...)
+		box := newClusterTimeBox(doc)
+		doc = box.raw
 		if ct := session.MaxClusterTime(e.clusterTime, doc); !sameBytes(ct, e.clusterTime) {
-			e.clusterTime, e.clusterTimeBoxed = ct, ct
+			e.clusterTime, e.clusterTimeBoxed = box.raw, &box.raw
 		}
 	}
 	e.clockMu.Unlock()
 	if sess != nil {
 		sess.AdvanceClusterTime(doc)
 	}
+}
+
+// clusterTimeBox holds a copy of a $clusterTime, and the bson.Raw over it
+// that commands carry by pointer: a new cluster time, which comes with every
+// write's reply, then costs one allocation instead of a copy and a boxing.
+type clusterTimeBox struct {
+	raw bson.Raw
+	buf [clusterTimeSize]byte
+}
+
+// clusterTimeSize fits a signed $clusterTime (about 90 bytes).
+const clusterTimeSize = 128
+
+func newClusterTimeBox(doc bson.Raw) *clusterTimeBox {
+	box := new(clusterTimeBox)
+	if len(doc) <= len(box.buf) {
+		box.raw = append(box.buf[:0:len(doc)], doc...)
+	} else {
+		box.raw = append(bson.Raw(nil), doc...)
+	}
+	return box
 }
 
 // ClusterTime returns the highest $clusterTime the executor has seen.
