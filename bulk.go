@@ -391,7 +391,7 @@ func (coll *Collection) BulkWrite(ctx context.Context, models []WriteModel, optL
 func modelStmt(model WriteModel) (stmtKind, bson.Raw, bool, error) {
 	switch m := derefModel(model).(type) {
 	case InsertOneModel:
-		doc, _, err := toDocWithID(m.Document)
+		doc, _, err := toDocWithID(nil, m.Document)
 		return kindInsert, doc, false, err
 	case UpdateOneModel:
 		doc, err := updateStmt(nil, m.Filter, m.Update, false, m.Upsert, m.ArrayFilters, m.Collation, m.Hint, m.Sort)

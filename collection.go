@@ -79,7 +79,9 @@ func (coll *Collection) InsertOne(ctx context.Context, doc any, optList ...*Inse
 	if opts == nil {
 		opts = &InsertOneOptions{}
 	}
-	raw, id, err := toDocWithID(doc)
+	buf := stmtBufs.Get().(*[]byte)
+	defer stmtBufs.Put(buf)
+	raw, id, err := toDocWithID((*buf)[:0], doc)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +112,7 @@ func (coll *Collection) InsertMany(ctx context.Context, docs []any, optList ...*
 	ids := make([]any, len(docs))
 	for i, d := range docs {
 		var err error
-		if stmts[i].doc, ids[i], err = toDocWithID(d); err != nil {
+		if stmts[i].doc, ids[i], err = toDocWithID(nil, d); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		stmts[i].index = i
@@ -150,31 +152,26 @@ func (coll *Collection) update(ctx context.Context, filter, update any, multi bo
 		opts = &UpdateOptions{}
 	}
 	buf := stmtBufs.Get().(*[]byte)
-	defer putStmtBuf(buf)
+	defer stmtBufs.Put(buf)
 	stmt, err := updateStmt((*buf)[:0], filter, update, multi, opts.Upsert, opts.ArrayFilters, opts.Collation, opts.Hint, opts.Sort)
 	if err != nil {
 		return nil, err
 	}
-	*buf = stmt[:0]
 	return coll.runUpdate(ctx, stmt, multi, opts.BypassDocumentValidation, opts.Let, opts.Comment, opts.Session)
 }
 
-// stmtBufs recycles the buffers single-statement writes encode their
-// statement in: nothing refers to a statement once its command has run
-// (command events carry copies).
-var stmtBufs = sync.Pool{New: func() any { return new([]byte) }}
+// stmtBufs recycles the buffers single-document writes encode their
+// statement or document in: nothing refers to it once its command has run
+// (command events carry copies). The pool holds only the buffers it made: a
+// statement that outgrows one is encoded into a new array, which is not kept,
+// and a caller's own document (a bson.Raw) never lands in the pool.
+var stmtBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, stmtBufSize)
+	return &b
+}}
 
-// maxPooledBuf bounds the encoding buffers (filters, statements) kept in
-// pools.
-const maxPooledBuf = 4 << 10
-
-func putStmtBuf(b *[]byte) {
-	if cap(*b) > maxPooledBuf {
-		*b = nil
-	}
-	*b = (*b)[:0]
-	stmtBufs.Put(b)
-}
+// stmtBufSize fits the usual single statement.
+const stmtBufSize = 512
 
 // ReplaceOne replaces the first document matching filter with replacement,
 // which must not contain $-operators.
@@ -459,15 +456,19 @@ type findOp struct {
 var findOps = sync.Pool{New: func() any { return new(findOp) }}
 
 // recycle clears w, so that the pool holds no caller's data alive, and
-// returns it to the pool.
+// returns it to the pool with its filter buffer (one of its own: appendDoc
+// copies a caller's bson.Raw into it).
 func (w *findOp) recycle() {
 	buf := w.buf[:0]
-	if cap(buf) > maxPooledBuf {
+	if cap(buf) > maxPooledFilter {
 		buf = nil
 	}
 	*w = findOp{buf: buf}
 	findOps.Put(w)
 }
+
+// maxPooledFilter bounds the filter buffer a findOp keeps in the pool.
+const maxPooledFilter = 4 << 10
 
 // findCommand is the find command, built in w.
 func (coll *Collection) findCommand(filter any, opts *FindOptions, w *findOp) (cmdBuilder, error) {

@@ -155,19 +155,24 @@ func replacementDoc(v any) (bson.Raw, error) {
 
 // toDocWithID is toDoc then ensureID: the document to insert and its _id.
 // A bson.D without _id, the common case, is encoded once with a new
-// ObjectID in front instead of encoded and then copied behind one.
-func toDocWithID(v any) (bson.Raw, any, error) {
+// ObjectID in front instead of encoded and then copied behind one, into dst
+// (appended to; nil: a buffer of its own) for a caller that recycles one.
+func toDocWithID(dst []byte, v any) (bson.Raw, any, error) {
 	if d, ok := v.(bson.D); ok && d != nil && !slices.ContainsFunc(d, func(e bson.E) bool { return e.Key == "_id" }) {
+		if dst == nil {
+			dst = make([]byte, 0, idElemLen+docSizeHint(len(d)))
+		}
 		// The document goes after room for the _id element; its own
 		// length prefix is then overwritten by the end of that element.
-		b, err := wire.AppendDocument(make([]byte, idElemLen, idElemLen+docSizeHint(len(d))), d)
+		start := len(dst)
+		b, err := wire.AppendDocument(append(dst, make([]byte, idElemLen)...), d)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: cannot marshal %T as a document: %v", ErrInvalidArgument, v, err)
 		}
 		id := bson.NewObjectID()
-		binary.LittleEndian.PutUint32(b, uint32(len(b)))
-		appendIDElem(b[4:4], id)
-		return b, id, nil
+		binary.LittleEndian.PutUint32(b[start:], uint32(len(b)-start))
+		appendIDElem(b[start+4:start+4], id)
+		return b[start:], id, nil
 	}
 	doc, err := toDoc(v, false)
 	if err != nil {
