@@ -97,9 +97,11 @@ type Executor struct {
 	tokensOnce sync.Once
 	primarySel atomic.Pointer[topology.Selector] // see primaryReads
 
-	clockMu          sync.Mutex
-	clusterTime      bson.Raw // highest $clusterTime received from any server
-	clusterTimeBoxed any      // clusterTime boxed, for commands
+	// clusterTime is the highest $clusterTime received from any server
+	// (nil: none yet). It is swapped, never changed in place, without a
+	// lock: every write's reply brings a new one, and from many goroutines
+	// a mutex here was the client's most contended lock.
+	clusterTime atomic.Pointer[clusterTimeBox]
 }
 
 // Operation is one command to run.
@@ -823,20 +825,22 @@ func readPrefDoc(rp readpref.ReadPref) bson.D {
 
 // clusterTimeValue is the $clusterTime to send, the later of the client's
 // and the session's, as a bson.E value: nil if there is none. The client's
-// is boxed once when it changes, not once per command.
+// is carried by pointer, which boxes without an allocation.
 func (e *Executor) clusterTimeValue(sess *session.Client) any {
-	e.clockMu.Lock()
-	ct, boxed := e.clusterTime, e.clusterTimeBoxed
-	e.clockMu.Unlock()
+	box := e.clusterTime.Load()
+	var ct bson.Raw
+	if box != nil {
+		ct = box.raw
+	}
 	if sess != nil {
 		if sct := session.MaxClusterTime(ct, sess.ClusterTime()); !sameBytes(sct, ct) {
 			return sct
 		}
 	}
-	if ct == nil {
+	if box == nil {
 		return nil
 	}
-	return boxed
+	return &box.raw
 }
 
 // sameBytes reports whether a and b are the same slice (not merely equal).
@@ -855,21 +859,34 @@ func (e *Executor) advanceClusterTime(sess *session.Client, reply bson.Raw) {
 	if !ok {
 		return
 	}
-	e.clockMu.Lock()
-	if bytes.Equal(doc, e.clusterTime) {
+	if cur := e.clusterTime.Load(); cur != nil && bytes.Equal(doc, cur.raw) {
 		// Usually unchanged since the last reply: share the copy held.
-		doc = e.clusterTime
+		doc = cur.raw
 	} else {
 		// Copied so as not to pin the whole reply.
 		box := newClusterTimeBox(doc)
 		doc = box.raw
-		if ct := session.MaxClusterTime(e.clusterTime, doc); !sameBytes(ct, e.clusterTime) {
-			e.clusterTime, e.clusterTimeBoxed = box.raw, &box.raw
-		}
+		e.raiseClusterTime(box)
 	}
-	e.clockMu.Unlock()
 	if sess != nil {
 		sess.AdvanceClusterTime(doc)
+	}
+}
+
+// raiseClusterTime makes box the client's cluster time if it is later.
+func (e *Executor) raiseClusterTime(box *clusterTimeBox) {
+	for {
+		cur := e.clusterTime.Load()
+		var held bson.Raw
+		if cur != nil {
+			held = cur.raw
+		}
+		if !sameBytes(session.MaxClusterTime(held, box.raw), box.raw) {
+			return // not later, or not a cluster time
+		}
+		if e.clusterTime.CompareAndSwap(cur, box) {
+			return
+		}
 	}
 }
 
@@ -896,9 +913,10 @@ func newClusterTimeBox(doc bson.Raw) *clusterTimeBox {
 
 // ClusterTime returns the highest $clusterTime the executor has seen.
 func (e *Executor) ClusterTime() bson.Raw {
-	e.clockMu.Lock()
-	defer e.clockMu.Unlock()
-	return e.clusterTime
+	if box := e.clusterTime.Load(); box != nil {
+		return box.raw
+	}
+	return nil
 }
 
 // logFailure writes one debug record per failed attempt.
