@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/bsonnum"
 	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/topology"
@@ -189,6 +190,9 @@ func (coll *Collection) ReplaceOne(ctx context.Context, filter, replacement any,
 	return coll.runUpdate(ctx, stmt, false, opts.BypassDocumentValidation, opts.Let, opts.Comment, opts.Session)
 }
 
+// updateReplyKeys are the fields of an update's reply runUpdate reads.
+var updateReplyKeys = [...]string{"n", "nModified", "upserted"}
+
 func (coll *Collection) runUpdate(ctx context.Context, stmt bson.Raw, multi bool, bypass *bool, let, comment any, s *Session) (*UpdateResult, error) {
 	o := &writeOpts{bypass: bypass, comment: comment, session: s}
 	var err error
@@ -202,9 +206,12 @@ func (coll *Collection) runUpdate(ctx context.Context, stmt bson.Raw, multi bool
 	if reply == nil {
 		return &UpdateResult{}, nil
 	}
-	res := &UpdateResult{Acknowledged: true, ModifiedCount: int64Of(reply, "nModified")}
-	n := int64Of(reply, "n")
-	if v, err := reply.LookupErr("upserted"); err == nil {
+	var f [3]bson.RawValue // n, nModified, upserted
+	firstFields(reply, updateReplyKeys[:], f[:])
+	n, _ := bsonnum.Int64(f[0])
+	modified, _ := bsonnum.Int64(f[1])
+	res := &UpdateResult{Acknowledged: true, ModifiedCount: modified}
+	if v := f[2]; v.Type != 0 {
 		if arr, ok := v.ArrayOK(); ok {
 			if vals, _ := arr.Values(); len(vals) > 0 {
 				if d, ok := vals[0].DocumentOK(); ok {

@@ -281,23 +281,21 @@ func cursorBatch(reply bson.Raw) (id int64, ns []byte, batch docBatch, err error
 	if !ok {
 		return 0, nil, batch, errors.New("sturdy: reply's cursor is not a document")
 	}
-	f, err := readCursorFields(cur)
-	if err != nil {
-		return 0, nil, batch, err
-	}
-	if f.id.Type == 0 {
+	var f [4]bson.RawValue // id, ns, firstBatch, nextBatch
+	firstFields(cur, cursorKeys[:], f[:])
+	if f[0].Type == 0 {
 		return 0, nil, batch, errors.New("sturdy: reply's cursor has no id")
 	}
-	id, ok = f.id.AsInt64OK()
+	id, ok = f[0].AsInt64OK()
 	if !ok {
 		return 0, nil, batch, errors.New("sturdy: reply's cursor id is not a number")
 	}
-	if f.ns.Type == bsoncore.TypeString {
-		ns = stringBytes(f.ns.Data)
+	if f[1].Type == bson.TypeString {
+		ns = stringBytes(f[1].Value)
 	}
-	bv := f.firstBatch
+	bv := f[2]
 	if bv.Type == 0 {
-		bv = f.nextBatch
+		bv = f[3]
 	}
 	if bv.Type == 0 {
 		return 0, nil, batch, errors.New("sturdy: reply's cursor has no batch")
@@ -306,56 +304,45 @@ func cursorBatch(reply bson.Raw) (id int64, ns []byte, batch docBatch, err error
 	if !ok {
 		return 0, nil, batch, errors.New("sturdy: reply's cursor batch is not an array")
 	}
-	if batch, err = newDocBatch(bson.RawArray(arr)); err != nil {
+	if batch, err = newDocBatch(arr); err != nil {
 		return 0, nil, batch, err
 	}
 	return id, ns, batch, nil
 }
 
-// cursorFields are the fields of a reply's cursor document cursorBatch
-// reads, the first of each name (as a lookup by name finds it); a zero
-// Type where absent.
-type cursorFields struct {
-	id, ns, firstBatch, nextBatch bsoncore.Value
-}
-
-// readCursorFields walks cur once, where a lookup per field would walk it
-// four times.
-func readCursorFields(cur bson.Raw) (cursorFields, error) {
-	var f cursorFields
-	if len(cur) < 5 {
-		return f, errors.New("sturdy: reply's cursor is malformed")
+// firstFields walks doc once and sets vals[i] to the value of the first
+// field named keys[i] (as a lookup by name finds it), leaving a zero Type
+// where there is none: one walk where a lookup per field would take one
+// each. A malformed element ends the walk, as it ends a lookup.
+func firstFields(doc bson.Raw, keys []string, vals []bson.RawValue) {
+	if len(doc) < 5 {
+		return
 	}
-	for rest := []byte(cur[4 : len(cur)-1]); len(rest) > 0; {
+	for rest := []byte(doc[4 : len(doc)-1]); len(rest) > 0; {
 		el, r, ok := bsoncore.ReadElement(rest)
 		if !ok {
-			return f, errors.New("sturdy: reply's cursor is malformed")
+			return
 		}
 		rest = r
-		var slot *bsoncore.Value
-		switch string(el.KeyBytes()) {
-		case "id":
-			slot = &f.id
-		case "ns":
-			slot = &f.ns
-		case "firstBatch":
-			slot = &f.firstBatch
-		case "nextBatch":
-			slot = &f.nextBatch
-		default:
-			continue
-		}
-		if slot.Type != 0 {
-			continue
-		}
-		v, err := el.ValueErr()
+		key, err := el.KeyBytesErr()
 		if err != nil {
-			return f, fmt.Errorf("sturdy: reply's cursor is malformed: %w", err)
+			return
 		}
-		*slot = v
+		for i, k := range keys {
+			if vals[i].Type == 0 && string(key) == k {
+				v, err := el.ValueErr()
+				if err != nil {
+					return
+				}
+				vals[i] = bson.RawValue{Type: bson.Type(v.Type), Value: v.Data}
+				break
+			}
+		}
 	}
-	return f, nil
 }
+
+// cursorKeys are the cursor document's fields cursorBatch reads.
+var cursorKeys = [...]string{"id", "ns", "firstBatch", "nextBatch"}
 
 // stringBytes returns a BSON string value's bytes, without the length
 // prefix and the NUL; nil if data does not hold a well-formed string.

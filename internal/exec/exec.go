@@ -873,16 +873,16 @@ func (e *Executor) advanceClusterTime(sess *session.Client, reply bson.Raw) {
 	}
 }
 
-// raiseClusterTime makes box the client's cluster time if it is later.
+// raiseClusterTime makes box the client's cluster time if it is later
+// (session.MaxClusterTime's rule: one without a timestamp never wins).
 func (e *Executor) raiseClusterTime(box *clusterTimeBox) {
+	if !box.valid {
+		return
+	}
 	for {
 		cur := e.clusterTime.Load()
-		var held bson.Raw
-		if cur != nil {
-			held = cur.raw
-		}
-		if !sameBytes(session.MaxClusterTime(held, box.raw), box.raw) {
-			return // not later, or not a cluster time
+		if cur != nil && !box.ts.After(cur.ts) {
+			return
 		}
 		if e.clusterTime.CompareAndSwap(cur, box) {
 			return
@@ -890,12 +890,15 @@ func (e *Executor) raiseClusterTime(box *clusterTimeBox) {
 	}
 }
 
-// clusterTimeBox holds a copy of a $clusterTime, and the bson.Raw over it
-// that commands carry by pointer: a new cluster time, which comes with every
-// write's reply, then costs one allocation instead of a copy and a boxing.
+// clusterTimeBox holds a copy of a $clusterTime, its timestamp, and the
+// bson.Raw over it that commands carry by pointer: a new cluster time,
+// which comes with every write's reply, then costs one allocation instead
+// of a copy and a boxing, and is parsed once.
 type clusterTimeBox struct {
-	raw bson.Raw
-	buf [clusterTimeSize]byte
+	raw   bson.Raw
+	ts    bson.Timestamp
+	valid bool // ts was read: raw has a clusterTime timestamp
+	buf   [clusterTimeSize]byte
 }
 
 // clusterTimeSize fits a signed $clusterTime (about 90 bytes).
@@ -908,6 +911,7 @@ func newClusterTimeBox(doc bson.Raw) *clusterTimeBox {
 	} else {
 		box.raw = append(bson.Raw(nil), doc...)
 	}
+	box.ts, box.valid = session.ClusterTimestamp(box.raw)
 	return box
 }
 
