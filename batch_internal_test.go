@@ -23,7 +23,7 @@ func TestCursorBatchWalksInPlace(t *testing.T) {
 		batch = append(batch, bson.D{{Key: "i", Value: int32(i)}})
 	}
 	id, ns, b, err := cursorBatch(mk(batch))
-	if err != nil || id != 42 || ns != "db.c" || b.n != len(batch) {
+	if err != nil || id != 42 || string(ns) != "db.c" || b.n != len(batch) {
 		t.Fatalf("cursorBatch = %d, %q, %d documents, %v", id, ns, b.n, err)
 	}
 	for i := range batch {

@@ -391,13 +391,13 @@ func (coll *Collection) BulkWrite(ctx context.Context, models []WriteModel, optL
 func modelStmt(model WriteModel) (stmtKind, bson.Raw, bool, error) {
 	switch m := derefModel(model).(type) {
 	case InsertOneModel:
-		doc, _, err := toDocWithID(m.Document)
+		doc, _, err := toDocWithID(nil, m.Document)
 		return kindInsert, doc, false, err
 	case UpdateOneModel:
-		doc, err := updateStmt(m.Filter, m.Update, false, m.Upsert, m.ArrayFilters, m.Collation, m.Hint, m.Sort)
+		doc, err := updateStmt(nil, m.Filter, m.Update, false, m.Upsert, m.ArrayFilters, m.Collation, m.Hint, m.Sort)
 		return kindUpdate, doc, false, err
 	case UpdateManyModel:
-		doc, err := updateStmt(m.Filter, m.Update, true, m.Upsert, m.ArrayFilters, m.Collation, m.Hint, nil)
+		doc, err := updateStmt(nil, m.Filter, m.Update, true, m.Upsert, m.ArrayFilters, m.Collation, m.Hint, nil)
 		return kindUpdate, doc, true, err
 	case ReplaceOneModel:
 		doc, err := replaceStmt(m.Filter, m.Replacement, m.Upsert, m.Collation, m.Hint, m.Sort)
@@ -412,8 +412,13 @@ func modelStmt(model WriteModel) (stmtKind, bson.Raw, bool, error) {
 	return 0, nil, false, argError("unsupported or nil write model %T", model)
 }
 
-// updateStmt builds an update statement {q, u, upsert, multi, ...}.
-func updateStmt(filter, update any, multi, upsert bool, arrayFilters []any, coll *Collation, hint, sort any) (bson.Raw, error) {
+// updateStmt builds an update statement {q, u, upsert, multi, ...}. The
+// common statement, without array filters, collation, hint or sort, is
+// appended to dst (nil: a buffer of its own), for a caller that recycles one.
+func updateStmt(dst []byte, filter, update any, multi, upsert bool, arrayFilters []any, coll *Collation, hint, sort any) (bson.Raw, error) {
+	if arrayFilters == nil && coll == nil && hint == nil && sort == nil {
+		return appendPlainUpdate(dst, filter, update, multi, upsert)
+	}
 	q, err := toDoc(filter, true)
 	if err != nil {
 		return nil, err
@@ -471,17 +476,24 @@ func stmtDoc(q bson.Raw, u any, multi, upsert bool, arrayFilters []any, coll *Co
 	return b, nil
 }
 
+const upsertElem, multiElem = "\x08upsert\x00\x01", "\x08multi\x00\x01"
+
 // plainStmt encodes the common statement {q, u, upsert?, multi?} by hand:
 // the same bytes as the general path, without boxing q and u into a
 // bson.D. q is a document from toDoc; u is the update (of type ut) from
 // updateValue or replacementDoc.
 func plainStmt(q bson.Raw, ut bson.Type, u []byte, multi, upsert bool) bson.Raw {
-	const upsertElem, multiElem = "\x08upsert\x00\x01", "\x08multi\x00\x01"
 	b := make([]byte, 4, 4+3+len(q)+3+len(u)+len(upsertElem)+len(multiElem)+1)
 	b = append(b, byte(bson.TypeEmbeddedDocument), 'q', 0)
 	b = append(b, q...)
 	b = append(b, byte(ut), 'u', 0)
 	b = append(b, u...)
+	return endPlainStmt(b, 0, multi, upsert)
+}
+
+// endPlainStmt appends a plain statement's flags and end to b, where the
+// statement starts at start, and sets its length.
+func endPlainStmt(b []byte, start int, multi, upsert bool) []byte {
 	if upsert {
 		b = append(b, upsertElem...)
 	}
@@ -489,8 +501,38 @@ func plainStmt(q bson.Raw, ut bson.Type, u []byte, multi, upsert bool) bson.Raw 
 		b = append(b, multiElem...)
 	}
 	b = append(b, 0)
-	binary.LittleEndian.PutUint32(b, uint32(len(b)))
+	binary.LittleEndian.PutUint32(b[start:], uint32(len(b)-start))
 	return b
+}
+
+// appendPlainUpdate is plainStmt for an update, with the filter and a bson.D
+// update encoded straight into dst: no document is encoded on its own first.
+// It checks what updateValue checks.
+func appendPlainUpdate(dst []byte, filter, update any, multi, upsert bool) (bson.Raw, error) {
+	start := len(dst)
+	b := append(dst, 0, 0, 0, 0, byte(bson.TypeEmbeddedDocument), 'q', 0)
+	b, err := appendDoc(b, filter, true)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := update.(bson.D); ok && d != nil {
+		b = append(b, byte(bson.TypeEmbeddedDocument), 'u', 0)
+		at := len(b)
+		if b, err = wire.AppendDocument(b, d); err != nil {
+			return nil, fmt.Errorf("%w: cannot marshal %T: %v", ErrInvalidArgument, update, err)
+		}
+		if err := checkUpdateDoc(b[at:]); err != nil {
+			return nil, err
+		}
+	} else {
+		u, err := updateValue(update)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, byte(u.Type), 'u', 0)
+		b = append(b, u.Value...)
+	}
+	return endPlainStmt(b, start, multi, upsert)[start:], nil
 }
 
 // deleteStmt builds a delete statement {q, limit, ...}; limit 0 deletes all.

@@ -243,7 +243,7 @@ func (db *Database) listCollections(ctx context.Context, filter any, nameOnly *b
 	}
 	cmd.addIf("comment", opts.Comment)
 	op := &exec.Operation{Name: "listCollections", DB: db.name, Command: bson.D(cmd), Flags: exec.RetryableRead}
-	return openCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode)
+	return openCursor(ctx, db.client, op, cursorSpec{session: opts.Session, batchSize: opts.BatchSize, comment: opts.Comment, mode: opts.TimeoutMode})
 }
 
 // CreateCollectionOptions are the options of CreateCollection. Nil and zero

@@ -437,7 +437,7 @@ func newClientOp(cm ClientWriteModel) (clientOp, error) {
 	switch m := derefModel(cm.Model).(type) {
 	case InsertOneModel:
 		var doc bson.Raw
-		if doc, op.id, err = toDocWithID(m.Document); err != nil {
+		if doc, op.id, err = toDocWithID(nil, m.Document); err != nil {
 			return op, err
 		}
 		op.kind, op.size = kindInsert, len(doc)

@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/bsonnum"
 	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
 	"github.com/sturdy-go/sturdy/internal/topology"
@@ -79,7 +80,9 @@ func (coll *Collection) InsertOne(ctx context.Context, doc any, optList ...*Inse
 	if opts == nil {
 		opts = &InsertOneOptions{}
 	}
-	raw, id, err := toDocWithID(doc)
+	buf := stmtBufs.Get().(*[]byte)
+	defer stmtBufs.Put(buf)
+	raw, id, err := toDocWithID((*buf)[:0], doc)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +113,7 @@ func (coll *Collection) InsertMany(ctx context.Context, docs []any, optList ...*
 	ids := make([]any, len(docs))
 	for i, d := range docs {
 		var err error
-		if stmts[i].doc, ids[i], err = toDocWithID(d); err != nil {
+		if stmts[i].doc, ids[i], err = toDocWithID(nil, d); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		stmts[i].index = i
@@ -149,12 +152,27 @@ func (coll *Collection) update(ctx context.Context, filter, update any, multi bo
 	if opts == nil {
 		opts = &UpdateOptions{}
 	}
-	stmt, err := updateStmt(filter, update, multi, opts.Upsert, opts.ArrayFilters, opts.Collation, opts.Hint, opts.Sort)
+	buf := stmtBufs.Get().(*[]byte)
+	defer stmtBufs.Put(buf)
+	stmt, err := updateStmt((*buf)[:0], filter, update, multi, opts.Upsert, opts.ArrayFilters, opts.Collation, opts.Hint, opts.Sort)
 	if err != nil {
 		return nil, err
 	}
 	return coll.runUpdate(ctx, stmt, multi, opts.BypassDocumentValidation, opts.Let, opts.Comment, opts.Session)
 }
+
+// stmtBufs recycles the buffers single-document writes encode their
+// statement or document in: nothing refers to it once its command has run
+// (command events carry copies). The pool holds only the buffers it made: a
+// statement that outgrows one is encoded into a new array, which is not kept,
+// and a caller's own document (a bson.Raw) never lands in the pool.
+var stmtBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, stmtBufSize)
+	return &b
+}}
+
+// stmtBufSize fits the usual single statement.
+const stmtBufSize = 512
 
 // ReplaceOne replaces the first document matching filter with replacement,
 // which must not contain $-operators.
@@ -172,6 +190,9 @@ func (coll *Collection) ReplaceOne(ctx context.Context, filter, replacement any,
 	return coll.runUpdate(ctx, stmt, false, opts.BypassDocumentValidation, opts.Let, opts.Comment, opts.Session)
 }
 
+// updateReplyKeys are the fields of an update's reply runUpdate reads.
+var updateReplyKeys = [...]string{"n", "nModified", "upserted"}
+
 func (coll *Collection) runUpdate(ctx context.Context, stmt bson.Raw, multi bool, bypass *bool, let, comment any, s *Session) (*UpdateResult, error) {
 	o := &writeOpts{bypass: bypass, comment: comment, session: s}
 	var err error
@@ -185,9 +206,12 @@ func (coll *Collection) runUpdate(ctx context.Context, stmt bson.Raw, multi bool
 	if reply == nil {
 		return &UpdateResult{}, nil
 	}
-	res := &UpdateResult{Acknowledged: true, ModifiedCount: int64Of(reply, "nModified")}
-	n := int64Of(reply, "n")
-	if v, err := reply.LookupErr("upserted"); err == nil {
+	var f [3]bson.RawValue // n, nModified, upserted
+	firstFields(reply, updateReplyKeys[:], f[:])
+	n, _ := bsonnum.Int64(f[0])
+	modified, _ := bsonnum.Int64(f[1])
+	res := &UpdateResult{Acknowledged: true, ModifiedCount: modified}
+	if v := f[2]; v.Type != 0 {
 		if arr, ok := v.ArrayOK(); ok {
 			if vals, _ := arr.Values(); len(vals) > 0 {
 				if d, ok := vals[0].DocumentOK(); ok {
@@ -405,12 +429,14 @@ func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOp
 	if opts == nil {
 		opts = &FindOptions{}
 	}
+	return coll.find(ctx, filter, opts, nil)
+}
+
+// find is Find with the cursor made in into (nil: allocated).
+func (coll *Collection) find(ctx context.Context, filter any, opts *FindOptions, into *Cursor) (*Cursor, error) {
 	w := findOps.Get().(*findOp)
-	defer func() {
-		*w = findOp{} // hold no filter in the pool
-		findOps.Put(w)
-	}()
-	cmd, err := coll.findCommand(filter, opts, w.cmd[:0])
+	defer w.recycle()
+	cmd, err := coll.findCommand(filter, opts, w)
 	if err != nil {
 		return nil, err
 	}
@@ -420,26 +446,46 @@ func (coll *Collection) Find(ctx context.Context, filter any, optList ...*FindOp
 	if opts.CursorType == TailableAwait {
 		maxAwait = opts.MaxAwaitTime // mongod ignores getMore's maxTimeMS on other cursors
 	}
-	return openTypedCursor(ctx, coll.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode, opts.CursorType, maxAwait)
+	return openCursor(ctx, coll.client, op, cursorSpec{session: opts.Session, batchSize: opts.BatchSize, comment: opts.Comment, mode: opts.TimeoutMode,
+		cursorType: opts.CursorType, maxAwait: maxAwait, into: into})
 }
 
-// findOp is a find's operation with room for its command: one object,
-// recycled through findOps (the cursor keeps nothing of the operation).
+// findOp is a find's operation with room for its command and its encoded
+// filter: one object, recycled through findOps (the cursor keeps nothing of
+// the operation).
 type findOp struct {
-	op  exec.Operation
-	cmd [8]bson.E
+	op     exec.Operation
+	cmd    [8]bson.E
+	filter bson.Raw // the command's filter, which points here: no boxing
+	buf    []byte   // where the filter is encoded
 }
 
 var findOps = sync.Pool{New: func() any { return new(findOp) }}
 
-// findCommand is the find command, appended to dst.
-func (coll *Collection) findCommand(filter any, opts *FindOptions, dst cmdBuilder) (cmdBuilder, error) {
-	f, err := toDoc(filter, true)
+// recycle clears w, so that the pool holds no caller's data alive, and
+// returns it to the pool with its filter buffer (one of its own: appendDoc
+// copies a caller's bson.Raw into it).
+func (w *findOp) recycle() {
+	buf := w.buf[:0]
+	if cap(buf) > maxPooledFilter {
+		buf = nil
+	}
+	*w = findOp{buf: buf}
+	findOps.Put(w)
+}
+
+// maxPooledFilter bounds the filter buffer a findOp keeps in the pool.
+const maxPooledFilter = 4 << 10
+
+// findCommand is the find command, built in w.
+func (coll *Collection) findCommand(filter any, opts *FindOptions, w *findOp) (cmdBuilder, error) {
+	f, err := appendDoc(w.buf[:0], filter, true)
 	if err != nil {
 		return nil, err
 	}
-	cmd := dst
-	cmd = append(cmd, bson.E{Key: "find", Value: coll.nameValue()}, bson.E{Key: "filter", Value: f})
+	w.buf, w.filter = f, f
+	cmd := cmdBuilder(w.cmd[:0])
+	cmd = append(cmd, bson.E{Key: "find", Value: coll.nameValue()}, bson.E{Key: "filter", Value: &w.filter})
 	for _, field := range []struct {
 		key string
 		v   any
@@ -497,6 +543,9 @@ func (coll *Collection) findCommand(filter any, opts *FindOptions, dst cmdBuilde
 	return cmd, nil
 }
 
+// findOneCursors recycles FindOne's cursors, which never leave it.
+var findOneCursors = sync.Pool{New: func() any { return new(Cursor) }}
+
 // FindOne returns the first document matching filter (in Sort order), or
 // ErrNoDocuments through the result's Err and Decode.
 func (coll *Collection) FindOne(ctx context.Context, filter any, optList ...*FindOneOptions) *SingleResult {
@@ -509,7 +558,7 @@ func (coll *Collection) FindOne(ctx context.Context, filter any, optList ...*Fin
 	fo := &FindOptions{Sort: opts.Sort, Projection: opts.Projection, Skip: opts.Skip, Hint: opts.Hint, Collation: opts.Collation,
 		Let: opts.Let, Comment: opts.Comment, MaxTime: opts.MaxTime, ReturnKey: opts.ReturnKey, ShowRecordID: opts.ShowRecordID,
 		Session: opts.Session, Limit: -1}
-	cur, err := coll.Find(ctx, filter, fo)
+	cur, err := coll.find(ctx, filter, fo, findOneCursors.Get().(*Cursor))
 	if err != nil {
 		return &SingleResult{err: err}
 	}
@@ -519,6 +568,10 @@ func (coll *Collection) FindOne(ctx context.Context, filter any, optList ...*Fin
 		} else {
 			cur.Close(context.WithoutCancel(ctx))
 		}
+		// Nothing refers to the closed cursor (the result keeps only
+		// Current, which lies in the reply).
+		*cur = Cursor{}
+		findOneCursors.Put(cur)
 	}()
 	if !cur.Next(ctx) {
 		if err := cur.Err(); err != nil {
@@ -590,7 +643,8 @@ func aggregate(ctx context.Context, client *Client, db, coll string, rp *ReadPre
 	if write && opts.TimeoutMode == TimeoutIteration {
 		return nil, argError("timeoutMode iteration cannot be used with an aggregate with $out or $merge")
 	}
-	return openTypedCursor(ctx, client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode, NonTailable, opts.MaxAwaitTime)
+	return openCursor(ctx, client, op, cursorSpec{session: opts.Session, batchSize: opts.BatchSize, comment: opts.Comment, mode: opts.TimeoutMode,
+		maxAwait: opts.MaxAwaitTime})
 }
 
 // pipelineValue marshals a pipeline and checks it is an array of documents.
@@ -738,7 +792,7 @@ func (coll *Collection) ListIndexes(ctx context.Context, optList ...*ListOptions
 	cmd := cmdBuilder{{Key: "listIndexes", Value: coll.name}}
 	cmd.addIf("comment", opts.Comment)
 	op := &exec.Operation{Name: "listIndexes", DB: coll.db, Command: bson.D(cmd), Flags: exec.RetryableRead}
-	return openCursor(ctx, coll.client, op, opts.Session, 0, opts.Comment, opts.TimeoutMode)
+	return openCursor(ctx, coll.client, op, cursorSpec{session: opts.Session, comment: opts.Comment, mode: opts.TimeoutMode})
 }
 
 // DropIndex drops the named index.

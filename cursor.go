@@ -47,6 +47,9 @@ type Cursor struct {
 	// pin is the connection the cursor is pinned to in load-balanced
 	// mode: its getMores and killCursors must reach the same service.
 	pin *exec.Pin
+	// implicitSess is where sess lies when the cursor owns an implicit
+	// session: kept in the cursor, it costs no allocation of its own.
+	implicitSess session.Client
 }
 
 // CursorType says whether a Find cursor is tailable: on a capped
@@ -174,16 +177,22 @@ func checkMaxAwait(ctx context.Context, maxAwait time.Duration) error {
 	return nil
 }
 
+// cursorSpec is how a cursor-returning command's cursor behaves.
+type cursorSpec struct {
+	session    *Session
+	batchSize  int32
+	comment    any
+	mode       TimeoutMode
+	cursorType CursorType
+	maxAwait   time.Duration // getMores' maxTimeMS (0: none)
+	into       *Cursor       // storage for the cursor (nil: allocated)
+}
+
 // openCursor runs a cursor-returning command and wraps its first batch.
 // Without an explicit session the implicit one is kept for the cursor's
 // life, as getMore must use the lsid of the command that opened the cursor.
-func openCursor(ctx context.Context, client *Client, op *exec.Operation, s *Session, batchSize int32, comment any, mode TimeoutMode) (*Cursor, error) {
-	return openTypedCursor(ctx, client, op, s, batchSize, comment, mode, NonTailable, 0)
-}
-
-// openTypedCursor is openCursor for a cursor of type ct whose getMores
-// carry maxAwait as maxTimeMS (0: none).
-func openTypedCursor(ctx context.Context, client *Client, op *exec.Operation, s *Session, batchSize int32, comment any, mode TimeoutMode, ct CursorType, maxAwait time.Duration) (*Cursor, error) {
+func openCursor(ctx context.Context, client *Client, op *exec.Operation, spec cursorSpec) (*Cursor, error) {
+	s, mode, ct, maxAwait := spec.session, spec.mode, spec.cursorType, spec.maxAwait
 	var err error
 	if ct != NonTailable {
 		ctx, err = startTailableOp(ctx, mode, ct, maxAwait)
@@ -198,6 +207,11 @@ func openTypedCursor(ctx context.Context, client *Client, op *exec.Operation, s 
 		op.Flags |= exec.KeepSession
 	}
 	op.Flags |= exec.PinCursor | exec.RecycleReply
+	c := spec.into
+	if c == nil {
+		c = new(Cursor)
+	}
+	op.KeptSession = &c.implicitSess
 	res, err := client.execute(ctx, op, s)
 	if err != nil {
 		if s == nil && res.Session != nil {
@@ -205,8 +219,8 @@ func openTypedCursor(ctx context.Context, client *Client, op *exec.Operation, s 
 		}
 		return nil, err
 	}
-	c := &Cursor{client: client, server: res.Server, sess: res.Session, ownsSess: s == nil, batchSize: batchSize, comment: comment,
-		tailable: ct != NonTailable, maxAwait: maxAwait, pin: res.Pin}
+	c.client, c.server, c.sess, c.ownsSess, c.pin = client, res.Server, res.Session, s == nil, res.Pin
+	c.batchSize, c.comment, c.tailable, c.maxAwait = spec.batchSize, spec.comment, ct != NonTailable, maxAwait
 	if d, ok := csot.Timeout(ctx); ok {
 		c.tmo = cursorTimeout{set: true, timeout: d, iteration: mode == TimeoutIteration}
 		if dl, ok := csot.Deadline(ctx); ok && !c.tmo.iteration {
@@ -235,9 +249,9 @@ func (c *Cursor) load(reply bson.Raw) error {
 		return err
 	}
 	c.id, c.batch = id, batch
-	if ns != "" {
-		db, coll, ok := strings.Cut(ns, ".")
-		if ok {
+	if id != 0 && len(ns) > 0 {
+		// Only getMore and killCursors need the namespace.
+		if db, coll, ok := strings.Cut(string(ns), "."); ok {
 			c.db, c.coll = db, coll
 		}
 	}

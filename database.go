@@ -112,7 +112,8 @@ func (db *Database) RunCursorCommand(ctx context.Context, cmd any, optList ...*R
 		return nil, err
 	}
 	op := &exec.Operation{Name: name, DB: db.name, Command: d, ReadPref: readPref(opts.ReadPreference), Flags: exec.RunCommand}
-	return openTypedCursor(ctx, db.client, op, opts.Session, opts.BatchSize, opts.Comment, opts.TimeoutMode, opts.CursorType, opts.MaxAwaitTime)
+	return openCursor(ctx, db.client, op, cursorSpec{session: opts.Session, batchSize: opts.BatchSize, comment: opts.Comment, mode: opts.TimeoutMode,
+		cursorType: opts.CursorType, maxAwait: opts.MaxAwaitTime})
 }
 
 // commandDoc turns a command document into a bson.D kept byte for byte,

@@ -34,17 +34,35 @@ func toDoc(v any, nilIsEmpty bool) (bson.Raw, error) {
 		return toDoc(bson.Raw(d), nilIsEmpty)
 	case bson.D:
 		if d != nil {
-			// The common case, encoded without reflection (same bytes).
-			b, err := wire.AppendDocument(make([]byte, 0, docSizeHint(len(d))), d)
-			if err != nil {
-				return nil, fmt.Errorf("%w: cannot marshal %T as a document: %v", ErrInvalidArgument, v, err)
-			}
-			return b, nil
+			return appendD(make([]byte, 0, docSizeHint(len(d))), d)
 		}
 	}
 	b, err := bson.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot marshal %T as a document: %v", ErrInvalidArgument, v, err)
+	}
+	return b, nil
+}
+
+// appendDoc appends the document toDoc makes of v to dst and returns the
+// extended buffer, for callers that recycle one: a bson.D, the common case,
+// is encoded straight into dst, without reflection (the same bytes).
+func appendDoc(dst []byte, v any, nilIsEmpty bool) ([]byte, error) {
+	if d, ok := v.(bson.D); ok && d != nil {
+		return appendD(dst, d)
+	}
+	doc, err := toDoc(v, nilIsEmpty)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, doc...), nil
+}
+
+// appendD appends d encoded as a document to dst.
+func appendD(dst []byte, d bson.D) ([]byte, error) {
+	b, err := wire.AppendDocument(dst, d)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot marshal %T as a document: %v", ErrInvalidArgument, d, err)
 	}
 	return b, nil
 }
@@ -100,18 +118,27 @@ func updateValue(v any) (bson.RawValue, error) {
 	}
 	switch rv.Type {
 	case bson.TypeEmbeddedDocument:
-		k := firstKeyBytes(rv.Document())
-		if len(k) == 0 {
-			return rv, argError("update document must not be empty")
-		}
-		if k[0] != '$' {
-			return rv, argError("update document must contain only $-operators (first key is %q); use ReplaceOne to replace a document", k)
+		if err := checkUpdateDoc(rv.Document()); err != nil {
+			return rv, err
 		}
 	case bson.TypeArray:
 	default:
 		return rv, argError("update must be a document or a pipeline, not %T", v)
 	}
 	return rv, nil
+}
+
+// checkUpdateDoc checks that an update document is not empty and starts
+// with a $-operator.
+func checkUpdateDoc(doc bson.Raw) error {
+	k := firstKeyBytes(doc)
+	if len(k) == 0 {
+		return argError("update document must not be empty")
+	}
+	if k[0] != '$' {
+		return argError("update document must contain only $-operators (first key is %q); use ReplaceOne to replace a document", k)
+	}
+	return nil
 }
 
 // replacementDoc validates a replacement: a document without $-operators.
@@ -128,19 +155,24 @@ func replacementDoc(v any) (bson.Raw, error) {
 
 // toDocWithID is toDoc then ensureID: the document to insert and its _id.
 // A bson.D without _id, the common case, is encoded once with a new
-// ObjectID in front instead of encoded and then copied behind one.
-func toDocWithID(v any) (bson.Raw, any, error) {
+// ObjectID in front instead of encoded and then copied behind one, into dst
+// (appended to; nil: a buffer of its own) for a caller that recycles one.
+func toDocWithID(dst []byte, v any) (bson.Raw, any, error) {
 	if d, ok := v.(bson.D); ok && d != nil && !slices.ContainsFunc(d, func(e bson.E) bool { return e.Key == "_id" }) {
+		if dst == nil {
+			dst = make([]byte, 0, idElemLen+docSizeHint(len(d)))
+		}
 		// The document goes after room for the _id element; its own
 		// length prefix is then overwritten by the end of that element.
-		b, err := wire.AppendDocument(make([]byte, idElemLen, idElemLen+docSizeHint(len(d))), d)
+		start := len(dst)
+		b, err := wire.AppendDocument(append(dst, make([]byte, idElemLen)...), d)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: cannot marshal %T as a document: %v", ErrInvalidArgument, v, err)
 		}
 		id := bson.NewObjectID()
-		binary.LittleEndian.PutUint32(b, uint32(len(b)))
-		appendIDElem(b[4:4], id)
-		return b, id, nil
+		binary.LittleEndian.PutUint32(b[start:], uint32(len(b)-start))
+		appendIDElem(b[start+4:start+4], id)
+		return b[start:], id, nil
 	}
 	doc, err := toDoc(v, false)
 	if err != nil {
@@ -237,42 +269,92 @@ func int64Of(doc bson.Raw, key string) int64 {
 // cursorBatch reads {cursor: {id, ns, firstBatch|nextBatch}} from a reply.
 // The batch's documents stay in the reply: they are walked in place rather
 // than copied into a slice, which for a large batch saves an allocation per
-// document.
-func cursorBatch(reply bson.Raw) (id int64, ns string, batch docBatch, err error) {
+// document. ns is the namespace's bytes within the reply (nil if absent),
+// left for the caller to copy only when the cursor is still open: a
+// single-batch find never needs it.
+func cursorBatch(reply bson.Raw) (id int64, ns []byte, batch docBatch, err error) {
 	cv, err := reply.LookupErr("cursor")
 	if err != nil {
-		return 0, "", batch, fmt.Errorf("sturdy: reply has no cursor: %w", err)
+		return 0, nil, batch, fmt.Errorf("sturdy: reply has no cursor: %w", err)
 	}
 	cur, ok := cv.DocumentOK()
 	if !ok {
-		return 0, "", batch, errors.New("sturdy: reply's cursor is not a document")
+		return 0, nil, batch, errors.New("sturdy: reply's cursor is not a document")
 	}
-	idv, err := cur.LookupErr("id")
-	if err != nil {
-		return 0, "", batch, errors.New("sturdy: reply's cursor has no id")
+	var f [4]bson.RawValue // id, ns, firstBatch, nextBatch
+	firstFields(cur, cursorKeys[:], f[:])
+	if f[0].Type == 0 {
+		return 0, nil, batch, errors.New("sturdy: reply's cursor has no id")
 	}
-	id, ok = idv.AsInt64OK()
+	id, ok = f[0].AsInt64OK()
 	if !ok {
-		return 0, "", batch, errors.New("sturdy: reply's cursor id is not a number")
+		return 0, nil, batch, errors.New("sturdy: reply's cursor id is not a number")
 	}
-	if v, err := cur.LookupErr("ns"); err == nil {
-		ns, _ = v.StringValueOK()
+	if f[1].Type == bson.TypeString {
+		ns = stringBytes(f[1].Value)
 	}
-	bv, err := cur.LookupErr("firstBatch")
-	if err != nil {
-		bv, err = cur.LookupErr("nextBatch")
+	bv := f[2]
+	if bv.Type == 0 {
+		bv = f[3]
 	}
-	if err != nil {
-		return 0, "", batch, errors.New("sturdy: reply's cursor has no batch")
+	if bv.Type == 0 {
+		return 0, nil, batch, errors.New("sturdy: reply's cursor has no batch")
 	}
 	arr, ok := bv.ArrayOK()
 	if !ok {
-		return 0, "", batch, errors.New("sturdy: reply's cursor batch is not an array")
+		return 0, nil, batch, errors.New("sturdy: reply's cursor batch is not an array")
 	}
 	if batch, err = newDocBatch(arr); err != nil {
-		return 0, "", batch, err
+		return 0, nil, batch, err
 	}
 	return id, ns, batch, nil
+}
+
+// firstFields walks doc once and sets vals[i] to the value of the first
+// field named keys[i] (as a lookup by name finds it), leaving a zero Type
+// where there is none: one walk where a lookup per field would take one
+// each. A malformed element ends the walk, as it ends a lookup.
+func firstFields(doc bson.Raw, keys []string, vals []bson.RawValue) {
+	if len(doc) < 5 {
+		return
+	}
+	for rest := []byte(doc[4 : len(doc)-1]); len(rest) > 0; {
+		el, r, ok := bsoncore.ReadElement(rest)
+		if !ok {
+			return
+		}
+		rest = r
+		key, err := el.KeyBytesErr()
+		if err != nil {
+			return
+		}
+		for i, k := range keys {
+			if vals[i].Type == 0 && string(key) == k {
+				v, err := el.ValueErr()
+				if err != nil {
+					return
+				}
+				vals[i] = bson.RawValue{Type: bson.Type(v.Type), Value: v.Data}
+				break
+			}
+		}
+	}
+}
+
+// cursorKeys are the cursor document's fields cursorBatch reads.
+var cursorKeys = [...]string{"id", "ns", "firstBatch", "nextBatch"}
+
+// stringBytes returns a BSON string value's bytes, without the length
+// prefix and the NUL; nil if data does not hold a well-formed string.
+func stringBytes(data []byte) []byte {
+	if len(data) < 5 {
+		return nil
+	}
+	n := int(int32(binary.LittleEndian.Uint32(data)))
+	if n < 1 || n > len(data)-4 || data[4+n-1] != 0 {
+		return nil
+	}
+	return data[4 : 4+n-1 : 4+n-1]
 }
 
 // docBatch walks the documents of a BSON array in place.

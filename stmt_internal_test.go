@@ -57,7 +57,7 @@ func TestPlainStmtMatchesTheEncoder(t *testing.T) {
 // with an _id keeps it.
 func TestToDocWithIDEncodesInPlace(t *testing.T) {
 	d := bson.D{{Key: "x", Value: int32(1)}, {Key: "s", Value: "hello world"}, {Key: "sub", Value: bson.D{{Key: "a", Value: bson.A{1, "b"}}}}}
-	got, id, err := toDocWithID(d)
+	got, id, err := toDocWithID(nil, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestToDocWithIDEncodesInPlace(t *testing.T) {
 	}
 
 	withID := bson.D{{Key: "x", Value: int32(1)}, {Key: "_id", Value: "mine"}}
-	got, id, err = toDocWithID(withID)
+	got, id, err = toDocWithID(nil, withID)
 	if err != nil {
 		t.Fatal(err)
 	}

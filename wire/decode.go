@@ -19,6 +19,14 @@ import (
 // Documents in the result alias b (or the decompression buffer): they are
 // valid only as long as b is not modified.
 func Decode(b []byte, maxSize int32) (Message, error) {
+	return DecodeInto(b, maxSize, nil)
+}
+
+// DecodeInto is Decode, but an OP_MSG is decoded into msg, which the
+// result's Msg then points to: a reader that decodes one message after
+// another into the same Msg allocates nothing for it. A nil msg is
+// allocated, as Decode does.
+func DecodeInto(b []byte, maxSize int32, msg *Msg) (Message, error) {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxMessageSize
 	}
@@ -33,23 +41,24 @@ func Decode(b []byte, maxSize int32) (Message, error) {
 		return Message{Header: h}, &Error{OpCode: h.OpCode, Offset: min(len(b), int(h.MessageLength)), Reason: "declared length " + strconv.Itoa(int(h.MessageLength)) + " but " + strconv.Itoa(len(b)) + " bytes given", Err: ErrMalformed}
 	}
 	if h.OpCode != OpCompressed {
-		return decodeUncompressed(h, b[:HeaderLen], b[HeaderLen:], CompressorNoop)
+		return decodeUncompressed(h, b[:HeaderLen], b[HeaderLen:], CompressorNoop, msg)
 	}
 	inner, hdr, body, c, err := decompress(b, h, maxSize)
 	if err != nil {
 		return Message{Header: h, Compressor: c}, err
 	}
-	return decodeUncompressed(inner, hdr[:], body, c)
+	return decodeUncompressed(inner, hdr[:], body, c, msg)
 }
 
 // decodeUncompressed decodes the body of an OP_MSG, OP_QUERY or OP_REPLY.
-// hdr is the message's 16 header bytes, needed for the OP_MSG checksum.
-func decodeUncompressed(h Header, hdr, body []byte, c Compressor) (Message, error) {
+// hdr is the message's 16 header bytes, needed for the OP_MSG checksum. An
+// OP_MSG is decoded into msg (nil: a new one).
+func decodeUncompressed(h Header, hdr, body []byte, c Compressor, msg *Msg) (Message, error) {
 	m := Message{Header: h, Compressor: c}
 	var err error
 	switch h.OpCode {
 	case OpMsg:
-		m.Msg, err = decodeMsg(hdr, body)
+		m.Msg, err = decodeMsg(hdr, body, msg)
 	case OpQuery:
 		m.Query, err = decodeQuery(body)
 	case OpReply:
@@ -128,13 +137,16 @@ func (r *reader) document(field string, limit int) (bson.Raw, error) {
 	return bson.Raw(doc), nil
 }
 
-func decodeMsg(hdr, body []byte) (*Msg, error) {
+func decodeMsg(hdr, body []byte, m *Msg) (*Msg, error) {
 	r := reader{op: OpMsg, b: body}
 	flags, err := r.int32("flagBits")
 	if err != nil {
 		return nil, err
 	}
-	m := &Msg{Flags: MsgFlags(uint32(flags))}
+	if m == nil {
+		m = new(Msg)
+	}
+	*m = Msg{Flags: MsgFlags(uint32(flags))}
 	if unknown := m.Flags & 0xffff &^ knownRequiredFlags; unknown != 0 {
 		return nil, r.fail(0, "unknown required flag bits 0x"+strconv.FormatUint(uint64(unknown), 16))
 	}

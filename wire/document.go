@@ -129,6 +129,13 @@ func appendElem(dst []byte, key string, v any, depth int) ([]byte, error) {
 			dst = appendKey(dst, bson.TypeEmbeddedDocument, key)
 			return append(dst, x...), nil
 		}
+	case *bson.Raw:
+		// As bson.Raw: a caller that keeps the document in storage of its
+		// own can pass a pointer, which boxes without an allocation.
+		if x != nil && validDoc(*x) {
+			dst = appendKey(dst, bson.TypeEmbeddedDocument, key)
+			return append(dst, *x...), nil
+		}
 	case bson.RawValue:
 		if rawValueOK(x) {
 			dst = appendKey(dst, x.Type, key)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"testing"
 
@@ -100,8 +101,15 @@ func FuzzDecode(f *testing.F) {
 	for _, b := range seedMessages(f) {
 		f.Add(b)
 	}
+	// One Msg reused across inputs, as a connection reuses it: what it
+	// held from an earlier message must not leak into the next.
+	var reused Msg
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Decode(data, fuzzMax)
+		m2, err2 := DecodeInto(data, fuzzMax, &reused)
+		if (err == nil) != (err2 == nil) || !reflect.DeepEqual(m.Msg, m2.Msg) {
+			t.Fatalf("DecodeInto into a reused Msg = %+v, %v; Decode = %+v, %v", m2.Msg, err2, m.Msg, err)
+		}
 		if err != nil {
 			checkDecodeError(t, err)
 			return

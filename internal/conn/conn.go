@@ -85,6 +85,8 @@ type Conn struct {
 	createdAt    time.Time
 	handshakeRTT time.Duration
 
+	msg wire.Msg // what read decodes each reply into (guarded by mu)
+
 	compressor wire.Compressor
 	compress   bool
 	zlibLevel  int
@@ -196,23 +198,35 @@ func (c *Conn) RoundTrip(ctx context.Context, db string, cmd bson.D) (bson.Raw, 
 // error from mongoerr.FromReply. Network and protocol failures close the
 // connection and return a *NetworkError.
 func (c *Conn) Send(ctx context.Context, req *Request) (*Reply, error) {
+	r := new(Reply)
+	ok, err := c.SendTo(ctx, req, r)
+	if !ok {
+		return nil, err
+	}
+	return r, err
+}
+
+// SendTo is Send with the reply stored in *dst, which the caller provides
+// so that a round trip allocates no Reply: ok says whether a reply came
+// (Send's non-nil reply).
+func (c *Conn) SendTo(ctx context.Context, req *Request, dst *Reply) (ok bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed.Load() {
-		return nil, &mongoerr.NetworkError{Addr: c.addr, Op: "write", Err: ErrClosed}
+		return false, &mongoerr.NetworkError{Addr: c.addr, Op: "write", Err: ErrClosed}
 	}
 	if c.streaming {
-		return nil, ErrStreaming
+		return false, ErrStreaming
 	}
 	if err := ctx.Err(); err != nil {
 		// Nothing was written, but the caller gave up: treat it as the
 		// timeout it is, and keep the invariant that a NetworkError means
 		// a closed connection.
-		return nil, c.fail(ctx, "write", err)
+		return false, c.fail(ctx, "write", err)
 	}
 	body, err := appendDB(c.cmd[:0], req.Command, req.DB)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	c.cmd = body
 	id := nextRequestID()
@@ -233,27 +247,26 @@ func (c *Conn) Send(ctx context.Context, req *Request) (*Reply, error) {
 	if c.compress && compressible(body) {
 		c.cbuf, err = wire.AppendCompressed(c.cbuf[:0], c.wbuf, c.compressor, c.zlibLevel)
 		if err != nil {
-			return nil, fmt.Errorf("compressing with %s: %w", c.compressor, err)
+			return false, fmt.Errorf("compressing with %s: %w", c.compressor, err)
 		}
 		out = c.cbuf
 	}
 	if len(out) > int(c.maxSendSize) {
-		return nil, fmt.Errorf("message of %d bytes exceeds the server's maxMessageSizeBytes %d", len(out), c.maxSendSize)
+		return false, fmt.Errorf("message of %d bytes exceeds the server's maxMessageSizeBytes %d", len(out), c.maxSendSize)
 	}
 
 	stop := c.arm(ctx)
 	_, err = c.nc.Write(out)
-	var reply *Reply
 	if err != nil {
 		err = c.fail(ctx, "write", err)
 	} else if req.MoreToCome {
 		c.lastUsed.Store(time.Now().UnixNano())
 	} else {
-		reply, err = c.read(ctx, id, req.PooledReply)
+		ok, err = c.read(ctx, id, req.PooledReply, dst)
 	}
 	c.disarm(stop)
 	c.trimBuffers()
-	return reply, err
+	return ok, err
 }
 
 // ReadReply reads the next reply the server streams after a reply that had
@@ -271,9 +284,13 @@ func (c *Conn) ReadReply(ctx context.Context) (*Reply, error) {
 		return nil, c.fail(ctx, "read", err)
 	}
 	stop := c.arm(ctx)
-	reply, err := c.read(ctx, c.lastReplyID, false)
+	reply := new(Reply)
+	ok, err := c.read(ctx, c.lastReplyID, false, reply)
 	c.disarm(stop)
 	c.trimBuffers()
+	if !ok {
+		return nil, err
+	}
 	return reply, err
 }
 
@@ -285,37 +302,40 @@ func (c *Conn) Streaming() bool {
 	return c.streaming && !c.closed.Load()
 }
 
-// read reads one reply that must answer responseTo. The caller holds c.mu.
-func (c *Conn) read(ctx context.Context, responseTo int32, pool bool) (*Reply, error) {
+// read reads one reply that must answer responseTo into *dst; ok says
+// whether there was one (with or without a server error). The caller holds
+// c.mu.
+func (c *Conn) read(ctx context.Context, responseTo int32, pool bool, dst *Reply) (ok bool, err error) {
 	msg, own, pooled, err := c.readMessage(pool)
 	if err != nil {
 		if errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrMessageTooLarge) {
-			return nil, c.fail(ctx, "decode", err)
+			return false, c.fail(ctx, "decode", err)
 		}
-		return nil, c.fail(ctx, "read", err)
+		return false, c.fail(ctx, "read", err)
 	}
-	m, err := wire.Decode(msg, c.maxMsgSize)
+	m, err := wire.DecodeInto(msg, c.maxMsgSize, &c.msg)
 	if err != nil {
 		bufpool.Put(pooled) // nothing decoded refers into it
-		return nil, c.fail(ctx, "decode", err)
+		return false, c.fail(ctx, "decode", err)
 	}
 	if m.Header.ResponseTo != responseTo {
-		return nil, c.fail(ctx, "decode", fmt.Errorf("reply answers request %d, expected %d", m.Header.ResponseTo, responseTo))
+		return false, c.fail(ctx, "decode", fmt.Errorf("reply answers request %d, expected %d", m.Header.ResponseTo, responseTo))
 	}
 	if m.Msg == nil {
-		return nil, c.fail(ctx, "decode", fmt.Errorf("reply is %s, expected OP_MSG", m.Header.OpCode))
+		return false, c.fail(ctx, "decode", fmt.Errorf("reply is %s, expected OP_MSG", m.Header.OpCode))
 	}
-	body := m.Msg.Body
+	body, moreToCome := m.Msg.Body, m.Msg.Flags&wire.MoreToCome != 0
+	c.msg = wire.Msg{} // holds nothing of the reply past this read
 	if !own && m.Compressor == wire.CompressorNoop {
 		// It lies in c.rbuf, which the next read overwrites. (A
 		// decompressed body is a fresh allocation already.)
 		body, pooled = ownBody(body, pool)
 	}
-	r := &Reply{Body: body, Buffer: pooled, MoreToCome: m.Msg.Flags&wire.MoreToCome != 0}
-	c.streaming = r.MoreToCome
+	*dst = Reply{Body: body, Buffer: pooled, MoreToCome: moreToCome}
+	c.streaming = moreToCome
 	c.lastReplyID = m.Header.RequestID
 	c.lastUsed.Store(time.Now().UnixNano())
-	return r, mongoerr.FromReply(body)
+	return true, mongoerr.FromReply(body)
 }
 
 // ownReadMax is the largest uncompressed message readMessage reads into a

@@ -97,9 +97,11 @@ type Executor struct {
 	tokensOnce sync.Once
 	primarySel atomic.Pointer[topology.Selector] // see primaryReads
 
-	clockMu          sync.Mutex
-	clusterTime      bson.Raw // highest $clusterTime received from any server
-	clusterTimeBoxed any      // clusterTime boxed, for commands
+	// clusterTime is the highest $clusterTime received from any server
+	// (nil: none yet). It is swapped, never changed in place, without a
+	// lock: every write's reply brings a new one, and from many goroutines
+	// a mutex here was the client's most contended lock.
+	clusterTime atomic.Pointer[clusterTimeBox]
 }
 
 // Operation is one command to run.
@@ -121,6 +123,10 @@ type Operation struct {
 	// Pin runs the operation on a cursor's pinned connection (getMore,
 	// killCursors in load-balanced mode).
 	Pin *Pin
+	// KeptSession, when set, is the storage a KeepSession operation's
+	// implicit session is made in (a cursor passes a field of its own), so
+	// that the session costs no allocation; nil: it is allocated.
+	KeptSession *session.Client
 }
 
 // Result is a successful operation's outcome.
@@ -300,9 +306,13 @@ func (e *Executor) bindSession(op *Operation, st *opState) error {
 	case !op.Flags.Has(Unacknowledged) && e.Sessions != nil:
 		// Implicit session: its server session is taken from the pool only
 		// after a connection was checked out (Client.Acquire in attempt).
-		if op.Flags.Has(KeepSession) {
+		switch {
+		case op.Flags.Has(KeepSession) && op.KeptSession != nil:
+			session.InitClient(op.KeptSession, e.Sessions, true)
+			st.sess = op.KeptSession
+		case op.Flags.Has(KeepSession):
 			st.sess = session.NewClient(e.Sessions, true)
-		} else {
+		default:
 			session.InitClient(&st.implicit, e.Sessions, true)
 			st.sess = &st.implicit
 		}
@@ -573,7 +583,8 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 		ss.LastUse = start
 	}
 	st.replyBuffer = nil
-	r, err := c.Send(ctx, req)
+	var r conn.Reply
+	got, err := c.SendTo(ctx, req, &r)
 	var dur time.Duration // for events only
 	if e.Monitor != nil {
 		dur = time.Since(start)
@@ -581,13 +592,13 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 	ids := h.ids
 	h.ctx, h.cmd = nil, nil // the attempt's; not to be kept for the next
 	var reply bson.Raw
-	if r != nil {
+	if got {
 		reply = r.Body
 		e.absorbReply(st, reply, err)
 	}
 	if err != nil {
 		var wex *mongoerr.WriteException
-		if r != nil && errors.As(err, &wex) {
+		if got && errors.As(err, &wex) {
 			// ok: 1 with writeErrors or a writeConcernError: the command
 			// succeeded as far as monitoring goes; the caller still gets
 			// the error.
@@ -604,7 +615,7 @@ func (e *Executor) roundTrip(ctx context.Context, op *Operation, st *opState, sr
 		return reply, err
 	}
 	e.publishSucceeded(ctx, st, ids, dur, reply)
-	if r != nil && (e.Monitor == nil || e.Monitor.CommandSucceeded == nil) {
+	if got && (e.Monitor == nil || e.Monitor.CommandSucceeded == nil) {
 		st.replyBuffer = r.Buffer
 	}
 	return reply, nil
@@ -814,20 +825,22 @@ func readPrefDoc(rp readpref.ReadPref) bson.D {
 
 // clusterTimeValue is the $clusterTime to send, the later of the client's
 // and the session's, as a bson.E value: nil if there is none. The client's
-// is boxed once when it changes, not once per command.
+// is carried by pointer, which boxes without an allocation.
 func (e *Executor) clusterTimeValue(sess *session.Client) any {
-	e.clockMu.Lock()
-	ct, boxed := e.clusterTime, e.clusterTimeBoxed
-	e.clockMu.Unlock()
+	box := e.clusterTime.Load()
+	var ct bson.Raw
+	if box != nil {
+		ct = box.raw
+	}
 	if sess != nil {
 		if sct := session.MaxClusterTime(ct, sess.ClusterTime()); !sameBytes(sct, ct) {
 			return sct
 		}
 	}
-	if ct == nil {
+	if box == nil {
 		return nil
 	}
-	return boxed
+	return &box.raw
 }
 
 // sameBytes reports whether a and b are the same slice (not merely equal).
@@ -846,28 +859,68 @@ func (e *Executor) advanceClusterTime(sess *session.Client, reply bson.Raw) {
 	if !ok {
 		return
 	}
-	e.clockMu.Lock()
-	if bytes.Equal(doc, e.clusterTime) {
+	if cur := e.clusterTime.Load(); cur != nil && bytes.Equal(doc, cur.raw) {
 		// Usually unchanged since the last reply: share the copy held.
-		doc = e.clusterTime
+		doc = cur.raw
 	} else {
 		// Copied so as not to pin the whole reply.
-		doc = append(bson.Raw(nil), doc...)
-		if ct := session.MaxClusterTime(e.clusterTime, doc); !sameBytes(ct, e.clusterTime) {
-			e.clusterTime, e.clusterTimeBoxed = ct, ct
-		}
+		box := newClusterTimeBox(doc)
+		doc = box.raw
+		e.raiseClusterTime(box)
 	}
-	e.clockMu.Unlock()
 	if sess != nil {
 		sess.AdvanceClusterTime(doc)
 	}
 }
 
+// raiseClusterTime makes box the client's cluster time if it is later
+// (session.MaxClusterTime's rule: one without a timestamp never wins).
+func (e *Executor) raiseClusterTime(box *clusterTimeBox) {
+	if !box.valid {
+		return
+	}
+	for {
+		cur := e.clusterTime.Load()
+		if cur != nil && !box.ts.After(cur.ts) {
+			return
+		}
+		if e.clusterTime.CompareAndSwap(cur, box) {
+			return
+		}
+	}
+}
+
+// clusterTimeBox holds a copy of a $clusterTime, its timestamp, and the
+// bson.Raw over it that commands carry by pointer: a new cluster time,
+// which comes with every write's reply, then costs one allocation instead
+// of a copy and a boxing, and is parsed once.
+type clusterTimeBox struct {
+	raw   bson.Raw
+	ts    bson.Timestamp
+	valid bool // ts was read: raw has a clusterTime timestamp
+	buf   [clusterTimeSize]byte
+}
+
+// clusterTimeSize fits a signed $clusterTime (about 90 bytes).
+const clusterTimeSize = 128
+
+func newClusterTimeBox(doc bson.Raw) *clusterTimeBox {
+	box := new(clusterTimeBox)
+	if len(doc) <= len(box.buf) {
+		box.raw = append(box.buf[:0:len(doc)], doc...)
+	} else {
+		box.raw = append(bson.Raw(nil), doc...)
+	}
+	box.ts, box.valid = session.ClusterTimestamp(box.raw)
+	return box
+}
+
 // ClusterTime returns the highest $clusterTime the executor has seen.
 func (e *Executor) ClusterTime() bson.Raw {
-	e.clockMu.Lock()
-	defer e.clockMu.Unlock()
-	return e.clusterTime
+	if box := e.clusterTime.Load(); box != nil {
+		return box.raw
+	}
+	return nil
 }
 
 // logFailure writes one debug record per failed attempt.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -168,7 +169,7 @@ type Pool struct {
 
 	mu         sync.Mutex
 	state      poolState
-	generation uint64
+	generation atomic.Uint64 // changed under mu; Generation reads it without
 	clearCause error
 	nextID     int64
 	idle       []*member // LIFO: the end is the most recently checked in
@@ -270,9 +271,7 @@ func (p *Pool) nudge() {
 
 // Generation is the pool's current generation: the number of clears.
 func (p *Pool) Generation() uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.generation
+	return p.generation.Load() // every operation asks: no lock
 }
 
 // Stats returns the current connection counts.
@@ -543,7 +542,7 @@ func (p *Pool) closeLocked(m *member, reason string) {
 func (p *Pool) startDialLocked(w *waiter) *member {
 	p.nextID++
 	ctx, cancel := context.WithCancel(p.ctx)
-	m := &member{id: p.nextID, gen: p.generation, state: connPending, created: p.now(), cancel: cancel, w: w}
+	m := &member{id: p.nextID, gen: p.generation.Load(), state: connPending, created: p.now(), cancel: cancel, w: w}
 	p.pending++
 	p.pendingSet[m] = struct{}{}
 	p.publish(&event.PoolEvent{Type: event.ConnectionCreated, ConnectionID: m.id})
@@ -574,7 +573,7 @@ func (p *Pool) dial(ctx context.Context, m *member) {
 		if w != nil {
 			p.resolveLocked(w, nil, ErrPoolClosed)
 		}
-	case err == nil && m.gen != p.generation:
+	case err == nil && m.gen != p.generation.Load():
 		// Made before a clear: as stale as the rest of its generation.
 		m.c = c
 		p.closeLocked(m, event.ReasonStale)
@@ -624,14 +623,14 @@ func (p *Pool) readyLocked(m *member, c *conn.Conn, w *waiter) {
 // ConnectionClosed event, and to waiter w.
 func (p *Pool) dialFailedLocked(m *member, w *waiter, err error) {
 	m.state = connClosed
-	if m.gen == p.generation {
+	if m.gen == p.generation.Load() {
 		p.establishFailedLocked(err)
 	}
 	reason, fail := event.ReasonError, err
 	switch {
 	case p.state == stateClosed:
 		reason, fail = event.ReasonPoolClosed, ErrPoolClosed
-	case m.gen != p.generation:
+	case m.gen != p.generation.Load():
 		// Interrupted by a clear, or failed after one.
 		reason, fail = event.ReasonStale, p.clearedErrLocked()
 	case p.opts.EstablishError != nil:
@@ -696,7 +695,7 @@ func (p *Pool) genLocked(m *member) uint64 {
 	if p.opts.LoadBalanced {
 		return p.svcGen[m.sid]
 	}
-	return p.generation
+	return p.generation.Load()
 }
 
 // LastHello is, in load-balanced mode, the handshake reply of the latest
@@ -796,7 +795,7 @@ func (p *Pool) Clear(cause error, interruptInUse bool) {
 	}
 	wasPaused := p.state == statePaused
 	p.establishSucceededLocked() // a new generation starts without backoff
-	p.generation++
+	p.generation.Add(1)
 	p.state = statePaused
 	p.clearCause = cause
 	if !wasPaused {
@@ -812,7 +811,7 @@ func (p *Pool) Clear(cause error, interruptInUse bool) {
 	p.idle = p.idle[:0]
 	if interruptInUse {
 		for _, m := range p.conns {
-			if m.state == connInUse && m.gen < p.generation {
+			if m.state == connInUse && m.gen < p.generation.Load() {
 				p.inUse--
 				m.state = connClosed
 				p.doomed = append(p.doomed, m.c)
@@ -821,7 +820,7 @@ func (p *Pool) Clear(cause error, interruptInUse bool) {
 			}
 		}
 		for m := range p.pendingSet {
-			if m.gen < p.generation {
+			if m.gen < p.generation.Load() {
 				m.cancel()
 			}
 		}

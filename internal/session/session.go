@@ -340,6 +340,10 @@ func MaxClusterTime(a, b bson.Raw) bson.Raw {
 	return a
 }
 
+// ClusterTimestamp is the clusterTime timestamp of a $clusterTime
+// document, which MaxClusterTime compares; false when it has none.
+func ClusterTimestamp(ct bson.Raw) (bson.Timestamp, bool) { return clusterTimestamp(ct) }
+
 func clusterTimestamp(ct bson.Raw) (bson.Timestamp, bool) {
 	if len(ct) == 0 {
 		return bson.Timestamp{}, false

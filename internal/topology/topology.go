@@ -118,7 +118,9 @@ func contains(l []string, s string) bool {
 type Topology struct {
 	o Options
 
-	mu        sync.Mutex
+	// mu guards what follows. Readers take it shared: every operation
+	// reads the description and the servers map to select a server.
+	mu        sync.RWMutex
 	desc      Description
 	servers   map[string]*Server
 	changed   chan struct{} // closed and replaced whenever desc is replaced
@@ -306,24 +308,24 @@ func (t *Topology) Disconnect(ctx context.Context) error {
 
 // Description returns the current description.
 func (t *Topology) Description() Description {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	return t.desc
 }
 
 // Kind is the topology's current kind: Description().Kind without copying
 // the description.
 func (t *Topology) Kind() TopologyKind {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	return t.desc.Kind
 }
 
 // RequestImmediateCheck asks every monitor to check its server now (no
 // sooner than MinHeartbeatInterval after its previous check).
 func (t *Topology) RequestImmediateCheck() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	for _, s := range t.servers {
 		s.requestCheck()
 	}
@@ -331,15 +333,15 @@ func (t *Topology) RequestImmediateCheck() {
 
 // Closed reports whether Disconnect was called.
 func (t *Topology) Closed() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	return t.closed
 }
 
 // Server returns the server at addr, if it is part of the topology.
 func (t *Topology) Server(addr string) (*Server, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	s, ok := t.servers[NormalizeAddr(addr)]
 	return s, ok
 }
@@ -357,13 +359,13 @@ func (t *Topology) SelectServer(ctx context.Context, sel Selector, deprioritized
 	// their first try and need none.
 	var timeout <-chan time.Time
 	for {
-		t.mu.Lock()
+		t.mu.RLock()
 		if t.closed {
-			t.mu.Unlock()
+			t.mu.RUnlock()
 			return nil, ErrTopologyClosed
 		}
 		desc, changed := t.desc, t.changed
-		t.mu.Unlock()
+		t.mu.RUnlock()
 
 		if desc.CompatibilityErr != nil {
 			return nil, t.selectionError(sel, desc, desc.CompatibilityErr)
@@ -405,8 +407,8 @@ func (t *Topology) trySelect(desc Description, sel Selector, deprioritized []str
 		return nil, err
 	}
 	window := inLatencyWindow(cands, t.o.LocalThreshold)
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	// Servers removed since desc was read are skipped.
 	live := filter(window, func(sd ServerDescription) bool { return t.servers[sd.Addr] != nil })
 	if len(live) == 0 {
@@ -680,8 +682,8 @@ func (t *Topology) selectOnly(desc Description, sel Selector, deprioritized []st
 	if only < 0 {
 		return nil
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	s := t.servers[desc.Servers[only].Addr]
 	if s != nil {
 		s.Inc()
@@ -708,10 +710,10 @@ func (t *Topology) handleConnErrorLB(addr string, err error, generation uint64, 
 	if err == nil || sid == nil || poolSideError(err) {
 		return
 	}
-	t.mu.Lock()
+	t.mu.RLock()
 	s := t.servers[addr]
 	closed := t.closed
-	t.mu.Unlock()
+	t.mu.RUnlock()
 	if s == nil || closed || generation < s.pool.ServiceGeneration(*sid) {
 		return // cleared since this connection was made
 	}
@@ -722,9 +724,9 @@ func (t *Topology) handleConnErrorLB(addr string, err error, generation uint64, 
 // that clear a whole pool otherwise: a network error other than a
 // timeout, or a shutdown state change.
 func (t *Topology) clearServiceIfNeeded(addr string, err error, sid bson.ObjectID) {
-	t.mu.Lock()
+	t.mu.RLock()
 	s := t.servers[addr]
-	t.mu.Unlock()
+	t.mu.RUnlock()
 	if s == nil {
 		return
 	}
