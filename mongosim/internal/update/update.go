@@ -103,6 +103,11 @@ func normalize(spec any) (any, error) {
 		}
 		return d, nil
 	}
+	if isNormal(spec) {
+		// What the round trip would give, copied without encoding (an
+		// update decoded from a command always is).
+		return value.Clone(spec), nil
+	}
 	// bsond encodes and decodes as the bson package does, without its
 	// reflection (which was most of an updateOne's compile time).
 	b, err := bsond.Marshal(bson.D{{Key: "u", Value: spec}})
@@ -114,6 +119,37 @@ func normalize(spec any) (any, error) {
 		return nil, cmderr.New(cmderr.FailedToParse, "invalid update document: %v", err)
 	}
 	return d[0].Value, nil
+}
+
+// isNormal reports whether v holds only values of the types bson.Unmarshal
+// into a bson.D gives, which value.Clone copies as they are, and keys BSON
+// can hold (no NUL): normalize's round trip would give a copy of it.
+func isNormal(v any) bool {
+	switch x := v.(type) {
+	case bson.D:
+		if x == nil {
+			return false
+		}
+		for _, e := range x {
+			if strings.IndexByte(e.Key, 0) >= 0 || !isNormal(e.Value) {
+				return false
+			}
+		}
+		return true
+	case bson.A:
+		if x == nil {
+			return false
+		}
+		for _, e := range x {
+			if !isNormal(e) {
+				return false
+			}
+		}
+		return true
+	case nil, string, int32, int64, float64, bool, bson.ObjectID, bson.DateTime, bson.Timestamp:
+		return true
+	}
+	return false
 }
 
 // IsReplacement reports whether the update is a replacement document.
