@@ -3,6 +3,7 @@ package mongosim
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -20,6 +21,30 @@ type logicalClock struct {
 	mu   sync.Mutex
 	now  func() time.Time
 	last bson.Timestamp
+	// gossip is the $clusterTime document of one cluster time, built
+	// once for all the replies that carry that time (reads between two
+	// writes all do).
+	gossip atomic.Pointer[clusterTimeDoc]
+}
+
+// clusterTimeDoc is a reply's $clusterTime for the cluster time at, and at
+// itself, both ready to go into a reply (boxed once).
+type clusterTimeDoc struct {
+	at       bson.Timestamp
+	doc, opv any
+}
+
+// gossipDoc returns the $clusterTime document of at and at as a reply
+// value. Replies never change a field's document in place, so the same
+// one goes into many.
+func (k *logicalClock) gossipDoc(at bson.Timestamp) *clusterTimeDoc {
+	if g := k.gossip.Load(); g != nil && g.at == at {
+		return g
+	}
+	v := any(at)
+	g := &clusterTimeDoc{at: at, opv: v, doc: bson.D{{Key: "clusterTime", Value: v}, {Key: "signature", Value: zeroSignature}}}
+	k.gossip.Store(g)
+	return g
 }
 
 func newLogicalClock(now func() time.Time) *logicalClock {
@@ -111,15 +136,16 @@ func (m *Member) withClusterTime(reply bson.D, opTime bson.Timestamp) bson.D {
 	if c.setName == "" {
 		return reply
 	}
-	now := c.data.clusterClock.current()
-	if opTime.IsZero() {
-		opTime = now
+	g := c.data.clusterClock.gossipDoc(c.data.clusterClock.current())
+	opv := g.opv
+	if !opTime.IsZero() && opTime != g.at {
+		opv = opTime
 	}
 	reply = removeField(reply, "$clusterTime")
 	reply = removeField(reply, "operationTime")
 	return append(reply,
-		bson.E{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: now}, {Key: "signature", Value: zeroSignature}}},
-		bson.E{Key: "operationTime", Value: opTime},
+		bson.E{Key: "$clusterTime", Value: g.doc},
+		bson.E{Key: "operationTime", Value: opv},
 	)
 }
 
