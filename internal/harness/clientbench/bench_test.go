@@ -294,11 +294,17 @@ func benchTarget(b *testing.B, kind string) {
 
 // cpuTime is the process's user plus system CPU time.
 func cpuTime() time.Duration {
+	user, sys := cpuTimes()
+	return user + sys
+}
+
+// cpuTimes is the process's user and system CPU time.
+func cpuTimes() (user, sys time.Duration) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
 
 // benchOne connects, warms g connections up, then runs b.N operations

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -86,11 +85,12 @@ func serveChild() bool {
 		defer writeProfile("block", path)
 	}
 	fmt.Println(uri)
-	// Each line on stdin asks for the process's CPU time so far, which
-	// BenchmarkSimServer reads as the server's cost.
+	// Each line on stdin asks for the process's user and system CPU
+	// time so far, which BenchmarkSimServer reads as the server's cost.
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
-		fmt.Println(cpuTime().Nanoseconds())
+		user, sys := cpuTimes()
+		fmt.Println(user.Nanoseconds(), sys.Nanoseconds())
 	}
 	_ = close()
 	return true
@@ -143,28 +143,38 @@ type child struct {
 	uri    string
 }
 
+// cpuUse is a process's CPU time so far: user (its own code, the Go
+// runtime included) and system (the kernel working for it: socket reads
+// and writes, scheduling).
+type cpuUse struct{ user, sys time.Duration }
+
+func (u cpuUse) total() time.Duration { return u.user + u.sys }
+
 // cpu asks the server process for its CPU time so far.
-func (c *child) cpu() (time.Duration, error) {
+func (c *child) cpu() (cpuUse, error) {
 	childMu.Lock()
 	defer childMu.Unlock()
 	if _, err := io.WriteString(c.stdin, "\n"); err != nil {
-		return 0, err
+		return cpuUse{}, err
 	}
 	line, err := c.stdout.ReadString('\n')
 	if err != nil {
-		return 0, err
+		return cpuUse{}, err
 	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
-	return time.Duration(ns), err
+	var user, sys int64
+	if _, err := fmt.Sscan(line, &user, &sys); err != nil {
+		return cpuUse{}, fmt.Errorf("clientbench: server CPU %q: %w", line, err)
+	}
+	return cpuUse{time.Duration(user), time.Duration(sys)}, nil
 }
 
 // serverCPU is the CPU time so far of the server process of the given kind.
-func serverCPU(kind string) (time.Duration, error) {
+func serverCPU(kind string) (cpuUse, error) {
 	childMu.Lock()
 	c := children[kind]
 	childMu.Unlock()
 	if c == nil {
-		return 0, fmt.Errorf("clientbench: no %s server", kind)
+		return cpuUse{}, fmt.Errorf("clientbench: no %s server", kind)
 	}
 	return c.cpu()
 }
