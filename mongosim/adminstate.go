@@ -89,9 +89,9 @@ type opRegistry struct {
 	ops  map[int32]*activeOp
 }
 
-// begin registers r (making its context cancellable by killOp); the
-// returned function unregisters it.
-func (g *opRegistry) begin(r *request) func() {
+// begin registers r (making its context cancellable by killOp); end
+// unregisters it.
+func (g *opRegistry) begin(r *request) {
 	ctx, cancel := context.WithCancelCause(r.ctx)
 	r.ctx = ctx
 	g.mu.Lock()
@@ -102,17 +102,26 @@ func (g *opRegistry) begin(r *request) func() {
 	op := &activeOp{id: g.next, r: r, started: time.Now(), cancel: cancel}
 	g.ops[op.id] = op
 	g.mu.Unlock()
-	// The operation leaves currentOp when it answers (a client that has
-	// its reply no longer sees it), its context when the handler returns.
-	r.unlist = func() {
-		g.mu.Lock()
-		delete(g.ops, op.id)
-		g.mu.Unlock()
+	r.op, r.ops = op, g
+}
+
+// unlist takes r out of the operations in progress: an operation leaves
+// currentOp when it answers (a client that has its reply no longer sees
+// it), its context when the handler returns (end).
+func (r *request) unlist() {
+	if r.op == nil {
+		return
 	}
-	return func() {
-		r.unlist()
-		cancel(nil)
-	}
+	g := r.ops
+	g.mu.Lock()
+	delete(g.ops, r.op.id)
+	g.mu.Unlock()
+}
+
+// end unregisters r and releases its context.
+func (g *opRegistry) end(r *request) {
+	r.unlist()
+	r.op.cancel(nil)
 }
 
 func (g *opRegistry) active() int {
@@ -245,19 +254,23 @@ type latencyRegistry struct {
 // record adds r's latency to its collection's stats; commands without a
 // collection are not recorded.
 func (g *latencyRegistry) record(r *request, d time.Duration) {
-	ns := ""
+	coll := ""
 	if s, ok := r.cmd[0].Value.(string); ok && isCollectionCommand(r.name) {
-		ns = r.db + "." + s
+		coll = s
 	} else if r.name == "getMore" {
 		if v, ok := r.get("collection"); ok {
 			if s, ok := v.(string); ok {
-				ns = r.db + "." + s
+				coll = s
 			}
 		}
 	}
-	if ns == "" {
+	if coll == "" {
 		return
 	}
+	// The namespace is looked up from a buffer on the stack: the string
+	// is made only for a collection's first operation.
+	var buf [128]byte
+	ns := append(append(append(buf[:0], r.db...), '.'), coll...)
 	kind := 2
 	switch {
 	case r.tx != nil:
@@ -277,10 +290,10 @@ func (g *latencyRegistry) record(r *request, d time.Duration) {
 	if g.byNS == nil {
 		g.byNS = make(map[string]*latencyStats)
 	}
-	st := g.byNS[ns]
+	st := g.byNS[string(ns)]
 	if st == nil {
 		st = &latencyStats{}
-		g.byNS[ns] = st
+		g.byNS[string(ns)] = st
 	}
 	k := &st.kinds[kind]
 	k.micros += us

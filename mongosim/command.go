@@ -25,8 +25,9 @@ type request struct {
 	// stream is set while an exhaust hello streams its replies.
 	stream *blackpipe.Stream
 	rc     readConcern // validated readConcern; rc.atClusterTime set for snapshot reads
-	// unlist takes the request out of currentOp once it answers.
-	unlist func()
+	// op is the request in currentOp (ops.begin), until it answers.
+	op  *activeOp
+	ops *opRegistry
 	// cursorNS, when set, is the namespace a cursor reply names instead
 	// of the one read (an aggregate on a view reads its base collection).
 	cursorNS string
@@ -39,9 +40,7 @@ type request struct {
 // carries moreToCome and an error reply ends the stream, as the
 // server-monitoring spec requires.
 func (r *request) send(doc bson.D) error {
-	if r.unlist != nil {
-		r.unlist()
-	}
+	r.unlist()
 	if r.stream == nil {
 		return r.raw.Reply(doc)
 	}

@@ -68,15 +68,8 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 	if !ok {
 		return true
 	}
-	finish := c.adm.ops.begin(r)
+	c.adm.ops.begin(r)
 	c.adm.opc.count(r)
-	work := func() {
-		defer cancel()
-		defer finish()
-		start := time.Now()
-		m.run(r, cmd)
-		c.adm.lat.record(r, time.Since(start))
-	}
 	if mayRunScript(br) {
 		// A script may run long: the connection's reader reads on, so a
 		// client that closes the connection interrupts the script, as
@@ -84,12 +77,22 @@ func (m *Member) handle(br *blackpipe.Request) bool {
 		br.WatchClose()
 		go func() {
 			defer m.recoverRequest(br)
-			work()
+			m.work(r, cmd, cancel)
 		}()
 		return true
 	}
-	work()
+	m.work(r, cmd, cancel)
 	return true
+}
+
+// work runs a decoded request, records its latency and releases it.
+func (m *Member) work(r *request, cmd *command, cancel context.CancelFunc) {
+	c := m.cluster
+	defer cancel()
+	defer c.adm.ops.end(r)
+	start := time.Now()
+	m.run(r, cmd)
+	c.adm.lat.record(r, time.Since(start))
 }
 
 // decode checks the message's framing, the command's name and maxTimeMS,

@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"sync"
 	"time"
@@ -16,10 +17,14 @@ import (
 // (The retryable-write table is separate and outlives endSessions.)
 type localSessions struct {
 	mu   sync.Mutex
-	used map[string]time.Time // key: lsid.id bytes
+	used map[sessionID]time.Time
 }
 
-func newLocalSessions() *localSessions { return &localSessions{used: make(map[string]time.Time)} }
+// sessionID is an lsid.id, a UUID: as an array, a session's every command
+// records its use without allocating a key.
+type sessionID [16]byte
+
+func newLocalSessions() *localSessions { return &localSessions{used: make(map[sessionID]time.Time)} }
 
 // touch records a command's lsid; commands without one are ignored.
 func (l *localSessions) touch(r *request) {
@@ -31,7 +36,7 @@ func (l *localSessions) touch(r *request) {
 		return
 	}
 	l.mu.Lock()
-	l.used[string(id)] = r.now
+	l.used[sessionID(id)] = r.now // lsidOf checked it is 16 bytes
 	l.mu.Unlock()
 }
 
@@ -45,8 +50,8 @@ func (l *localSessions) end(ids bson.A) {
 			continue
 		}
 		if id, ok := lookupD(d, "id"); ok {
-			if b, ok := id.(bson.Binary); ok {
-				delete(l.used, string(b.Data))
+			if b, ok := id.(bson.Binary); ok && len(b.Data) == len(sessionID{}) {
+				delete(l.used, sessionID(b.Data))
 			}
 		}
 	}
@@ -63,7 +68,7 @@ func (l *localSessions) list() []bson.D {
 	for id, last := range l.used {
 		out = append(out, bson.D{
 			{Key: "_id", Value: bson.D{
-				{Key: "id", Value: bson.Binary{Subtype: bson.TypeBinaryUUID, Data: []byte(id)}},
+				{Key: "id", Value: bson.Binary{Subtype: bson.TypeBinaryUUID, Data: bytes.Clone(id[:])}},
 				{Key: "uid", Value: bson.Binary{Data: uid[:]}},
 			}},
 			{Key: "lastUse", Value: bson.NewDateTimeFromTime(last)},
