@@ -361,7 +361,8 @@ func isClosedErr(err error) bool {
 }
 
 func (c *Conn) decodeRequest(b []byte) (*Request, error) {
-	m, err := wire.Decode(b, 0)
+	var msg wire.Msg // its fields are copied into the Request: no need to allocate it
+	m, err := wire.DecodeInto(b, 0, &msg)
 	if err != nil {
 		return nil, err
 	}
