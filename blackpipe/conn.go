@@ -195,13 +195,13 @@ func (c *Conn) serve() {
 		if !c.dispatch(r) {
 			return
 		}
-		if r.moreToCome() {
-			continue
+		if r.moreToCome() || r.isFinished() {
+			continue // answered already, as most requests are
 		}
 		select {
-		case <-r.done:
+		case <-r.doneChan():
 			continue
-		case <-r.watch:
+		case <-r.watchChan():
 		case <-c.ctx.Done():
 			return
 		}
@@ -214,7 +214,7 @@ func (c *Conn) serve() {
 			return
 		}
 		select {
-		case <-r.done:
+		case <-r.doneChan():
 		case <-c.ctx.Done():
 			return
 		}
@@ -319,7 +319,7 @@ func (c *Conn) badRequest(b []byte, err error) *Request {
 	if herr != nil {
 		return nil
 	}
-	r := &Request{Conn: c, RequestID: h.RequestID, OpCode: h.OpCode, done: make(chan struct{}), watch: make(chan struct{})}
+	r := &Request{Conn: c, RequestID: h.RequestID, OpCode: h.OpCode}
 	switch h.OpCode {
 	case wire.OpMsg:
 		if len(b) >= wire.HeaderLen+4 {
@@ -351,7 +351,7 @@ func (c *Conn) answerBad(r *Request, err error) {
 			{Key: "code", Value: int32(15)}, {Key: "codeName", Value: "Overflow"}})
 	}
 	select {
-	case <-r.done:
+	case <-r.doneChan():
 	case <-c.ctx.Done():
 	}
 }
@@ -371,8 +371,6 @@ func (c *Conn) decodeRequest(b []byte) (*Request, error) {
 		RequestID:  m.Header.RequestID,
 		OpCode:     m.Header.OpCode,
 		Compressor: m.Compressor,
-		done:       make(chan struct{}),
-		watch:      make(chan struct{}),
 	}
 	switch {
 	case m.Msg != nil:

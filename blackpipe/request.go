@@ -38,9 +38,12 @@ type Request struct {
 
 	mu       sync.Mutex
 	resolved bool
-	done     chan struct{} // closed once the request is resolved
-	watch    chan struct{} // closed by WatchClose (and Stream)
-	watchOne sync.Once
+	// finished is set once the reply is written (finish), watched by
+	// WatchClose (and Stream). done and watch are the channels closed
+	// then, made only when the connection has to wait on them (doneChan,
+	// watchChan): most requests are finished when their handler returns.
+	finished, watched bool
+	done, watch       chan struct{}
 }
 
 // WatchClose lets the connection's reader go on reading while r is
@@ -50,7 +53,52 @@ type Request struct {
 // wait long (an awaitable hello). A message the client sends meanwhile is
 // held until r is resolved.
 func (r *Request) WatchClose() {
-	r.watchOne.Do(func() { close(r.watch) })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.watchLocked()
+}
+
+// watchLocked is WatchClose with r.mu held.
+func (r *Request) watchLocked() {
+	if !r.watched {
+		r.watched = true
+		if r.watch != nil {
+			close(r.watch)
+		}
+	}
+}
+
+// doneChan is closed once r is finished.
+func (r *Request) doneChan() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done == nil {
+		r.done = make(chan struct{})
+		if r.finished {
+			close(r.done)
+		}
+	}
+	return r.done
+}
+
+// watchChan is closed once r is watched (WatchClose).
+func (r *Request) watchChan() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watch == nil {
+		r.watch = make(chan struct{})
+		if r.watched {
+			close(r.watch)
+		}
+	}
+	return r.watch
+}
+
+// isFinished reports whether finish has run.
+func (r *Request) isFinished() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.finished
 }
 
 // Context is canceled when the request's connection or the server closes.
@@ -134,7 +182,14 @@ func (r *Request) resolve() error {
 }
 
 // finish lets the connection read and serve the next request.
-func (r *Request) finish() { close(r.done) }
+func (r *Request) finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finished = true
+	if r.done != nil {
+		close(r.done)
+	}
+}
 
 // marshalReply converts doc to a BSON document with "ok": 1 appended when
 // it has no "ok" field.

@@ -41,8 +41,8 @@ func (r *Request) Stream() (*Stream, error) {
 	if r.resolved {
 		return nil, ErrAlreadyReplied
 	}
-	r.resolved = true // done is closed by the last Send
-	r.watchOne.Do(func() { close(r.watch) })
+	r.resolved = true // the last Send finishes r
+	r.watchLocked()
 	return s, nil
 }
 
@@ -74,7 +74,7 @@ func (s *Stream) Send(doc any, more bool) error {
 	s.responseTo = id
 	if !more {
 		s.ended = true
-		defer close(r.done)
+		defer r.finish()
 	}
 	return r.Conn.write(b)
 }
