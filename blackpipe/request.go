@@ -69,29 +69,23 @@ func (r *Request) watchLocked() {
 }
 
 // doneChan is closed once r is finished.
-func (r *Request) doneChan() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done == nil {
-		r.done = make(chan struct{})
-		if r.finished {
-			close(r.done)
-		}
-	}
-	return r.done
-}
+func (r *Request) doneChan() <-chan struct{} { return r.lazyChan(&r.done, &r.finished) }
 
 // watchChan is closed once r is watched (WatchClose).
-func (r *Request) watchChan() <-chan struct{} {
+func (r *Request) watchChan() <-chan struct{} { return r.lazyChan(&r.watch, &r.watched) }
+
+// lazyChan returns *ch, made on first use (few requests are waited on),
+// already closed if *happened.
+func (r *Request) lazyChan(ch *chan struct{}, happened *bool) <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.watch == nil {
-		r.watch = make(chan struct{})
-		if r.watched {
-			close(r.watch)
+	if *ch == nil {
+		*ch = make(chan struct{})
+		if *happened {
+			close(*ch)
 		}
 	}
-	return r.watch
+	return *ch
 }
 
 // isFinished reports whether finish has run.
