@@ -13,6 +13,7 @@ import (
 	"github.com/sturdy-go/sturdy/internal/bsonnum"
 	"github.com/sturdy-go/sturdy/internal/csot"
 	"github.com/sturdy-go/sturdy/internal/exec"
+	"github.com/sturdy-go/sturdy/internal/rawdoc"
 	"github.com/sturdy-go/sturdy/internal/topology"
 	"github.com/sturdy-go/sturdy/mongoerr"
 )
@@ -207,7 +208,7 @@ func (coll *Collection) runUpdate(ctx context.Context, stmt bson.Raw, multi bool
 		return &UpdateResult{}, nil
 	}
 	var f [3]bson.RawValue // n, nModified, upserted
-	firstFields(reply, updateReplyKeys[:], f[:])
+	rawdoc.FirstFields(reply, updateReplyKeys[:], f[:])
 	n, _ := bsonnum.Int64(f[0])
 	modified, _ := bsonnum.Int64(f[1])
 	res := &UpdateResult{Acknowledged: true, ModifiedCount: modified}

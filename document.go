@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/sturdy-go/sturdy/internal/bsonnum"
+	"github.com/sturdy-go/sturdy/internal/rawdoc"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -165,9 +166,9 @@ func toDocWithID(dst []byte, v any) (bson.Raw, any, error) {
 		// The document goes after room for the _id element; its own
 		// length prefix is then overwritten by the end of that element.
 		start := len(dst)
-		b, err := wire.AppendDocument(append(dst, make([]byte, idElemLen)...), d)
+		b, err := appendD(append(dst, make([]byte, idElemLen)...), d)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: cannot marshal %T as a document: %v", ErrInvalidArgument, v, err)
+			return nil, nil, err
 		}
 		id := bson.NewObjectID()
 		binary.LittleEndian.PutUint32(b[start:], uint32(len(b)-start))
@@ -282,7 +283,7 @@ func cursorBatch(reply bson.Raw) (id int64, ns []byte, batch docBatch, err error
 		return 0, nil, batch, errors.New("sturdy: reply's cursor is not a document")
 	}
 	var f [4]bson.RawValue // id, ns, firstBatch, nextBatch
-	firstFields(cur, cursorKeys[:], f[:])
+	rawdoc.FirstFields(cur, cursorKeys[:], f[:])
 	if f[0].Type == 0 {
 		return 0, nil, batch, errors.New("sturdy: reply's cursor has no id")
 	}
@@ -308,37 +309,6 @@ func cursorBatch(reply bson.Raw) (id int64, ns []byte, batch docBatch, err error
 		return 0, nil, batch, err
 	}
 	return id, ns, batch, nil
-}
-
-// firstFields walks doc once and sets vals[i] to the value of the first
-// field named keys[i] (as a lookup by name finds it), leaving a zero Type
-// where there is none: one walk where a lookup per field would take one
-// each. A malformed element ends the walk, as it ends a lookup.
-func firstFields(doc bson.Raw, keys []string, vals []bson.RawValue) {
-	if len(doc) < 5 {
-		return
-	}
-	for rest := []byte(doc[4 : len(doc)-1]); len(rest) > 0; {
-		el, r, ok := bsoncore.ReadElement(rest)
-		if !ok {
-			return
-		}
-		rest = r
-		key, err := el.KeyBytesErr()
-		if err != nil {
-			return
-		}
-		for i, k := range keys {
-			if vals[i].Type == 0 && string(key) == k {
-				v, err := el.ValueErr()
-				if err != nil {
-					return
-				}
-				vals[i] = bson.RawValue{Type: bson.Type(v.Type), Value: v.Data}
-				break
-			}
-		}
-	}
 }
 
 // cursorKeys are the cursor document's fields cursorBatch reads.

@@ -2,18 +2,22 @@ package mongoerr
 
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/sturdy-go/sturdy/internal/rawdoc"
 )
 
 // FromReply classifies a server reply: {ok: 0} gives a *CommandError; ok: 1
 // with writeErrors or writeConcernError gives a *WriteException; anything
 // else gives nil.
 func FromReply(reply bson.Raw) error {
-	top := scanReply(reply)
-	if top.ok.Type == 0 {
+	// One walk for the three fields: a lookup that misses (writeErrors,
+	// on every successful write) walks the whole reply.
+	var top [3]bson.RawValue // ok, writeErrors, writeConcernError
+	rawdoc.FirstFields(reply, replyKeys[:], top[:])
+	if top[0].Type == 0 {
 		return &CommandError{Code: 0, Message: "reply has no ok field", Raw: reply}
 	}
-	if f, isNum := top.ok.AsFloat64OK(); !isNum || f != 1 {
+	if f, isNum := top[0].AsFloat64OK(); !isNum || f != 1 {
 		ce := &CommandError{Raw: reply, Labels: labels(reply)}
 		ce.Code = int32Of(reply, "code")
 		ce.Name = stringOf(reply, "codeName")
@@ -21,7 +25,7 @@ func FromReply(reply bson.Raw) error {
 		return ce
 	}
 	var wex *WriteException
-	if v := top.writeErrors; v.Type != 0 {
+	if v := top[1]; v.Type != 0 {
 		if arr, ok := v.ArrayOK(); ok {
 			vals, _ := arr.Values()
 			for _, item := range vals {
@@ -40,7 +44,7 @@ func FromReply(reply bson.Raw) error {
 			}
 		}
 	}
-	if v := top.writeConcernError; v.Type != 0 {
+	if v := top[2]; v.Type != 0 {
 		if doc, ok := v.DocumentOK(); ok {
 			if wex == nil {
 				wex = &WriteException{Raw: reply}
@@ -61,50 +65,9 @@ func FromReply(reply bson.Raw) error {
 	return nil
 }
 
-// replyFields are the top-level fields of a reply FromReply reads (Type 0:
-// absent).
-type replyFields struct {
-	ok, writeErrors, writeConcernError bson.RawValue
-}
-
-// scanReply finds FromReply's fields in one pass over the reply, as
-// LookupErr would each (the first of a key; none past a malformed
-// element): a successful reply has neither writeErrors nor
-// writeConcernError, and a lookup that misses walks every field.
-func scanReply(reply bson.Raw) replyFields {
-	var f replyFields
-	length, rem, ok := bsoncore.ReadLength(reply)
-	if !ok || length < 5 || int(length) > len(reply) {
-		return f
-	}
-	rem = rem[:length-5] // the elements, without the terminating 0
-	for len(rem) > 0 {
-		elem, next, ok := bsoncore.ReadElement(rem)
-		if !ok {
-			return f
-		}
-		rem = next
-		var dst *bson.RawValue
-		switch string(elem.KeyBytes()) {
-		case "ok":
-			dst = &f.ok
-		case "writeErrors":
-			dst = &f.writeErrors
-		case "writeConcernError":
-			dst = &f.writeConcernError
-		default:
-			continue
-		}
-		if dst.Type == 0 {
-			v, err := elem.ValueErr()
-			if err != nil {
-				return f
-			}
-			*dst = bson.RawValue{Type: bson.Type(v.Type), Value: v.Data}
-		}
-	}
-	return f
-}
+// replyKeys are the top-level fields of a reply FromReply reads, in the
+// order of its top array.
+var replyKeys = [...]string{"ok", "writeErrors", "writeConcernError"}
 
 func labels(doc bson.Raw) []string {
 	v, err := doc.LookupErr("errorLabels")
