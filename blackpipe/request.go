@@ -142,8 +142,8 @@ func (r *Request) Doc() (bson.D, error) {
 	return d, nil
 }
 
-// setInPlace is mergeDoc of one field into d itself: the value of the
-// first field named key is replaced, or the field appended.
+// setInPlace sets one field of d itself: the value of the first field
+// named key is replaced, or the field appended.
 func setInPlace(d bson.D, key string, v any) bson.D {
 	for i := range d {
 		if d[i].Key == key {

@@ -428,15 +428,8 @@ func (s *Server) helloState() (fields bson.D, counter int64, changed <-chan stru
 // same name, or appended.
 func mergeDoc(base, over bson.D) bson.D {
 	out := append(bson.D(nil), base...)
-next:
 	for _, e := range over {
-		for i := range out {
-			if out[i].Key == e.Key {
-				out[i].Value = e.Value
-				continue next
-			}
-		}
-		out = append(out, e)
+		out = setInPlace(out, e.Key, e.Value)
 	}
 	return out
 }

@@ -366,7 +366,7 @@ func (p *Projection) Project(doc bson.D, pos int) (bson.D, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = setField(out, m, score)
+		out = value.Set(out, m, score)
 	}
 	return StripTextScore(out), nil
 }
@@ -492,7 +492,7 @@ func (a *applier) addComputed(n *projNode, out bson.D) bson.D {
 				continue
 			}
 			if ok {
-				out = setField(out, f.name, v)
+				out = value.Set(out, f.name, v)
 			}
 		case f.child != nil && f.child.computed:
 			if _, present := value.Get(out, f.name); !present {
@@ -501,16 +501,6 @@ func (a *applier) addComputed(n *projNode, out bson.D) bson.D {
 		}
 	}
 	return out
-}
-
-func setField(d bson.D, key string, v any) bson.D {
-	for i := range d {
-		if d[i].Key == key {
-			d[i].Value = v
-			return d
-		}
-	}
-	return append(d, bson.E{Key: key, Value: v})
 }
 
 func (a *applier) exclude(n *projNode, doc bson.D, top bool) bson.D {
