@@ -23,6 +23,7 @@ type tagged struct {
 func TestAppendDocumentMatchesMarshal(t *testing.T) {
 	raw, _ := bson.Marshal(bson.D{{Key: "x", Value: int32(1)}, {Key: "y", Value: bson.A{"a", 2.5}}})
 	rv := bson.Raw(raw).Lookup("y")
+	rawDoc, badRaw := bson.Raw(raw), bson.Raw{9, 0, 0, 0, 0x08, 'a', 0, 7, 0}
 	oid := bson.NewObjectID()
 	big := make(bson.A, 1200)
 	for i := range big {
@@ -50,6 +51,9 @@ func TestAppendDocumentMatchesMarshal(t *testing.T) {
 		{{Key: "badBool", Value: bson.Raw{9, 0, 0, 0, 0x08, 'a', 0, 7, 0}}},
 		{{Key: "rvBadDoc", Value: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: []byte{5, 0, 0, 0, 1}}}},
 		{{Key: "rvShort", Value: bson.RawValue{Type: bson.TypeInt32, Value: []byte{1}}}},
+		// *bson.Raw, which commands use to carry a document without boxing.
+		{{Key: "rawPtr", Value: &rawDoc}, {Key: "nilRawPtr", Value: (*bson.Raw)(nil)}},
+		{{Key: "badRawPtr", Value: &badRaw}},
 	}
 	for i, d := range cases {
 		want, werr := bson.Marshal(d)
