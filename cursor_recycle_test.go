@@ -147,3 +147,69 @@ func TestCursorRecyclesConsumedBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestRecycledOperationStateKeepsResults runs single-document operations
+// from several goroutines, so the find operations, FindOne cursors and
+// statement buffers the client recycles are reused at once: every document
+// FindOne returned must still read as itself at the end, and a caller's own
+// bson.Raw document must come back from InsertOne untouched.
+func TestRecycledOperationStateKeepsResults(t *testing.T) {
+	ctx := testCtx(t)
+	cluster := mongosim.Start(t)
+	coll := connect(t, cluster.URI(), nil).Database("db").Collection("recycled")
+	const workers, each = 4, 50
+	raws := make([]bson.Raw, workers*each)
+	for i := range raws {
+		b, err := bson.Marshal(d("_id", i, "p", payload(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws[i] = b
+	}
+	kept := make([]bson.Raw, len(raws))
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w * each; i < (w+1)*each; i++ {
+				before := string(raws[i])
+				if _, err := coll.InsertOne(ctx, raws[i]); err != nil {
+					errs <- err
+					return
+				}
+				if string(raws[i]) != before {
+					errs <- fmt.Errorf("InsertOne changed the caller's document %d", i)
+					return
+				}
+				res, err := coll.UpdateOne(ctx, d("_id", i), d("$set", d("u", i)))
+				if err != nil || res.MatchedCount != 1 {
+					errs <- fmt.Errorf("updateOne %d: %v, %+v", i, err, res)
+					return
+				}
+				if kept[i], err = coll.FindOne(ctx, d("_id", i)).Raw(); err != nil {
+					errs <- err
+					return
+				}
+				if err := coll.FindOne(ctx, d("_id", -1)).Err(); err != sturdy.ErrNoDocuments {
+					errs <- fmt.Errorf("FindOne of nothing: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i, doc := range kept {
+		if err := checkRecycleDoc(doc, i); err != nil {
+			t.Error(err)
+		}
+		if u, _ := doc.Lookup("u").AsInt64OK(); u != int64(i) {
+			t.Errorf("document %d: u = %d after its update", i, u)
+		}
+	}
+}
