@@ -49,6 +49,13 @@ func TestMarshalMatchesBSONMarshal(t *testing.T) {
 		if (wantErr != nil) != (gotErr != nil) || !bytes.Equal(want, got) {
 			t.Errorf("case %d %v:\n got %x, %v\nwant %x, %v", i, d, got, gotErr, want, wantErr)
 		}
+		// Appended after a prefix (a message header), fast path or not:
+		// the prefix and the same bytes, or the prefix alone on error.
+		prefix := []byte("header")
+		got, gotErr = AppendMarshal(prefix[:len(prefix):len(prefix)], d)
+		if (wantErr != nil) != (gotErr != nil) || !bytes.Equal(got, append(prefix, want...)) {
+			t.Errorf("case %d appended %v:\n got %x, %v\nwant %s%x, %v", i, d, got, gotErr, prefix, want, wantErr)
+		}
 	}
 	if _, err := appendD(nil, bson.D{{Key: "n", Value: 5}}); err != errSlowPath {
 		t.Errorf("int: %v, want the slow path", err)
