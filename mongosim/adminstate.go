@@ -99,7 +99,9 @@ func (g *opRegistry) begin(r *request) {
 		g.ops = make(map[int32]*activeOp)
 	}
 	g.next++
-	op := &activeOp{id: g.next, r: r, started: time.Now(), cancel: cancel}
+	// The request holds its entry: not an allocation of its own.
+	op := &r.opEntry
+	*op = activeOp{id: g.next, r: r, started: time.Now(), cancel: cancel}
 	g.ops[op.id] = op
 	g.mu.Unlock()
 	r.op, r.ops = op, g
