@@ -327,15 +327,23 @@ func readA(raw []byte) (bson.A, bool) {
 
 // readElem decodes the first of elems; false if it is malformed or of a
 // type readValue leaves out.
+//
+// The value is what follows the key in the element ReadElement measured
+// (elem.Value and elem.KeyBytes found the key's end again, and Value
+// measured the value again: a tenth of decoding a command).
 func readElem(elems []byte) (key string, v any, rest []byte, ok bool) {
 	elem, rest, ok := bsoncore.ReadElement(elems)
 	if !ok {
 		return "", nil, nil, false
 	}
-	if v, ok = readValue(elem.Value()); !ok {
+	k := bytes.IndexByte(elem[1:], 0)
+	if k < 0 {
+		return "", nil, nil, false // a negative length cut the element short
+	}
+	if v, ok = readValue(bsoncore.Value{Type: bsoncore.Type(elem[0]), Data: elem[k+2:]}); !ok {
 		return "", nil, nil, false
 	}
-	return keyOf(elem.KeyBytes()), v, rest, true
+	return keyOf(elem[1 : k+1]), v, rest, true
 }
 
 // Key is key as a string, without an allocation for the field names of
