@@ -364,7 +364,7 @@ func (ins *inserter) batch(docs bson.A, from int) int {
 			ins.n += res.N
 			continue
 		}
-		prepared, err := prepareInsert(doc)
+		prepared, err := prepareOwnedInsert(doc)
 		if err != nil {
 			if len(todo) == 0 {
 				ins.done(next, stmtResult{}, err)

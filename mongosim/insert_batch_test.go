@@ -285,3 +285,36 @@ func TestInsertBatchRetryReplaysStatements(t *testing.T) {
 		t.Errorf("%d documents after the retried insert (%v), want 200", n, err)
 	}
 }
+
+// An insert stores a document with _id first and one _id only: a document
+// sent with _id later is reordered, one with a second _id keeps the first,
+// one sent as it must be stored is stored as sent.
+func TestInsertBatchStoresIDFirst(t *testing.T) {
+	client, _ := dataClient(t)
+	ctx := sdCtx(t)
+	coll := client.Database("batches").Collection("idfirst")
+	docs := []any{
+		bson.D{{Key: "a", Value: int32(1)}, {Key: "_id", Value: int32(1)}},
+		bson.D{{Key: "_id", Value: int32(2)}, {Key: "a", Value: int32(2)}, {Key: "_id", Value: int32(99)}},
+		bson.D{{Key: "_id", Value: int32(3)}, {Key: "a", Value: bson.D{{Key: "b", Value: bson.A{int32(3)}}}}},
+	}
+	_, err := coll.InsertMany(ctx, docs)
+	sdNoErr(t, err)
+	cur, err := coll.Find(ctx, bson.D{})
+	sdNoErr(t, err)
+	var got []string
+	for cur.Next(ctx) {
+		got = append(got, cur.Current.String())
+	}
+	sdNoErr(t, cur.Err())
+	want := []string{`{"_id": {"$numberInt":"1"},"a": {"$numberInt":"1"}}`, `{"_id": {"$numberInt":"2"},"a": {"$numberInt":"2"}}`,
+		`{"_id": {"$numberInt":"3"},"a": {"b": [{"$numberInt":"3"}]}}`}
+	if len(got) != len(want) {
+		t.Fatalf("stored %v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("document %d stored as %s, want %s", i, got[i], want[i])
+		}
+	}
+}
