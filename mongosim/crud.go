@@ -322,6 +322,8 @@ type inserter struct {
 	// the next batch.
 	todo []pendingInsert
 	errs []error
+	// warmed keeps idTable.warm's loads from being compiled away.
+	warmed uint64
 }
 
 const insertBatchMax = 64
@@ -437,6 +439,7 @@ func (ins *inserter) apply(todo []pendingInsert) (applied int, locked bool, err 
 	err = r.data().write(r.ctx, r.db, ins.coll, true, func(c *collection) error {
 		c.beginChangeBatch()
 		defer c.flushChanges()
+		ins.warmed += c.byID.warm(todo) // kept: unused loads would be dropped
 		for j := range todo {
 			p := &todo[j]
 			rec := &recs[j]

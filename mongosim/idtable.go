@@ -1,6 +1,9 @@
 package mongosim
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"math/bits"
+)
 
 // idTable is a collection's _id index: its records by idKey, in an open
 // addressing table (linear probing) that keeps each record's hash next to
@@ -18,6 +21,11 @@ import "hash/maphash"
 type idTable struct {
 	slots []idSlot // len is 0 or a power of two; rec nil marks a free slot
 	n     int
+	// shift makes a hash's top bits its home slot (hash >> shift), so
+	// that the slots are in hash order but for probing: growth then
+	// writes the new table almost in order instead of at random (each
+	// record moved was a cache miss).
+	shift uint
 }
 
 type idSlot struct {
@@ -45,7 +53,7 @@ func (t *idTable) getHashed(h uint64, k string) *record {
 		return nil
 	}
 	mask := uint64(len(t.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
+	for i := h >> t.shift; ; i = (i + 1) & mask {
 		s := &t.slots[i]
 		if s.rec == nil {
 			return nil
@@ -66,7 +74,7 @@ func (t *idTable) putHashed(h uint64, r *record) {
 		t.grow()
 	}
 	mask := uint64(len(t.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
+	for i := h >> t.shift; ; i = (i + 1) & mask {
 		s := &t.slots[i]
 		if s.rec == nil {
 			*s = idSlot{hash: h, rec: r}
@@ -84,12 +92,13 @@ func (t *idTable) putHashed(h uint64, r *record) {
 func (t *idTable) grow() {
 	old := t.slots
 	t.slots = make([]idSlot, max(8, 2*len(old)))
+	t.shift = uint(64 - bits.TrailingZeros(uint(len(t.slots))))
 	mask := uint64(len(t.slots) - 1)
 	for _, s := range old {
 		if s.rec == nil {
 			continue
 		}
-		i := s.hash & mask
+		i := s.hash >> t.shift
 		for t.slots[i].rec != nil {
 			i = (i + 1) & mask
 		}
@@ -106,7 +115,7 @@ func (t *idTable) del(k string) {
 	}
 	h := idHash(k)
 	mask := uint64(len(t.slots) - 1)
-	i := h & mask
+	i := h >> t.shift
 	for {
 		s := &t.slots[i]
 		if s.rec == nil {
@@ -120,7 +129,7 @@ func (t *idTable) del(k string) {
 	for j := (i + 1) & mask; t.slots[j].rec != nil; j = (j + 1) & mask {
 		// The record at j may fill the hole at i when i lies between its
 		// home slot and j (cyclically): probing from home reaches i first.
-		home := t.slots[j].hash & mask
+		home := t.slots[j].hash >> t.shift
 		if (j-home)&mask >= (j-i)&mask {
 			t.slots[i] = t.slots[j]
 			i = j
@@ -128,4 +137,23 @@ func (t *idTable) del(k string) {
 	}
 	t.slots[i] = idSlot{}
 	t.n--
+}
+
+// warm reads the home slot of each key of a batch about to be inserted:
+// loads that depend on nothing before them, so the processor overlaps
+// their cache misses, and the inserts then find their slots in cache.
+// Between one insert's lookup and the next there is too much work for the
+// processor to look ahead, so each lookup in a table of a million records
+// was a miss waited for alone (16% of the server's CPU inserting
+// 1 000-document batches from 32 clients). The sum it returns keeps the
+// loads; nothing needs it.
+func (t *idTable) warm(todo []pendingInsert) uint64 {
+	if len(t.slots) == 0 {
+		return 0
+	}
+	var sum uint64
+	for j := range todo {
+		sum += t.slots[todo[j].hash>>t.shift].hash
+	}
+	return sum
 }
