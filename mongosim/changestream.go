@@ -93,17 +93,17 @@ type change struct {
 
 // changeLog is the deployment's history of writes, shared by all members.
 type changeLog struct {
-	mu      sync.Mutex
-	now     func() time.Time
+	mu  sync.Mutex
+	now func() time.Time
 	// ring holds the kept changes in ascending seq: kept of them from
 	// ring[first] on, wrapping around once the ring is full (at).
-	ring    []change
-	first   int
-	kept    int
-	seq     uint64 // last assigned
-	lastTS  bson.Timestamp
-	clock   *logicalClock // the deployment's cluster time; each change takes a tick
-	wake    chan struct{} // closed by the next append; nil until head asks for it
+	ring   []change
+	first  int
+	kept   int
+	seq    uint64 // last assigned
+	lastTS bson.Timestamp
+	clock  *logicalClock // the deployment's cluster time; each change takes a tick
+	wake   chan struct{} // closed by the next append; nil until head asks for it
 }
 
 func newChangeLog(now func() time.Time, clock *logicalClock) *changeLog {
