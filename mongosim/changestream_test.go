@@ -257,3 +257,64 @@ func TestChangeLogHistoryLost(t *testing.T) {
 		t.Fatalf("tokens out of order: %v %v %v", ta, tb, tc)
 	}
 }
+
+// TestChangeLogRingKeepsWindow records more than three logs' worth of
+// changes, singly and in batches, and checks at each step that the log
+// keeps the same window as ever (the newest, dropping the older half when
+// full), in order, by after, lookup and before, across the ring's wrap.
+func TestChangeLogRingKeepsWindow(t *testing.T) {
+	l := newChangeLog(time.Now, newLogicalClock(time.Now))
+	c := newCollection("db", "c")
+	kept, n := 0, 0
+	check := func() {
+		t.Helper()
+		oldest := uint64(n - kept + 1)
+		all, ok := l.after(oldest-1, 0)
+		if !ok || len(all) != kept {
+			t.Fatalf("after %d changes: after(%d) = %d changes, %v; want %d", n, oldest-1, len(all), ok, kept)
+		}
+		for i, ch := range all {
+			if ch.seq != oldest+uint64(i) || ch.id != int(ch.seq) || (i > 0 && !all[i-1].at.Before(ch.at)) {
+				t.Fatalf("after %d changes: change %d is seq %d, _id %v at %v", n, i, ch.seq, ch.id, ch.at)
+			}
+		}
+		if _, ok := l.after(oldest-2, 0); oldest > 1 && ok {
+			t.Fatalf("after %d changes: after(%d) covered: %v", n, oldest-2, ok)
+		}
+		if got, ok := l.lookup(oldest); !ok || got.seq != oldest {
+			t.Fatalf("after %d changes: lookup(%d) = %d, %v", n, oldest, got.seq, ok)
+		}
+		if _, ok := l.lookup(oldest - 1); ok {
+			t.Fatalf("after %d changes: lookup(%d) found a dropped change", n, oldest-1)
+		}
+		mid := all[kept/2]
+		if pos, ok := l.before(mid.at); pos != mid.seq-1 || !ok {
+			t.Fatalf("after %d changes: before(%v) = %d, %v", n, mid.at, pos, ok)
+		}
+		if got, ok := l.after(mid.seq-1, 3); !ok || len(got) != min(3, kept-kept/2) || got[0].seq != mid.seq {
+			t.Fatalf("after %d changes: after(%d, 3) = %d changes", n, mid.seq-1, len(got))
+		}
+	}
+	record := func(batch int) {
+		var writes []pendingChange
+		for range batch {
+			n++
+			if kept == changeLogCap {
+				kept = changeLogCap / 2
+			}
+			kept++
+			writes = append(writes, pendingChange{kind: changeInsert, after: bson.D{{Key: "_id", Value: n}}})
+		}
+		if batch == 1 {
+			l.record(changeInsert, c, nil, writes[0].after)
+		} else {
+			l.recordBatch(c, writes)
+		}
+	}
+	for step := 0; n < 37000; step++ {
+		record(1 + step%97)
+		if step%5 == 0 || n > 36900 {
+			check()
+		}
+	}
+}

@@ -55,19 +55,33 @@ func newLogicalClock(now func() time.Time) *logicalClock {
 
 // tick returns a new timestamp, later than every earlier one: the wall
 // clock's seconds with an increment, as mongod's oplog timestamps are.
-func (k *logicalClock) tick() bson.Timestamp {
+func (k *logicalClock) tick() bson.Timestamp { return k.tickN(1) }
+
+// tickN takes n (>= 1) consecutive timestamps, as n ticks at one instant
+// would, and returns the first; nextTick gives each of the others from the
+// one before.
+func (k *logicalClock) tickN(n int) bson.Timestamp {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	ts := bson.Timestamp{T: uint32(k.now().Unix()), I: 1}
-	switch {
-	case ts.T > k.last.T:
-	case k.last.I < math.MaxUint32:
-		ts = bson.Timestamp{T: k.last.T, I: k.last.I + 1}
-	default:
-		ts = bson.Timestamp{T: k.last.T + 1, I: 1}
+	first := bson.Timestamp{T: uint32(k.now().Unix()), I: 1}
+	if first.T <= k.last.T {
+		first = nextTick(k.last)
 	}
-	k.last = ts
-	return ts
+	last := first
+	for range n - 1 {
+		last = nextTick(last)
+	}
+	k.last = last
+	return first
+}
+
+// nextTick is the timestamp after ts within ts's second, or the next
+// second's first when the increment is exhausted.
+func nextTick(ts bson.Timestamp) bson.Timestamp {
+	if ts.I < math.MaxUint32 {
+		return bson.Timestamp{T: ts.T, I: ts.I + 1}
+	}
+	return bson.Timestamp{T: ts.T + 1, I: 1}
 }
 
 // current returns the latest timestamp handed out.

@@ -325,12 +325,12 @@ func (s *storage) snapshotAt(db, coll string, f *query.Filter, hint any, at bson
 		l.mu.Lock()
 		var undo []change
 		oldestKept := true
-		if len(l.changes) > 0 && l.changes[0].seq > 1 && at.Before(l.changes[0].at) {
+		if l.kept > 0 && l.at(0).seq > 1 && at.Before(l.at(0).at) {
 			oldestKept = false
 		}
-		for i := len(l.changes) - 1; i >= 0 && at.Before(l.changes[i].at); i-- {
-			if ch := l.changes[i]; ch.db == db && ch.coll == coll {
-				undo = append(undo, ch)
+		for i := l.kept - 1; i >= 0 && at.Before(l.at(i).at); i-- {
+			if ch := l.at(i); ch.db == db && ch.coll == coll {
+				undo = append(undo, *ch)
 			}
 		}
 		l.mu.Unlock()

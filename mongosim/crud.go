@@ -308,7 +308,9 @@ func cmdInsert(r *request) (bson.D, error) {
 // collection's lock, as mongod groups an insert's documents (its
 // internalInsertMaxBatchSize is 64). Concurrent inserts of 1 000 documents
 // took turns on the lock for every document: a mutex profile of 32 of them
-// showed almost all their time waiting there.
+// showed almost all their time waiting there. What needs no lock (copying,
+// checking and keying the documents, allocating their records, recording
+// results) is done before or after holding it.
 type inserter struct {
 	r           *request
 	coll        string
@@ -316,6 +318,12 @@ type inserter struct {
 	n           int32
 	writeErrors bson.A
 	stopped     bool // an ordered insert met an error
+	// todo and errs are one batch's documents and results, reused by
+	// the next batch.
+	todo []pendingInsert
+	errs []error
+	// warmed keeps idTable.warm's loads from being compiled away.
+	warmed uint64
 }
 
 const insertBatchMax = 64
@@ -347,7 +355,7 @@ func (ins *inserter) done(i int, res stmtResult, err error) {
 // by itself, waiting for the transaction as insertOne does.
 func (ins *inserter) batch(docs bson.A, from int) int {
 	r := ins.r
-	var todo []pendingInsert
+	todo := ins.todo[:0]
 	next := from
 	for ; next < len(docs) && len(todo) < insertBatchMax; next++ {
 		doc, ok := docs[next].(bson.D)
@@ -358,7 +366,7 @@ func (ins *inserter) batch(docs bson.A, from int) int {
 			ins.n += res.N
 			continue
 		}
-		prepared, err := prepareInsert(doc)
+		prepared, err := prepareOwnedInsert(doc)
 		if err != nil {
 			if len(todo) == 0 {
 				ins.done(next, stmtResult{}, err)
@@ -366,11 +374,13 @@ func (ins *inserter) batch(docs bson.A, from int) int {
 			}
 			break
 		}
-		todo = append(todo, pendingInsert{next, prepared})
+		todo = append(todo, pendingInsert{i: next, doc: prepared})
 	}
+	ins.todo = todo
 	if len(todo) == 0 {
 		return next
 	}
+	keyPending(todo)
 	applied, locked, err := ins.apply(todo)
 	switch {
 	case err != nil:
@@ -386,37 +396,80 @@ func (ins *inserter) batch(docs bson.A, from int) int {
 	return next
 }
 
-// pendingInsert is statement i's document, ready to store.
+// pendingInsert is statement i's document, ready to store, with its _id
+// and the _id's simpleIDKey and its idHash.
 type pendingInsert struct {
-	i   int
-	doc bson.D
+	i     int
+	doc   bson.D
+	id    any
+	idKey string
+	hash  uint64
+}
+
+// keyPending sets each document's _id (first in a prepared document) and
+// its simpleIDKey, the keys of the batch sharing one string: a key each
+// was three allocations per document.
+func keyPending(todo []pendingInsert) {
+	buf := make([]byte, 0, 16*len(todo))
+	ends := make([]int, len(todo))
+	for j := range todo {
+		p := &todo[j]
+		p.id = p.doc[0].Value
+		buf = simpleIDKey(buf, p.id)
+		ends[j] = len(buf)
+	}
+	keys, start := string(buf), 0
+	for j := range todo {
+		todo[j].idKey = keys[start:ends[j]]
+		todo[j].hash = idHash(todo[j].idKey)
+		start = ends[j]
+	}
 }
 
 // apply stores todo under one hold of the collection's lock until a
 // document is held by a transaction (locked) or an ordered insert fails,
-// and reports how many it applied.
+// and reports how many it applied. The batch's records are allocated
+// together, and its change log entries logged together, before the lock
+// is released; results are recorded after.
 func (ins *inserter) apply(todo []pendingInsert) (applied int, locked bool, err error) {
 	r := ins.r
+	recs := make([]record, len(todo))
+	errs := append(ins.errs[:0], make([]error, len(todo))...)
+	ins.errs = errs
 	err = r.data().write(r.ctx, r.db, ins.coll, true, func(c *collection) error {
-		for _, p := range todo {
-			err := c.insert(p.doc)
+		c.beginChangeBatch()
+		defer c.flushChanges()
+		ins.warmed += c.byID.warm(todo) // kept: unused loads would be dropped
+		for j := range todo {
+			p := &todo[j]
+			rec := &recs[j]
+			rec.doc = p.doc
+			k, h := c.keyFor(p.id, p.idKey, p.hash)
+			err := c.insertRecord(rec, p.id, k, h)
 			var held *docLockedError
-			if errors.As(err, &held) {
+			if err != nil && errors.As(err, &held) {
 				locked = true
 				return nil
 			}
+			errs[j] = err
 			applied++
-			if err == nil {
-				r.txn.record(r.stmtID(p.i), stmtResult{N: 1})
-			}
-			ins.done(p.i, stmtResult{N: 1}, err)
-			if ins.stopped {
+			if err != nil && ins.ordered {
 				return nil
 			}
 		}
 		return nil
 	})
-	return applied, locked, err
+	if err != nil {
+		return 0, false, err
+	}
+	for j, p := range todo[:applied] {
+		if errs[j] == nil {
+			r.txn.record(r.stmtID(p.i), stmtResult{N: 1})
+		}
+		ins.done(p.i, stmtResult{N: 1}, errs[j])
+	}
+	clear(errs)
+	return applied, locked, nil
 }
 
 func (s *storage) insertOne(ctx context.Context, db, coll string, doc bson.D) (stmtResult, error) {

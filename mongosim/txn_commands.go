@@ -172,7 +172,8 @@ func (m *Member) enterTransaction(r *request, cmd *command, n int64) (*txnContex
 			}
 			s.txn.abort("a newer transaction started on the session")
 		}
-		s.started, s.txnNumber, s.stmts = true, n, map[int]stmtResult{}
+		s.started, s.txnNumber = true, n
+		s.stmts.reset()
 		life := time.Duration(c.txnLifetimeSecs.Load()) * time.Second
 		s.txn = newTransaction(c.data, lsid, n, r.now.Add(life))
 		return tc, s.txn, nil

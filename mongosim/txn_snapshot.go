@@ -273,7 +273,7 @@ func (t *transaction) ensure(db, coll string) (*collection, bool, error) {
 // does not copy it; with them the copy is whole from the start, so unique
 // keys are checked against the snapshot.
 func snapshotOf(base *collection, t *transaction) *collection {
-	c := &collection{db: base.db, name: base.name, uuid: base.uuid, byID: map[string]*record{},
+	c := &collection{db: base.db, name: base.name, uuid: base.uuid, byID: newIDTable(),
 		txn: t, base: base, dirty: map[string]bool{}, validator: base.validator, logger: base.logger, view: base.view,
 		options: base.options, shardKey: base.shardKey} // options: the default collation
 	uniques := false
@@ -343,7 +343,7 @@ func docAt(base *collection, idKey string, at int64) bson.D {
 			return h.before
 		}
 	}
-	if r := base.byID[idKey]; r != nil {
+	if r := base.byID.get(idKey); r != nil {
 		return r.doc
 	}
 	return nil
@@ -353,7 +353,7 @@ func docAt(base *collection, idKey string, at int64) bson.D {
 func (c *collection) addRecord(idKey string, doc bson.D) *record {
 	r := &record{doc: doc, idKey: idKey, pos: len(c.order)}
 	c.order = append(c.order, r)
-	c.byID[idKey] = r
+	c.byID.put(r)
 	c.live++
 	if keys, err := c.indexKeys(doc); err == nil {
 		c.addKeys(keys, r)
@@ -391,13 +391,13 @@ func (c *collection) fill() {
 	for _, d := range snap {
 		inSnap[d.idKey] = true
 		if c.known[d.idKey] {
-			if r := c.byID[d.idKey]; r != nil {
+			if r := c.byID.get(d.idKey); r != nil {
 				order = append(order, r)
 			}
 			continue
 		}
 		r := &record{doc: d.doc, idKey: d.idKey}
-		c.byID[d.idKey] = r
+		c.byID.put(r)
 		if keys, err := c.indexKeys(d.doc); err == nil {
 			c.addKeys(keys, r)
 		}
@@ -675,7 +675,7 @@ func (t *transaction) checkCommit(jobs []commitJob) error {
 					return errWriteConflict()
 				}
 			}
-			sr := j.scratch.byID[k]
+			sr := j.scratch.byID.get(k)
 			if sr == nil {
 				continue
 			}
@@ -683,7 +683,7 @@ func (t *transaction) checkCommit(jobs []commitJob) error {
 			if err != nil {
 				return err
 			}
-			self := j.live.byID[k]
+			self := j.live.byID.get(k)
 			for _, ik := range keys {
 				if other := ik.ix.entries[ik.key]; other != nil && other != self {
 					if _, mine := j.scratch.dirty[other.idKey]; !mine {
@@ -710,7 +710,7 @@ func (t *transaction) applyCommit(jobs []commitJob) error {
 		// Apply in the copy's natural order so inserts keep it.
 		sort.Slice(keys, func(a, b int) bool { return scratchPos(j.scratch, keys[a]) < scratchPos(j.scratch, keys[b]) })
 		for _, k := range keys {
-			sr, lr := j.scratch.byID[k], j.live.byID[k]
+			sr, lr := j.scratch.byID.get(k), j.live.byID.get(k)
 			var err error
 			switch {
 			case sr != nil && lr != nil:
@@ -730,7 +730,7 @@ func (t *transaction) applyCommit(jobs []commitJob) error {
 }
 
 func scratchPos(c *collection, k string) int {
-	if r := c.byID[k]; r != nil {
+	if r := c.byID.get(k); r != nil {
 		return r.pos
 	}
 	return -1

@@ -1,0 +1,80 @@
+package mongosim
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// TestIDTableMatchesMap runs random puts, replacements and deletes on an
+// idTable and a map side by side over a small key space (long probe runs,
+// wrap-around at the table's end, deletes moving records back) and checks
+// that every key answers the same after each step.
+func TestIDTableMatchesMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const universe = 3000
+	keys := make([]string, universe)
+	for i := range keys {
+		keys[i] = "n" + strconv.Itoa(i)
+	}
+	tab, ref := newIDTable(), map[string]*record{}
+	check := func(step int) {
+		t.Helper()
+		if tab.len() != len(ref) {
+			t.Fatalf("step %d: len %d, want %d", step, tab.len(), len(ref))
+		}
+		for _, k := range keys {
+			if got, want := tab.get(k), ref[k]; got != want {
+				t.Fatalf("step %d: get(%q) = %p, want %p", step, k, got, want)
+			}
+		}
+	}
+	for step := range 60000 {
+		k := keys[rng.IntN(universe)]
+		switch op := rng.IntN(10); {
+		case op < 5: // insert or replace
+			r := &record{idKey: k}
+			tab.put(r)
+			ref[k] = r
+		default:
+			tab.del(k)
+			delete(ref, k)
+		}
+		if step%997 == 0 {
+			check(step)
+		}
+	}
+	check(-1)
+	for _, k := range keys {
+		tab.del(k)
+	}
+	if tab.len() != 0 || tab.get(keys[0]) != nil {
+		t.Fatalf("after deleting every key: len %d", tab.len())
+	}
+	var none *idTable
+	if none.get("x") != nil {
+		t.Fatal("a nil table found a record")
+	}
+}
+
+// TestIDTableGrowsKeepingRecords fills a table past several doublings and
+// finds every record, and none of the keys never stored.
+func TestIDTableGrowsKeepingRecords(t *testing.T) {
+	tab := newIDTable()
+	recs := make([]*record, 100000)
+	for i := range recs {
+		recs[i] = &record{idKey: "o" + strconv.Itoa(i)}
+		tab.put(recs[i])
+	}
+	for i, r := range recs {
+		if tab.get(r.idKey) != r {
+			t.Fatalf("record %d lost", i)
+		}
+		if tab.get("x"+strconv.Itoa(i)) != nil {
+			t.Fatalf("found a record for a key never stored")
+		}
+	}
+	if tab.len() != len(recs) {
+		t.Fatalf("len %d", tab.len())
+	}
+}
