@@ -18,6 +18,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/sturdy-go/sturdy/internal/bsond"
 	"github.com/sturdy-go/sturdy/wire"
 )
 
@@ -124,25 +125,23 @@ func (c *Conn) hangup() error {
 	return c.Close()
 }
 
-func (c *Conn) write(parts ...[]byte) error {
+// write writes msg, then body if it is not nil (one writev: a large
+// reply's header and its body, which is not copied after the header).
+func (c *Conn) write(msg, body []byte) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	if c.ctx.Err() != nil {
 		return ErrConnClosed
 	}
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
 	// Counted before the write, so a client that has read the reply sees
 	// it counted.
-	c.s.bytesOut.Add(int64(n))
+	c.s.bytesOut.Add(int64(len(msg) + len(body)))
 	var err error
-	if len(parts) == 1 {
-		_, err = c.nc.Write(parts[0])
+	if body == nil {
+		_, err = c.nc.Write(msg)
 	} else {
-		bufs := net.Buffers(parts)
-		_, err = bufs.WriteTo(c.nc) // one writev on a TCP connection
+		bufs := net.Buffers{msg, body}
+		_, err = bufs.WriteTo(c.nc)
 	}
 	if err != nil {
 		return fmt.Errorf("blackpipe: write to conn %d: %w", c.id, err)
@@ -378,9 +377,7 @@ func (c *Conn) decodeRequest(b []byte) (*Request, error) {
 		r.Flags = m.Msg.Flags
 		r.Command = m.Msg.Body
 		r.Sequences = m.Msg.Sequences
-		if v, err := r.Command.LookupErr("$db"); err == nil {
-			r.DB, _ = v.StringValueOK()
-		}
+		r.DB = stringField(r.Command, "$db")
 	case m.Query != nil:
 		if !isCommandNamespace(m.Query.FullCollectionName) {
 			return nil, errLegacyQuery
@@ -397,11 +394,101 @@ func (c *Conn) decodeRequest(b []byte) (*Request, error) {
 	default:
 		return nil, fmt.Errorf("unexpected opcode %d from a client", m.Header.OpCode)
 	}
-	r.Name = wire.CommandName(r.Command)
+	r.Name = commandName(r.Command)
 	if r.Name == "" {
 		return nil, fmt.Errorf("empty command document")
 	}
 	return r, nil
+}
+
+// stringField returns the string value of doc's first top-level field
+// named key ("" if there is none or it is not a string), as LookupErr and
+// StringValueOK would, in a walk that costs a fifth of theirs: doc was
+// validated (wire.DecodeInto), and a type the walk does not size sends it
+// back to LookupErr. Finding $db, usually the last field, took 1.5% of
+// mongosim's CPU per single-document command.
+func stringField(doc bson.Raw, key string) string {
+	if len(doc) < 5 {
+		return ""
+	}
+	end := len(doc) - 1
+	for pos := 4; pos < end; {
+		t := doc[pos]
+		k := bytes.IndexByte(doc[pos+1:end], 0)
+		if k < 0 {
+			break
+		}
+		v := pos + 1 + k + 1
+		n := valueLen(doc, t, v)
+		if n < 0 || v+n > end {
+			break
+		}
+		if string(doc[pos+1:pos+1+k]) == key {
+			if t != byte(bson.TypeString) {
+				return ""
+			}
+			return string(doc[v+4 : v+n-1])
+		}
+		pos = v + n
+	}
+	if v, err := doc.LookupErr(key); err == nil { // a type valueLen leaves out
+		s, _ := v.StringValueOK()
+		return s
+	}
+	return ""
+}
+
+// valueLen is the length of the value of type t at doc[v:], or -1 for a
+// type it leaves to bsoncore or a length that does not fit.
+func valueLen(doc bson.Raw, t byte, v int) int {
+	switch bson.Type(t) {
+	case bson.TypeDouble, bson.TypeDateTime, bson.TypeTimestamp, bson.TypeInt64:
+		return 8
+	case bson.TypeInt32:
+		return 4
+	case bson.TypeBoolean:
+		return 1
+	case bson.TypeNull, bson.TypeUndefined, bson.TypeMinKey, bson.TypeMaxKey:
+		return 0
+	case bson.TypeObjectID:
+		return 12
+	case bson.TypeDecimal128:
+		return 16
+	case bson.TypeString, bson.TypeJavaScript, bson.TypeSymbol, bson.TypeEmbeddedDocument, bson.TypeArray, bson.TypeBinary:
+		if v+4 > len(doc) {
+			return -1
+		}
+		n := int(int32(binary.LittleEndian.Uint32(doc[v:])))
+		switch bson.Type(t) {
+		case bson.TypeString, bson.TypeJavaScript, bson.TypeSymbol:
+			if n < 1 {
+				return -1 // no room for the NUL
+			}
+			return n + 4
+		case bson.TypeBinary:
+			if n < 0 {
+				return -1
+			}
+			return n + 5
+		}
+		if n < 5 {
+			return -1
+		}
+		return n
+	}
+	return -1
+}
+
+// commandName is wire.CommandName, as one of bsond's shared strings for
+// the commands drivers send most: not an allocation per request.
+func commandName(cmd bson.Raw) string {
+	if len(cmd) < 5 || cmd[4] == 0 {
+		return ""
+	}
+	if i := bytes.IndexByte(cmd[5:], 0); i >= 0 {
+		return bsond.Key(cmd[5 : 5+i])
+	}
+	return ""
 }
 
 // dispatch offers r to the autoresponders, the Handler, the built-in

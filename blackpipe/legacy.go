@@ -62,5 +62,5 @@ func (c *Conn) replyLegacyError(responseTo int32, what string) {
 		return
 	}
 	id := c.s.nextReplyID.Add(1)
-	_ = c.write(wire.AppendReply(nil, id, responseTo, &wire.Reply{ResponseFlags: wire.ReplyQueryFailure, Documents: []bson.Raw{doc}}))
+	_ = c.write(wire.AppendReply(nil, id, responseTo, &wire.Reply{ResponseFlags: wire.ReplyQueryFailure, Documents: []bson.Raw{doc}}), nil)
 }

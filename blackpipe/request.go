@@ -119,14 +119,14 @@ func (r *Request) String() string {
 // field named by its identifier (replacing a field of that name), so that an
 // insert's documents appear as "documents" whichever way they were sent.
 func (r *Request) Doc() (bson.D, error) {
-	d, err := bsond.Unmarshal(r.Command)
+	// Decoded with room for the sequences' fields, which go into d in
+	// place (d is this call's own; mergeDoc would copy it for each).
+	d, err := bsond.UnmarshalRoom(r.Command, len(r.Sequences))
 	if err != nil {
 		return nil, fmt.Errorf("blackpipe: decode %s: %w", r.Name, err)
 	}
 	if len(r.Sequences) > 0 {
-		// d is this call's own: the sequences go into it in place
-		// (mergeDoc would copy it for each).
-		d = slices.Grow(d, len(r.Sequences))
+		d = slices.Grow(d, len(r.Sequences)) // when the decoder made no room
 	}
 	for _, seq := range r.Sequences {
 		arr := make(bson.A, 0, len(seq.Documents))
@@ -263,15 +263,74 @@ func (r *Request) encodeReply(body bson.Raw) ([]byte, error) {
 // for) is answered with InternalError naming the failure, so the client is
 // never left waiting for a reply; Reply returns the encoding error.
 func (r *Request) Reply(doc any) error {
+	if d, ok := doc.(bson.D); ok && r.OpCode == wire.OpMsg {
+		return r.replyD(d)
+	}
 	body, err := marshalReply(doc)
 	if err != nil {
-		if eb, e := marshalReply(bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "reply could not be encoded: " + err.Error()},
-			{Key: "code", Value: int32(1)}, {Key: "codeName", Value: "InternalError"}}); e == nil {
-			_ = r.replyRaw(eb)
-		}
-		return err
+		return r.replyEncodeError(err)
 	}
 	return r.replyRaw(body)
+}
+
+// replyEncodeError answers a reply that could not be encoded with
+// InternalError naming err, and returns err.
+func (r *Request) replyEncodeError(err error) error {
+	if eb, e := marshalReply(bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "reply could not be encoded: " + err.Error()},
+		{Key: "code", Value: int32(1)}, {Key: "codeName", Value: "InternalError"}}); e == nil {
+		_ = r.replyRaw(eb)
+	}
+	return err
+}
+
+// replyD answers an OP_MSG with d ("ok": 1 added if absent, as
+// marshalReply adds it), encoded straight into the message, after room for
+// its header, in a buffer reused from reply to reply: the body and the
+// message were two allocations of its size per reply, and a copy.
+func (r *Request) replyD(d bson.D) error {
+	if !hasKey(d, "ok") {
+		d = append(d[:len(d):len(d)], bson.E{Key: "ok", Value: 1.0})
+	}
+	buf := replyBufs.Get().(*[]byte)
+	defer putReplyBuf(buf)
+	b, err := bsond.AppendMarshal(append((*buf)[:0], make([]byte, msgBodyOffset)...), d)
+	*buf = b
+	if err != nil {
+		return r.replyEncodeError(fmt.Errorf("blackpipe: marshal reply: %w", err))
+	}
+	if err := r.resolve(); err != nil {
+		return err
+	}
+	defer r.finish()
+	if r.moreToCome() {
+		return nil
+	}
+	id := r.Conn.s.nextReplyID.Add(1)
+	wire.AppendMsgStart(b[:0], id, r.RequestID, 0, len(b)-msgBodyOffset) // the header, in the room left for it
+	if r.Compressor != wire.CompressorNoop {
+		if b, err = wire.AppendCompressed(nil, b, r.Compressor, -1); err != nil {
+			return err
+		}
+	}
+	return r.Conn.write(b, nil)
+}
+
+// msgBodyOffset is where an OP_MSG's body starts: after the header, the
+// flags and the section's kind (what wire.AppendMsgStart writes).
+const msgBodyOffset = wire.HeaderLen + 4 + 1
+
+// replyBufs holds the buffers replyD encodes replies in; the connection's
+// write is done with a buffer when it returns.
+var replyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledReply is the largest reply buffer kept for reuse: a large
+// reply's buffer (a find's batch) is left to the GC.
+const maxPooledReply = 64 << 10
+
+func putReplyBuf(buf *[]byte) {
+	if cap(*buf) <= maxPooledReply {
+		replyBufs.Put(buf)
+	}
 }
 
 func (r *Request) replyRaw(body bson.Raw) error {
@@ -290,7 +349,7 @@ func (r *Request) replyRaw(body bson.Raw) error {
 	if err != nil {
 		return err
 	}
-	return r.Conn.write(b)
+	return r.Conn.write(b, nil)
 }
 
 // writevReplySize is the body size from which an uncompressed OP_MSG reply
@@ -437,7 +496,7 @@ func (r *Request) ReplyPartial(doc any, n int) error {
 		return err
 	}
 	n = max(0, min(n, len(b)))
-	werr := r.Conn.write(b[:n])
+	werr := r.Conn.write(b[:n], nil)
 	herr := r.Conn.hangup()
 	if werr != nil {
 		return werr
@@ -514,7 +573,7 @@ func (r *Request) ReplyMalformed(kind Malformation) error {
 		return err
 	}
 	defer r.finish()
-	werr := r.Conn.write(msg)
+	werr := r.Conn.write(msg, nil)
 	herr := r.Conn.hangup()
 	if werr != nil {
 		return werr

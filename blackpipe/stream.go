@@ -76,5 +76,5 @@ func (s *Stream) Send(doc any, more bool) error {
 		s.ended = true
 		defer r.finish()
 	}
-	return r.Conn.write(b)
+	return r.Conn.write(b, nil)
 }

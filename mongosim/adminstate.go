@@ -79,7 +79,7 @@ type activeOp struct {
 	id      int32
 	r       *request
 	started time.Time
-	cancel  context.CancelCauseFunc
+	ctx     *opContext // what killOp cancels
 }
 
 // opRegistry holds the operations in progress on every member.
@@ -92,14 +92,16 @@ type opRegistry struct {
 // begin registers r (making its context cancellable by killOp); end
 // unregisters it.
 func (g *opRegistry) begin(r *request) {
-	ctx, cancel := context.WithCancelCause(r.ctx)
+	ctx := &opContext{parent: r.ctx}
 	r.ctx = ctx
 	g.mu.Lock()
 	if g.ops == nil {
 		g.ops = make(map[int32]*activeOp)
 	}
 	g.next++
-	op := &activeOp{id: g.next, r: r, started: time.Now(), cancel: cancel}
+	// The request holds its entry: not an allocation of its own.
+	op := &r.opEntry
+	*op = activeOp{id: g.next, r: r, started: time.Now(), ctx: ctx}
 	g.ops[op.id] = op
 	g.mu.Unlock()
 	r.op, r.ops = op, g
@@ -121,7 +123,7 @@ func (r *request) unlist() {
 // end unregisters r and releases its context.
 func (g *opRegistry) end(r *request) {
 	r.unlist()
-	r.op.cancel(nil)
+	r.op.ctx.cancel(context.Canceled, nil)
 }
 
 func (g *opRegistry) active() int {
@@ -138,7 +140,7 @@ func (g *opRegistry) kill(id int32) bool {
 	if op == nil {
 		return false
 	}
-	op.cancel(errKilled)
+	op.ctx.cancel(context.Canceled, errKilled)
 	return true
 }
 
@@ -156,7 +158,8 @@ func (g *opRegistry) snapshot() []*activeOp {
 
 // killed reports whether killOp interrupted r.
 func (r *request) killed() bool {
-	return errors.Is(context.Cause(r.ctx), errKilled)
+	c, _ := r.ctx.Value(opContextKey{}).(*opContext)
+	return c != nil && c.killed()
 }
 
 // errInterrupted is mongod's answer for an operation killOp ended.

@@ -26,8 +26,9 @@ type request struct {
 	stream *blackpipe.Stream
 	rc     readConcern // validated readConcern; rc.atClusterTime set for snapshot reads
 	// op is the request in currentOp (ops.begin), until it answers.
-	op  *activeOp
-	ops *opRegistry
+	op      *activeOp
+	ops     *opRegistry
+	opEntry activeOp // what op points to
 	// cursorNS, when set, is the namespace a cursor reply names instead
 	// of the one read (an aggregate on a view reads its base collection).
 	cursorNS string

@@ -90,9 +90,8 @@ func (m *Member) work(r *request, cmd *command, cancel context.CancelFunc) {
 	c := m.cluster
 	defer cancel()
 	defer c.adm.ops.end(r)
-	start := time.Now()
 	m.run(r, cmd)
-	c.adm.lat.record(r, time.Since(start))
+	c.adm.lat.record(r, time.Since(r.op.started)) // begun just before
 }
 
 // decode checks the message's framing, the command's name and maxTimeMS,
@@ -163,8 +162,20 @@ func mayRunScript(br *blackpipe.Request) bool {
 	if strings.EqualFold(br.Name, "mapReduce") {
 		return true
 	}
+	// One pass over the command, stopping at each '$', instead of one
+	// search per operator.
 	b := []byte(br.Command)
-	return bytes.Contains(b, []byte("$where")) || bytes.Contains(b, []byte("$function")) || bytes.Contains(b, []byte("$accumulator"))
+	for {
+		i := bytes.IndexByte(b, '$')
+		if i < 0 {
+			return false
+		}
+		b = b[i:]
+		if bytes.HasPrefix(b, []byte("$where")) || bytes.HasPrefix(b, []byte("$function")) || bytes.HasPrefix(b, []byte("$accumulator")) {
+			return true
+		}
+		b = b[1:]
+	}
 }
 
 // badRequest answers a message whose framing is intact but whose command

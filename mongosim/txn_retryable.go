@@ -85,6 +85,16 @@ func (t *txnTable) acquire(ctx context.Context, lsid []byte) (*sessionTxn, error
 		t.sessions[string(lsid)] = s
 	}
 	t.mu.Unlock()
+	if ctx.Err() == nil {
+		// A session nobody else is using, the usual case: taken without
+		// ctx.Done, which would make the request's context watch its
+		// parent (opContext).
+		select {
+		case s.sem <- struct{}{}:
+			return s, nil
+		default:
+		}
+	}
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():

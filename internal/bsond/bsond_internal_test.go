@@ -2,6 +2,7 @@ package bsond
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"reflect"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 // TestMarshalMatchesBSONMarshal: the reflection-free encoder must give
@@ -48,6 +50,13 @@ func TestMarshalMatchesBSONMarshal(t *testing.T) {
 		got, gotErr := Marshal(d)
 		if (wantErr != nil) != (gotErr != nil) || !bytes.Equal(want, got) {
 			t.Errorf("case %d %v:\n got %x, %v\nwant %x, %v", i, d, got, gotErr, want, wantErr)
+		}
+		// Appended after a prefix (a message header), fast path or not:
+		// the prefix and the same bytes, or the prefix alone on error.
+		prefix := []byte("header")
+		got, gotErr = AppendMarshal(prefix[:len(prefix):len(prefix)], d)
+		if (wantErr != nil) != (gotErr != nil) || !bytes.Equal(got, append(prefix, want...)) {
+			t.Errorf("case %d appended %v:\n got %x, %v\nwant %s%x, %v", i, d, got, gotErr, prefix, want, wantErr)
 		}
 	}
 	if _, err := appendD(nil, bson.D{{Key: "n", Value: 5}}); err != errSlowPath {
@@ -147,4 +156,48 @@ func TestKeyOf(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { _ = keyOf([]byte("singleBatch")) }); a != 0 {
 		t.Errorf("keyOf allocates %v times for a common key", a)
 	}
+}
+
+// FuzzReadElemMatchesElementValue: readElem decodes any input as it did
+// with bsoncore.Element's Value and KeyBytes (elemByValue), which found
+// the key's end and measured the value again.
+func FuzzReadElemMatchesElementValue(f *testing.F) {
+	for _, d := range []bson.D{
+		{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: int32(7)}}}, {Key: "lsid", Value: bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}}},
+		{{Key: "a", Value: bson.A{1.5, "s", true, nil, int64(2), bson.Timestamp{T: 1}, bson.NewObjectID(), bson.DateTime(3)}}},
+		{{Key: "r", Value: bson.Regex{Pattern: "a"}}, {Key: "x", Value: bson.D{}}},
+	} {
+		raw, err := bson.Marshal(d)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw[4 : len(raw)-1])
+	}
+	f.Fuzz(func(t *testing.T, elems []byte) {
+		for len(elems) > 0 {
+			key, v, rest, ok := readElem(elems)
+			wkey, wv, wrest, wok := elemByValue(elems)
+			// Printed, not DeepEqual: a NaN is not equal to itself.
+			if ok != wok || key != wkey || fmt.Sprintf("%#v", v) != fmt.Sprintf("%#v", wv) || !bytes.Equal(rest, wrest) {
+				t.Fatalf("%x: got %q %#v %v, want %q %#v %v", elems, key, v, ok, wkey, wv, wok)
+			}
+			if !ok {
+				return
+			}
+			elems = rest
+		}
+	})
+}
+
+// elemByValue is readElem as it was: the value and key through
+// bsoncore.Element.
+func elemByValue(elems []byte) (key string, v any, rest []byte, ok bool) {
+	elem, rest, ok := bsoncore.ReadElement(elems)
+	if !ok {
+		return "", nil, nil, false
+	}
+	if v, ok = readValue(elem.Value()); !ok {
+		return "", nil, nil, false
+	}
+	return keyOf(elem.KeyBytes()), v, rest, true
 }
