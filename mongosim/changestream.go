@@ -78,17 +78,35 @@ func (k changeKind) ofDocument() bool { return k <= changeDelete }
 type change struct {
 	seq           uint64
 	kind          changeKind
+	images        bool // the collection records pre- and post-images (changeStreamPreAndPostImages)
 	db, coll      string
-	toDB, toColl  string // changeRename's target
 	uuid          bson.Binary
 	id            any
 	before, after bson.D
-	images        bool   // the collection records pre- and post-images (changeStreamPreAndPostImages)
-	view          bson.D // a view's {viewOn, pipeline}: its create and drop carry no collectionUUID
-	desc          bson.D // operationDescription of an expanded DDL event
-	stateBefore   bson.D // stateBeforeChange of a modify event
+	ddl           *ddlDetail // nil but for catalog changes (detail)
 	at            bson.Timestamp
 	wall          time.Time
+}
+
+// ddlDetail is what only some catalog changes carry, apart from the
+// change itself: the log holds 10 000 changes, nearly all of documents,
+// and writing one (~300 bytes with these inline) was most of logging it.
+type ddlDetail struct {
+	toDB, toColl string // changeRename's target
+	view         bson.D // a view's {viewOn, pipeline}: its create and drop carry no collectionUUID
+	desc         bson.D // operationDescription of an expanded DDL event
+	stateBefore  bson.D // stateBeforeChange of a modify event
+}
+
+// noDetail is the detail of a change without any; never written.
+var noDetail ddlDetail
+
+// detail is ch's ddlDetail, empty when it has none.
+func (ch *change) detail() *ddlDetail {
+	if ch.ddl != nil {
+		return ch.ddl
+	}
+	return &noDetail
 }
 
 // changeLog is the deployment's history of writes, shared by all members.
@@ -133,7 +151,11 @@ func (l *changeLog) recordDDL(kind changeKind, db, coll string, uuid bson.Binary
 	if l == nil {
 		return
 	}
-	l.append(change{kind: kind, db: db, coll: coll, uuid: uuid, toDB: toDB, toColl: toColl})
+	var ddl *ddlDetail
+	if toDB != "" || toColl != "" {
+		ddl = &ddlDetail{toDB: toDB, toColl: toColl}
+	}
+	l.append(change{kind: kind, db: db, coll: coll, uuid: uuid, ddl: ddl})
 }
 
 // recordExpanded appends a DDL change reported only to streams with
@@ -144,7 +166,7 @@ func (c *collection) recordExpanded(kind changeKind, desc, stateBefore bson.D) {
 	if c.changes == nil {
 		return
 	}
-	c.changes.append(change{kind: kind, db: c.db, coll: c.name, uuid: c.uuid, desc: desc, stateBefore: stateBefore})
+	c.changes.append(change{kind: kind, db: c.db, coll: c.name, uuid: c.uuid, ddl: &ddlDetail{desc: desc, stateBefore: stateBefore}})
 }
 
 // recordShardCollection reports a shardCollection to the primary shard's
@@ -748,7 +770,7 @@ func (st *streamState) transform(r *request, ev bson.D) (bson.D, bool, error) {
 // covers reports whether a change is in the stream's namespace. A rename
 // is in the namespaces of its source and its target.
 func (st *streamState) covers(ch change) bool {
-	if (ch.kind.expandedOnly() || ch.view != nil) && !st.expanded {
+	if (ch.kind.expandedOnly() || ch.detail().view != nil) && !st.expanded {
 		return false
 	}
 	internal := func(db string) bool { return db == "admin" || db == "config" || db == "local" }
@@ -773,7 +795,7 @@ func (st *streamState) covers(ch change) bool {
 		}
 		return db == st.db && coll == st.coll
 	}
-	if ch.kind == changeRename && in(ch.toDB, ch.toColl) {
+	if ch.kind == changeRename && in(ch.detail().toDB, ch.detail().toColl) {
 		return true
 	}
 	return in(ch.db, ch.coll)
@@ -800,7 +822,7 @@ func (st *streamState) event(s *storage, ch change) (bson.D, error) {
 		{Key: "clusterTime", Value: ch.at},
 		{Key: "wallTime", Value: bson.NewDateTimeFromTime(ch.wall)},
 	}
-	if st.expanded && ch.kind != changeDropDatabase && ch.view == nil {
+	if st.expanded && ch.kind != changeDropDatabase && ch.detail().view == nil {
 		ev = append(ev, bson.E{Key: "collectionUUID", Value: ch.uuid})
 	}
 	if !ch.kind.ofDocument() {
@@ -842,22 +864,22 @@ func (st *streamState) ddlEvent(ev bson.D, ch change) bson.D {
 	case changeDropDatabase:
 		return append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: ch.db}}})
 	case changeCreateIndexes, changeDropIndexes, changeModify, changeShardCollection:
-		ev = append(ev, bson.E{Key: "ns", Value: ns}, bson.E{Key: "operationDescription", Value: value.CloneDoc(ch.desc)})
-		if ch.stateBefore != nil {
-			ev = append(ev, bson.E{Key: "stateBeforeChange", Value: value.CloneDoc(ch.stateBefore)})
+		ev = append(ev, bson.E{Key: "ns", Value: ns}, bson.E{Key: "operationDescription", Value: value.CloneDoc(ch.detail().desc)})
+		if ch.detail().stateBefore != nil {
+			ev = append(ev, bson.E{Key: "stateBeforeChange", Value: value.CloneDoc(ch.detail().stateBefore)})
 		}
 		return ev
 	}
 	ev = append(ev, bson.E{Key: "ns", Value: ns})
 	switch {
 	case ch.kind == changeRename:
-		to := bson.D{{Key: "db", Value: ch.toDB}, {Key: "coll", Value: ch.toColl}}
+		to := bson.D{{Key: "db", Value: ch.detail().toDB}, {Key: "coll", Value: ch.detail().toColl}}
 		ev = append(ev, bson.E{Key: "to", Value: to})
 		if st.expanded {
 			ev = append(ev, bson.E{Key: "operationDescription", Value: bson.D{{Key: "to", Value: to}}})
 		}
-	case ch.kind == changeCreate && ch.view != nil:
-		ev = append(ev, bson.E{Key: "operationDescription", Value: value.CloneDoc(ch.view)})
+	case ch.kind == changeCreate && ch.detail().view != nil:
+		ev = append(ev, bson.E{Key: "operationDescription", Value: value.CloneDoc(ch.detail().view)})
 	case ch.kind == changeCreate:
 		ev = append(ev, bson.E{Key: "operationDescription", Value: bson.D{{Key: "idIndex", Value: value.CloneDoc(idIndex().spec)}}})
 	}

@@ -115,7 +115,7 @@ func (c *collection) recordDDL(kind changeKind) {
 		c.changes.recordDDL(kind, c.db, c.name, c.uuid, "", "")
 		return
 	}
-	c.changes.append(change{kind: kind, db: c.db, coll: c.name, view: c.view.options()})
+	c.changes.append(change{kind: kind, db: c.db, coll: c.name, ddl: &ddlDetail{view: c.view.options()}})
 }
 
 // maxViewDepth is mongod's limit on views defined on views.
