@@ -264,7 +264,7 @@ func (r *Request) encodeReply(body bson.Raw) ([]byte, error) {
 // never left waiting for a reply; Reply returns the encoding error.
 func (r *Request) Reply(doc any) error {
 	if d, ok := doc.(bson.D); ok && r.OpCode == wire.OpMsg {
-		return r.replyD(d)
+		return r.replyMsgD(d)
 	}
 	body, err := marshalReply(doc)
 	if err != nil {
@@ -283,11 +283,20 @@ func (r *Request) replyEncodeError(err error) error {
 	return err
 }
 
-// replyD answers an OP_MSG with d ("ok": 1 added if absent, as
+// ReplyD is Reply for a bson.D, which it takes without boxing it in an
+// interface: for a server that answers every request with one.
+func (r *Request) ReplyD(d bson.D) error {
+	if r.OpCode != wire.OpMsg {
+		return r.Reply(d)
+	}
+	return r.replyMsgD(d)
+}
+
+// replyMsgD answers an OP_MSG with d ("ok": 1 added if absent, as
 // marshalReply adds it), encoded straight into the message, after room for
 // its header, in a buffer reused from reply to reply: the body and the
 // message were two allocations of its size per reply, and a copy.
-func (r *Request) replyD(d bson.D) error {
+func (r *Request) replyMsgD(d bson.D) error {
 	if !hasKey(d, "ok") {
 		d = append(d[:len(d):len(d)], bson.E{Key: "ok", Value: 1.0})
 	}
@@ -319,7 +328,7 @@ func (r *Request) replyD(d bson.D) error {
 // flags and the section's kind (what wire.AppendMsgStart writes).
 const msgBodyOffset = wire.HeaderLen + 4 + 1
 
-// replyBufs holds the buffers replyD encodes replies in; the connection's
+// replyBufs holds the buffers replyMsgD encodes replies in; the connection's
 // write is done with a buffer when it returns.
 var replyBufs = sync.Pool{New: func() any { return new([]byte) }}
 

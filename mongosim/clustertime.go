@@ -173,8 +173,27 @@ func (m *Member) withWriteOpTime(reply bson.D, ts bson.Timestamp) bson.D {
 	c.mu.Lock()
 	term := c.term
 	c.mu.Unlock()
-	reply = setField(reply, "opTime", bson.D{{Key: "ts", Value: ts}, {Key: "t", Value: term}})
-	return setField(reply, "electionId", electionID(term))
+	// ts boxed as the reply's $clusterTime boxes it (ts is the cluster
+	// time the reply carries), and the term's electionId boxed once: two
+	// allocations fewer per write.
+	reply = setField(reply, "opTime", bson.D{{Key: "ts", Value: c.data.clusterClock.gossipDoc(ts).opv}, {Key: "t", Value: term}})
+	return setField(reply, "electionId", m.electionIDValue(term))
+}
+
+// termValue is a value for one term.
+type termValue struct {
+	term int64
+	v    any
+}
+
+// electionIDValue is electionID(term) as a reply value.
+func (m *Member) electionIDValue(term int64) any {
+	if b := m.electionIDBox.Load(); b != nil && b.term == term {
+		return b.v
+	}
+	b := &termValue{term: term, v: electionID(term)}
+	m.electionIDBox.Store(b)
+	return b.v
 }
 
 func removeField(d bson.D, key string) bson.D {

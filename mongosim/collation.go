@@ -168,7 +168,9 @@ func (r *request) evalLet(let bson.D) (map[string]any, error) {
 	vars := map[string]any{"NOW": bson.NewDateTimeFromTime(r.now)}
 	if r.cluster.setName != "" {
 		// A standalone mongod has no cluster time: $$CLUSTER_TIME fails.
-		vars["CLUSTER_TIME"] = r.cluster.data.clusterClock.current()
+		// Boxed once per cluster time, as replies carry it.
+		clock := r.cluster.data.clusterClock
+		vars["CLUSTER_TIME"] = clock.gossipDoc(clock.current()).opv
 	}
 	for _, e := range let {
 		if err := expr.CheckUserVarName(e.Key); err != nil {

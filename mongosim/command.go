@@ -43,7 +43,7 @@ type request struct {
 func (r *request) send(doc bson.D) error {
 	r.unlist()
 	if r.stream == nil {
-		return r.raw.Reply(doc)
+		return r.raw.ReplyD(doc)
 	}
 	ok, _ := lookupD(doc, "ok")
 	more := asBool(ok)

@@ -485,7 +485,9 @@ func (s *storage) insertOne(ctx context.Context, db, coll string, doc bson.D) (s
 }
 
 func writeReply(n int32, nModified *int32, upserted bson.A, writeErrors bson.A) bson.D {
-	out := bson.D{{Key: "n", Value: n}}
+	// Room for the fields decorate adds (opTime, electionId, the cluster
+	// time, ok, ...): the reply is not copied to grow.
+	out := append(make(bson.D, 0, 10), bson.E{Key: "n", Value: n})
 	if len(upserted) > 0 {
 		out = append(out, bson.E{Key: "upserted", Value: upserted})
 	}

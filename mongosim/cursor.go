@@ -91,11 +91,13 @@ func (t *cursorTable) replyItems(r *request, ns string, items bson.A, batchSize 
 		}
 		id = t.add(c)
 	}
-	return bson.D{{Key: "cursor", Value: bson.D{
+	// Room for the fields decorate adds (the cluster time, ok, ...): the
+	// reply is not copied to grow.
+	return append(make(bson.D, 0, 7), bson.E{Key: "cursor", Value: bson.D{
 		{Key: "firstBatch", Value: first},
 		{Key: "id", Value: id},
 		{Key: "ns", Value: ns},
-	}}}
+	}})
 }
 
 // splitBatch takes up to n documents (n == 0 → none; n < 0 → no count

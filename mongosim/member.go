@@ -22,6 +22,9 @@ type Member struct {
 	localSessions *localSessions
 	// fsync is the member's fsync lock (maintenance.go).
 	fsync fsyncGate
+	// electionIDBox is the current term's electionId as a reply value,
+	// boxed once per term (withWriteOpTime).
+	electionIDBox atomic.Pointer[termValue]
 
 	// topologyVersion counter and the channel closed when it changes; both
 	// guarded by cluster.mu.
