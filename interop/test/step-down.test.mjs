@@ -48,9 +48,10 @@ test('writes succeed through two step-downs under load', withSimLog(() => sim, a
     for (let round = 0; round < 2; round++) {
       await waitFor('500 more acknowledged writes', () => acked >= (round + 1) * 500, 20_000);
       const old = await primaryOf();
-      // The step-down period (10 s) keeps the old primary ineligible, so the
-      // second round elects the third member.
-      const r = await rec.client.db('admin').command({ replSetStepDown: 10, secondaryCatchUpPeriodSecs: 5 });
+      // The step-down period (60 s, longer than the whole test even on a
+      // loaded machine) keeps the old primary ineligible, so the second
+      // round elects the third member.
+      const r = await rec.client.db('admin').command({ replSetStepDown: 60, secondaryCatchUpPeriodSecs: 5 });
       assert.equal(r.ok, 1);
       // From here on the old primary has stepped down: every insert sent
       // after this point must succeed elsewhere.
