@@ -35,6 +35,8 @@ type request struct {
 	// stxn, on a router, is the multi-shard transaction a statement
 	// belongs to: each shard it reaches becomes a participant.
 	stxn *shardTxn
+	// keys filters cmd's keys for get (member requests).
+	keys cmdKeys
 }
 
 // send answers the request. In an exhaust stream a successful reply
@@ -120,12 +122,56 @@ func (r *request) stmtID(i int) int {
 	return i
 }
 
-// get returns the top-level field of the command.
+// get returns the top-level field of the command. A find or an update
+// asks for 20 to 30 fields, most of them absent, each a walk of the whole
+// command (0.7 µs per command in the server profile): r.keys answers most
+// absent ones at once.
 func (r *request) get(key string) (any, bool) {
+	if r.keys.absent(r.cmd, key) {
+		return nil, false
+	}
 	for _, e := range r.cmd {
 		if e.Key == key {
 			return e.Value, true
 		}
 	}
 	return nil, false
+}
+
+// cmdKeys is a filter of the top-level keys of one command document: a
+// key whose bit is not set is not in it. It holds for the slice it was
+// made from (the same first element and length); a request whose cmd is
+// another slice (explain's inner command) walks it. Nothing changes a
+// command's keys in place.
+type cmdKeys struct {
+	first *bson.E
+	n     int
+	bits  uint64
+}
+
+func newCmdKeys(cmd bson.D) cmdKeys {
+	k := cmdKeys{n: len(cmd)}
+	if len(cmd) > 0 {
+		k.first = &cmd[0]
+	}
+	for _, e := range cmd {
+		k.bits |= keyBit(e.Key)
+	}
+	return k
+}
+
+// absent reports whether key is certainly not a top-level key of cmd.
+func (k *cmdKeys) absent(cmd bson.D, key string) bool {
+	return k.n > 0 && len(cmd) == k.n && &cmd[0] == k.first && k.bits&keyBit(key) == 0
+}
+
+// keyBit is key's bit in a cmdKeys filter.
+func keyBit(key string) uint64 {
+	h := uint(len(key))
+	if len(key) > 0 {
+		h = h*31 + uint(key[0])
+		h = h*31 + uint(key[len(key)-1])
+		h = h*31 + uint(key[len(key)/2])
+	}
+	return 1 << (h % 64)
 }

@@ -117,7 +117,7 @@ func (m *Member) decode(br *blackpipe.Request) (r *request, cmd *command, cancel
 		return refuse(errNoDB())
 	}
 	c := m.cluster
-	r = &request{ctx: br.Context(), cluster: c, member: m, raw: br, db: br.DB, name: cmd.name, cmd: doc, now: c.now()}
+	r = &request{ctx: br.Context(), cluster: c, member: m, raw: br, db: br.DB, name: cmd.name, cmd: doc, now: c.now(), keys: newCmdKeys(doc)}
 	limit, badLimit := maxTimeArg(r)
 	if badLimit != nil {
 		return refuse(badLimit)
