@@ -110,6 +110,36 @@ func (r *reader) cstring(field string, limit int) (string, error) {
 	return s, nil
 }
 
+// identifier reads a kind-1 section's identifier: the ones drivers send
+// are shared strings, not an allocation per write command.
+func (r *reader) identifier(limit int) (string, error) {
+	if i := bytes.IndexByte(r.b[r.pos:limit], 0); i >= 0 {
+		if id, ok := knownIdentifier(r.b[r.pos : r.pos+i]); ok {
+			r.pos += i + 1
+			return id, nil
+		}
+	}
+	return r.cstring("kind-1 section identifier", limit)
+}
+
+// knownIdentifier returns the document sequence identifier of insert,
+// update, delete or bulkWrite that b spells.
+func knownIdentifier(b []byte) (string, bool) {
+	switch string(b) {
+	case "documents":
+		return "documents", true
+	case "updates":
+		return "updates", true
+	case "deletes":
+		return "deletes", true
+	case "ops":
+		return "ops", true
+	case "nsInfo":
+		return "nsInfo", true
+	}
+	return "", false
+}
+
 // document reads one BSON document that must end at or before limit and
 // validates it. The result aliases the input, with its capacity clipped so
 // that appending to it cannot overwrite what follows.
@@ -187,7 +217,7 @@ func decodeMsg(hdr, body []byte, m *Msg) (*Msg, error) {
 				return nil, r.fail(sizeAt, "kind-1 section size "+strconv.Itoa(int(size))+" is invalid or runs past end of message")
 			}
 			secEnd := sizeAt + int(size)
-			id, err := r.cstring("kind-1 section identifier", secEnd)
+			id, err := r.identifier(secEnd)
 			if err != nil {
 				return nil, err
 			}

@@ -33,6 +33,10 @@ func sampleMsgs(t testing.TB) map[string]*Msg {
 		"one sequence":   {Body: body, Sequences: []DocumentSequence{{Identifier: "documents", Documents: []bson.Raw{d1, d2}}}},
 		"two sequences":  {Flags: ChecksumPresent | MoreToCome, Body: body, Sequences: []DocumentSequence{{Identifier: "documents", Documents: []bson.Raw{d1}}, {Identifier: "updates", Documents: []bson.Raw{d2, d1, d2}}}},
 		"empty sequence": {Body: body, Sequences: []DocumentSequence{{Identifier: "documents"}}},
+		// The identifiers drivers send are decoded as shared strings, others
+		// (and near misses) as copies.
+		"identifiers": {Body: body, Sequences: []DocumentSequence{{Identifier: "deletes", Documents: []bson.Raw{d1}}, {Identifier: "ops"},
+			{Identifier: "nsInfo"}, {Identifier: "documentsX", Documents: []bson.Raw{d2}}, {Identifier: "update"}, {Identifier: ""}}},
 	}
 }
 
