@@ -157,9 +157,23 @@ func (g *opRegistry) snapshot() []*activeOp {
 }
 
 // killed reports whether killOp interrupted r.
-func (r *request) killed() bool {
-	c, _ := r.ctx.Value(opContextKey{}).(*opContext)
+func (r *request) killed() bool { return killedCtx(r.ctx) }
+
+// killedCtx reports whether killOp interrupted the operation whose
+// context is ctx.
+func killedCtx(ctx context.Context) bool {
+	c, _ := ctx.Value(opContextKey{}).(*opContext)
 	return c != nil && c.killed()
+}
+
+// errWaitEnded is the answer of an operation whose wait ctx ended: as
+// mongod, 11601 Interrupted when killOp ended it, else expired (its
+// maxTimeMS; a closed connection reads no answer).
+func errWaitEnded(ctx context.Context, expired error) error {
+	if killedCtx(ctx) {
+		return errInterrupted()
+	}
+	return expired
 }
 
 // errInterrupted is mongod's answer for an operation killOp ended.

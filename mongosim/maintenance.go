@@ -62,7 +62,8 @@ func (g *fsyncGate) unlock() (int64, bool) {
 }
 
 // wait returns once the member is not fsync-locked, or with ctx's end
-// (maxTimeMS, the connection closing) as MaxTimeMSExpired.
+// (maxTimeMS, the connection closing) as MaxTimeMSExpired, killOp as
+// Interrupted.
 func (g *fsyncGate) wait(ctx context.Context) error {
 	g.mu.Lock()
 	open := g.open
@@ -75,7 +76,7 @@ func (g *fsyncGate) wait(ctx context.Context) error {
 	case <-open:
 		return nil
 	case <-ctx.Done():
-		return errMaxTime()
+		return errWaitEnded(ctx, errMaxTime())
 	}
 }
 

@@ -57,6 +57,16 @@ func TestFsyncLockBlocksWrites(t *testing.T) {
 	if _, err := dbCmd(t, db, insert); sdCode(err) != 50 {
 		t.Fatalf("insert while still locked once: %v, want 50", err)
 	}
+	// killOp ends a write waiting for the lock: 11601 Interrupted, as mongod.
+	killed := make(chan error, 1)
+	go func() {
+		_, err := dbCmd(t, db, insert[:2])
+		killed <- err
+	}()
+	mustRun(t, ctx, admin, bson.D{{Key: "killOp", Value: 1}, {Key: "op", Value: opInProgress(t, ctx, admin, "documents")}})
+	if err := <-killed; sdCode(err) != 11601 {
+		t.Fatalf("insert killed while locked: %v, want 11601 Interrupted", err)
+	}
 	// A write waiting without a time limit proceeds at the last unlock.
 	done := make(chan error, 1)
 	go func() {

@@ -98,7 +98,7 @@ func (t *txnTable) acquire(ctx context.Context, lsid []byte) (*sessionTxn, error
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, cmderr.New(cmderr.MaxTimeMSExpired, "operation exceeded time limit waiting for session %s", hex.EncodeToString(lsid))
+		return nil, errWaitEnded(ctx, cmderr.New(cmderr.MaxTimeMSExpired, "operation exceeded time limit waiting for session %s", hex.EncodeToString(lsid)))
 	}
 	return s, nil
 }

@@ -411,7 +411,10 @@ func readValue(v bsoncore.Value) (any, bool) {
 	case bsoncore.TypeDouble:
 		return v.DoubleOK()
 	case bsoncore.TypeString:
-		return v.StringValueOK()
+		// bsoncore does not check the string's terminating NUL; bson
+		// refuses a string without it, and so does this decoder.
+		s, ok := v.StringValueOK()
+		return s, ok && v.Data[len(v.Data)-1] == 0
 	case bsoncore.TypeEmbeddedDocument:
 		return readD(v.Data, 0)
 	case bsoncore.TypeArray:

@@ -93,9 +93,14 @@ func TestUnmarshalMatchesBSONUnmarshal(t *testing.T) {
 			t.Errorf("case %d:\n got %#v, %v\nwant %#v, %v", i, got, gotErr, want, wantErr)
 		}
 	}
-	for _, bad := range [][]byte{nil, {5, 0, 0, 0}, {6, 0, 0, 0, 0x10, 0}, {11, 0, 0, 0, 0x10, 'a', 0, 1, 0, 0, 0}} {
+	noNUL := []byte{14, 0, 0, 0, 0x02, 'a', 0, 2, 0, 0, 0, 'x', 'y', 0} // a string without its NUL
+	for _, bad := range [][]byte{nil, {5, 0, 0, 0}, {6, 0, 0, 0, 0x10, 0}, {11, 0, 0, 0, 0x10, 'a', 0, 1, 0, 0, 0}, noNUL} {
 		if _, err := Unmarshal(bad); err == nil {
 			t.Errorf("%x decoded without error", bad)
+		}
+		var d bson.D
+		if err := bson.Unmarshal(bad, &d); err == nil {
+			t.Errorf("%x: bson.Unmarshal decoded it, so the case proves nothing", bad)
 		}
 	}
 }
