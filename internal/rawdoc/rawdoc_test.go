@@ -54,6 +54,8 @@ var seedDocs = []bson.D{
 	{{Key: "writeErrors", Value: bson.A{bson.D{{Key: "index", Value: int32(0)}}}}, {Key: "ok", Value: int32(1)}},
 	{{Key: "ok", Value: 1.0}, {Key: "writeConcernError", Value: bson.D{{Key: "code", Value: int32(64)}}}, {Key: "ok", Value: 0.0}},
 	{{Key: "x", Value: "no ok"}},
+	{{Key: "re", Value: bson.Regex{Pattern: "a", Options: "i"}}, {Key: "n", Value: int64(2)}, {Key: "ok", Value: 1.0}},
+	{{Key: "b", Value: bson.Binary{Data: []byte{1}}}, {Key: "cws", Value: bson.CodeWithScope{Code: "f", Scope: bson.D{}}}, {Key: "ok", Value: 1.0}},
 	{},
 }
 
