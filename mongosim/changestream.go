@@ -128,21 +128,6 @@ func newChangeLog(now func() time.Time, clock *logicalClock) *changeLog {
 	return &changeLog{now: now, clock: clock}
 }
 
-// record appends a write. It is called with the collection's write lock
-// held, so the log order is each collection's commit order. A nil log (a
-// scratch collection, such as $out's staging copy) records nothing.
-func (l *changeLog) record(kind changeKind, c *collection, before, after bson.D) {
-	if l == nil {
-		return
-	}
-	doc := after
-	if doc == nil {
-		doc = before
-	}
-	id, _ := value.Get(doc, "_id")
-	l.append(change{kind: kind, db: c.db, coll: c.name, uuid: c.uuid, id: id, before: before, after: after, images: c.prePostImages})
-}
-
 // recordDDL appends a catalog change: drop, rename (to toDB.toColl),
 // dropDatabase (coll "") or create. The caller holds the collection's write
 // lock, if there is one, so no write of the collection is logged after its
@@ -242,7 +227,7 @@ func (c *collection) logChange(kind changeKind, before, after bson.D) {
 		c.pending = append(c.pending, pendingChange{kind: kind, before: before, after: after})
 		return
 	}
-	c.changes.record(kind, c, before, after)
+	c.changes.recordBatch(c, []pendingChange{{kind: kind, before: before, after: after}})
 }
 
 // beginChangeBatch holds back the change log entries of c's writes until
@@ -267,7 +252,10 @@ func (c *collection) flushChanges() {
 // recordBatch logs writes of c's documents, in order, under one hold of
 // the log's lock: one wall clock reading for all of them (as mongod logs a
 // batch of inserts with one wall time) and consecutive cluster times, each
-// later than the one before, as one tick each would give.
+// later than the one before, as one tick each would give. It is called
+// with c's write lock held, so the log order is each collection's commit
+// order. A nil log (a scratch collection, such as $out's staging copy)
+// records nothing.
 func (l *changeLog) recordBatch(c *collection, writes []pendingChange) {
 	if l == nil || len(writes) == 0 {
 		return

@@ -233,7 +233,7 @@ func TestChangeLogHistoryLost(t *testing.T) {
 	l := newChangeLog(time.Now, newLogicalClock(time.Now))
 	c := newCollection("db", "c")
 	for i := 0; i < changeLogCap+10; i++ {
-		l.record(changeInsert, c, nil, bson.D{{Key: "_id", Value: i}})
+		l.recordBatch(c, []pendingChange{{kind: changeInsert, after: bson.D{{Key: "_id", Value: i}}}})
 	}
 	if _, ok := l.after(1, 1); ok {
 		t.Fatal("resuming from a position older than the retained history should fail")
@@ -305,11 +305,7 @@ func TestChangeLogRingKeepsWindow(t *testing.T) {
 			kept++
 			writes = append(writes, pendingChange{kind: changeInsert, after: bson.D{{Key: "_id", Value: n}}})
 		}
-		if batch == 1 {
-			l.record(changeInsert, c, nil, writes[0].after)
-		} else {
-			l.recordBatch(c, writes)
-		}
+		l.recordBatch(c, writes)
 	}
 	for step := 0; n < 37000; step++ {
 		record(1 + step%97)

@@ -20,7 +20,7 @@ import (
 // lock.
 type idTable struct {
 	slots []idSlot // len is 0 or a power of two; rec nil marks a free slot
-	n     int
+	n     int      // records stored
 	// shift makes a hash's top bits its home slot (hash >> shift), so
 	// that the slots are in hash order but for probing: growth then
 	// writes the new table almost in order instead of at random (each
@@ -40,9 +40,6 @@ var idSeed = maphash.MakeSeed()
 func idHash(k string) uint64 { return maphash.String(idSeed, k) }
 
 func newIDTable() *idTable { return &idTable{} }
-
-// len is the number of records.
-func (t *idTable) len() int { return t.n }
 
 // get returns the record of idKey k, or nil.
 func (t *idTable) get(k string) *record { return t.getHashed(idHash(k), k) }

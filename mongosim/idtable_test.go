@@ -20,8 +20,8 @@ func TestIDTableMatchesMap(t *testing.T) {
 	tab, ref := newIDTable(), map[string]*record{}
 	check := func(step int) {
 		t.Helper()
-		if tab.len() != len(ref) {
-			t.Fatalf("step %d: len %d, want %d", step, tab.len(), len(ref))
+		if tab.n != len(ref) {
+			t.Fatalf("step %d: len %d, want %d", step, tab.n, len(ref))
 		}
 		for _, k := range keys {
 			if got, want := tab.get(k), ref[k]; got != want {
@@ -48,8 +48,8 @@ func TestIDTableMatchesMap(t *testing.T) {
 	for _, k := range keys {
 		tab.del(k)
 	}
-	if tab.len() != 0 || tab.get(keys[0]) != nil {
-		t.Fatalf("after deleting every key: len %d", tab.len())
+	if tab.n != 0 || tab.get(keys[0]) != nil {
+		t.Fatalf("after deleting every key: len %d", tab.n)
 	}
 	var none *idTable
 	if none.get("x") != nil {
@@ -74,7 +74,7 @@ func TestIDTableGrowsKeepingRecords(t *testing.T) {
 			t.Fatalf("found a record for a key never stored")
 		}
 	}
-	if tab.len() != len(recs) {
-		t.Fatalf("len %d", tab.len())
+	if tab.n != len(recs) {
+		t.Fatalf("len %d", tab.n)
 	}
 }

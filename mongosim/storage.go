@@ -1059,20 +1059,14 @@ func checkStorageDepth(doc bson.D) error {
 func tooDeep(v any, level int) bool {
 	switch x := v.(type) {
 	case bson.D:
-		if len(x) > 0 && level > maxStorageDepth {
-			return true
-		}
 		for _, e := range x {
-			if tooDeep(e.Value, level+1) {
+			if level > maxStorageDepth || tooDeep(e.Value, level+1) {
 				return true
 			}
 		}
 	case bson.A:
-		if len(x) > 0 && level > maxStorageDepth {
-			return true
-		}
 		for _, e := range x {
-			if tooDeep(e, level+1) {
+			if level > maxStorageDepth || tooDeep(e, level+1) {
 				return true
 			}
 		}
