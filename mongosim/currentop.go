@@ -107,10 +107,13 @@ func currentOps(r *request, idle bool) []bson.D {
 	busy := map[*blackpipe.Conn]bool{}
 	for _, op := range r.cluster.adm.ops.snapshot() {
 		busy[op.r.raw.Conn] = true
-		if op.r.stream != nil || isHelloName(op.r.name) && op.r != r {
-			// Awaitable hellos are monitoring, not user operations;
-			// mongod lists them, but they churn every few seconds and
-			// only clutter db.currentOp().
+		if isHelloName(op.r.name) && op.r != r {
+			// Awaitable hellos (exhaust streams among them) are
+			// monitoring, not user operations; mongod lists them, but
+			// they churn every few seconds and only clutter
+			// db.currentOp(). Only the name is read: it never changes,
+			// while a hello's own goroutine sets its stream and context
+			// as it starts waiting (awaitLater).
 			continue
 		}
 		out = append(out, opDoc(op, now))
