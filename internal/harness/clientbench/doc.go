@@ -20,8 +20,9 @@
 // process's rusage), for insert of 1 000-document batches and a find of
 // 10 000; CLIENTBENCH_SERVE_CPUPROFILE=<file> makes the child write a CPU
 // profile of the server, CLIENTBENCH_SERVE_MUTEXPROFILE and
-// CLIENTBENCH_SERVE_BLOCKPROFILE its lock contention and blocking (any
-// benchmark against mongosim).
+// CLIENTBENCH_SERVE_BLOCKPROFILE its lock contention and blocking, and
+// CLIENTBENCH_SERVE_ALLOCPROFILE its heap allocations (any benchmark
+// against mongosim).
 //
 // report.go (go run ./internal/harness/clientbench/report.go) runs them and prints a
 // markdown table of sturdy/official ratios.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -84,13 +85,19 @@ func serveChild() bool {
 		runtime.SetBlockProfileRate(int(time.Microsecond))
 		defer writeProfile("block", path)
 	}
+	if path := os.Getenv(serveAllocProfileEnv); path != "" {
+		defer writeProfile("allocs", path)
+	}
 	fmt.Println(uri)
 	// Each line on stdin asks for the process's user and system CPU
-	// time so far, which BenchmarkSimServer reads as the server's cost.
+	// time and heap allocations so far, which BenchmarkSimServer reads as
+	// the server's cost.
 	in := bufio.NewScanner(os.Stdin)
+	allocs := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
 	for in.Scan() {
 		user, sys := cpuTimes()
-		fmt.Println(user.Nanoseconds(), sys.Nanoseconds())
+		metrics.Read(allocs)
+		fmt.Println(user.Nanoseconds(), sys.Nanoseconds(), allocs[0].Value.Uint64())
 	}
 	_ = close()
 	return true
@@ -109,6 +116,11 @@ const (
 	serveMutexProfileEnv = "CLIENTBENCH_SERVE_MUTEXPROFILE"
 	serveBlockProfileEnv = "CLIENTBENCH_SERVE_BLOCKPROFILE"
 )
+
+// serveAllocProfileEnv names a file the server child writes its heap
+// allocation profile to when it exits (sampled at the runtime's default
+// rate): where the server's per-command allocations come from.
+const serveAllocProfileEnv = "CLIENTBENCH_SERVE_ALLOCPROFILE"
 
 func writeProfile(name, path string) {
 	f, err := os.Create(path)
@@ -145,8 +157,11 @@ type child struct {
 
 // cpuUse is a process's CPU time so far: user (its own code, the Go
 // runtime included) and system (the kernel working for it: socket reads
-// and writes, scheduling).
-type cpuUse struct{ user, sys time.Duration }
+// and writes, scheduling), and the number of heap objects it allocated.
+type cpuUse struct {
+	user, sys time.Duration
+	allocs    uint64
+}
 
 func (u cpuUse) total() time.Duration { return u.user + u.sys }
 
@@ -162,10 +177,11 @@ func (c *child) cpu() (cpuUse, error) {
 		return cpuUse{}, err
 	}
 	var user, sys int64
-	if _, err := fmt.Sscan(line, &user, &sys); err != nil {
+	var allocs uint64
+	if _, err := fmt.Sscan(line, &user, &sys, &allocs); err != nil {
 		return cpuUse{}, fmt.Errorf("clientbench: server CPU %q: %w", line, err)
 	}
-	return cpuUse{time.Duration(user), time.Duration(sys)}, nil
+	return cpuUse{time.Duration(user), time.Duration(sys), allocs}, nil
 }
 
 // serverCPU is the CPU time so far of the server process of the given kind.

@@ -21,7 +21,9 @@ import (
 // per command. server-user-ns/doc is the part of it spent in user mode
 // (mongosim's code and the Go runtime), without the kernel's socket and
 // scheduling work, which dominates the small commands and varies most
-// with the machine's load. To profile the server, set
+// with the machine's load. server-allocs/doc counts the heap objects the
+// server process allocated (runtime/metrics), whose GC is a large part of
+// a small command's user time. To profile the server, set
 // CLIENTBENCH_SERVE_CPUPROFILE to a file name: the child writes its CPU
 // profile there when the benchmark binary exits.
 //
@@ -150,6 +152,7 @@ func serverBench(b *testing.B, docs int, reset, op func() error) {
 	n := float64(b.N * docs)
 	b.ReportMetric(float64((cpu1.total()-cpu0.total()).Nanoseconds())/n, "server-cpu-ns/doc")
 	b.ReportMetric(float64((cpu1.user-cpu0.user).Nanoseconds())/n, "server-user-ns/doc")
+	b.ReportMetric(float64(cpu1.allocs-cpu0.allocs)/n, "server-allocs/doc")
 	b.ReportMetric(n/elapsed.Seconds(), "docs/s")
 	if reset != nil {
 		if err := reset(); err != nil {
