@@ -715,7 +715,10 @@ func (s *storage) execUpdate(ctx context.Context, db, coll string, st *updateStm
 				return err
 			}
 			if modified {
-				if err := c.replace(rec, value.CloneDoc(out), cu.upd.IsReplacement()); err != nil {
+				// out is stored as it is: it shares only unchanged values
+				// with rec.doc, and stored documents are never changed in
+				// place (update.Update.Apply).
+				if err := c.replace(rec, out, cu.upd.IsReplacement()); err != nil {
 					return err
 				}
 				res.NModified++
@@ -1068,7 +1071,8 @@ func (p *famPlan) apply(c *collection, now time.Time) (bson.D, error) {
 		return nil, err
 	}
 	if modified {
-		if err := c.replace(target, value.CloneDoc(out), p.cu.upd.IsReplacement()); err != nil {
+		// Stored as it is, as in execUpdate.
+		if err := c.replace(target, out, p.cu.upd.IsReplacement()); err != nil {
 			return nil, err
 		}
 	}

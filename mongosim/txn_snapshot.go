@@ -2,6 +2,7 @@ package mongosim
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -494,6 +495,20 @@ func (t *transaction) tryClaim(base *collection, idKey string) (*transaction, er
 type docLockedError struct{ owner *transaction }
 
 func (e *docLockedError) Error() string { return "mongosim: document held by an open transaction" }
+
+// docLocked returns the docLockedError in err's chain, nil if none. The
+// target errors.As needs is on the heap: declared here, it is allocated
+// only for an error, not for every write.
+func docLocked(err error) *docLockedError {
+	if err == nil {
+		return nil
+	}
+	var locked *docLockedError
+	if errors.As(err, &locked) {
+		return locked
+	}
+	return nil
+}
 
 // beforeWrite runs before document idKey of c changes.
 func (c *collection) beforeWrite(idKey string, whole bool) error {
