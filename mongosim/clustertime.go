@@ -32,6 +32,7 @@ type logicalClock struct {
 type clusterTimeDoc struct {
 	at       bson.Timestamp
 	doc, opv any
+	fields   [2]bson.E // doc's fields, allocated with it
 }
 
 // gossipDoc returns the $clusterTime document of at and at as a reply
@@ -42,7 +43,9 @@ func (k *logicalClock) gossipDoc(at bson.Timestamp) *clusterTimeDoc {
 		return g
 	}
 	v := any(at)
-	g := &clusterTimeDoc{at: at, opv: v, doc: bson.D{{Key: "clusterTime", Value: v}, {Key: "signature", Value: zeroSignature}}}
+	g := &clusterTimeDoc{at: at, opv: v}
+	g.fields = [2]bson.E{{Key: "clusterTime", Value: v}, {Key: "signature", Value: zeroSignature}}
+	g.doc = bson.D(g.fields[:])
 	k.gossip.Store(g)
 	return g
 }

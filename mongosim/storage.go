@@ -558,7 +558,11 @@ func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*rec
 		return out, evalErr
 	}
 	if id, ok := idEquality(filterDoc); ok && c.idLookupFits(f, id) {
-		for _, r := range c.candidates(filterDoc, f) {
+		// The matches are kept in the candidates' own slice: visit appends
+		// the i-th candidate at or before index i, which was already read.
+		recs := c.candidates(filterDoc, f)
+		out = recs[:0]
+		for _, r := range recs {
 			if !visit(r) {
 				break
 			}
