@@ -546,6 +546,17 @@ func (cu *compiledUpdate) updateEnv(now time.Time) update.Env {
 	return update.Env{Now: now, ArrayFilters: cu.arrayFilters, Vars: cu.updVars, Collator: cu.env.collator()}
 }
 
+// position is the array position the filter matched in doc, for the
+// update's positional $; -1 when the update has none (matching again to
+// find it costs an allocation).
+func (cu *compiledUpdate) position(doc bson.D) int {
+	if !cu.upd.UsesPosition() {
+		return -1
+	}
+	_, pos := cu.filter.MatchPosition(doc)
+	return pos
+}
+
 // compile returns the statement compiled; a value, which execUpdate keeps
 // on its stack.
 func (st *updateStmt) compile(env opEnv) (compiledUpdate, error) {
@@ -723,7 +734,7 @@ func (s *storage) execUpdate(ctx context.Context, db, coll string, st *updateStm
 		}
 		uenv := cu.updateEnv(now)
 		for _, rec := range matched {
-			_, uenv.Position = cu.filter.MatchPosition(rec.doc)
+			uenv.Position = cu.position(rec.doc)
 			out, modified, err := cu.upd.Apply(rec.doc, uenv)
 			if err != nil {
 				return err
@@ -1078,10 +1089,9 @@ func (p *famPlan) apply(c *collection, now time.Time) (bson.D, error) {
 	if target == nil {
 		return p.upsertReply(c, now)
 	}
-	_, pos := p.f.MatchPosition(target.doc)
 	before := target.doc
 	uenv := p.cu.updateEnv(now)
-	uenv.Position = pos
+	uenv.Position = p.cu.position(target.doc)
 	out, modified, err := p.cu.upd.Apply(target.doc, uenv)
 	if err != nil {
 		return nil, err

@@ -20,7 +20,6 @@ type applier struct {
 	orig    bson.D // the document before the update: $rename reads its sources here
 	filters map[string]*query.Filter
 	renamed [][]string // $rename sources to remove once the tree is applied
-	pathBuf [8]string  // the root slot's path array (see slot.child)
 }
 
 // idDesc renders the document's _id for error messages: "_id: 1".
@@ -30,7 +29,10 @@ func (a *applier) idDesc() string { return idDesc(a.orig) }
 type slot struct {
 	val    any
 	exists bool
-	path   []string // concrete path of the slot, for error messages
+	// parent and name are the slot's concrete path, for error messages:
+	// the enclosing slot's path and the slot's own name ("" at the root).
+	parent []string
+	name   string
 	// block is set when the slot is missing and cannot be created because a
 	// non-container value is in the way.
 	block *blocker
@@ -47,21 +49,31 @@ const maxPadding = 1500000
 
 const codeCannotBackfillArray = 34
 
-func (s slot) dotted() string { return strings.Join(s.path, ".") }
+// dotted is the slot's path as written in messages: "a.0.b".
+func (s slot) dotted() string { return s.pathTo("") }
 
-func (s slot) name() string {
-	if len(s.path) == 0 {
-		return ""
+// pathTo is the dotted path of s's child key; "" is s's own.
+func (s slot) pathTo(key string) string {
+	parts := append(slices.Clip(s.parent), s.name, key)
+	if key == "" {
+		parts = parts[:len(parts)-1]
 	}
-	return s.path[len(s.path)-1]
+	if s.name == "" {
+		parts = parts[1:]
+	}
+	return strings.Join(parts, ".")
 }
 
-// child is the slot of s's child key. Its path is appended in place to
-// s's (the applier's pathBuf, while deep enough), so siblings share one
-// array: the tree is applied depth first, and a slot's path is only read
-// while its node is being applied.
+// child is the slot of s's child key. The parent path is appended in
+// place, so the children of one slot share an array (and a slot of the
+// top level needs none): the tree is applied depth first, and a slot's
+// path is only read while its node is being applied.
 func (s slot) child(key string) slot {
-	return slot{path: append(s.path, key), block: s.block, arrayField: s.arrayField}
+	parent := s.parent
+	if s.name != "" {
+		parent = append(parent, s.name)
+	}
+	return slot{parent: parent, name: key, block: s.block, arrayField: s.arrayField}
 }
 
 // creatable reports the PathNotViable error of a slot that cannot be created.
@@ -99,7 +111,7 @@ func (a *applier) resolveChildren(n *node, s slot) ([]child, error) {
 	key := strconv.Itoa(a.env.Position)
 	for i := range out {
 		if out[i].key == key {
-			merged, err := mergeNodes(&out[i].node, positional, joinPath(s.path, key))
+			merged, err := mergeNodes(&out[i].node, positional, s.pathTo(key))
 			if err != nil {
 				return nil, err
 			}
@@ -110,10 +122,6 @@ func (a *applier) resolveChildren(n *node, s slot) ([]child, error) {
 	out = append(out, child{key, *positional})
 	slices.SortFunc(out, func(x, y child) int { return fieldOrder(x.key, y.key) })
 	return out, nil
-}
-
-func joinPath(path []string, key string) string {
-	return strings.Join(append(slices.Clip(path), key), ".")
 }
 
 // mergeNodes combines two subtrees that apply to the same element (a
@@ -163,7 +171,7 @@ func (a *applier) applyObjectNode(n *node, s slot) (any, bool, error) {
 	for i := range children {
 		c := &children[i]
 		cs := s.child(c.key)
-		cs.block = &blocker{field: c.key, elem: formatElem(s.name(), s.val)}
+		cs.block = &blocker{field: c.key, elem: formatElem(s.name, s.val)}
 		if _, _, err := a.applyNode(&c.node, cs); err != nil {
 			return nil, false, err
 		}
@@ -237,11 +245,11 @@ func (a *applier) applyToArray(children []child, s slot, cur bson.A) (any, bool,
 	for j := range children {
 		c := &children[j]
 		cs := s.child(c.key)
-		cs.arrayField = s.name()
+		cs.arrayField = s.name
 		i, isIndex := arrayIndex(c.key)
 		switch {
 		case !isIndex:
-			cs.block = &blocker{field: c.key, elem: formatElem(s.name(), cur)}
+			cs.block = &blocker{field: c.key, elem: formatElem(s.name, cur)}
 		case i < len(cur):
 			cs.block, cs.val, cs.exists = nil, cur[i], true
 		default:
@@ -278,7 +286,7 @@ func (a *applier) applyArrayNode(n *node, s slot) (any, bool, error) {
 	arr, ok := s.val.(bson.A)
 	if !ok {
 		return nil, false, cmderr.New(cmderr.BadValue,
-			"Cannot apply array updates to non-array element %s", formatElem(s.name(), s.val))
+			"Cannot apply array updates to non-array element %s", formatElem(s.name, s.val))
 	}
 	arr = copyArray(arr)
 	for i, elem := range arr {
@@ -296,7 +304,7 @@ func (a *applier) applyArrayNode(n *node, s slot) (any, bool, error) {
 				target = &c.node
 				continue
 			}
-			merged, err := mergeNodes(target, &c.node, joinPath(s.path, strconv.Itoa(i)))
+			merged, err := mergeNodes(target, &c.node, s.pathTo(strconv.Itoa(i)))
 			if err != nil {
 				return nil, false, err
 			}
@@ -306,7 +314,7 @@ func (a *applier) applyArrayNode(n *node, s slot) (any, bool, error) {
 			continue
 		}
 		cs := s.child(strconv.Itoa(i))
-		cs.block, cs.val, cs.exists, cs.arrayField = nil, elem, true, s.name()
+		cs.block, cs.val, cs.exists, cs.arrayField = nil, elem, true, s.name
 		v, ok, err := a.applyNode(target, cs)
 		if err != nil {
 			return nil, false, err

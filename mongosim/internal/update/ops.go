@@ -81,7 +81,7 @@ func (a *applier) applyArithmetic(l *leaf, s slot) (any, bool, error) {
 	if !value.IsNumber(s.val) {
 		return nil, false, cmderr.New(cmderr.TypeMismatch,
 			"Cannot apply %s to a value of non-numeric type. {%s} has the field '%s' of non-numeric type %s",
-			l.op, a.idDesc(), s.name(), typeName(s.val))
+			l.op, a.idDesc(), s.name, typeName(s.val))
 	}
 	var v any
 	var err error
@@ -107,7 +107,7 @@ func (a *applier) applyPush(l *leaf, s slot) (any, bool, error) {
 	arr, ok := s.val.(bson.A)
 	if !ok {
 		return nil, false, cmderr.New(cmderr.BadValue,
-			"The field '%s' must be an array but is of type %s in document {%s}", s.name(), typeName(s.val), a.idDesc())
+			"The field '%s' must be an array but is of type %s in document {%s}", s.name, typeName(s.val), a.idDesc())
 	}
 	return l.push.apply(arr, a.env.Collator), true, nil
 }
@@ -120,7 +120,7 @@ func (a *applier) applyAddToSet(l *leaf, s slot) (any, bool, error) {
 		var ok bool
 		if arr, ok = s.val.(bson.A); !ok {
 			return nil, false, cmderr.New(cmderr.BadValue,
-				"Cannot apply $addToSet to non-array field. Field named '%s' has non-array type %s", s.name(), typeName(s.val))
+				"Cannot apply $addToSet to non-array field. Field named '%s' has non-array type %s", s.name, typeName(s.val))
 		}
 	} else if err := s.creatable(); err != nil {
 		return nil, false, err
@@ -197,7 +197,7 @@ func (a *applier) applyBitwise(l *leaf, s slot) (any, bool, error) {
 		default:
 			return nil, false, cmderr.New(cmderr.BadValue,
 				"Cannot apply $bit to a value of non-integral type.{%s} has the field %s of non-integer type %s",
-				a.idDesc(), s.name(), typeName(s.val))
+				a.idDesc(), s.name, typeName(s.val))
 		}
 	}
 	for _, b := range l.bits {

@@ -232,7 +232,7 @@ func (u *Update) apply(doc bson.D, env Env, immutableID bool) (bson.D, error) {
 		return nil, err
 	}
 	a := &applier{env: env, now: env.Now, orig: doc, filters: filters}
-	root := slot{exists: true, path: a.pathBuf[:0]} // applyToDoc takes doc itself
+	root := slot{exists: true} // applyToDoc takes doc itself
 	children, err := a.resolveChildren(&u.root, root)
 	if err != nil {
 		return nil, err
