@@ -54,12 +54,12 @@ func (s slot) dotted() string { return s.pathTo("") }
 
 // pathTo is the dotted path of s's child key; "" is s's own.
 func (s slot) pathTo(key string) string {
-	parts := append(slices.Clip(s.parent), s.name, key)
-	if key == "" {
-		parts = parts[:len(parts)-1]
+	parts := slices.Clip(s.parent)
+	if s.name != "" {
+		parts = append(parts, s.name)
 	}
-	if s.name == "" {
-		parts = parts[1:]
+	if key != "" {
+		parts = append(parts, key)
 	}
 	return strings.Join(parts, ".")
 }

@@ -180,9 +180,9 @@ func (u *Update) CheckArrayFilters(filters []bson.D) error {
 
 // Apply returns the updated copy of doc and whether it differs from doc.
 // doc is never modified. The copy shares with doc the values the update
-// leaves alone, and nothing with the update (what it stores is copied): a
-// caller that never changes documents in place, as mongosim's storage,
-// keeps it as it is.
+// leaves alone, and no document or array with the update (what it stores
+// is copied): a caller that never changes documents in place, as
+// mongosim's storage, keeps it as it is.
 func (u *Update) Apply(doc bson.D, env Env) (bson.D, bool, error) {
 	out, err := u.apply(doc, env, hasID(doc))
 	if err != nil {
