@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/blackpipe"
+	"github.com/sturdy-go/sturdy/mongosim/internal/js"
 )
 
 // request is one command as the handlers see it.
@@ -37,6 +38,12 @@ type request struct {
 	stxn *shardTxn
 	// keys filters cmd's keys for get (member requests).
 	keys cmdKeys
+	// What the request holds for its handler, not allocations of their
+	// own: its system variables once built (systemVars), its scripts'
+	// env (scripts) and the text index its filters use (textIndexFor).
+	sysVars   map[string]any
+	scriptEnv js.Env
+	textOn    textTarget
 }
 
 // send answers the request. In an exhaust stream a successful reply

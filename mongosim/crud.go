@@ -138,7 +138,7 @@ func optionalProjection(spec bson.D, env opEnv) (*query.Projection, error) {
 	if len(spec) == 0 {
 		return nil, nil
 	}
-	return query.CompileProjectionWith(spec, query.Options{Collator: env.collator(), Vars: env.vars})
+	return query.CompileProjectionWith(spec, query.Options{Collator: env.collator(), Vars: env.variables()})
 }
 
 // commandArgs reads what most collection commands start with: the
