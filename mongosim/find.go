@@ -161,9 +161,8 @@ func cmdFind(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	ns := r.db + "." + q.coll
 	if q.asStored(r, plan) {
-		items, err := q.storedResults(r)
+		items, ns, err := q.storedResults(r)
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +172,7 @@ func cmdFind(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.cluster.data.cursors.reply(r, ns, docs, q.batchSize, q.singleBatch, findEnd(r, q.coll, len(docs), q.limit)), nil
+	return r.cluster.data.cursors.reply(r, r.db+"."+q.coll, docs, q.batchSize, q.singleBatch, findEnd(r, q.coll, len(docs), q.limit)), nil
 }
 
 // parseFind reads a find command's arguments into q (the caller's: not an
@@ -316,9 +315,10 @@ func (q *findQuery) asStored(r *request, plan readPlan) bool {
 }
 
 // storedResults reads the encodings of the documents a find returns
-// (asStored), skip and limit applied. A stored document never changes in
-// place (a write replaces it), so the bytes are its state at the read.
-func (q *findQuery) storedResults(r *request) (bson.A, error) {
+// (asStored), skip and limit applied, and the namespace as a reply value
+// (replyItems). A stored document never changes in place (a write
+// replaces it), so the bytes are its state at the read.
+func (q *findQuery) storedResults(r *request) (items bson.A, ns any, err error) {
 	out := bson.A{}
 	skip, limit := int(q.skip), int(q.limit)
 	var encErr error
@@ -334,10 +334,11 @@ func (q *findQuery) storedResults(r *request) (bson.A, error) {
 		out = append(out, v)
 		return limit <= 0 || len(out) < limit
 	}
-	err := r.cluster.data.read(r.db, q.coll, func(c *collection) error {
+	err = r.cluster.data.read(r.db, q.coll, func(c *collection) error {
 		if c == nil {
 			return nil
 		}
+		ns = c.nsv
 		if n := c.live - skip; limit <= 0 && n > 0 && !q.pointRead() {
 			out = make(bson.A, 0, n)
 		}
@@ -348,9 +349,12 @@ func (q *findQuery) storedResults(r *request) (bson.A, error) {
 		return c.eachMatch(q.filterDoc, q.f, q.hint, func(rec *record, _ map[*record]float64) bool { return take(rec) })
 	})
 	if encErr != nil {
-		return nil, encErr
+		return nil, nil, encErr
 	}
-	return out, err
+	if ns == nil {
+		ns = r.db + "." + q.coll
+	}
+	return out, ns, err
 }
 
 // findEnd says when a find's cursor reports its end. As mongod's plan, it

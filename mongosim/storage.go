@@ -72,7 +72,10 @@ type database struct {
 // writers, so every write statement (match, apply, index update) is atomic.
 type collection struct {
 	db, name string
-	uuid     bson.Binary
+	// nsv is "db.name" as a reply value, boxed once for the cursor
+	// replies of finds (nil in a transaction's copy).
+	nsv  any
+	uuid bson.Binary
 
 	mu      sync.RWMutex
 	dropped bool      // set under mu when the collection leaves its database
@@ -191,7 +194,7 @@ func newStorage(now func() time.Time, clock *logicalClock) *storage {
 }
 
 func newCollection(db, name string) *collection {
-	c := &collection{db: db, name: name, uuid: bson.Binary{Subtype: 4, Data: randomUUID()}, byID: newIDTable()}
+	c := &collection{db: db, name: name, nsv: db + "." + name, uuid: bson.Binary{Subtype: 4, Data: randomUUID()}, byID: newIDTable()}
 	c.indexes = []*index{idIndex()}
 	return c
 }

@@ -416,18 +416,17 @@ func isDBRef(d bson.D, incomplete bool) bool {
 }
 
 func compileField(path string, v any, ctx compileCtx) (node, error) {
-	p := newPath(path, ctx)
 	if d, ok := isOperatorDoc(v); ok {
-		return compileOps(p, d, ctx)
+		return compileOps(newPath(path, ctx), d, ctx)
 	}
 	if re, ok := v.(bson.Regex); ok {
 		l, err := newRegexLeaf(re.Pattern, re.Options)
 		if err != nil {
 			return nil, err
 		}
-		return p.with(l), nil
+		return newPath(path, ctx).with(l), nil
 	}
-	return p.with(newEqLeaf(v, ctx.coll)), nil
+	return newEqNode(path, v, ctx), nil
 }
 
 // compileOps compiles {$op: arg, ...} for one path. Each operator is its own
