@@ -18,11 +18,14 @@ type request struct {
 	member  *Member
 	raw     *blackpipe.Request
 	db      string
-	name    string       // canonical (registered) command name
-	cmd     bson.D       // the command, document sequences folded in as arrays
-	txn     *txnContext  // retryable write: the session's statement table
-	tx      *transaction // multi-document transaction the command runs in
-	now     time.Time
+	name    string      // canonical (registered) command name
+	cmd     bson.D      // the command, document sequences folded in as arrays
+	txn     *txnContext // retryable write: the session's statement table
+	// txnEntry is what txn points to for a retryable write (bindTxn):
+	// not an allocation of its own.
+	txnEntry txnContext
+	tx       *transaction // multi-document transaction the command runs in
+	now      time.Time
 	// stream is set while an exhaust hello streams its replies.
 	stream *blackpipe.Stream
 	rc     readConcern // validated readConcern; rc.atClusterTime set for snapshot reads

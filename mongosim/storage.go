@@ -283,8 +283,7 @@ func (s *storage) write(ctx context.Context, db, coll string, create bool, fn fu
 		}
 		err := fn(c)
 		c.bypass = false
-		var locked *docLockedError
-		if errors.As(err, &locked) {
+		if locked := docLocked(err); locked != nil {
 			partial := c.mutations != before
 			c.mu.Unlock()
 			if partial {

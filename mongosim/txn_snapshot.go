@@ -2,6 +2,7 @@ package mongosim
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -494,6 +495,20 @@ func (t *transaction) tryClaim(base *collection, idKey string) (*transaction, er
 type docLockedError struct{ owner *transaction }
 
 func (e *docLockedError) Error() string { return "mongosim: document held by an open transaction" }
+
+// docLocked returns the docLockedError in err's chain, nil if there is
+// none. It looks only at an error: the target errors.As needs escapes, an
+// allocation every write that succeeds is spared.
+func docLocked(err error) *docLockedError {
+	if err == nil {
+		return nil
+	}
+	var e *docLockedError
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}
 
 // beforeWrite runs before document idKey of c changes.
 func (c *collection) beforeWrite(idKey string, whole bool) error {
