@@ -96,7 +96,7 @@ func cmdAggregate(r *request) (bson.D, error) {
 // runAggregate runs the compiled pipeline over its input and answers with
 // the cursor of its results ($out and $merge run to completion).
 func runAggregate(r *request, s *storage, p *agg.Pipeline, in []bson.D, env opEnv, ns string, batchSize int, textScored bool) (bson.D, error) {
-	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime, bypass: bypassing(r.ctx)}, Now: r.now, Vars: env.vars, Collator: env.collator(), Scripts: env.scripts})
+	out, err := p.Run(r.ctx, in, agg.Env{DB: r.db, Catalog: catalog{s: s, at: r.rc.atClusterTime, bypass: bypassing(r.ctx)}, Now: r.now, Vars: env.variables(), Collator: env.collator(), Scripts: env.scripts})
 	if err != nil {
 		return errorReply(err) // $merge/$out duplicates keep keyPattern/keyValue
 	}

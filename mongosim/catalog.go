@@ -837,7 +837,7 @@ func cmdRenameCollection(r *request) (bson.D, error) {
 	c := src.colls[fcoll]
 	c.mu.Lock()
 	c.dropped = true
-	moved := &collection{db: tdb, name: tcoll, uuid: c.uuid, byID: c.byID, order: c.order, live: c.live, indexes: c.indexes,
+	moved := &collection{db: tdb, name: tcoll, nsv: tdb + "." + tcoll, uuid: c.uuid, byID: c.byID, order: c.order, live: c.live, indexes: c.indexes,
 		changes: c.changes, options: c.options, timeseries: c.timeseries, timeField: c.timeField, prePostImages: c.prePostImages,
 		capped: c.capped, cappedSize: c.cappedSize, cappedMax: c.cappedMax, bytes: c.bytes, inserted: c.inserted, clock: c.clock,
 		validator: c.validator, logger: c.logger}

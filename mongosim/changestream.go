@@ -739,7 +739,7 @@ func (st *streamState) transform(r *request, ev bson.D) (bson.D, bool, error) {
 	if st.rest == nil {
 		return ev, true, nil
 	}
-	res, err := st.rest.Run(r.ctx, []bson.D{ev}, agg.Env{DB: r.db, Catalog: catalog{s: r.cluster.data}, Now: r.now, Vars: st.env.vars, Collator: st.env.collator()})
+	res, err := st.rest.Run(r.ctx, []bson.D{ev}, agg.Env{DB: r.db, Catalog: catalog{s: r.cluster.data}, Now: r.now, Vars: st.env.variables(), Collator: st.env.collator()})
 	if err != nil {
 		return nil, false, err
 	}

@@ -32,7 +32,7 @@ type logicalClock struct {
 type clusterTimeDoc struct {
 	at       bson.Timestamp
 	doc, opv any
-	fields   [2]bson.E // doc's fields, allocated with it
+	fields   [2]bson.E // doc's: in the same allocation
 }
 
 // gossipDoc returns the $clusterTime document of at and at as a reply
@@ -43,8 +43,7 @@ func (k *logicalClock) gossipDoc(at bson.Timestamp) *clusterTimeDoc {
 		return g
 	}
 	v := any(at)
-	g := &clusterTimeDoc{at: at, opv: v}
-	g.fields = [2]bson.E{{Key: "clusterTime", Value: v}, {Key: "signature", Value: zeroSignature}}
+	g := &clusterTimeDoc{at: at, opv: v, fields: [2]bson.E{{Key: "clusterTime", Value: v}, {Key: "signature", Value: zeroSignatureValue}}}
 	g.doc = bson.D(g.fields[:])
 	k.gossip.Store(g)
 	return g
@@ -110,6 +109,9 @@ var zeroSignature = bson.D{
 	{Key: "hash", Value: bson.Binary{Subtype: 0, Data: make([]byte, 20)}},
 	{Key: "keyId", Value: int64(0)},
 }
+
+// zeroSignatureValue is zeroSignature as a reply value, boxed once.
+var zeroSignatureValue any = zeroSignature
 
 // maxClockDrift is how far ahead of the wall clock a gossiped cluster time
 // may be (mongod's maxAcceptableLogicalClockDriftSecs default: one year).

@@ -19,12 +19,25 @@ import (
 type opEnv struct {
 	coll *collation.Collation // nil: simple
 	vars map[string]any       // let variables plus NOW and CLUSTER_TIME
+	// sys, when vars is nil, is the request (without let) whose system
+	// variables the env has, built on first use (variables): only a $expr
+	// or a projection reads them, and a find by _id has neither.
+	sys *request
 	// text compiles a $text against the collection's text index (nil:
 	// $text is not allowed).
-	text func(arg any) (query.TextSearch, error)
+	text query.TextIndex
 	// scripts runs $where, $function and $accumulator under the
 	// operation's context (nil: not allowed).
 	scripts *js.Env
+}
+
+// variables returns the env's variables, building the system ones of a
+// request without let on first use.
+func (e opEnv) variables() map[string]any {
+	if e.vars == nil && e.sys != nil {
+		return e.sys.systemVars()
+	}
+	return e.vars
 }
 
 // collator returns the collation as a value.Collator, nil (not a typed
@@ -36,16 +49,22 @@ func (e opEnv) collator() value.Collator {
 	return e.coll
 }
 
-func (e opEnv) queryOptions() query.Options {
-	return query.Options{Collator: e.collator(), Vars: e.vars, Text: e.text, Scripts: e.scripts}
+// queryOptions are the options of compiling filter under e; the variables
+// go in only when the filter reads them.
+func (e opEnv) queryOptions(filter bson.D) query.Options {
+	o := query.Options{Collator: e.collator(), Text: e.text, Scripts: e.scripts}
+	if query.ReadsVariables(filter) {
+		o.Vars = e.variables()
+	}
+	return o
 }
 
 // compileFilter compiles a command's filter under its collation and vars.
 func (e opEnv) compileFilter(filter bson.D) (*query.Filter, error) {
-	if e.coll == nil && e.vars == nil && e.text == nil && e.scripts == nil {
+	if e.coll == nil && e.vars == nil && e.sys == nil && e.text == nil && e.scripts == nil {
 		return query.CompileFilter(filter)
 	}
-	return query.CompileFilterWith(filter, e.queryOptions())
+	return query.CompileFilterWith(filter, e.queryOptions(filter))
 }
 
 func (e opEnv) compileSort(spec bson.D) (*query.Sort, error) {
@@ -60,7 +79,7 @@ func (r *request) withStatement(e opEnv, db, coll string, v any, present bool, w
 		return opEnv{}, err
 	}
 	e.coll = c
-	e.text = r.textCompiler(db, coll)
+	e.text = r.textIndexFor(db, coll)
 	e.scripts = r.scripts()
 	return e, nil
 }
@@ -68,44 +87,78 @@ func (r *request) withStatement(e opEnv, db, coll string, v any, present bool, w
 // opEnvFor reads the command's collation (the collection's default when it
 // has none) and let variables.
 func (r *request) opEnvFor(coll string) (opEnv, error) {
-	vars, err := r.letVars()
+	e, err := r.filterEnvFor(coll)
 	if err != nil {
 		return opEnv{}, err
+	}
+	e.vars = e.variables()
+	return e, nil
+}
+
+// filterEnvFor is opEnvFor for a command whose variables only its filter
+// and projection read (find, count, distinct): without let, they are built
+// when one does (opEnv.sys).
+func (r *request) filterEnvFor(coll string) (opEnv, error) {
+	e := opEnv{sys: r}
+	if _, hasLet := r.get("let"); hasLet {
+		vars, err := r.letVars()
+		if err != nil {
+			return opEnv{}, err
+		}
+		e = opEnv{vars: vars}
 	}
 	v, present := r.get("collation")
-	c, err := r.resolveCollation(r.db, coll, v, present, r.name+".collation")
-	if err != nil {
-		return opEnv{}, err
+	spec, hasSpec := r.collationSpec(r.db, coll, v, present)
+	if hasSpec {
+		// The field's name only when parsing: its concatenation was an
+		// allocation per command.
+		c, err := parseCollation(spec, r.name+".collation")
+		if err != nil {
+			return opEnv{}, err
+		}
+		e.coll = c
 	}
-	return opEnv{coll: c, vars: vars, text: r.textCompiler(r.db, coll), scripts: r.scripts()}, nil
+	e.text = r.textIndexFor(r.db, coll)
+	e.scripts = r.scripts()
+	return e, nil
 }
 
 // scripts is where the command's scripts run: under its context, so
-// maxTimeMS, killOp and shutdown interrupt them.
+// maxTimeMS, killOp and shutdown interrupt them. The request holds it: not
+// an allocation of its own.
 func (r *request) scripts() *js.Env {
-	return &js.Env{Ctx: r.ctx, Disabled: r.cluster.opts.JavaScriptDisabled}
+	r.scriptEnv = js.Env{Ctx: r.ctx, Disabled: r.cluster.opts.JavaScriptDisabled}
+	return &r.scriptEnv
 }
 
 // resolveCollation parses an operation's collation; an operation without
 // one inherits the collection's default, as on mongod.
 func (r *request) resolveCollation(db, coll string, v any, present bool, where string) (*collation.Collation, error) {
-	if present {
-		return parseCollation(v, where)
-	}
-	if coll == "" {
-		return nil, nil
-	}
-	var spec bson.D
-	_ = r.data().read(db, coll, func(c *collection) error {
-		if c != nil {
-			spec = collationOption(c.options)
-		}
-		return nil
-	})
-	if spec == nil {
+	spec, ok := r.collationSpec(db, coll, v, present)
+	if !ok {
 		return nil, nil
 	}
 	return parseCollation(spec, where)
+}
+
+// collationSpec returns the collation field of an operation (v, when
+// present) or else its collection's default; ok is false for the simple
+// collation of a collection without a default.
+func (r *request) collationSpec(db, coll string, v any, present bool) (spec any, ok bool) {
+	if present {
+		return v, true
+	}
+	if coll == "" {
+		return nil, false
+	}
+	var d bson.D
+	_ = r.data().read(db, coll, func(c *collection) error {
+		if c != nil {
+			d = collationOption(c.options)
+		}
+		return nil
+	})
+	return d, d != nil
 }
 
 // collationOption returns the default collation among a collection's
@@ -146,6 +199,15 @@ func parseCollation(v any, where string) (*collation.Collation, error) {
 	collationCache.m[key] = c
 	collationCache.Unlock()
 	return c, nil
+}
+
+// systemVars are the variables of a command without let: $$NOW and
+// $$CLUSTER_TIME, built once.
+func (r *request) systemVars() map[string]any {
+	if r.sysVars == nil {
+		r.sysVars, _ = r.evalLet(nil) // no let: nothing can fail
+	}
+	return r.sysVars
 }
 
 // letVars evaluates the command's let variables once, before any document

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sturdy-go/sturdy/blackpipe"
+	"github.com/sturdy-go/sturdy/mongosim/internal/js"
 )
 
 // request is one command as the handlers see it.
@@ -17,11 +18,14 @@ type request struct {
 	member  *Member
 	raw     *blackpipe.Request
 	db      string
-	name    string       // canonical (registered) command name
-	cmd     bson.D       // the command, document sequences folded in as arrays
-	txn     *txnContext  // retryable write: the session's statement table
-	tx      *transaction // multi-document transaction the command runs in
-	now     time.Time
+	name    string      // canonical (registered) command name
+	cmd     bson.D      // the command, document sequences folded in as arrays
+	txn     *txnContext // retryable write: the session's statement table
+	// txnEntry is what txn points to for a retryable write (bindTxn):
+	// not an allocation of its own.
+	txnEntry txnContext
+	tx       *transaction // multi-document transaction the command runs in
+	now      time.Time
 	// stream is set while an exhaust hello streams its replies.
 	stream *blackpipe.Stream
 	rc     readConcern // validated readConcern; rc.atClusterTime set for snapshot reads
@@ -37,6 +41,12 @@ type request struct {
 	stxn *shardTxn
 	// keys filters cmd's keys for get (member requests).
 	keys cmdKeys
+	// What the request holds for its handler, not allocations of their
+	// own: its system variables once built (systemVars), its scripts'
+	// env (scripts) and the text index its filters use (textIndexFor).
+	sysVars   map[string]any
+	scriptEnv js.Env
+	textOn    textTarget
 }
 
 // send answers the request. In an exhaust stream a successful reply

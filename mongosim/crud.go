@@ -138,7 +138,7 @@ func optionalProjection(spec bson.D, env opEnv) (*query.Projection, error) {
 	if len(spec) == 0 {
 		return nil, nil
 	}
-	return query.CompileProjectionWith(spec, query.Options{Collator: env.collator(), Vars: env.vars})
+	return query.CompileProjectionWith(spec, query.Options{Collator: env.collator(), Vars: env.variables()})
 }
 
 // commandArgs reads what most collection commands start with: the
@@ -329,10 +329,9 @@ type inserter struct {
 	n           int32
 	writeErrors bson.A
 	stopped     bool // an ordered insert met an error
-	// todo and errs are one batch's documents and results, reused by
-	// the next batch.
+	// todo is one batch's documents and results, reused by the next
+	// batch.
 	todo []pendingInsert
-	errs []error
 	// warmed keeps idTable.warm's loads from being compiled away.
 	warmed uint64
 }
@@ -408,13 +407,14 @@ func (ins *inserter) batch(docs bson.A, from int) int {
 }
 
 // pendingInsert is statement i's document, ready to store, with its _id
-// and the _id's simpleIDKey and its idHash.
+// and the _id's simpleIDKey and its idHash, and then its result.
 type pendingInsert struct {
 	i     int
 	doc   bson.D
 	id    any
 	idKey string
 	hash  uint64
+	err   error
 }
 
 // keyPending sets each document's _id (first in a prepared document) and
@@ -445,8 +445,6 @@ func keyPending(todo []pendingInsert) {
 func (ins *inserter) apply(todo []pendingInsert) (applied int, locked bool, err error) {
 	r := ins.r
 	recs := make([]record, len(todo))
-	errs := append(ins.errs[:0], make([]error, len(todo))...)
-	ins.errs = errs
 	err = r.data().write(r.ctx, r.db, ins.coll, true, func(c *collection) error {
 		c.beginChangeBatch()
 		defer c.flushChanges()
@@ -457,12 +455,11 @@ func (ins *inserter) apply(todo []pendingInsert) (applied int, locked bool, err 
 			rec.doc = p.doc
 			k, h := c.keyFor(p.id, p.idKey, p.hash)
 			err := c.insertRecord(rec, p.id, k, h)
-			var held *docLockedError
-			if err != nil && errors.As(err, &held) {
+			if docLocked(err) != nil {
 				locked = true
 				return nil
 			}
-			errs[j] = err
+			p.err = err
 			applied++
 			if err != nil && ins.ordered {
 				return nil
@@ -473,13 +470,12 @@ func (ins *inserter) apply(todo []pendingInsert) (applied int, locked bool, err 
 	if err != nil {
 		return 0, false, err
 	}
-	for j, p := range todo[:applied] {
-		if errs[j] == nil {
+	for _, p := range todo[:applied] {
+		if p.err == nil {
 			r.txn.record(r.stmtID(p.i), stmtResult{N: 1})
 		}
-		ins.done(p.i, stmtResult{N: 1}, errs[j])
+		ins.done(p.i, stmtResult{N: 1}, p.err)
 	}
-	clear(errs)
 	return applied, locked, nil
 }
 

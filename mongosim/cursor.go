@@ -73,7 +73,9 @@ func (t *cursorTable) reply(r *request, ns string, docs []bson.D, batchSize int,
 
 // replyItems is reply for results that may be stored documents' encodings
 // (bsond.Doc) as well as documents: a find answering with the stored bytes.
-func (t *cursorTable) replyItems(r *request, ns string, items bson.A, batchSize int, singleBatch bool, end cursorEnd) bson.D {
+// ns is the namespace string as a reply value: a collection's, boxed once
+// (collection.nsv), spares a reply the allocation of boxing it.
+func (t *cursorTable) replyItems(r *request, ns any, items bson.A, batchSize int, singleBatch bool, end cursorEnd) bson.D {
 	if r.cursorNS != "" {
 		ns = r.cursorNS
 	}
@@ -85,19 +87,19 @@ func (t *cursorTable) replyItems(r *request, ns string, items bson.A, batchSize 
 	// A batch cut short by the end of the results has seen the end; one
 	// filled to batchSize has not, unless the cursor knows it at once.
 	if !singleBatch && (len(rest) > 0 || end == endLazily && len(first) == batchSize) {
-		c := &cursor{ns: ns, items: rest, lazyEnd: bool(end)}
+		c := &cursor{ns: ns.(string), items: rest, lazyEnd: bool(end)}
 		if r.rc.level == "snapshot" {
 			c.at = r.rc.atClusterTime
 		}
 		id = t.add(c)
 	}
-	// Room for the fields decorate adds (the cluster time, ok, ...): the
-	// reply is not copied to grow.
-	return append(make(bson.D, 0, 7), bson.E{Key: "cursor", Value: bson.D{
-		{Key: "firstBatch", Value: first},
-		{Key: "id", Value: id},
-		{Key: "ns", Value: ns},
-	}})
+	// The reply and its cursor document in one allocation, the reply with
+	// room for the fields decorate adds (the cluster time, ok, ...): it is
+	// not copied to grow, and its capacity ends where the cursor's fields
+	// begin.
+	fields := make(bson.D, 10)
+	cur := append(fields[7:7], bson.E{Key: "firstBatch", Value: first}, bson.E{Key: "id", Value: id}, bson.E{Key: "ns", Value: ns})
+	return append(fields[:0:7], bson.E{Key: "cursor", Value: cur})
 }
 
 // splitBatch takes up to n documents (n == 0 → none; n < 0 → no count

@@ -245,14 +245,16 @@ func (m *Member) run(r *request, cmd *command) {
 		m.fail(r, st, err)
 		return
 	}
-	release, err := m.bindTxn(r, st)
+	held, err := m.bindTxn(r, st)
 	if err != nil {
 		m.fail(r, st, err)
 		return
 	}
-	// The transaction or retryable write stays checked out until the
-	// reply is sent, so a retry waits for this attempt's outcome.
-	defer release()
+	if held != nil {
+		// The transaction or retryable write stays checked out until
+		// the reply is sent, so a retry waits for this attempt's outcome.
+		defer held.release()
+	}
 	reply, err := m.execute(r, st)
 	if err != nil {
 		m.fail(r, st, err)
@@ -382,8 +384,9 @@ func (m *Member) gate(r *request, st *memberRun) error {
 
 // bindTxn checks out the request's transaction (a transaction statement)
 // or its retryable write's entry in the transaction table (a txnNumber
-// without autocommit); release gives it back.
-func (m *Member) bindTxn(r *request, st *memberRun) (release func(), err error) {
+// without autocommit); held.release gives it back (held nil: nothing
+// checked out).
+func (m *Member) bindTxn(r *request, st *memberRun) (held *txnContext, err error) {
 	c := m.cluster
 	switch {
 	case st.txnStmt:
@@ -393,7 +396,7 @@ func (m *Member) bindTxn(r *request, st *memberRun) (release func(), err error) 
 		}
 		r.tx = t
 		t.statements++
-		return tc.release, nil
+		return tc, nil
 	case st.hasTxn:
 		if c.setName == "" {
 			return nil, cmderr.New(cmderr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos")
@@ -410,10 +413,11 @@ func (m *Member) bindTxn(r *request, st *memberRun) (release func(), err error) 
 		if err != nil {
 			return nil, err
 		}
-		r.txn = txn
-		return txn.release, nil
+		r.txnEntry = txn
+		r.txn = &r.txnEntry
+		return r.txn, nil
 	}
-	return func() {}, nil
+	return nil, nil
 }
 
 // execute runs the handler between the two halves of the

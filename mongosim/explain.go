@@ -145,7 +145,7 @@ func examineScan(c *collection, s readShape, f *query.Filter) (scanExamination, 
 	if _, ok := idEquality(s.filter); ok && len(s.filter) == 1 && !c.timeseries {
 		x.idHack = true
 	}
-	x.examined = int64(len(c.candidates(s.filter, f)))
+	x.examined = int64(len(c.candidates(s.filter, f, nil)))
 	if !x.idHack {
 		rp := planRead(c, s.filter, s.sort, s.hint)
 		x.backward = rp.backward || isNaturalReverse(s.sort)
@@ -177,7 +177,7 @@ func examineScan(c *collection, s readShape, f *query.Filter) (scanExamination, 
 // before it has matched skip+limit of them and stops.
 func examinedUntilLimit(c *collection, s readShape, f *query.Filter) (int64, error) {
 	var examined, matched int64
-	for _, rec := range c.candidates(s.filter, f) {
+	for _, rec := range c.candidates(s.filter, f, nil) {
 		examined++
 		ok, err := f.MatchErr(rec.doc)
 		if err != nil {

@@ -53,7 +53,8 @@ func (c *collection) eachMatch(filterDoc bson.D, f *query.Filter, hint any, fn f
 	if err := checkHint(c, hint); err != nil {
 		return err
 	}
-	recs, g, scores, err := c.candidatesFor(filterDoc, f)
+	var one [1]*record // room for an _id equality's record: no list to allocate
+	recs, g, scores, err := c.candidatesFor(filterDoc, f, one[:0])
 	if err != nil {
 		return err
 	}
@@ -130,7 +131,7 @@ type findQuery struct {
 	f         *query.Filter
 	findPage
 	hint     any
-	keys     *findKeys
+	keys     findKeys
 	tailable bool
 	sorter   *query.Sort // nil: no sort, or {$natural: ±1}
 	reverse  bool        // sort {$natural: -1}
@@ -138,8 +139,8 @@ type findQuery struct {
 }
 
 func cmdFind(r *request) (bson.D, error) {
-	q, err := parseFind(r)
-	if err != nil {
+	var q findQuery
+	if err := parseFind(r, &q); err != nil {
 		return nil, err
 	}
 	if err := q.compile(); err != nil {
@@ -160,9 +161,8 @@ func cmdFind(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	ns := r.db + "." + q.coll
 	if q.asStored(r, plan) {
-		items, err := q.storedResults(r)
+		items, ns, err := q.storedResults(r)
 		if err != nil {
 			return nil, err
 		}
@@ -172,42 +172,43 @@ func cmdFind(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.cluster.data.cursors.reply(r, ns, docs, q.batchSize, q.singleBatch, findEnd(r, q.coll, len(docs), q.limit)), nil
+	return r.cluster.data.cursors.reply(r, r.db+"."+q.coll, docs, q.batchSize, q.singleBatch, findEnd(r, q.coll, len(docs), q.limit)), nil
 }
 
-// parseFind reads a find command's arguments.
-func parseFind(r *request) (*findQuery, error) {
+// parseFind reads a find command's arguments into q (the caller's: not an
+// allocation of its own).
+func parseFind(r *request, q *findQuery) error {
 	coll, err := commandArgs(r, "filter", "sort", "projection", "hint", "skip", "limit", "batchSize",
 		"singleBatch", "max", "min", "returnKey", "showRecordId", "tailable", "oplogReplay",
 		"noCursorTimeout", "awaitData", "allowPartialResults", "collation", "allowDiskUse", "let",
 		"term", "includeQueryStatsMetrics")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	q := &findQuery{coll: coll}
+	*q = findQuery{coll: coll}
 	if v, ok := r.get("tailable"); ok {
 		q.tailable = truthy(v)
 	}
 	if v, ok := r.get("awaitData"); ok && truthy(v) && !q.tailable {
-		return nil, cmderr.New(cmderr.FailedToParse, "Cannot set 'awaitData' without also setting 'tailable'")
+		return cmderr.New(cmderr.FailedToParse, "Cannot set 'awaitData' without also setting 'tailable'")
 	}
 	if v, ok := r.get("oplogReplay"); ok && truthy(v) {
-		return nil, cmderr.Unsupported("find option oplogReplay")
+		return cmderr.Unsupported("find option oplogReplay")
 	}
 	if q.keys, err = parseFindKeys(r, q.tailable); err != nil {
-		return nil, err
+		return err
 	}
-	if q.env, err = r.opEnvFor(coll); err != nil {
-		return nil, err
+	if q.env, err = r.filterEnvFor(coll); err != nil {
+		return err
 	}
 	if q.filterDoc, _, err = docArg(r, "filter"); err != nil {
-		return nil, err
+		return err
 	}
 	if q.findPage, err = findPageArgs(r); err != nil {
-		return nil, err
+		return err
 	}
 	q.hint, _ = r.get("hint")
-	return q, nil
+	return nil
 }
 
 // compile compiles the filter, sort and projection and checks how they
@@ -314,9 +315,10 @@ func (q *findQuery) asStored(r *request, plan readPlan) bool {
 }
 
 // storedResults reads the encodings of the documents a find returns
-// (asStored), skip and limit applied. A stored document never changes in
-// place (a write replaces it), so the bytes are its state at the read.
-func (q *findQuery) storedResults(r *request) (bson.A, error) {
+// (asStored), skip and limit applied, and the namespace as a reply value
+// (replyItems). A stored document never changes in place (a write
+// replaces it), so the bytes are its state at the read.
+func (q *findQuery) storedResults(r *request) (items bson.A, ns any, err error) {
 	out := bson.A{}
 	skip, limit := int(q.skip), int(q.limit)
 	var encErr error
@@ -332,10 +334,11 @@ func (q *findQuery) storedResults(r *request) (bson.A, error) {
 		out = append(out, v)
 		return limit <= 0 || len(out) < limit
 	}
-	err := r.cluster.data.read(r.db, q.coll, func(c *collection) error {
+	err = r.cluster.data.read(r.db, q.coll, func(c *collection) error {
 		if c == nil {
 			return nil
 		}
+		ns = c.nsv
 		if n := c.live - skip; limit <= 0 && n > 0 && !q.pointRead() {
 			out = make(bson.A, 0, n)
 		}
@@ -346,9 +349,12 @@ func (q *findQuery) storedResults(r *request) (bson.A, error) {
 		return c.eachMatch(q.filterDoc, q.f, q.hint, func(rec *record, _ map[*record]float64) bool { return take(rec) })
 	})
 	if encErr != nil {
-		return nil, encErr
+		return nil, nil, encErr
 	}
-	return out, err
+	if ns == nil {
+		ns = r.db + "." + q.coll
+	}
+	return out, ns, err
 }
 
 // findEnd says when a find's cursor reports its end. As mongod's plan, it
@@ -493,7 +499,7 @@ func cmdCount(r *request) (bson.D, error) {
 	if err := checkFields(r, "query", "limit", "skip", "hint", "collation", "fields"); err != nil {
 		return nil, err
 	}
-	env, err := r.opEnvFor(coll)
+	env, err := r.filterEnvFor(coll)
 	if err != nil {
 		return nil, err
 	}
@@ -559,7 +565,7 @@ func cmdDistinct(r *request) (bson.D, error) {
 	if err := checkFields(r, "key", "query", "collation", "hint", "rawData"); err != nil {
 		return nil, err
 	}
-	env, err := r.opEnvFor(coll)
+	env, err := r.filterEnvFor(coll)
 	if err != nil {
 		return nil, err
 	}

@@ -24,30 +24,30 @@ func (k *findKeys) bounded() bool { return len(k.min) > 0 || len(k.max) > 0 }
 // parseFindKeys reads min, max, returnKey and showRecordId. showRecordId
 // is accepted only with returnKey, which answers index keys without a
 // $recordId (as mongod does); mongosim has no record ids to show.
-func parseFindKeys(r *request, tailable bool) (*findKeys, error) {
+func parseFindKeys(r *request, tailable bool) (findKeys, error) {
 	var k findKeys
 	var err error
 	if k.min, _, err = docArg(r, "min"); err != nil {
-		return nil, err
+		return findKeys{}, err
 	}
 	if k.max, _, err = docArg(r, "max"); err != nil {
-		return nil, err
+		return findKeys{}, err
 	}
 	if v, ok := r.get("returnKey"); ok {
 		k.returnKey = truthy(v)
 	}
 	if v, ok := r.get("showRecordId"); ok && truthy(v) && !k.returnKey {
-		return nil, cmderr.Unsupported("find option showRecordId")
+		return findKeys{}, cmderr.Unsupported("find option showRecordId")
 	}
 	if tailable && (k.returnKey || k.bounded()) {
-		return nil, cmderr.Unsupported("min, max and returnKey on a tailable find")
+		return findKeys{}, cmderr.Unsupported("min, max and returnKey on a tailable find")
 	}
 	if k.bounded() {
 		if hint, ok := r.get("hint"); !ok || hint == nil {
-			return nil, cmderr.New(51173, "When using min()/max() a hint of which index to use must be provided")
+			return findKeys{}, cmderr.New(51173, "When using min()/max() a hint of which index to use must be provided")
 		}
 	}
-	return &k, nil
+	return k, nil
 }
 
 // resolve picks the index: the hinted one; else, for returnKey, the one a

@@ -15,7 +15,7 @@ import (
 // $near or $nearSphere: find, update, delete and findAndModify (where the
 // nearest documents are the ones written first).
 func (e opEnv) compileNearFilter(filter bson.D) (*query.Filter, error) {
-	o := e.queryOptions()
+	o := e.queryOptions(filter)
 	o.AllowNear = true
 	return query.CompileFilterWith(filter, o)
 }

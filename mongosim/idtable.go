@@ -44,6 +44,12 @@ func newIDTable() *idTable { return &idTable{} }
 // get returns the record of idKey k, or nil.
 func (t *idTable) get(k string) *record { return t.getHashed(idHash(k), k) }
 
+// getKey is get for a key built in a buffer (on the caller's stack: a
+// string of it was an allocation per lookup).
+func (t *idTable) getKey(k []byte) *record {
+	return t.getHashed(maphash.Bytes(idSeed, k), string(k))
+}
+
 // getHashed is get with k's idHash.
 func (t *idTable) getHashed(h uint64, k string) *record {
 	if t == nil || t.n == 0 {

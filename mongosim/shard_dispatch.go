@@ -267,6 +267,6 @@ func (ss *shardSet) withClusterTime(reply bson.D) bson.D {
 		}
 	}
 	return append(reply,
-		bson.E{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: now}, {Key: "signature", Value: zeroSignature}}},
+		bson.E{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: now}, {Key: "signature", Value: zeroSignatureValue}}},
 		bson.E{Key: "operationTime", Value: now})
 }

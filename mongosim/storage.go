@@ -73,7 +73,10 @@ type database struct {
 // writers, so every write statement (match, apply, index update) is atomic.
 type collection struct {
 	db, name string
-	uuid     bson.Binary
+	// nsv is "db.name" as a reply value, boxed once for the cursor
+	// replies of finds (nil in a transaction's copy).
+	nsv  any
+	uuid bson.Binary
 
 	mu      sync.RWMutex
 	dropped bool      // set under mu when the collection leaves its database
@@ -192,7 +195,7 @@ func newStorage(now func() time.Time, clock *logicalClock) *storage {
 }
 
 func newCollection(db, name string) *collection {
-	c := &collection{db: db, name: name, uuid: bson.Binary{Subtype: 4, Data: randomUUID()}, byID: newIDTable()}
+	c := &collection{db: db, name: name, nsv: db + "." + name, uuid: bson.Binary{Subtype: 4, Data: randomUUID()}, byID: newIDTable()}
 	c.indexes = []*index{idIndex()}
 	return c
 }
@@ -439,14 +442,13 @@ func (c *collection) each(fn func(r *record) bool) {
 }
 
 // candidates returns the records filter may match, in natural order: the
-// one record named by a top-level _id equality when the filter has one,
+// one record named by a top-level _id equality when the filter has one
+// (appended to into, which a caller may give room for it on its stack),
 // else all of them. The caller still runs the filter.
-func (c *collection) candidates(filterDoc bson.D, f *query.Filter) []*record {
+func (c *collection) candidates(filterDoc bson.D, f *query.Filter, into []*record) []*record {
 	if id, ok := idEquality(filterDoc); ok && !c.timeseries && c.idLookupFits(f, id) {
-		k := c.idKeyOf(id)
-		c.fetch(k)
-		if r := c.byID.get(k); r != nil {
-			return []*record{r}
+		if r := c.lookupID(id); r != nil {
+			return append(into, r)
 		}
 		return nil
 	}
@@ -517,6 +519,17 @@ func hasString(v any) bool {
 // idKeyOf is the byID key of an _id value: under the _id index's
 // collation (a collection default collation), so that _id values it deems
 // equal are duplicates, as on mongod.
+// lookupID returns the record of _id id, nil if there is none. The key is
+// built on the stack: a string of it was an allocation per lookup.
+func (c *collection) lookupID(id any) *record {
+	var buf [32]byte
+	k := value.AppendKey(buf[:0], id, c.indexes[0].collator())
+	if c.partial {
+		c.fetch(string(k))
+	}
+	return c.byID.getKey(k)
+}
+
 func (c *collection) idKeyOf(id any) string {
 	return value.KeyWith(id, c.indexes[0].collator())
 }
@@ -545,7 +558,7 @@ func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*rec
 		return true
 	}
 	if f.Text() != nil {
-		recs, g, _, err := c.candidatesFor(filterDoc, f)
+		recs, g, _, err := c.candidatesFor(filterDoc, f, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -558,11 +571,8 @@ func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*rec
 		return out, evalErr
 	}
 	if id, ok := idEquality(filterDoc); ok && c.idLookupFits(f, id) {
-		// The matches are kept in the candidates' own slice: visit appends
-		// the i-th candidate at or before index i, which was already read.
-		recs := c.candidates(filterDoc, f)
-		out = recs[:0]
-		for _, r := range recs {
+		var one [1]*record // room for the record: no list to allocate
+		for _, r := range c.candidates(filterDoc, f, one[:0]) {
 			if !visit(r) {
 				break
 			}
@@ -576,12 +586,12 @@ func (c *collection) match(f *query.Filter, filterDoc bson.D, limit int) ([]*rec
 // candidatesFor is candidates with what the caller must still check: a
 // $text is answered by the text index, which also gives the textScores;
 // the records then need only the rest of the filter.
-func (c *collection) candidatesFor(filterDoc bson.D, f *query.Filter) ([]*record, *query.Filter, map[*record]float64, error) {
+func (c *collection) candidatesFor(filterDoc bson.D, f *query.Filter, into []*record) ([]*record, *query.Filter, map[*record]float64, error) {
 	if ts := textOf(f); ts != nil {
 		recs, scores, err := c.textCandidates(ts, filterDoc)
 		return recs, f.WithoutText(), scores, err
 	}
-	return c.candidates(filterDoc, f), f, nil, nil
+	return c.candidates(filterDoc, f, into), f, nil, nil
 }
 
 // prepareInsert validates doc for insertion and returns the document to

@@ -150,43 +150,60 @@ func parseTextArgs(arg any) (textArgs, error) {
 	return a, nil
 }
 
-// textCompiler returns the Options.Text hook of commands on db.coll: it
-// finds the collection's text index when a filter has $text.
-func (r *request) textCompiler(db, coll string) func(arg any) (query.TextSearch, error) {
-	s := r.data()
-	return func(arg any) (query.TextSearch, error) {
-		a, err := parseTextArgs(arg)
-		if err != nil {
-			return nil, err
-		}
-		var spec *text.Spec
-		err = s.read(db, coll, func(c *collection) error {
-			switch {
-			case c == nil:
-				return cmderr.New(cmderr.IndexNotFound, "text index required for $text query (no such collection '%s.%s')", db, coll)
-			case c.view != nil:
-				return cmderr.New(17313, "$match with $text is only allowed as the first pipeline stage")
-			}
-			if ix := c.textIndexOf(); ix != nil {
-				spec = ix.text.spec
-				return nil
-			}
-			return cmderr.New(cmderr.IndexNotFound, "text index required for $text query")
-		})
-		if err != nil {
-			return nil, err
-		}
-		lang := spec.DefaultLanguage
-		if a.hasLanguage {
-			if lang, err = text.Lookup(a.language); err != nil {
-				if errors.Is(err, text.ErrUnsupportedLanguage) {
-					return nil, cmderr.Unsupported("text search language " + strconv.Quote(a.language))
-				}
-				return nil, cmderr.New(cmderr.BadValue, "unsupported language: \"%s\" for text index version %d", a.language, text.Version)
-			}
-		}
-		return &textSearch{spec: spec, q: text.ParseQuery(a.search, lang, a.caseSensitive, a.diacriticSensitive)}, nil
+// textTarget is the Options.Text of commands on db.coll: it finds the
+// collection's text index when a filter has $text.
+type textTarget struct {
+	s        *storage
+	db, coll string
+}
+
+// textIndexFor returns the textTarget of db.coll. The request holds the
+// first one it gives (a command usually reads one collection): not an
+// allocation of its own; another collection's is.
+func (r *request) textIndexFor(db, coll string) *textTarget {
+	t := &r.textOn
+	if t.s != nil && (t.db != db || t.coll != coll) {
+		t = new(textTarget)
 	}
+	*t = textTarget{s: r.data(), db: db, coll: coll}
+	return t
+}
+
+// CompileText compiles a filter's $text argument against the collection's
+// text index.
+func (t *textTarget) CompileText(arg any) (query.TextSearch, error) {
+	s, db, coll := t.s, t.db, t.coll
+	a, err := parseTextArgs(arg)
+	if err != nil {
+		return nil, err
+	}
+	var spec *text.Spec
+	err = s.read(db, coll, func(c *collection) error {
+		switch {
+		case c == nil:
+			return cmderr.New(cmderr.IndexNotFound, "text index required for $text query (no such collection '%s.%s')", db, coll)
+		case c.view != nil:
+			return cmderr.New(17313, "$match with $text is only allowed as the first pipeline stage")
+		}
+		if ix := c.textIndexOf(); ix != nil {
+			spec = ix.text.spec
+			return nil
+		}
+		return cmderr.New(cmderr.IndexNotFound, "text index required for $text query")
+	})
+	if err != nil {
+		return nil, err
+	}
+	lang := spec.DefaultLanguage
+	if a.hasLanguage {
+		if lang, err = text.Lookup(a.language); err != nil {
+			if errors.Is(err, text.ErrUnsupportedLanguage) {
+				return nil, cmderr.Unsupported("text search language " + strconv.Quote(a.language))
+			}
+			return nil, cmderr.New(cmderr.BadValue, "unsupported language: \"%s\" for text index version %d", a.language, text.Version)
+		}
+	}
+	return &textSearch{spec: spec, q: text.ParseQuery(a.search, lang, a.caseSensitive, a.diacriticSensitive)}, nil
 }
 
 // textOf returns the filter's $text search, nil without one.

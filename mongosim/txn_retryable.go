@@ -44,25 +44,25 @@ func newTxnTable() *txnTable { return &txnTable{sessions: make(map[string]*sessi
 // starts a new transaction (forgetting the old statements), the same n
 // continues it (so executed statements replay), an older n is
 // TransactionTooOld. The caller must release the context.
-func (t *txnTable) begin(ctx context.Context, lsid []byte, n int64) (*txnContext, error) {
+func (t *txnTable) begin(ctx context.Context, lsid []byte, n int64) (txnContext, error) {
 	s, err := t.acquire(ctx, lsid)
 	if err != nil {
-		return nil, err
+		return txnContext{}, err
 	}
 	switch {
 	case s.started && n < s.txnNumber:
 		latest := s.txnNumber
 		<-s.sem
-		return nil, cmderr.New(cmderr.TransactionTooOld,
+		return txnContext{}, cmderr.New(cmderr.TransactionTooOld,
 			"Retryable write with txnNumber %d is prohibited on session %s because a newer retryable write with txnNumber %d has already started on this session.",
 			n, uuidString(lsid), latest)
 	case s.started && n == s.txnNumber && s.txn != nil:
 		<-s.sem
-		return nil, cmderr.New(cmderr.IncompleteTransactionHist,
+		return txnContext{}, cmderr.New(cmderr.IncompleteTransactionHist,
 			"Cannot retry a retryable write that has been converted into a transaction")
 	case s.txn != nil && n > s.txnNumber && s.txn.isPrepared():
 		<-s.sem
-		return nil, errPrepared(s.txnNumber)
+		return txnContext{}, errPrepared(s.txnNumber)
 	case !s.started || n > s.txnNumber:
 		if s.txn != nil {
 			s.txn.abort("a newer retryable write started on the session")
@@ -72,7 +72,7 @@ func (t *txnTable) begin(ctx context.Context, lsid []byte, n int64) (*txnContext
 		s.txnNumber = n
 		s.stmts.reset()
 	}
-	return &txnContext{sess: s, txnNumber: n}, nil
+	return txnContext{sess: s, txnNumber: n}, nil
 }
 
 // acquire takes the session's record for one command; the caller releases

@@ -496,16 +496,16 @@ type docLockedError struct{ owner *transaction }
 
 func (e *docLockedError) Error() string { return "mongosim: document held by an open transaction" }
 
-// docLocked returns the docLockedError in err's chain, nil if none. The
-// target errors.As needs is on the heap: declared here, it is allocated
-// only for an error, not for every write.
+// docLocked returns the docLockedError in err's chain, nil if there is
+// none. It looks only at an error: the target errors.As needs escapes, an
+// allocation every write that succeeds is spared.
 func docLocked(err error) *docLockedError {
 	if err == nil {
 		return nil
 	}
-	var locked *docLockedError
-	if errors.As(err, &locked) {
-		return locked
+	var e *docLockedError
+	if errors.As(err, &e) {
+		return e
 	}
 	return nil
 }

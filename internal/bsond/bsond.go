@@ -279,7 +279,7 @@ func Unmarshal(raw []byte) (bson.D, error) {
 // document returned (when the fast path decodes it): a command's document
 // sequences are added to it as fields without copying it once more.
 func UnmarshalRoom(raw []byte, room int) (bson.D, error) {
-	if d, ok := readD(raw, room); ok {
+	if d, ok := readD(raw, room, nil); ok {
 		return d, nil
 	}
 	var d bson.D
@@ -287,28 +287,137 @@ func UnmarshalRoom(raw []byte, room int) (bson.D, error) {
 	return d, err
 }
 
+// slabs hold the fields of a document's nested documents and the values of
+// its arrays, so that they take one allocation each instead of one per
+// nested document or array: a driver's command has four or five (filter,
+// lsid, $clusterTime and its signature). Only a document whose nested
+// values are few gets slabs: a nested document kept for long (a session's
+// lsid, a stored subdocument) keeps its whole slab alive.
+type slabs struct {
+	fields []bson.E
+	values []any
+}
+
+// slabLimit bounds the fields and values one slab pair holds (2 KiB of
+// fields at most).
+const slabLimit = 64
+
+// size sizes the slabs for the nested documents and arrays among elems
+// (none when they are too many: each takes its own allocation then).
+func (s *slabs) size(elems []byte) {
+	fields, values, ok := countNested(elems, 0, 0)
+	if !ok {
+		return
+	}
+	s.fields = make([]bson.E, fields)
+	s.values = make([]any, values)
+}
+
+// countNested counts the fields of the documents and the values of the
+// arrays nested in elems (at any depth), adding them to fields and
+// values; false when they pass slabLimit or elems is malformed.
+func countNested(elems []byte, fields, values int) (int, int, bool) {
+	for len(elems) > 0 {
+		elem, rest, ok := bsoncore.ReadElement(elems)
+		if !ok {
+			return 0, 0, false
+		}
+		elems = rest
+		if !nests(elem[0]) {
+			continue
+		}
+		inner, ok := docElems(elem.Value().Data)
+		if !ok {
+			return 0, 0, false
+		}
+		n := countElems(inner)
+		if bsoncore.Type(elem[0]) == bsoncore.TypeArray {
+			values += n
+		} else {
+			fields += n
+		}
+		if fields+values > slabLimit {
+			return 0, 0, false
+		}
+		if fields, values, ok = countNested(inner, fields, values); !ok {
+			return 0, 0, false
+		}
+	}
+	return fields, values, true
+}
+
+// countElems counts well-formed elements at the start of elems.
+func countElems(elems []byte) int {
+	n := 0
+	for len(elems) > 0 {
+		_, rest, ok := bsoncore.ReadElement(elems)
+		if !ok {
+			break
+		}
+		elems, n = rest, n+1
+	}
+	return n
+}
+
+func nests(t byte) bool {
+	return bsoncore.Type(t) == bsoncore.TypeEmbeddedDocument || bsoncore.Type(t) == bsoncore.TypeArray
+}
+
+// takeFields returns n fields from the slab, or new ones.
+func (s *slabs) takeFields(n int) bson.D {
+	if s == nil || len(s.fields) < n {
+		return make(bson.D, n)
+	}
+	d := s.fields[:n:n]
+	s.fields = s.fields[n:]
+	return d
+}
+
+// takeValues returns n array values from the slab, or new ones.
+func (s *slabs) takeValues(n int) bson.A {
+	if s == nil || len(s.values) < n {
+		return make(bson.A, n)
+	}
+	a := s.values[:n:n]
+	s.values = s.values[n:]
+	return a
+}
+
 // readD and readA gather the elements in a buffer on the stack and copy
 // them into a slice of the exact length (plus room): growing a bson.D from
 // empty took three allocations per small document, 15% of an insert of
-// 1 000 of them.
-func readD(raw []byte, room int) (bson.D, bool) {
+// 1 000 of them. The outermost document (s == nil) gets its own slice and
+// sizes the slabs its nested documents and arrays take theirs from, at its
+// first nested value (a flat document walks its elements once).
+func readD(raw []byte, room int, s *slabs) (bson.D, bool) {
 	elems, ok := docElems(raw)
 	if !ok {
 		return nil, false
 	}
+	outer := s == nil
+	var own slabs
 	var buf [16]bson.E
 	d := buf[:0]
 	for len(elems) > 0 {
+		if outer && s == nil && nests(elems[0]) {
+			s = &own
+			s.size(elems)
+		}
 		var e bson.E
-		if e.Key, e.Value, elems, ok = readElem(elems); !ok {
+		if e.Key, e.Value, elems, ok = readElem(elems, s); !ok {
 			return nil, false
 		}
 		d = append(d, e)
 	}
-	return append(make(bson.D, 0, len(d)+room), d...), true
+	if outer {
+		return append(make(bson.D, 0, len(d)+room), d...), true
+	}
+	out := s.takeFields(len(d))
+	copy(out, d)
+	return out, true
 }
 
-func readA(raw []byte) (bson.A, bool) {
+func readA(raw []byte, s *slabs) (bson.A, bool) {
 	elems, ok := docElems(raw)
 	if !ok {
 		return nil, false
@@ -317,21 +426,24 @@ func readA(raw []byte) (bson.A, bool) {
 	a := buf[:0]
 	for len(elems) > 0 {
 		var v any
-		if _, v, elems, ok = readElem(elems); !ok {
+		if _, v, elems, ok = readElem(elems, s); !ok {
 			return nil, false
 		}
 		a = append(a, v)
 	}
-	return append(make(bson.A, 0, len(a)), a...), true
+	out := s.takeValues(len(a))
+	copy(out, a)
+	return out, true
 }
 
-// readElem decodes the first of elems; false if it is malformed or of a
-// type readValue leaves out.
+// readElem decodes the first of elems, taking nested documents' fields and
+// arrays' values from s; false if it is malformed or of a type readValue
+// leaves out.
 //
 // The value is what follows the key in the element ReadElement measured
 // (elem.Value and elem.KeyBytes found the key's end again, and Value
 // measured the value again: a tenth of decoding a command).
-func readElem(elems []byte) (key string, v any, rest []byte, ok bool) {
+func readElem(elems []byte, s *slabs) (key string, v any, rest []byte, ok bool) {
 	elem, rest, ok := bsoncore.ReadElement(elems)
 	if !ok {
 		return "", nil, nil, false
@@ -340,7 +452,7 @@ func readElem(elems []byte) (key string, v any, rest []byte, ok bool) {
 	if k < 0 {
 		return "", nil, nil, false // a negative length cut the element short
 	}
-	if v, ok = readValue(bsoncore.Value{Type: bsoncore.Type(elem[0]), Data: elem[k+2:]}); !ok {
+	if v, ok = readValue(bsoncore.Value{Type: bsoncore.Type(elem[0]), Data: elem[k+2:]}, s); !ok {
 		return "", nil, nil, false
 	}
 	return keyOf(elem[1 : k+1]), v, rest, true
@@ -406,7 +518,7 @@ func docElems(raw []byte) ([]byte, bool) {
 	return raw[4 : n-1], true
 }
 
-func readValue(v bsoncore.Value) (any, bool) {
+func readValue(v bsoncore.Value, s *slabs) (any, bool) {
 	switch v.Type {
 	case bsoncore.TypeDouble:
 		return v.DoubleOK()
@@ -416,9 +528,9 @@ func readValue(v bsoncore.Value) (any, bool) {
 		s, ok := v.StringValueOK()
 		return s, ok && v.Data[len(v.Data)-1] == 0
 	case bsoncore.TypeEmbeddedDocument:
-		return readD(v.Data, 0)
+		return readD(v.Data, 0, s)
 	case bsoncore.TypeArray:
-		return readA(v.Data)
+		return readA(v.Data, s)
 	case bsoncore.TypeBinary:
 		sub, data, ok := v.BinaryOK()
 		return bson.Binary{Subtype: sub, Data: bytes.Clone(data)}, ok

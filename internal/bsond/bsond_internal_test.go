@@ -81,6 +81,12 @@ func TestUnmarshalMatchesBSONUnmarshal(t *testing.T) {
 		bson.D{{Key: "r", Value: bson.Regex{Pattern: "a", Options: "i"}}, {Key: "dec", Value: bson.NewDecimal128(1, 2)}},
 		bson.D{{Key: "x", Value: bson.D{{Key: "mk", Value: bson.MaxKey{}}, {Key: "u", Value: bson.Undefined{}}}}},
 	}
+	// More nested values than one slab pair holds: each takes its own.
+	var many bson.A
+	for i := range slabLimit {
+		many = append(many, bson.D{{Key: "i", Value: int32(i)}})
+	}
+	docs = append(docs, bson.D{{Key: "s", Value: "x"}, {Key: "many", Value: many}})
 	for i, doc := range docs {
 		raw, err := bson.Marshal(doc)
 		if err != nil {
@@ -102,6 +108,43 @@ func TestUnmarshalMatchesBSONUnmarshal(t *testing.T) {
 		if err := bson.Unmarshal(bad, &d); err == nil {
 			t.Errorf("%x: bson.Unmarshal decoded it, so the case proves nothing", bad)
 		}
+	}
+}
+
+// TestNestedDocumentsShareSlabs: a driver's command decodes with its
+// nested documents' fields in one slab, and growing one of them does not
+// touch the others.
+func TestNestedDocumentsShareSlabs(t *testing.T) {
+	cmd := bson.D{
+		{Key: "find", Value: "coll"},
+		{Key: "filter", Value: bson.D{{Key: "_id", Value: int32(700)}}},
+		{Key: "limit", Value: int32(1)},
+		{Key: "lsid", Value: bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}},
+		{Key: "$clusterTime", Value: bson.D{
+			{Key: "clusterTime", Value: bson.Timestamp{T: 5, I: 6}},
+			{Key: "signature", Value: bson.D{{Key: "hash", Value: bson.Binary{Data: make([]byte, 20)}}, {Key: "keyId", Value: int64(0)}}},
+		}},
+		{Key: "$db", Value: "test"},
+	}
+	raw, err := bson.Marshal(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command's slice, the slab, and the values boxed into interfaces:
+	// two strings (two each), two binaries (two each), the timestamp,
+	// int32(700) and the four nested documents. One per nested document
+	// more without the slab.
+	if a := testing.AllocsPerRun(100, func() { _, _ = Unmarshal(raw) }); a > 16 {
+		t.Errorf("decoding a find command allocates %v times, want 16", a)
+	}
+	d, err := Unmarshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter := d[1].Value.(bson.D)
+	_ = append(filter, bson.E{Key: "x", Value: int32(1)})
+	if !reflect.DeepEqual(d, cmd) {
+		t.Errorf("growing the filter changed the command:\n got %#v\nwant %#v", d, cmd)
 	}
 }
 
@@ -180,7 +223,7 @@ func FuzzReadElemMatchesElementValue(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, elems []byte) {
 		for len(elems) > 0 {
-			key, v, rest, ok := readElem(elems)
+			key, v, rest, ok := readElem(elems, nil)
 			wkey, wv, wrest, wok := elemByValue(elems)
 			// Printed, not DeepEqual: a NaN is not equal to itself.
 			if ok != wok || key != wkey || fmt.Sprintf("%#v", v) != fmt.Sprintf("%#v", wv) || !bytes.Equal(rest, wrest) {
@@ -201,7 +244,7 @@ func elemByValue(elems []byte) (key string, v any, rest []byte, ok bool) {
 	if !ok {
 		return "", nil, nil, false
 	}
-	if v, ok = readValue(elem.Value()); !ok {
+	if v, ok = readValue(elem.Value(), nil); !ok {
 		return "", nil, nil, false
 	}
 	return keyOf(elem.KeyBytes()), v, rest, true

@@ -55,7 +55,7 @@ type Options struct {
 	AllowNear bool
 	// Text compiles a $text argument against the collection's text index
 	// (nil: $text is not allowed in this context).
-	Text func(arg any) (TextSearch, error)
+	Text TextIndex
 }
 
 // node is one compiled predicate. v is the value the predicate is rooted at:
@@ -107,14 +107,18 @@ func CompileFilter(filter bson.D) (*Filter, error) {
 
 // CompileFilterWith is CompileFilter with a collation and variables.
 func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
-	f := &Filter{coll: o.Collator}
-	if mayHoldExpr(filter) {
+	// The filter and its compile state in one allocation.
+	b := &struct {
+		f    Filter
+		geo  geoState
+		text textState
+	}{f: Filter{coll: o.Collator}, geo: geoState{allowNear: o.AllowNear}, text: textState{index: o.Text}}
+	f, gs, ts := &b.f, &b.geo, &b.text
+	if ReadsVariables(filter) {
 		// Only a $expr reads the variables: a filter without one is
 		// spared the copies of them WithCollator and WithScripts make.
 		f.vars = expr.WithScripts(expr.WithCollator(o.Vars, o.Collator), o.Scripts)
 	}
-	gs := &geoState{allowNear: o.AllowNear}
-	ts := &textState{compile: o.Text}
 	n, err := compileDoc(filter, compileCtx{exprs: &f.exprs, coll: o.Collator, vars: f.vars, checkVars: o.Vars != nil, geo: gs, text: ts,
 		scripts: o.Scripts, scripted: &f.scripted})
 	if err != nil {
@@ -126,6 +130,11 @@ func CompileFilterWith(filter bson.D, o Options) (*Filter, error) {
 	}
 	return f, nil
 }
+
+// ReadsVariables reports whether filter may read Options.Vars: whether it
+// holds a $expr at any depth. A caller whose variables take work to build
+// builds them only then.
+func ReadsVariables(filter bson.D) bool { return mayHoldExpr(filter) }
 
 // mayHoldExpr reports whether v (a filter or part of one) holds a $expr
 // at any depth; a value of a type it does not know may.
@@ -269,6 +278,10 @@ var topLevelUnsupported = map[string]bool{
 }
 
 func compileDoc(filter bson.D, ctx compileCtx) (node, error) {
+	if len(filter) == 1 && !strings.HasPrefix(filter[0].Key, "$") {
+		// One field, the usual filter ({_id: v}): no conjunction to build.
+		return compileField(filter[0].Key, filter[0].Value, ctx)
+	}
 	var nodes andNode
 	for _, e := range filter {
 		if strings.HasPrefix(e.Key, "$") {
@@ -403,18 +416,17 @@ func isDBRef(d bson.D, incomplete bool) bool {
 }
 
 func compileField(path string, v any, ctx compileCtx) (node, error) {
-	p := newPath(path, ctx)
 	if d, ok := isOperatorDoc(v); ok {
-		return compileOps(p, d, ctx)
+		return compileOps(newPath(path, ctx), d, ctx)
 	}
 	if re, ok := v.(bson.Regex); ok {
 		l, err := newRegexLeaf(re.Pattern, re.Options)
 		if err != nil {
 			return nil, err
 		}
-		return p.with(l), nil
+		return newPath(path, ctx).with(l), nil
 	}
-	return p.with(newEqLeaf(v, ctx.coll)), nil
+	return newEqNode(path, v, ctx), nil
 }
 
 // compileOps compiles {$op: arg, ...} for one path. Each operator is its own

@@ -40,7 +40,7 @@ func compileText(arg any, ctx compileCtx) (node, error) {
 	if ctx.nested {
 		return nil, cmderr.New(cmderr.BadValue, "$text can only be applied to the top-level document")
 	}
-	if ctx.text == nil || ctx.text.compile == nil {
+	if ctx.text == nil || ctx.text.index == nil {
 		return nil, cmderr.New(cmderr.BadValue, "$text is not allowed in this context")
 	}
 	if ctx.text.found != nil {
@@ -52,7 +52,7 @@ func compileText(arg any, ctx compileCtx) (node, error) {
 	if ctx.underOr {
 		return nil, cmderr.Unsupported("$text under $or")
 	}
-	ts, err := ctx.text.compile(arg)
+	ts, err := ctx.text.index.CompileText(arg)
 	if err != nil {
 		return nil, err
 	}
@@ -60,10 +60,16 @@ func compileText(arg any, ctx compileCtx) (node, error) {
 	return textNode{ts}, nil
 }
 
+// TextIndex is the text index of the collection a filter reads: it
+// compiles the filter's $text argument.
+type TextIndex interface {
+	CompileText(arg any) (TextSearch, error)
+}
+
 // textState tracks the $text of the filter being compiled.
 type textState struct {
-	compile func(arg any) (TextSearch, error)
-	found   TextSearch
+	index TextIndex
+	found TextSearch
 }
 
 // Text returns the filter's $text predicate, nil without one.
