@@ -86,8 +86,8 @@ func (s slot) creatable() error {
 
 func (a *applier) applyNode(n *node, s slot) (any, bool, error) {
 	switch {
-	case n.leaf != nil:
-		return a.applyLeaf(n.leaf, s)
+	case n.isLeaf():
+		return a.applyLeaf(&n.leaf, s)
 	case n.array:
 		return a.applyArrayNode(n, s)
 	}
@@ -127,7 +127,7 @@ func (a *applier) resolveChildren(n *node, s slot) ([]child, error) {
 // mergeNodes combines two subtrees that apply to the same element (a
 // positional update and a concrete one, or two matching array filters).
 func mergeNodes(x, y *node, path string) (*node, error) {
-	if x.leaf != nil || y.leaf != nil || x.array != y.array {
+	if x.isLeaf() || y.isLeaf() || x.array != y.array {
 		return nil, cmderr.New(cmderr.ConflictingUpdateOperators, "Update created a conflict at '%s'", path)
 	}
 	out := &node{array: x.array, children: slices.Clone(x.children)}

@@ -61,12 +61,16 @@ type leaf struct {
 // node is one path component of the compiled update tree. An object node's
 // children are field names (and "$"); an array node's children are "$[]"
 // and "$[<identifier>]", applied to every (matching) array element. A leaf
-// node has the operator applied at its path instead of children.
+// node has the operator applied at its path instead of children, held by
+// value: a path costs its update no allocation of its own.
 type node struct {
 	children []child // in the order the server applies them (fieldOrder)
 	array    bool
-	leaf     *leaf
+	leaf     leaf // when isLeaf
 }
+
+// isLeaf reports whether n is a leaf: every leaf names its operator.
+func (n *node) isLeaf() bool { return n.leaf.op != "" }
 
 // child is a node's child under one path component. Children are held by
 // value in their parent's slice: a tree costs no allocation per node.
@@ -236,7 +240,7 @@ func (u *Update) addLeaf(kind opKind, op string, f bson.E) error {
 	if err != nil {
 		return err
 	}
-	l := &leaf{kind: kind, op: op, path: f.Key, arg: f.Value}
+	l := leaf{kind: kind, op: op, path: f.Key, arg: f.Value}
 	if err := l.init(f); err != nil {
 		return err
 	}
@@ -263,7 +267,7 @@ func (u *Update) addLeaf(kind opKind, op string, f bson.E) error {
 		}
 		l.from, l.fromPath = slices.Clone(parts), f.Key
 		l.path = f.Value.(string)
-		if err := u.insert(parts, f.Key, &leaf{kind: opPlaceholder, op: op, path: f.Key}); err != nil {
+		if err := u.insert(parts, f.Key, leaf{kind: opPlaceholder, op: op, path: f.Key}); err != nil {
 			return err
 		}
 		parts = to
@@ -277,7 +281,7 @@ func isPrefix(a, b []string) bool {
 
 // insert places l in the tree at parts, reporting a conflict when another
 // update already owns the path, one of its prefixes or one of its extensions.
-func (u *Update) insert(parts []string, path string, l *leaf) error {
+func (u *Update) insert(parts []string, path string, l leaf) error {
 	conflict := func(i int) error {
 		return cmderr.New(cmderr.ConflictingUpdateOperators,
 			"Updating the path '%s' would create a conflict at '%s'", path, strings.Join(parts[:i+1], "."))
@@ -293,7 +297,7 @@ func (u *Update) insert(parts []string, path string, l *leaf) error {
 		switch {
 		case next == nil:
 			next = cur.add(parts[i], node{array: wantArray})
-		case next.leaf != nil, next.array != wantArray:
+		case next.isLeaf(), next.array != wantArray:
 			return conflict(i)
 		}
 		cur = next
