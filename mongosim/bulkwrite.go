@@ -162,7 +162,8 @@ func parseBulkOp(i int, v any, nss []bulkNamespace) (*bulkOp, error) {
 			}
 			renamed = append(renamed, e)
 		}
-		op.upd, err = parseUpdateStmt(renamed, "bulkWrite.ops", "filter", "updateMods")
+		op.upd = &updateStmt{}
+		err = parseUpdateStmt(op.upd, renamed, "bulkWrite.ops", "filter", "updateMods")
 	case "delete":
 		op.del, err = parseBulkDelete(rest)
 	default:

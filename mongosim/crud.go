@@ -238,19 +238,30 @@ func statementsArg(r *request, key string) (bson.A, error) {
 
 // statementDocs is statementsArg for statements that must all be documents.
 func statementDocs(r *request, key string) ([]bson.D, error) {
-	list, err := statementsArg(r, key)
+	list, err := statementDocList(r, key)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]bson.D, len(list))
 	for i, v := range list {
-		d, ok := v.(bson.D)
-		if !ok {
-			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s.%d' is the wrong type '%s', expected type 'object'", r.name, key, i, typeNameOf(v))
-		}
-		out[i] = d
+		out[i] = v.(bson.D)
 	}
 	return out, nil
+}
+
+// statementDocList is statementDocs without the copy: every element of the
+// list it returns is a bson.D.
+func statementDocList(r *request, key string) (bson.A, error) {
+	list, err := statementsArg(r, key)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range list {
+		if _, ok := v.(bson.D); !ok {
+			return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s.%d' is the wrong type '%s', expected type 'object'", r.name, key, i, typeNameOf(v))
+		}
+	}
+	return list, nil
 }
 
 // runStatements runs n write statements in order through r.stmt, handing
@@ -531,22 +542,35 @@ func (cu *compiledUpdate) updateEnv(now time.Time) update.Env {
 	return update.Env{Now: now, ArrayFilters: cu.arrayFilters, Vars: cu.updVars, Collator: cu.env.collator()}
 }
 
-func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
+// position is the array position the filter matched in doc, for the
+// update's positional $; -1 when the update has none (matching again to
+// find it costs an allocation).
+func (cu *compiledUpdate) position(doc bson.D) int {
+	if !cu.upd.UsesPosition() {
+		return -1
+	}
+	_, pos := cu.filter.MatchPosition(doc)
+	return pos
+}
+
+// compile returns the statement compiled; a value, which execUpdate keeps
+// on its stack.
+func (st *updateStmt) compile(env opEnv) (compiledUpdate, error) {
 	f, err := env.compileNearFilter(st.filterDoc)
 	if err != nil {
-		return nil, err
+		return compiledUpdate{}, err
 	}
 	u, err := update.Compile(st.updateSpec)
 	if err != nil {
-		return nil, err
+		return compiledUpdate{}, err
 	}
 	if st.multi && u.IsReplacement() {
-		return nil, cmderr.New(cmderr.FailedToParse, "multi update is not supported for replacement-style update")
+		return compiledUpdate{}, cmderr.New(cmderr.FailedToParse, "multi update is not supported for replacement-style update")
 	}
-	cu := &compiledUpdate{updateStmt: st, filter: f, upd: u, env: env, updVars: env.vars}
+	cu := compiledUpdate{updateStmt: st, filter: f, upd: u, env: env, updVars: env.vars}
 	if st.hasConstants {
 		if !u.IsPipeline() {
-			return nil, cmderr.New(51198, "Constant values may only be specified for pipeline updates")
+			return compiledUpdate{}, cmderr.New(51198, "Constant values may only be specified for pipeline updates")
 		}
 		cu.updVars = make(map[string]any, len(env.vars)+len(st.constants))
 		for k, v := range env.vars {
@@ -554,7 +578,7 @@ func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
 		}
 		for _, e := range st.constants {
 			if err := expr.CheckUserVarName(e.Key); err != nil {
-				return nil, err
+				return compiledUpdate{}, err
 			}
 			cu.updVars[e.Key] = e.Value
 		}
@@ -562,39 +586,39 @@ func (st *updateStmt) compile(env opEnv) (*compiledUpdate, error) {
 	if u.IsPipeline() && cu.updVars != nil {
 		// As the filter's $expr: an undefined variable fails at parse time.
 		if err := expr.CheckVariables(st.updateSpec, cu.updVars); err != nil {
-			return nil, err
+			return compiledUpdate{}, err
 		}
 	}
 	if len(st.sort) > 0 {
 		if st.multi {
-			return nil, cmderr.New(cmderr.FailedToParse, "Cannot specify sort with multi=true")
+			return compiledUpdate{}, cmderr.New(cmderr.FailedToParse, "Cannot specify sort with multi=true")
 		}
 		if cu.sorter, err = env.compileSort(st.sort); err != nil {
-			return nil, err
+			return compiledUpdate{}, err
 		}
 		if cu.sorter.NeedsTextScore() {
-			return nil, errWriteTextScore
+			return compiledUpdate{}, errWriteTextScore
 		}
 	}
 	return cu, nil
 }
 
-func parseUpdateStmt(d bson.D, where, filterKey, updateKey string) (*updateStmt, error) {
-	st := &updateStmt{}
+// parseUpdateStmt parses statement d into st.
+func parseUpdateStmt(st *updateStmt, d bson.D, where, filterKey, updateKey string) error {
 	var haveQ, haveU bool
 	for _, e := range d {
 		switch e.Key {
 		case filterKey:
 			q, ok := e.Value.(bson.D)
 			if !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'object'", where, filterKey, typeNameOf(e.Value))
+				return cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'object'", where, filterKey, typeNameOf(e.Value))
 			}
 			st.filterDoc, haveQ = q, true
 		case updateKey:
 			switch e.Value.(type) {
 			case bson.D, bson.A:
 			default:
-				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected types '[object, array]'", where, updateKey, typeNameOf(e.Value))
+				return cmderr.New(cmderr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected types '[object, array]'", where, updateKey, typeNameOf(e.Value))
 			}
 			st.updateSpec, haveU = e.Value, true
 		case "multi":
@@ -604,7 +628,7 @@ func parseUpdateStmt(d bson.D, where, filterKey, updateKey string) (*updateStmt,
 		case "arrayFilters":
 			af, err := arrayFiltersArg(e.Value, true)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			st.arrayFilters = af
 		case "collation":
@@ -614,30 +638,30 @@ func parseUpdateStmt(d bson.D, where, filterKey, updateKey string) (*updateStmt,
 		case "sort":
 			s, ok := e.Value.(bson.D)
 			if !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.sort' is the wrong type '%s', expected type 'object'", where, typeNameOf(e.Value))
+				return cmderr.New(cmderr.TypeMismatch, "BSON field '%s.sort' is the wrong type '%s', expected type 'object'", where, typeNameOf(e.Value))
 			}
 			st.sort = s
 		case "c":
 			c, ok := e.Value.(bson.D)
 			if !ok {
-				return nil, cmderr.New(cmderr.TypeMismatch, "BSON field '%s.c' is the wrong type '%s', expected type 'object'", where, typeNameOf(e.Value))
+				return cmderr.New(cmderr.TypeMismatch, "BSON field '%s.c' is the wrong type '%s', expected type 'object'", where, typeNameOf(e.Value))
 			}
 			st.constants, st.hasConstants = c, true
 		case "upsertSupplied":
 			if truthy(e.Value) {
-				return nil, cmderr.Unsupported("upsertSupplied")
+				return cmderr.Unsupported("upsertSupplied")
 			}
 		default:
-			return nil, cmderr.New(40415, "BSON field '%s.%s' is an unknown field.", where, e.Key)
+			return cmderr.New(40415, "BSON field '%s.%s' is an unknown field.", where, e.Key)
 		}
 	}
 	if !haveQ {
-		return nil, cmderr.New(40414, "BSON field '%s.%s' is missing but a required field", where, filterKey)
+		return cmderr.New(40414, "BSON field '%s.%s' is missing but a required field", where, filterKey)
 	}
 	if !haveU {
-		return nil, cmderr.New(40414, "BSON field '%s.%s' is missing but a required field", where, updateKey)
+		return cmderr.New(40414, "BSON field '%s.%s' is missing but a required field", where, updateKey)
 	}
-	return st, nil
+	return nil
 }
 
 func cmdUpdate(r *request) (bson.D, error) {
@@ -645,14 +669,15 @@ func cmdUpdate(r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	list, err := statementDocs(r, "updates")
+	list, err := statementDocList(r, "updates")
 	if err != nil {
 		return nil, err
 	}
 	bypassArg(r)
-	stmts := make([]*updateStmt, len(list))
+	// The statements in one slice: one allocation for the command.
+	stmts := make([]updateStmt, len(list))
 	for i, d := range list {
-		if stmts[i], err = parseUpdateStmt(d, "update.updates", "q", "u"); err != nil {
+		if err := parseUpdateStmt(&stmts[i], d.(bson.D), "update.updates", "q", "u"); err != nil {
 			return nil, err
 		}
 	}
@@ -667,7 +692,7 @@ func cmdUpdate(r *request) (bson.D, error) {
 		if err != nil {
 			return stmtResult{}, err
 		}
-		return r.data().execUpdate(r.ctx, r.db, coll, stmts[i], env, r.now)
+		return r.data().execUpdate(r.ctx, r.db, coll, &stmts[i], env, r.now)
 	}, func(i int, res stmtResult) {
 		n += res.N
 		nModified += res.NModified
@@ -705,13 +730,16 @@ func (s *storage) execUpdate(ctx context.Context, db, coll string, st *updateStm
 		}
 		uenv := cu.updateEnv(now)
 		for _, rec := range matched {
-			_, uenv.Position = cu.filter.MatchPosition(rec.doc)
+			uenv.Position = cu.position(rec.doc)
 			out, modified, err := cu.upd.Apply(rec.doc, uenv)
 			if err != nil {
 				return err
 			}
 			if modified {
-				if err := c.replace(rec, value.CloneDoc(out), cu.upd.IsReplacement()); err != nil {
+				// out is stored as it is: it shares only unchanged values
+				// with rec.doc, and stored documents are never changed in
+				// place (update.Update.Apply).
+				if err := c.replace(rec, out, cu.upd.IsReplacement()); err != nil {
 					return err
 				}
 				res.NModified++
@@ -721,7 +749,7 @@ func (s *storage) execUpdate(ctx context.Context, db, coll string, st *updateStm
 		if len(matched) > 0 || !st.upsert {
 			return nil
 		}
-		id, _, err := upsertInto(c, cu, now)
+		id, _, err := upsertInto(c, &cu, now)
 		if err != nil {
 			return err
 		}
@@ -994,10 +1022,12 @@ func compileFam(r *request, a famArgs) (*famPlan, error) {
 			return nil, cmderr.New(cmderr.FailedToParse, "Update argument must be either an object or an array")
 		}
 		st := &updateStmt{filterDoc: a.filterDoc, updateSpec: a.updateSpec, upsert: a.upsert, arrayFilters: arrayFilters}
-		if p.cu, err = st.compile(env); err != nil {
+		cu, err := st.compile(env)
+		if err != nil {
 			return nil, err
 		}
-		p.cu.filter = p.f
+		cu.filter = p.f
+		p.cu = &cu
 	}
 	return p, nil
 }
@@ -1055,16 +1085,16 @@ func (p *famPlan) apply(c *collection, now time.Time) (bson.D, error) {
 	if target == nil {
 		return p.upsertReply(c, now)
 	}
-	_, pos := p.f.MatchPosition(target.doc)
 	before := target.doc
 	uenv := p.cu.updateEnv(now)
-	uenv.Position = pos
+	uenv.Position = p.cu.position(target.doc)
 	out, modified, err := p.cu.upd.Apply(target.doc, uenv)
 	if err != nil {
 		return nil, err
 	}
 	if modified {
-		if err := c.replace(target, value.CloneDoc(out), p.cu.upd.IsReplacement()); err != nil {
+		// Stored as it is, as in execUpdate.
+		if err := c.replace(target, out, p.cu.upd.IsReplacement()); err != nil {
 			return nil, err
 		}
 	}

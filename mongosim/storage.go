@@ -1,6 +1,7 @@
 package mongosim
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -833,7 +834,12 @@ func (c *collection) replace(r *record, doc bson.D, whole bool) error {
 }
 
 // sameValue is exact identity for _id: same BSON type class and value.
-func sameValue(a, b any) bool { return value.Key(a) == value.Key(b) }
+// The keys are built in stack buffers (value.Key allocated one for every
+// replace).
+func sameValue(a, b any) bool {
+	var ab, bb [64]byte
+	return bytes.Equal(value.AppendKey(ab[:0], a, nil), value.AppendKey(bb[:0], b, nil))
+}
 
 func (c *collection) remove(r *record) error {
 	if err := c.beforeWrite(r.idKey, true); err != nil {

@@ -24,9 +24,9 @@ func roundTrip(t *testing.T, v any) any {
 }
 
 // TestNormalizeMatchesRoundTrip: normalize gives what a BSON round trip
-// gives, a copy (changing it leaves the spec alone), whether it copies a
-// spec of decoded types or encodes one of other Go types; a key holding
-// NUL still fails as the round trip does.
+// gives: a spec of decoded types as it is (Compile only reads it), one of
+// other Go types encoded into a copy (changing it leaves the spec alone);
+// a key holding NUL still fails as the round trip does.
 func TestNormalizeMatchesRoundTrip(t *testing.T) {
 	specs := []any{
 		bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int32(1)}}}},
@@ -44,6 +44,9 @@ func TestNormalizeMatchesRoundTrip(t *testing.T) {
 		}
 		if want := roundTrip(t, spec); !reflect.DeepEqual(got, want) {
 			t.Errorf("normalize(%v) = %#v, round trip %#v", spec, got, want)
+		}
+		if isNormal(spec) {
+			continue
 		}
 		before := roundTrip(t, spec)
 		switch g := got.(type) {

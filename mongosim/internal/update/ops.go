@@ -2,6 +2,7 @@ package update
 
 import (
 	"errors"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -80,7 +81,7 @@ func (a *applier) applyArithmetic(l *leaf, s slot) (any, bool, error) {
 	if !value.IsNumber(s.val) {
 		return nil, false, cmderr.New(cmderr.TypeMismatch,
 			"Cannot apply %s to a value of non-numeric type. {%s} has the field '%s' of non-numeric type %s",
-			l.op, a.id, s.name(), typeName(s.val))
+			l.op, a.idDesc(), s.name, typeName(s.val))
 	}
 	var v any
 	var err error
@@ -91,7 +92,7 @@ func (a *applier) applyArithmetic(l *leaf, s slot) (any, bool, error) {
 	}
 	if errors.Is(err, value.ErrOverflow) {
 		return nil, false, cmderr.New(cmderr.BadValue,
-			"Failed to apply %s operations to current value (%s) for document {%s}", l.op, safeNumDebug(s.val), a.id)
+			"Failed to apply %s operations to current value (%s) for document {%s}", l.op, safeNumDebug(s.val), a.idDesc())
 	}
 	if err != nil {
 		return nil, false, cmderr.New(cmderr.TypeMismatch, "Cannot apply %s: %v", l.op, err)
@@ -106,7 +107,7 @@ func (a *applier) applyPush(l *leaf, s slot) (any, bool, error) {
 	arr, ok := s.val.(bson.A)
 	if !ok {
 		return nil, false, cmderr.New(cmderr.BadValue,
-			"The field '%s' must be an array but is of type %s in document {%s}", s.name(), typeName(s.val), a.id)
+			"The field '%s' must be an array but is of type %s in document {%s}", s.name, typeName(s.val), a.idDesc())
 	}
 	return l.push.apply(arr, a.env.Collator), true, nil
 }
@@ -119,7 +120,7 @@ func (a *applier) applyAddToSet(l *leaf, s slot) (any, bool, error) {
 		var ok bool
 		if arr, ok = s.val.(bson.A); !ok {
 			return nil, false, cmderr.New(cmderr.BadValue,
-				"Cannot apply $addToSet to non-array field. Field named '%s' has non-array type %s", s.name(), typeName(s.val))
+				"Cannot apply $addToSet to non-array field. Field named '%s' has non-array type %s", s.name, typeName(s.val))
 		}
 	} else if err := s.creatable(); err != nil {
 		return nil, false, err
@@ -174,13 +175,15 @@ func applyPop(l *leaf, s slot) (any, bool, error) {
 		return nil, false, cmderr.New(cmderr.TypeMismatch,
 			"Path '%s' contains an element of non-array type '%s'", s.dotted(), typeName(s.val))
 	}
+	// Clipped: the array stays shared with the document's, which an
+	// append to it must not write into.
 	switch {
 	case len(arr) == 0:
 		return arr, true, nil
 	case l.popFirst:
 		return arr[1:], true, nil
 	}
-	return arr[:len(arr)-1], true, nil
+	return slices.Clip(arr[:len(arr)-1]), true, nil
 }
 
 // applyBitwise applies $bit's and/or/xor in order; a missing field starts
@@ -194,7 +197,7 @@ func (a *applier) applyBitwise(l *leaf, s slot) (any, bool, error) {
 		default:
 			return nil, false, cmderr.New(cmderr.BadValue,
 				"Cannot apply $bit to a value of non-integral type.{%s} has the field %s of non-integer type %s",
-				a.id, s.name(), typeName(s.val))
+				a.idDesc(), s.name, typeName(s.val))
 		}
 	}
 	for _, b := range l.bits {
@@ -213,7 +216,7 @@ func (a *applier) applyRename(l *leaf, s slot) (any, bool, error) {
 	if s.arrayField != "" {
 		return nil, false, cmderr.New(cmderr.BadValue,
 			"The destination field cannot be an array element, '%s' in doc with %s has an array field called '%s'",
-			l.path, a.id, s.arrayField)
+			l.path, a.idDesc(), s.arrayField)
 	}
 	a.renamed = append(a.renamed, l.from)
 	return store(s, value.Clone(v))

@@ -60,26 +60,53 @@ type leaf struct {
 
 // node is one path component of the compiled update tree. An object node's
 // children are field names (and "$"); an array node's children are "$[]"
-// and "$[<identifier>]", applied to every (matching) array element.
+// and "$[<identifier>]", applied to every (matching) array element. A leaf
+// node has the operator applied at its path instead of children.
 type node struct {
-	children map[string]*node
+	children []child // in the order the server applies them (fieldOrder)
 	array    bool
 	leaf     *leaf
 }
 
-func newInternal(array bool) *node { return &node{children: map[string]*node{}, array: array} }
-
-// sortedKeys orders children as the server applies them: numeric names
-// numerically, everything else lexicographically.
-func (n *node) sortedKeys() []string {
-	keys := make([]string, 0, len(n.children))
-	for k := range n.children {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, compareFieldNames)
-	return keys
+// child is a node's child under one path component. Children are held by
+// value in their parent's slice: a tree costs no allocation per node.
+type child struct {
+	key  string
+	node node
 }
 
+// find returns the index of key's child, or where it would be inserted.
+func (n *node) find(key string) (int, bool) {
+	return slices.BinarySearchFunc(n.children, key, func(c child, k string) int { return fieldOrder(c.key, k) })
+}
+
+// lookup returns key's child, nil if there is none. The pointer is valid
+// until a child is added to n.
+func (n *node) lookup(key string) *node {
+	if i, ok := n.find(key); ok {
+		return &n.children[i].node
+	}
+	return nil
+}
+
+// add inserts c as key's child, which must not exist, keeping the order.
+func (n *node) add(key string, c node) *node {
+	i, _ := n.find(key)
+	n.children = slices.Insert(n.children, i, child{key: key, node: c})
+	return &n.children[i].node
+}
+
+// fieldOrder is compareFieldNames made a total order: names it ranks equal
+// ("1" and "01") in plain string order, so a child is found by its name.
+func fieldOrder(a, b string) int {
+	if c := compareFieldNames(a, b); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+// compareFieldNames orders field names as the server applies them: numeric
+// names numerically, everything else lexicographically.
 func compareFieldNames(a, b string) int {
 	an, bn := isDigits(a), isDigits(b)
 	if an && bn {
@@ -123,8 +150,6 @@ func isArrayFilterComponent(s string) bool {
 
 // compileOperators builds the tree for an update of $-operators.
 func (u *Update) compileOperators(spec bson.D) error {
-	u.root = newInternal(false)
-	u.identifiers = map[string]string{}
 	for _, mod := range spec {
 		if mod.Key == "$" {
 			return cmderr.New(cmderr.FailedToParse, "'$' is not a valid update operator")
@@ -156,12 +181,17 @@ func typeName(v any) string {
 	return value.TypeName(v)
 }
 
-// parsePath validates an update path the way the server's field checker does.
-func parsePath(path string) ([]string, error) {
+// parsePath validates an update path the way the server's field checker
+// does and returns its components, appended to buf[:0] (a caller's array
+// saves allocating them).
+func parsePath(path string, buf []string) ([]string, error) {
 	if path == "" {
 		return nil, cmderr.New(cmderr.EmptyFieldName, "An empty update path is not valid.")
 	}
-	parts := strings.Split(path, ".")
+	parts := buf[:0]
+	for p := range strings.SplitSeq(path, ".") {
+		parts = append(parts, p)
+	}
 	positional := 0
 	for i, p := range parts {
 		if p == "" {
@@ -201,7 +231,8 @@ func isDynamic(parts []string) bool {
 }
 
 func (u *Update) addLeaf(kind opKind, op string, f bson.E) error {
-	parts, err := parsePath(f.Key)
+	var buf [8]string
+	parts, err := parsePath(f.Key, buf[:])
 	if err != nil {
 		return err
 	}
@@ -213,7 +244,7 @@ func (u *Update) addLeaf(kind opKind, op string, f bson.E) error {
 		u.topDollar = append(u.topDollar, f.Key)
 	}
 	if kind == opRename {
-		to, err := parsePath(f.Value.(string))
+		to, err := parsePath(f.Value.(string), nil)
 		if err != nil {
 			return err
 		}
@@ -230,7 +261,7 @@ func (u *Update) addLeaf(kind opKind, op string, f bson.E) error {
 			return cmderr.New(cmderr.BadValue,
 				"The source and target field for $rename must not be on the same path: %s", formatElem(f.Key, f.Value))
 		}
-		l.from, l.fromPath = parts, f.Key
+		l.from, l.fromPath = slices.Clone(parts), f.Key
 		l.path = f.Value.(string)
 		if err := u.insert(parts, f.Key, &leaf{kind: opPlaceholder, op: op, path: f.Key}); err != nil {
 			return err
@@ -251,33 +282,31 @@ func (u *Update) insert(parts []string, path string, l *leaf) error {
 		return cmderr.New(cmderr.ConflictingUpdateOperators,
 			"Updating the path '%s' would create a conflict at '%s'", path, strings.Join(parts[:i+1], "."))
 	}
-	cur := u.root
+	cur := &u.root
 	for i := 0; i < len(parts)-1; i++ {
 		if parts[i] == "$" {
 			u.positional = true
 		}
 		u.noteIdentifier(parts[i], path)
 		wantArray := isArrayFilterComponent(parts[i+1])
-		child := cur.children[parts[i]]
+		next := cur.lookup(parts[i])
 		switch {
-		case child == nil:
-			child = newInternal(wantArray)
-			cur.children[parts[i]] = child
-		case child.leaf != nil, child.array != wantArray:
+		case next == nil:
+			next = cur.add(parts[i], node{array: wantArray})
+		case next.leaf != nil, next.array != wantArray:
 			return conflict(i)
 		}
-		cur = child
+		cur = next
 	}
 	last := parts[len(parts)-1]
 	if last == "$" {
 		u.positional = true
 	}
 	u.noteIdentifier(last, path)
-	if cur.children[last] != nil {
+	if cur.lookup(last) != nil {
 		return conflict(len(parts) - 1)
 	}
-	cur.children[last] = &node{leaf: l}
-	u.leaves = append(u.leaves, l)
+	cur.add(last, node{leaf: l})
 	return nil
 }
 
@@ -286,6 +315,9 @@ func (u *Update) noteIdentifier(part, path string) {
 		return
 	}
 	id := part[2 : len(part)-1]
+	if u.identifiers == nil {
+		u.identifiers = map[string]string{}
+	}
 	if _, ok := u.identifiers[id]; !ok {
 		u.identifiers[id] = path
 	}

@@ -48,9 +48,8 @@ const (
 type Update struct {
 	kind        kind
 	spec        bson.D // the operator document, for messages
-	root        *node
-	leaves      []*leaf
-	identifiers map[string]string // array filter identifier -> first path using it
+	root        node
+	identifiers map[string]string // array filter identifier -> first path using it; nil if none
 	positional  bool
 	replacement bson.D
 	pipeline    *pipelineUpdate
@@ -62,6 +61,9 @@ type Update struct {
 // Compile parses an update: a document of $-operators, a replacement
 // document, or a pipeline (bson.A). Values are normalised to the types
 // bson.Unmarshal produces, so callers may pass bson.M, []any or Go ints.
+// A spec already of those types (as decoded from a command) is kept, not
+// copied: the Update only reads it, and the caller must not change it
+// while the Update is in use.
 func Compile(spec any) (*Update, error) {
 	norm, err := normalize(spec)
 	if err != nil {
@@ -90,8 +92,9 @@ func Compile(spec any) (*Update, error) {
 	return nil, cmderr.New(cmderr.FailedToParse, "Update argument must be either an object or an array")
 }
 
-// normalize round-trips spec through BSON so every value has the type
-// bson.Unmarshal gives it (bson.D, bson.A, int32/int64, ...).
+// normalize returns spec with every value of the type bson.Unmarshal gives
+// it (bson.D, bson.A, int32/int64, ...): spec itself when it already is,
+// otherwise a copy round-tripped through BSON.
 func normalize(spec any) (any, error) {
 	switch x := spec.(type) {
 	case nil:
@@ -104,9 +107,9 @@ func normalize(spec any) (any, error) {
 		return d, nil
 	}
 	if isNormal(spec) {
-		// What the round trip would give, copied without encoding (an
-		// update decoded from a command always is).
-		return value.Clone(spec), nil
+		// What the round trip would give (an update decoded from a
+		// command always is).
+		return spec, nil
 	}
 	// bsond encodes and decodes as the bson package does, without its
 	// reflection (which was most of an updateOne's compile time).
@@ -123,7 +126,7 @@ func normalize(spec any) (any, error) {
 
 // isNormal reports whether v holds only values of the types bson.Unmarshal
 // into a bson.D gives, which value.Clone copies as they are, and keys BSON
-// can hold (no NUL): normalize's round trip would give a copy of it.
+// can hold (no NUL): normalize's round trip would give an equal value.
 func isNormal(v any) bool {
 	switch x := v.(type) {
 	case bson.D:
@@ -176,7 +179,10 @@ func (u *Update) CheckArrayFilters(filters []bson.D) error {
 }
 
 // Apply returns the updated copy of doc and whether it differs from doc.
-// doc is never modified.
+// doc is never modified. The copy shares with doc the values the update
+// leaves alone, and no document or array with the update (what it stores
+// is copied): a caller that never changes documents in place, as
+// mongosim's storage, keeps it as it is.
 func (u *Update) Apply(doc bson.D, env Env) (bson.D, bool, error) {
 	out, err := u.apply(doc, env, hasID(doc))
 	if err != nil {
@@ -225,12 +231,16 @@ func (u *Update) apply(doc bson.D, env Env, immutableID bool) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &applier{env: env, now: env.Now, orig: doc, id: idDesc(doc), filters: filters}
-	v, _, err := a.applyObjectNode(u.root, slot{val: value.CloneDoc(doc), exists: true})
+	a := &applier{env: env, now: env.Now, orig: doc, filters: filters}
+	root := slot{exists: true} // applyToDoc takes doc itself
+	children, err := a.resolveChildren(&u.root, root)
 	if err != nil {
 		return nil, err
 	}
-	out, _ := v.(bson.D)
+	out, err := a.applyToDoc(children, root, doc)
+	if err != nil {
+		return nil, err
+	}
 	for _, from := range a.renamed {
 		out = removePath(out, from)
 	}
@@ -248,12 +258,21 @@ func (u *Update) apply(doc bson.D, env Env, immutableID bool) (bson.D, error) {
 	return out, nil
 }
 
-// idPath names the update path that touches _id, for the ImmutableField message.
+// idPath names the update path that touches _id, for the ImmutableField
+// message: the first in the update's order ($rename's source before its
+// destination).
 func (u *Update) idPath() string {
-	for _, l := range u.leaves {
-		for _, p := range []string{l.path, l.fromPath} {
-			if p == "_id" || strings.HasPrefix(p, "_id.") {
-				return p
+	for _, mod := range u.spec {
+		fields, _ := mod.Value.(bson.D)
+		for _, f := range fields {
+			paths := []string{f.Key}
+			if to, ok := f.Value.(string); ok && mod.Key == "$rename" {
+				paths = append(paths, to)
+			}
+			for _, p := range paths {
+				if p == "_id" || strings.HasPrefix(p, "_id.") {
+					return p
+				}
 			}
 		}
 	}

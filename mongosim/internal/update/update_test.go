@@ -547,6 +547,42 @@ func TestApplyDoesNotShareSpecValues(t *testing.T) {
 	}
 }
 
+// Apply copies only the documents and arrays on the paths it changes: the
+// rest of the result is the input's own values, which it leaves as they were.
+func TestApplySharesUnchangedValues(t *testing.T) {
+	doc := D(`{"_id":1,"a":{"b":1,"c":{"d":1}},"e":[1,2],"f":[{"g":1},{"g":2}]}`)
+	before := value.CloneDoc(doc)
+	out, modified, err := compileAndApply(D(`{"$inc":{"a.b":1,"f.1.g":1}}`), doc, Env{Position: -1})
+	if err != nil || !modified {
+		t.Fatal(out, modified, err)
+	}
+	if want := D(`{"_id":1,"a":{"b":2,"c":{"d":1}},"e":[1,2],"f":[{"g":1},{"g":3}]}`); !identicalDoc(want, out) {
+		t.Fatalf("got %s", show(out))
+	}
+	if !identicalDoc(before, doc) {
+		t.Fatalf("input changed: %s", show(doc))
+	}
+	same := func(name string, x, y any) {
+		t.Helper()
+		switch x := x.(type) {
+		case bson.D:
+			if &x[0] != &y.(bson.D)[0] {
+				t.Errorf("%s was copied", name)
+			}
+		case bson.A:
+			if &x[0] != &y.(bson.A)[0] {
+				t.Errorf("%s was copied", name)
+			}
+		}
+	}
+	same("a.c", doc[1].Value.(bson.D)[1].Value, out[1].Value.(bson.D)[1].Value)
+	same("e", doc[2].Value, out[2].Value)
+	same("f.0", doc[3].Value.(bson.A)[0], out[3].Value.(bson.A)[0])
+	if &doc[1].Value.(bson.D)[0] == &out[1].Value.(bson.D)[0] {
+		t.Error("a was changed in place")
+	}
+}
+
 func TestCheckArrayFilters(t *testing.T) {
 	u, err := Compile(D(`{"$set":{"a.$[x]":1}}`))
 	if err != nil {
