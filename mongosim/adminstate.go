@@ -92,7 +92,11 @@ type opRegistry struct {
 // begin registers r (making its context cancellable by killOp); end
 // unregisters it.
 func (g *opRegistry) begin(r *request) {
-	ctx := &opContext{parent: r.ctx}
+	ctx := r.opCtx // allocated with the request (memberRequest)
+	if ctx == nil {
+		ctx = new(opContext)
+	}
+	*ctx = opContext{parent: r.ctx}
 	r.ctx = ctx
 	g.mu.Lock()
 	if g.ops == nil {

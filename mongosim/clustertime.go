@@ -33,6 +33,11 @@ type clusterTimeDoc struct {
 	at       bson.Timestamp
 	doc, opv any
 	fields   [2]bson.E // doc's: in the same allocation
+	// opTime is the opTime {ts: at, t: term} of a write at at as a reply
+	// value (opTimeDoc; nil in a document gossipDoc built).
+	term     int64
+	opTime   any
+	opFields [2]bson.E
 }
 
 // gossipDoc returns the $clusterTime document of at and at as a reply
@@ -42,11 +47,31 @@ func (k *logicalClock) gossipDoc(at bson.Timestamp) *clusterTimeDoc {
 	if g := k.gossip.Load(); g != nil && g.at == at {
 		return g
 	}
+	g := newClusterTimeDoc(at)
+	k.gossip.Store(g)
+	return g
+}
+
+func newClusterTimeDoc(at bson.Timestamp) *clusterTimeDoc {
 	v := any(at)
 	g := &clusterTimeDoc{at: at, opv: v, fields: [2]bson.E{{Key: "clusterTime", Value: v}, {Key: "signature", Value: zeroSignatureValue}}}
 	g.doc = bson.D(g.fields[:])
-	k.gossip.Store(g)
 	return g
+}
+
+// opTimeDoc returns the opTime {ts, t: term} of a write at ts as a reply
+// value. It is built with the $clusterTime document of ts (gossipDoc),
+// which the write's reply carries too: one allocation for both.
+func (k *logicalClock) opTimeDoc(ts bson.Timestamp, term int64) any {
+	if g := k.gossip.Load(); g != nil && g.at == ts && g.opTime != nil && g.term == term {
+		return g.opTime
+	}
+	g := newClusterTimeDoc(ts)
+	g.term = term
+	g.opFields = [2]bson.E{{Key: "ts", Value: g.opv}, {Key: "t", Value: term}}
+	g.opTime = bson.D(g.opFields[:])
+	k.gossip.Store(g)
+	return g.opTime
 }
 
 func newLogicalClock(now func() time.Time) *logicalClock {
@@ -178,10 +203,9 @@ func (m *Member) withWriteOpTime(reply bson.D, ts bson.Timestamp) bson.D {
 	c.mu.Lock()
 	term := c.term
 	c.mu.Unlock()
-	// ts boxed as the reply's $clusterTime boxes it (ts is the cluster
-	// time the reply carries), and the term's electionId boxed once: two
-	// allocations fewer per write.
-	reply = setField(reply, "opTime", bson.D{{Key: "ts", Value: c.data.clusterClock.gossipDoc(ts).opv}, {Key: "t", Value: term}})
+	// The opTime built with the reply's $clusterTime (ts is the cluster
+	// time the reply carries), and the term's electionId boxed once.
+	reply = setField(reply, "opTime", c.data.clusterClock.opTimeDoc(ts, term))
 	return setField(reply, "electionId", m.electionIDValue(term))
 }
 

@@ -29,6 +29,9 @@ type request struct {
 	// stream is set while an exhaust hello streams its replies.
 	stream *blackpipe.Stream
 	rc     readConcern // validated readConcern; rc.atClusterTime set for snapshot reads
+	// opCtx is the context ops.begin makes the request's: a member
+	// request's own (memberRequest).
+	opCtx *opContext
 	// op is the request in currentOp (ops.begin), until it answers.
 	op      *activeOp
 	ops     *opRegistry

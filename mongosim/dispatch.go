@@ -94,6 +94,14 @@ func (m *Member) work(r *request, cmd *command, cancel context.CancelFunc) {
 	c.adm.lat.record(r, time.Since(r.op.started)) // begun just before
 }
 
+// memberRequest is a member's request with the context opRegistry.begin
+// gives it: one allocation for both. (The context is not a field of
+// request, which is copied: a request for explain's inner command.)
+type memberRequest struct {
+	request
+	opCtx opContext
+}
+
 // decode checks the message's framing, the command's name and maxTimeMS,
 // and builds the request, whose context ends at maxTimeMS (cancel
 // releases it); ok is false when it answered an error.
@@ -117,7 +125,9 @@ func (m *Member) decode(br *blackpipe.Request) (r *request, cmd *command, cancel
 		return refuse(errNoDB())
 	}
 	c := m.cluster
-	r = &request{ctx: br.Context(), cluster: c, member: m, raw: br, db: br.DB, name: cmd.name, cmd: doc, now: c.now(), keys: newCmdKeys(doc)}
+	mr := &memberRequest{request: request{ctx: br.Context(), cluster: c, member: m, raw: br, db: br.DB, name: cmd.name, cmd: doc, now: c.now(), keys: newCmdKeys(doc)}}
+	r = &mr.request
+	r.opCtx = &mr.opCtx
 	limit, badLimit := maxTimeArg(r)
 	if badLimit != nil {
 		return refuse(badLimit)
