@@ -121,7 +121,7 @@ func (r *Request) String() string {
 func (r *Request) Doc() (bson.D, error) {
 	// Decoded with room for the sequences' fields, which go into d in
 	// place (d is this call's own; mergeDoc would copy it for each).
-	d, err := bsond.UnmarshalRoom(r.Command, len(r.Sequences))
+	d, err := bsond.UnmarshalCommand(r.Command, len(r.Sequences))
 	if err != nil {
 		return nil, fmt.Errorf("blackpipe: decode %s: %w", r.Name, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"slices"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -272,14 +273,7 @@ func appendValue(dst []byte, at int, v any) ([]byte, error) {
 // fifth of mongosim's CPU in bson.Unmarshal); other types and malformed
 // input go to bson.Unmarshal, which decodes or reports them.
 func Unmarshal(raw []byte) (bson.D, error) {
-	return UnmarshalRoom(raw, 0)
-}
-
-// UnmarshalRoom is Unmarshal with room for that many more fields in the
-// document returned (when the fast path decodes it): a command's document
-// sequences are added to it as fields without copying it once more.
-func UnmarshalRoom(raw []byte, room int) (bson.D, error) {
-	if d, ok := readD(raw, room, nil); ok {
+	if d, ok := readD(raw, 0, nil, false); ok {
 		return d, nil
 	}
 	var d bson.D
@@ -287,63 +281,120 @@ func UnmarshalRoom(raw []byte, room int) (bson.D, error) {
 	return d, err
 }
 
-// slabs hold the fields of a document's nested documents and the values of
-// its arrays, so that they take one allocation each instead of one per
-// nested document or array: a driver's command has four or five (filter,
-// lsid, $clusterTime and its signature). Only a document whose nested
-// values are few gets slabs: a nested document kept for long (a session's
-// lsid, a stored subdocument) keeps its whole slab alive.
+// UnmarshalCommand is Unmarshal for a command's body, with room for that
+// many more fields in the document returned (when the fast path decodes
+// it): a command's document sequences are added to it as fields without
+// copying it once more. Short strings at its top level (the collection's
+// and the database's names) come from commandStrings.
+func UnmarshalCommand(raw []byte, room int) (bson.D, error) {
+	if d, ok := readD(raw, room, nil, true); ok {
+		return d, nil
+	}
+	var d bson.D
+	err := bson.Unmarshal(raw, &d)
+	return d, err
+}
+
+// commandStrings holds the boxed values of short strings seen at
+// commands' top level, direct-mapped by a hash of their bytes (a string
+// that misses takes its slot): a command's collection and database names
+// repeat from one command to the next, and each was two allocations, the
+// string and its interface box.
+var commandStrings [256]atomic.Value
+
+// maxCommandString bounds the strings commandStrings keeps.
+const maxCommandString = 64
+
+// commandString is b as a boxed string, from commandStrings when it is
+// there.
+func commandString(b []byte) any {
+	if len(b) > maxCommandString {
+		return string(b)
+	}
+	h := uint32(2166136261) // FNV-1a
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	slot := &commandStrings[h%uint32(len(commandStrings))]
+	if v := slot.Load(); v != nil && v.(string) == string(b) {
+		return v
+	}
+	var v any = string(b)
+	slot.Store(v)
+	return v
+}
+
+// slabs hold the fields of a document's nested documents, the values of
+// its arrays and the bytes of its short binaries, so that they take one
+// allocation each instead of one per nested document, array or binary: a
+// driver's command has four or five nested documents (filter, lsid,
+// $clusterTime and its signature) and two binaries (the session's id and
+// the signature's hash). Only a document whose nested values are few gets
+// slabs: a nested document kept for long (a session's lsid, a stored
+// subdocument) keeps its whole slab alive.
 type slabs struct {
 	fields []bson.E
 	values []any
+	bytes  []byte
 }
 
 // slabLimit bounds the fields and values one slab pair holds (2 KiB of
-// fields at most).
-const slabLimit = 64
+// fields at most), maxSlabBinary the binaries that take their bytes from
+// a slab.
+const (
+	slabLimit     = 64
+	maxSlabBinary = 64
+)
+
+// slabCounts is what the slabs for a document's nested values hold.
+type slabCounts struct{ fields, values, bytes int }
 
 // size sizes the slabs for the nested documents and arrays among elems
-// (none when they are too many: each takes its own allocation then).
+// and the short binaries among them and in them (none when the nested
+// values are too many: each takes its own allocation then).
 func (s *slabs) size(elems []byte) {
-	fields, values, ok := countNested(elems, 0, 0)
-	if !ok {
+	var n slabCounts
+	if !n.count(elems) {
 		return
 	}
-	s.fields = make([]bson.E, fields)
-	s.values = make([]any, values)
+	s.fields = make([]bson.E, n.fields)
+	s.values = make([]any, n.values)
+	s.bytes = make([]byte, n.bytes)
 }
 
-// countNested counts the fields of the documents and the values of the
-// arrays nested in elems (at any depth), adding them to fields and
-// values; false when they pass slabLimit or elems is malformed.
-func countNested(elems []byte, fields, values int) (int, int, bool) {
+// count adds the fields of the documents and the values of the arrays
+// nested in elems (at any depth) and the bytes of its short binaries;
+// false when they pass slabLimit or elems is malformed.
+func (n *slabCounts) count(elems []byte) bool {
 	for len(elems) > 0 {
 		elem, rest, ok := bsoncore.ReadElement(elems)
 		if !ok {
-			return 0, 0, false
+			return false
 		}
 		elems = rest
+		if bsoncore.Type(elem[0]) == bsoncore.TypeBinary {
+			if _, data, ok := elem.Value().BinaryOK(); ok && len(data) <= maxSlabBinary {
+				n.bytes += len(data)
+			}
+			continue
+		}
 		if !nests(elem[0]) {
 			continue
 		}
 		inner, ok := docElems(elem.Value().Data)
 		if !ok {
-			return 0, 0, false
+			return false
 		}
-		n := countElems(inner)
 		if bsoncore.Type(elem[0]) == bsoncore.TypeArray {
-			values += n
+			n.values += countElems(inner)
 		} else {
-			fields += n
+			n.fields += countElems(inner)
 		}
-		if fields+values > slabLimit {
-			return 0, 0, false
-		}
-		if fields, values, ok = countNested(inner, fields, values); !ok {
-			return 0, 0, false
+		if n.fields+n.values > slabLimit || !n.count(inner) {
+			return false
 		}
 	}
-	return fields, values, true
+	return true
 }
 
 // countElems counts well-formed elements at the start of elems.
@@ -383,13 +434,25 @@ func (s *slabs) takeValues(n int) bson.A {
 	return a
 }
 
+// copyBytes returns a copy of b, in the slab when it is short and fits.
+func (s *slabs) copyBytes(b []byte) []byte {
+	if s == nil || len(b) > maxSlabBinary || len(s.bytes) < len(b) {
+		return bytes.Clone(b)
+	}
+	c := s.bytes[:len(b):len(b)]
+	copy(c, b)
+	s.bytes = s.bytes[len(b):]
+	return c
+}
+
 // readD and readA gather the elements in a buffer on the stack and copy
 // them into a slice of the exact length (plus room): growing a bson.D from
 // empty took three allocations per small document, 15% of an insert of
 // 1 000 of them. The outermost document (s == nil) gets its own slice and
 // sizes the slabs its nested documents and arrays take theirs from, at its
-// first nested value (a flat document walks its elements once).
-func readD(raw []byte, room int, s *slabs) (bson.D, bool) {
+// first nested value (a flat document walks its elements once). A
+// command's top-level strings come from commandStrings.
+func readD(raw []byte, room int, s *slabs, command bool) (bson.D, bool) {
 	elems, ok := docElems(raw)
 	if !ok {
 		return nil, false
@@ -404,7 +467,12 @@ func readD(raw []byte, room int, s *slabs) (bson.D, bool) {
 			s.size(elems)
 		}
 		var e bson.E
-		if e.Key, e.Value, elems, ok = readElem(elems, s); !ok {
+		if command && bsoncore.Type(elems[0]) == bsoncore.TypeString {
+			e.Key, e.Value, elems, ok = readCommandString(elems)
+		} else {
+			e.Key, e.Value, elems, ok = readElem(elems, s)
+		}
+		if !ok {
 			return nil, false
 		}
 		d = append(d, e)
@@ -456,6 +524,34 @@ func readElem(elems []byte, s *slabs) (key string, v any, rest []byte, ok bool) 
 		return "", nil, nil, false
 	}
 	return keyOf(elem[1 : k+1]), v, rest, true
+}
+
+// readCommandString is readElem for a string element at a command's top
+// level.
+func readCommandString(elems []byte) (key string, v any, rest []byte, ok bool) {
+	elem, rest, ok := bsoncore.ReadElement(elems)
+	if !ok {
+		return "", nil, nil, false
+	}
+	k := bytes.IndexByte(elem[1:], 0)
+	if k < 0 {
+		return "", nil, nil, false
+	}
+	str, ok := stringBytes(elem[k+2:])
+	if !ok {
+		return "", nil, nil, false
+	}
+	return keyOf(elem[1 : k+1]), commandString(str), rest, true
+}
+
+// stringBytes is the text of a string value: its length (counting the
+// terminating NUL, which must be there), the text, the NUL.
+func stringBytes(data []byte) ([]byte, bool) {
+	n, rest, ok := bsoncore.ReadLength(data)
+	if !ok || n < 1 || int(n) > len(rest) || rest[n-1] != 0 {
+		return nil, false
+	}
+	return rest[:n-1], true
 }
 
 // Key is key as a string, without an allocation for the field names of
@@ -528,17 +624,20 @@ func readValue(v bsoncore.Value, s *slabs) (any, bool) {
 		s, ok := v.StringValueOK()
 		return s, ok && v.Data[len(v.Data)-1] == 0
 	case bsoncore.TypeEmbeddedDocument:
-		return readD(v.Data, 0, s)
+		return readD(v.Data, 0, s, false)
 	case bsoncore.TypeArray:
 		return readA(v.Data, s)
 	case bsoncore.TypeBinary:
 		sub, data, ok := v.BinaryOK()
-		return bson.Binary{Subtype: sub, Data: bytes.Clone(data)}, ok
+		return bson.Binary{Subtype: sub, Data: s.copyBytes(data)}, ok
 	case bsoncore.TypeObjectID:
 		oid, ok := v.ObjectIDOK()
 		return bson.ObjectID(oid), ok
 	case bsoncore.TypeBoolean:
-		return v.BooleanOK()
+		// bsoncore reads any byte but 1 as false; bson refuses all but 0
+		// and 1, and so does this decoder.
+		b, ok := v.BooleanOK()
+		return b, ok && v.Data[0] <= 1
 	case bsoncore.TypeDateTime:
 		dt, ok := v.DateTimeOK()
 		return bson.DateTime(dt), ok

@@ -6,6 +6,8 @@ import (
 	"math"
 	"reflect"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -130,12 +132,17 @@ func TestNestedDocumentsShareSlabs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The command's slice, the slab, and the values boxed into interfaces:
-	// two strings (two each), two binaries (two each), the timestamp,
-	// int32(700) and the four nested documents. One per nested document
-	// more without the slab.
-	if a := testing.AllocsPerRun(100, func() { _, _ = Unmarshal(raw) }); a > 16 {
-		t.Errorf("decoding a find command allocates %v times, want 16", a)
+	// The command's slice, the fields and bytes slabs, and the values
+	// boxed into interfaces: two strings (two each), two binaries, the
+	// timestamp, int32(700) and the four nested documents. Without the
+	// slabs, one more per nested document and per binary.
+	if a := testing.AllocsPerRun(100, func() { _, _ = Unmarshal(raw) }); a > 15 {
+		t.Errorf("decoding a find command allocates %v times, want 15", a)
+	}
+	// As a command, its top-level strings ("coll", "test") are the boxed
+	// values of the decodings before.
+	if a := testing.AllocsPerRun(100, func() { _, _ = UnmarshalCommand(raw, 0) }); a > 11 {
+		t.Errorf("decoding a find command as a command allocates %v times, want 11", a)
 	}
 	d, err := Unmarshal(raw)
 	if err != nil {
@@ -143,9 +150,64 @@ func TestNestedDocumentsShareSlabs(t *testing.T) {
 	}
 	filter := d[1].Value.(bson.D)
 	_ = append(filter, bson.E{Key: "x", Value: int32(1)})
+	lsid := d[3].Value.(bson.D)
+	id := lsid[0].Value.(bson.Binary)
+	_ = append(id.Data, 1)
 	if !reflect.DeepEqual(d, cmd) {
-		t.Errorf("growing the filter changed the command:\n got %#v\nwant %#v", d, cmd)
+		t.Errorf("growing the filter and the session id changed the command:\n got %#v\nwant %#v", d, cmd)
 	}
+}
+
+// TestCommandStrings: a command's top-level strings are right whichever
+// strings shared their slot before, from any number of goroutines.
+func TestCommandStrings(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				coll := fmt.Sprintf("coll%d", (i*7+g)%600)
+				cmd := bson.D{{Key: "find", Value: coll}, {Key: "$db", Value: strings.Repeat("d", i%(maxCommandString+3))}}
+				raw, err := bson.Marshal(cmd)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				d, err := UnmarshalCommand(raw, 0)
+				if err != nil || !reflect.DeepEqual(d, cmd) {
+					t.Errorf("got %#v, %v; want %#v", d, err, cmd)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// FuzzUnmarshalCommandMatchesBSON: any input decodes as bson.Unmarshal
+// decodes it, or fails where it fails.
+func FuzzUnmarshalCommandMatchesBSON(f *testing.F) {
+	for _, d := range []bson.D{
+		{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: int32(7)}}}, {Key: "lsid", Value: bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}}, {Key: "$db", Value: "test"}},
+		{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "a", Value: bson.A{1.5, "s", bson.Binary{Subtype: 2, Data: []byte("xy")}}}}}}},
+		{{Key: "r", Value: bson.Regex{Pattern: "a"}}, {Key: "x", Value: bson.D{}}, {Key: "s", Value: ""}},
+	} {
+		raw, err := bson.Marshal(d)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var want bson.D
+		wantErr := bson.Unmarshal(raw, &want)
+		got, err := UnmarshalCommand(raw, 1)
+		// Printed, not DeepEqual: a NaN is not equal to itself.
+		if (err != nil) != (wantErr != nil) || err == nil && fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
+			t.Fatalf("%x: got %#v, %v; want %#v, %v", raw, got, err, want, wantErr)
+		}
+	})
 }
 
 // TestSizeDIsExact: the size pass must predict appendD's length exactly,
