@@ -414,35 +414,20 @@ func nests(t byte) bool {
 	return bsoncore.Type(t) == bsoncore.TypeEmbeddedDocument || bsoncore.Type(t) == bsoncore.TypeArray
 }
 
-// takeFields returns n fields from the slab, or new ones.
-func (s *slabs) takeFields(n int) bson.D {
-	if s == nil || len(s.fields) < n {
-		return make(bson.D, n)
+// copyOut copies src to the front of *slab, cutting the copy's capacity at
+// its length so that appending to it never reaches what follows, or to a
+// new slice when the slab is too short. An empty src gives an empty,
+// non-nil slice, as bson.Unmarshal gives.
+func copyOut[T any](slab *[]T, src []T) []T {
+	n := len(src)
+	var dst []T
+	if n > 0 && len(*slab) >= n {
+		dst, *slab = (*slab)[:n:n], (*slab)[n:]
+	} else {
+		dst = make([]T, n)
 	}
-	d := s.fields[:n:n]
-	s.fields = s.fields[n:]
-	return d
-}
-
-// takeValues returns n array values from the slab, or new ones.
-func (s *slabs) takeValues(n int) bson.A {
-	if s == nil || len(s.values) < n {
-		return make(bson.A, n)
-	}
-	a := s.values[:n:n]
-	s.values = s.values[n:]
-	return a
-}
-
-// copyBytes returns a copy of b, in the slab when it is short and fits.
-func (s *slabs) copyBytes(b []byte) []byte {
-	if s == nil || len(b) > maxSlabBinary || len(s.bytes) < len(b) {
-		return bytes.Clone(b)
-	}
-	c := s.bytes[:len(b):len(b)]
-	copy(c, b)
-	s.bytes = s.bytes[len(b):]
-	return c
+	copy(dst, src)
+	return dst
 }
 
 // readD and readA gather the elements in a buffer on the stack and copy
@@ -480,15 +465,17 @@ func readD(raw []byte, room int, s *slabs, command bool) (bson.D, bool) {
 	if outer {
 		return append(make(bson.D, 0, len(d)+room), d...), true
 	}
-	out := s.takeFields(len(d))
-	copy(out, d)
-	return out, true
+	return copyOut(&s.fields, d), true
 }
 
 func readA(raw []byte, s *slabs) (bson.A, bool) {
 	elems, ok := docElems(raw)
 	if !ok {
 		return nil, false
+	}
+	var none slabs
+	if s == nil {
+		s = &none // an array decoded on its own
 	}
 	var buf [16]any
 	a := buf[:0]
@@ -499,9 +486,7 @@ func readA(raw []byte, s *slabs) (bson.A, bool) {
 		}
 		a = append(a, v)
 	}
-	out := s.takeValues(len(a))
-	copy(out, a)
-	return out, true
+	return copyOut(&s.values, a), true
 }
 
 // readElem decodes the first of elems, taking nested documents' fields and
@@ -629,7 +614,10 @@ func readValue(v bsoncore.Value, s *slabs) (any, bool) {
 		return readA(v.Data, s)
 	case bsoncore.TypeBinary:
 		sub, data, ok := v.BinaryOK()
-		return bson.Binary{Subtype: sub, Data: s.copyBytes(data)}, ok
+		if s == nil || len(data) > maxSlabBinary {
+			return bson.Binary{Subtype: sub, Data: bytes.Clone(data)}, ok
+		}
+		return bson.Binary{Subtype: sub, Data: copyOut(&s.bytes, data)}, ok
 	case bsoncore.TypeObjectID:
 		oid, ok := v.ObjectIDOK()
 		return bson.ObjectID(oid), ok

@@ -88,7 +88,8 @@ func TestUnmarshalMatchesBSONUnmarshal(t *testing.T) {
 	for i := range slabLimit {
 		many = append(many, bson.D{{Key: "i", Value: int32(i)}})
 	}
-	docs = append(docs, bson.D{{Key: "s", Value: "x"}, {Key: "many", Value: many}})
+	docs = append(docs, bson.D{{Key: "s", Value: "x"}, {Key: "many", Value: many},
+		{Key: "ed", Value: bson.D{}}, {Key: "ea", Value: bson.A{}}, {Key: "eb", Value: bson.Binary{Data: []byte{}}}})
 	for i, doc := range docs {
 		raw, err := bson.Marshal(doc)
 		if err != nil {
