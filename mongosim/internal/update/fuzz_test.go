@@ -27,9 +27,29 @@ var fuzzSeeds = []string{
 	`{"p":[{"$set":{"a":{"$add":["$a",1]}}},{"$unset":"b"}]}`,
 }
 
+// fuzzFollowUps update the fuzzed update's results once more, growing and
+// shrinking the arrays of fuzzDocs.
+var fuzzFollowUps = func() []*Update {
+	var out []*Update
+	for _, s := range []string{
+		`{"$addToSet":{"arr":99,"a":99,"b.c":99}}`,
+		`{"$push":{"arr":99,"b.c":{"$each":[7],"$position":0}}}`,
+		`{"$pop":{"arr":1,"b.c":-1,"a":1}}`,
+		`{"$set":{"arr.1":0,"b.c.1.d":0,"b.e":"y"}}`,
+	} {
+		u, err := Compile(D(s))
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, u)
+	}
+	return out
+}()
+
 // FuzzCompileApply feeds arbitrary BSON as an update spec and applies it to a
 // few documents: whatever the input, Compile, Apply and Upsert must return an
-// error or a result, never panic, and never modify their input.
+// error or a result, never panic, and never modify their input, nor the
+// document a result was made from when the result is updated in turn.
 func FuzzCompileApply(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		b, err := bson.Marshal(D(s))
@@ -70,6 +90,18 @@ func FuzzCompileApply(f *testing.F) {
 			}
 			if err == nil && modified == identicalDoc(doc, out) {
 				t.Fatalf("modified=%v inconsistent with result", modified)
+			}
+			// The result shares what the update left alone with doc (stored
+			// documents are replaced, never changed in place): updating
+			// the result again, by this update or another, must not reach
+			// doc either.
+			if err == nil {
+				for _, next := range append([]*Update{u}, fuzzFollowUps...) {
+					_, _, _ = next.Apply(out, env)
+					if !identicalDoc(before, doc) {
+						t.Fatalf("updating the result changed the original document")
+					}
+				}
 			}
 			if _, err := u.Upsert(doc, env); err != nil {
 				continue
