@@ -273,12 +273,7 @@ func appendValue(dst []byte, at int, v any) ([]byte, error) {
 // fifth of mongosim's CPU in bson.Unmarshal); other types and malformed
 // input go to bson.Unmarshal, which decodes or reports them.
 func Unmarshal(raw []byte) (bson.D, error) {
-	if d, ok := readD(raw, 0, nil, false); ok {
-		return d, nil
-	}
-	var d bson.D
-	err := bson.Unmarshal(raw, &d)
-	return d, err
+	return unmarshal(raw, 0, false)
 }
 
 // UnmarshalCommand is Unmarshal for a command's body, with room for that
@@ -287,7 +282,11 @@ func Unmarshal(raw []byte) (bson.D, error) {
 // copying it once more. Short strings at its top level (the collection's
 // and the database's names) come from commandStrings.
 func UnmarshalCommand(raw []byte, room int) (bson.D, error) {
-	if d, ok := readD(raw, room, nil, true); ok {
+	return unmarshal(raw, room, true)
+}
+
+func unmarshal(raw []byte, room int, command bool) (bson.D, error) {
+	if d, ok := readD(raw, room, nil, command); ok {
 		return d, nil
 	}
 	var d bson.D
@@ -452,12 +451,7 @@ func readD(raw []byte, room int, s *slabs, command bool) (bson.D, bool) {
 			s.size(elems)
 		}
 		var e bson.E
-		if command && bsoncore.Type(elems[0]) == bsoncore.TypeString {
-			e.Key, e.Value, elems, ok = readCommandString(elems)
-		} else {
-			e.Key, e.Value, elems, ok = readElem(elems, s)
-		}
-		if !ok {
+		if e.Key, e.Value, elems, ok = readElem(elems, s, command); !ok {
 			return nil, false
 		}
 		d = append(d, e)
@@ -481,7 +475,7 @@ func readA(raw []byte, s *slabs) (bson.A, bool) {
 	a := buf[:0]
 	for len(elems) > 0 {
 		var v any
-		if _, v, elems, ok = readElem(elems, s); !ok {
+		if _, v, elems, ok = readElem(elems, s, false); !ok {
 			return nil, false
 		}
 		a = append(a, v)
@@ -490,13 +484,14 @@ func readA(raw []byte, s *slabs) (bson.A, bool) {
 }
 
 // readElem decodes the first of elems, taking nested documents' fields and
-// arrays' values from s; false if it is malformed or of a type readValue
-// leaves out.
+// arrays' values from s, and a short string of a command's top level
+// (command) from commandStrings; false if it is malformed or of a type
+// readValue leaves out.
 //
 // The value is what follows the key in the element ReadElement measured
 // (elem.Value and elem.KeyBytes found the key's end again, and Value
 // measured the value again: a tenth of decoding a command).
-func readElem(elems []byte, s *slabs) (key string, v any, rest []byte, ok bool) {
+func readElem(elems []byte, s *slabs, command bool) (key string, v any, rest []byte, ok bool) {
 	elem, rest, ok := bsoncore.ReadElement(elems)
 	if !ok {
 		return "", nil, nil, false
@@ -505,32 +500,24 @@ func readElem(elems []byte, s *slabs) (key string, v any, rest []byte, ok bool) 
 	if k < 0 {
 		return "", nil, nil, false // a negative length cut the element short
 	}
-	if v, ok = readValue(bsoncore.Value{Type: bsoncore.Type(elem[0]), Data: elem[k+2:]}, s); !ok {
+	t, data := bsoncore.Type(elem[0]), elem[k+2:]
+	if command && t == bsoncore.TypeString {
+		var str []byte
+		if str, ok = stringBytes(data); ok {
+			v = commandString(str)
+		}
+	} else {
+		v, ok = readValue(bsoncore.Value{Type: t, Data: data}, s)
+	}
+	if !ok {
 		return "", nil, nil, false
 	}
 	return keyOf(elem[1 : k+1]), v, rest, true
 }
 
-// readCommandString is readElem for a string element at a command's top
-// level.
-func readCommandString(elems []byte) (key string, v any, rest []byte, ok bool) {
-	elem, rest, ok := bsoncore.ReadElement(elems)
-	if !ok {
-		return "", nil, nil, false
-	}
-	k := bytes.IndexByte(elem[1:], 0)
-	if k < 0 {
-		return "", nil, nil, false
-	}
-	str, ok := stringBytes(elem[k+2:])
-	if !ok {
-		return "", nil, nil, false
-	}
-	return keyOf(elem[1 : k+1]), commandString(str), rest, true
-}
-
 // stringBytes is the text of a string value: its length (counting the
-// terminating NUL, which must be there), the text, the NUL.
+// terminating NUL), the text, the NUL. bsoncore does not check the NUL;
+// bson refuses a string without it, and so does this decoder.
 func stringBytes(data []byte) ([]byte, bool) {
 	n, rest, ok := bsoncore.ReadLength(data)
 	if !ok || n < 1 || int(n) > len(rest) || rest[n-1] != 0 {
@@ -604,10 +591,8 @@ func readValue(v bsoncore.Value, s *slabs) (any, bool) {
 	case bsoncore.TypeDouble:
 		return v.DoubleOK()
 	case bsoncore.TypeString:
-		// bsoncore does not check the string's terminating NUL; bson
-		// refuses a string without it, and so does this decoder.
-		s, ok := v.StringValueOK()
-		return s, ok && v.Data[len(v.Data)-1] == 0
+		str, ok := stringBytes(v.Data)
+		return string(str), ok
 	case bsoncore.TypeEmbeddedDocument:
 		return readD(v.Data, 0, s, false)
 	case bsoncore.TypeArray:

@@ -286,7 +286,7 @@ func FuzzReadElemMatchesElementValue(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, elems []byte) {
 		for len(elems) > 0 {
-			key, v, rest, ok := readElem(elems, nil)
+			key, v, rest, ok := readElem(elems, nil, false)
 			wkey, wv, wrest, wok := elemByValue(elems)
 			// Printed, not DeepEqual: a NaN is not equal to itself.
 			if ok != wok || key != wkey || fmt.Sprintf("%#v", v) != fmt.Sprintf("%#v", wv) || !bytes.Equal(rest, wrest) {
