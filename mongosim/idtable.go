@@ -91,10 +91,21 @@ func (t *idTable) putHashed(h uint64, r *record) {
 	}
 }
 
-// grow doubles the table, placing each record by its stored hash.
-func (t *idTable) grow() {
+// grow doubles the table.
+func (t *idTable) grow() { t.resize(max(8, 2*len(t.slots))) }
+
+// shrinkBelow is the table size from which del halves a table that fell
+// to an eighth full: a collection emptied of a million documents would
+// otherwise keep 32 MiB of slots for as long as it exists. Halving at an
+// eighth leaves it a quarter full, far from growing again at 3/4, so a
+// table going up and down around one size does not resize back and forth.
+const shrinkBelow = 1024
+
+// resize moves the records into a new table of size slots (a power of
+// two, with room for them), placing each by its stored hash.
+func (t *idTable) resize(size int) {
 	old := t.slots
-	t.slots = make([]idSlot, max(8, 2*len(old)))
+	t.slots = make([]idSlot, size)
 	t.shift = uint(64 - bits.TrailingZeros(uint(len(t.slots))))
 	mask := uint64(len(t.slots) - 1)
 	for _, s := range old {
@@ -140,6 +151,9 @@ func (t *idTable) del(k string) {
 	}
 	t.slots[i] = idSlot{}
 	t.n--
+	if len(t.slots) >= shrinkBelow && 8*t.n < len(t.slots) {
+		t.resize(len(t.slots) / 2)
+	}
 }
 
 // warm reads the home slot of each key of a batch about to be inserted,

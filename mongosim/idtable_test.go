@@ -78,3 +78,46 @@ func TestIDTableGrowsKeepingRecords(t *testing.T) {
 		t.Fatalf("len %d", tab.n)
 	}
 }
+
+// TestIDTableShrinksAfterDeletes empties most of a large table and checks
+// that it gives its slots back, keeping every remaining record, and that
+// it grows again when refilled.
+func TestIDTableShrinksAfterDeletes(t *testing.T) {
+	tab := newIDTable()
+	recs := make([]*record, 100000)
+	for i := range recs {
+		recs[i] = &record{idKey: "o" + strconv.Itoa(i)}
+		tab.put(recs[i])
+	}
+	full := len(tab.slots)
+	const keep = 100
+	for _, r := range recs[keep:] {
+		tab.del(r.idKey)
+	}
+	if tab.n != keep {
+		t.Fatalf("len %d, want %d", tab.n, keep)
+	}
+	if len(tab.slots) >= shrinkBelow {
+		t.Fatalf("%d slots left for %d records (%d when full)", len(tab.slots), keep, full)
+	}
+	for i, r := range recs {
+		got, want := tab.get(r.idKey), r
+		if i >= keep {
+			want = nil
+		}
+		if got != want {
+			t.Fatalf("record %d: got %p, want %p", i, got, want)
+		}
+	}
+	for _, r := range recs[keep:] {
+		tab.put(r)
+	}
+	for i, r := range recs {
+		if tab.get(r.idKey) != r {
+			t.Fatalf("record %d lost after refilling", i)
+		}
+	}
+	if len(tab.slots) != full {
+		t.Fatalf("refilled to %d slots, was %d", len(tab.slots), full)
+	}
+}
