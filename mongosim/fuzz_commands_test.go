@@ -3,7 +3,6 @@ package mongosim
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/sturdy-go/sturdy/internal/fuzzdoc"
 )
 
 // fuzzSkipped are commands FuzzCommands does not send: they stop the
@@ -73,9 +74,7 @@ func fuzzCommands(f *testing.F, o Options) {
 	}
 	f.Fuzz(func(t *testing.T, seed uint8, path string, kind uint8, n int64, s string) {
 		cmd := seeds[int(seed)%len(seeds)]
-		if path != "" {
-			cmd = setPath(cmd, strings.Split(path, "."), fuzzValue(kind, n, s)).(bson.D)
-		}
+		cmd = fuzzdoc.Set(cmd, path, fuzzdoc.Value(kind, n, s))
 		if len(cmd) == 0 || fuzzSkipped[strings.ToLower(cmd[0].Key)] {
 			return
 		}
@@ -102,78 +101,6 @@ func fuzzCommands(f *testing.F, o Options) {
 			t.Fatalf("after command %v, ping failed: %v", cmd, err)
 		}
 	})
-}
-
-// fuzzValue is FuzzCommands' value of the given kind, built from n and s.
-func fuzzValue(kind uint8, n int64, s string) any {
-	switch kind % 12 {
-	case 0:
-		return int32(n)
-	case 1:
-		return n
-	case 2:
-		return float64(n) / 7
-	case 3:
-		return s
-	case 4:
-		return n&1 == 1
-	case 5:
-		return nil
-	case 6:
-		return bson.D{{Key: s, Value: n}}
-	case 7:
-		return bson.A{n, s}
-	case 8:
-		return bson.D{{Key: "$" + s, Value: n}}
-	case 9:
-		return bson.D{{Key: "$" + s, Value: bson.A{"$" + s, n}}}
-	case 10:
-		return bson.Regex{Pattern: s, Options: "i"}
-	default:
-		switch n % 5 {
-		case 0:
-			return bson.NewDateTimeFromTime(time.Unix(n/1000, 0))
-		case 1:
-			return bson.MinKey{}
-		case 2:
-			return bson.Binary{Subtype: 4, Data: []byte(s)}
-		case 3:
-			d, _ := bson.ParseDecimal128(s)
-			return d
-		default:
-			return bson.Timestamp{T: uint32(n), I: 1}
-		}
-	}
-}
-
-// setPath returns v (a bson.D, a bson.A or a leaf) with the value at the
-// dotted path parts set to val, sharing everything off the path with v: a
-// missing field is appended, an array index past the end appends, and a
-// leaf on the way is replaced by a document.
-func setPath(v any, parts []string, val any) any {
-	if len(parts) == 0 {
-		return val
-	}
-	switch x := v.(type) {
-	case bson.D:
-		out := append(bson.D(nil), x...)
-		for i := range out {
-			if out[i].Key == parts[0] {
-				out[i].Value = setPath(out[i].Value, parts[1:], val)
-				return out
-			}
-		}
-		return append(out, bson.E{Key: parts[0], Value: setPath(nil, parts[1:], val)})
-	case bson.A:
-		out := append(bson.A(nil), x...)
-		if i, err := strconv.Atoi(parts[0]); err == nil && i >= 0 && i < len(out) {
-			out[i] = setPath(out[i], parts[1:], val)
-			return out
-		}
-		return append(out, setPath(nil, parts[1:], val))
-	default:
-		return bson.D{{Key: parts[0], Value: setPath(nil, parts[1:], val)}}
-	}
 }
 
 func fuzzCommandSeeds() []bson.D {
