@@ -115,11 +115,15 @@ func fuzzClientOps() []func(ctx context.Context, client *sturdy.Client, coll *st
 		_ = cur.Close(ctx)
 	}
 	return []func(ctx context.Context, client *sturdy.Client, coll *sturdy.Collection){
-		func(ctx context.Context, _ *sturdy.Client, coll *sturdy.Collection) { _, _ = coll.InsertOne(ctx, filter) },
+		func(ctx context.Context, _ *sturdy.Client, coll *sturdy.Collection) {
+			_, _ = coll.InsertOne(ctx, filter)
+		},
 		func(ctx context.Context, _ *sturdy.Client, coll *sturdy.Collection) {
 			_, _ = coll.UpdateOne(ctx, filter, set, &sturdy.UpdateOptions{Upsert: true})
 		},
-		func(ctx context.Context, _ *sturdy.Client, coll *sturdy.Collection) { _, _ = coll.DeleteMany(ctx, filter) },
+		func(ctx context.Context, _ *sturdy.Client, coll *sturdy.Collection) {
+			_, _ = coll.DeleteMany(ctx, filter)
+		},
 		func(ctx context.Context, _ *sturdy.Client, coll *sturdy.Collection) {
 			var m bson.M
 			_ = coll.FindOne(ctx, filter).Decode(&m)
@@ -132,8 +136,12 @@ func fuzzClientOps() []func(ctx context.Context, client *sturdy.Client, coll *st
 			cur, err := coll.Aggregate(ctx, bson.A{bson.D{{Key: "$match", Value: bson.D{}}}})
 			drain(ctx, cur, err)
 		},
-		func(ctx context.Context, _ *sturdy.Client, coll *sturdy.Collection) { _, _ = coll.CountDocuments(ctx, bson.D{}) },
-		func(ctx context.Context, _ *sturdy.Client, coll *sturdy.Collection) { _, _ = coll.Distinct(ctx, "v", bson.D{}) },
+		func(ctx context.Context, _ *sturdy.Client, coll *sturdy.Collection) {
+			_, _ = coll.CountDocuments(ctx, bson.D{})
+		},
+		func(ctx context.Context, _ *sturdy.Client, coll *sturdy.Collection) {
+			_, _ = coll.Distinct(ctx, "v", bson.D{})
+		},
 		func(ctx context.Context, _ *sturdy.Client, coll *sturdy.Collection) {
 			var m bson.M
 			_ = coll.FindOneAndUpdate(ctx, filter, set).Decode(&m)
