@@ -94,12 +94,12 @@ func (t *idTable) putHashed(h uint64, r *record) {
 // grow doubles the table.
 func (t *idTable) grow() { t.resize(max(8, 2*len(t.slots))) }
 
-// shrinkBelow is the table size from which del halves a table that fell
-// to an eighth full: a collection emptied of a million documents would
+// shrinkMinSlots is the smallest table del halves when deletes leave it
+// an eighth full: a collection emptied of a million documents would
 // otherwise keep 32 MiB of slots for as long as it exists. Halving at an
 // eighth leaves it a quarter full, far from growing again at 3/4, so a
 // table going up and down around one size does not resize back and forth.
-const shrinkBelow = 1024
+const shrinkMinSlots = 1024
 
 // resize moves the records into a new table of size slots (a power of
 // two, with room for them), placing each by its stored hash.
@@ -151,7 +151,7 @@ func (t *idTable) del(k string) {
 	}
 	t.slots[i] = idSlot{}
 	t.n--
-	if len(t.slots) >= shrinkBelow && 8*t.n < len(t.slots) {
+	if len(t.slots) >= shrinkMinSlots && 8*t.n < len(t.slots) {
 		t.resize(len(t.slots) / 2)
 	}
 }

@@ -97,7 +97,7 @@ func TestIDTableShrinksAfterDeletes(t *testing.T) {
 	if tab.n != keep {
 		t.Fatalf("len %d, want %d", tab.n, keep)
 	}
-	if len(tab.slots) >= shrinkBelow {
+	if len(tab.slots) >= shrinkMinSlots {
 		t.Fatalf("%d slots left for %d records (%d when full)", len(tab.slots), keep, full)
 	}
 	for i, r := range recs {
