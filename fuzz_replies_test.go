@@ -204,3 +204,136 @@ func fuzzClientOps() []func(ctx context.Context, client *sturdy.Client, coll *st
 		},
 	}
 }
+
+// FuzzClientHello connects a new client to a blackpipe server whose every
+// hello is a fuzzed one: a replica-set primary's hello (or, by the seed,
+// a secondary's, a mongos's, a standalone's) with one value of a fuzzed
+// type at a fuzzed path. The client then pings, inserts and finds, and
+// disconnects. Monitoring, the handshake and topology discovery must take
+// whatever the hello says without panicking or hanging. Host names in the
+// hello are kept to this server and a closed local port, so discovery
+// never reaches for the network.
+func FuzzClientHello(f *testing.F) {
+	var hello atomic.Pointer[bson.D]
+	srv := blackpipe.StartWithOptions(f, blackpipe.Options{
+		Handler: func(r *blackpipe.Request) bool {
+			switch strings.ToLower(r.Name) {
+			case "hello", "ismaster":
+				_ = r.ReplyD(*hello.Load())
+			case "insert":
+				_ = r.ReplyD(bson.D{{Key: "n", Value: int32(1)}})
+			case "find":
+				_ = r.ReplyD(bson.D{{Key: "cursor", Value: bson.D{{Key: "firstBatch", Value: bson.A{}}, {Key: "id", Value: int64(0)}, {Key: "ns", Value: "db.c"}}}})
+			default:
+				return false
+			}
+			return true
+		},
+	})
+	seeds := fuzzHelloSeeds(srv.Addr())
+	for i := range seeds {
+		f.Add(uint8(i), false, "", uint8(0), int64(0), "")
+		f.Add(uint8(i), true, "", uint8(0), int64(0), "")
+	}
+	f.Add(uint8(0), false, "hosts.0", uint8(3), int64(0), "localhost:1")
+	f.Add(uint8(0), false, "maxWireVersion", uint8(0), int64(2), "")
+	f.Add(uint8(1), false, "setVersion", uint8(3), int64(0), "x")
+	f.Add(uint8(0), false, "topologyVersion.counter", uint8(1), int64(-1), "")
+	f.Fuzz(func(t *testing.T, seed uint8, direct bool, path string, kind uint8, n int64, s string) {
+		d := fuzzdoc.Set(seeds[int(seed)%len(seeds)], path, fuzzdoc.Value(kind, n, s))
+		d = keepHostsLocal(d, srv.Addr())
+		hello.Store(&d)
+		uri := "mongodb://" + srv.Addr() + "/?replicaSet=rs0"
+		if direct {
+			uri = "mongodb://" + srv.Addr() + "/?directConnection=true"
+		}
+		o, err := sturdy.ParseURI(uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.ServerSelectionTimeout = 200 * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		client, err := sturdy.ConnectWithOptions(ctx, o)
+		if err != nil {
+			return
+		}
+		_ = client.Ping(ctx)
+		coll := client.Database("db").Collection("c")
+		_, _ = coll.InsertOne(ctx, bson.D{{Key: "a", Value: int32(1)}})
+		var m bson.M
+		_ = coll.FindOne(ctx, bson.D{}).Decode(&m)
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer dcancel()
+		if err := client.Disconnect(dctx); err != nil && dctx.Err() != nil {
+			t.Fatalf("hello %v: Disconnect did not return: %v", d, err)
+		}
+	})
+}
+
+// fuzzHelloSeeds are FuzzClientHello's hellos: a primary, a secondary, a
+// mongos and a standalone, all at addr.
+func fuzzHelloSeeds(addr string) []bson.D {
+	base := func(extra ...bson.E) bson.D {
+		d := bson.D{
+			{Key: "helloOk", Value: true},
+			{Key: "maxBsonObjectSize", Value: int32(16 * 1024 * 1024)},
+			{Key: "maxMessageSizeBytes", Value: int32(48000000)},
+			{Key: "maxWriteBatchSize", Value: int32(100000)},
+			{Key: "localTime", Value: bson.NewDateTimeFromTime(time.Unix(1700000000, 0))},
+			{Key: "logicalSessionTimeoutMinutes", Value: int32(30)},
+			{Key: "connectionId", Value: int32(1)},
+			{Key: "minWireVersion", Value: int32(0)},
+			{Key: "maxWireVersion", Value: int32(25)},
+			{Key: "ok", Value: 1.0},
+		}
+		return append(extra, d...)
+	}
+	rs := func(primary bool) bson.D {
+		return base(
+			bson.E{Key: "isWritablePrimary", Value: primary},
+			bson.E{Key: "secondary", Value: !primary},
+			bson.E{Key: "setName", Value: "rs0"},
+			bson.E{Key: "setVersion", Value: int32(1)},
+			bson.E{Key: "electionId", Value: bson.ObjectID{0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 1}},
+			bson.E{Key: "hosts", Value: bson.A{addr}},
+			bson.E{Key: "primary", Value: addr},
+			bson.E{Key: "me", Value: addr},
+			bson.E{Key: "lastWrite", Value: bson.D{{Key: "lastWriteDate", Value: bson.NewDateTimeFromTime(time.Unix(1700000000, 0))}}},
+		)
+	}
+	return []bson.D{
+		rs(true),
+		rs(false),
+		base(bson.E{Key: "isWritablePrimary", Value: true}, bson.E{Key: "msg", Value: "isdbgrid"}),
+		base(bson.E{Key: "isWritablePrimary", Value: true}),
+	}
+}
+
+// keepHostsLocal replaces every string in the hello's host fields that is
+// not addr with a closed local port, so that discovery dials nothing but
+// loopback.
+func keepHostsLocal(d bson.D, addr string) bson.D {
+	local := func(v any) any {
+		if s, ok := v.(string); ok && s != addr {
+			return "localhost:1"
+		}
+		return v
+	}
+	out := append(bson.D(nil), d...)
+	for i, e := range out {
+		switch e.Key {
+		case "hosts", "passives", "arbiters":
+			if arr, ok := e.Value.(bson.A); ok {
+				arr = append(bson.A(nil), arr...)
+				for j := range arr {
+					arr[j] = local(arr[j])
+				}
+				out[i].Value = arr
+			}
+		case "primary", "me":
+			out[i].Value = local(e.Value)
+		}
+	}
+	return out
+}
