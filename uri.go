@@ -361,6 +361,11 @@ func loadCertificateKeyFile(path, password string) (tls.Certificate, error) {
 				if err != nil {
 					return tls.Certificate{}, fmt.Errorf("decrypting the private key: %w", err)
 				}
+				if !isPrivateKey(der) {
+					// The padding check misses about one wrong password
+					// in 256: the "decrypted" bytes are then garbage.
+					return tls.Certificate{}, fmt.Errorf("decrypting the private key: the result is not a key: %w", x509.IncorrectPasswordError)
+				}
 				block = &pem.Block{Type: block.Type, Bytes: der}
 			}
 			keyPEM = pem.EncodeToMemory(block)
@@ -373,6 +378,19 @@ func loadCertificateKeyFile(path, password string) (tls.Certificate, error) {
 		return tls.Certificate{}, errors.New("no PRIVATE KEY block")
 	}
 	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+// isPrivateKey reports whether der parses as a private key in one of the
+// encodings tls.X509KeyPair reads.
+func isPrivateKey(der []byte) bool {
+	if _, err := x509.ParsePKCS1PrivateKey(der); err == nil {
+		return true
+	}
+	if _, err := x509.ParsePKCS8PrivateKey(der); err == nil {
+		return true
+	}
+	_, err := x509.ParseECPrivateKey(der)
+	return err == nil
 }
 
 // resolveSRV returns a copy of o whose Hosts are the seeds the SRV records of

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -474,6 +475,47 @@ func TestParseURITLSHandshakes(t *testing.T) {
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseURI(%q) = %v, want a URIError containing %q", query, err, want)
 		}
+	}
+}
+
+// A wrong password for a legacy-encrypted key is reported as one even when
+// it gets past the decryption's padding check (about one wrong password in
+// 256), instead of as a key that does not parse. The test looks for such a
+// password, so it exercises that case on every run.
+func TestParseURIWrongKeyPasswordPastPadding(t *testing.T) {
+	pki := newURITestPKI(t)
+	data, err := os.ReadFile(pki.encClientFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enc *pem.Block
+	for rest := data; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if strings.HasSuffix(b.Type, "PRIVATE KEY") {
+			enc = b
+		}
+	}
+	if enc == nil {
+		t.Fatal("no key block in the encrypted key file")
+	}
+	wrong := ""
+	for i := 0; i < 100000 && wrong == ""; i++ {
+		p := "wrong" + strconv.Itoa(i)
+		//lint:ignore SA1019 the test decrypts a legacy-encrypted key.
+		if _, err := x509.DecryptPEMBlock(enc, []byte(p)); err == nil {
+			wrong = p
+		}
+	}
+	if wrong == "" {
+		t.Fatal("no wrong password got past the padding check in 100 000 tries")
+	}
+	_, err = ParseURI("mongodb://h/?tlsCertificateKeyFile=" + url.QueryEscape(pki.encClientFile) + "&tlsCertificateKeyFilePassword=" + wrong)
+	var ue *URIError
+	if !errors.As(err, &ue) || !errors.Is(err, x509.IncorrectPasswordError) || !strings.Contains(err.Error(), "decrypting") {
+		t.Fatalf("password %q: %v, want a URIError for an incorrect password", wrong, err)
 	}
 }
 
