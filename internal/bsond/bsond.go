@@ -353,7 +353,7 @@ type slabCounts struct{ fields, values, bytes int }
 // values are too many: each takes its own allocation then).
 func (s *slabs) size(elems []byte) {
 	var n slabCounts
-	if !n.count(elems) {
+	if _, ok := n.count(elems); !ok {
 		return
 	}
 	s.fields = make([]bson.E, n.fields)
@@ -362,15 +362,17 @@ func (s *slabs) size(elems []byte) {
 }
 
 // count adds the fields of the documents and the values of the arrays
-// nested in elems (at any depth) and the bytes of its short binaries;
-// false when they pass slabLimit or elems is malformed.
-func (n *slabCounts) count(elems []byte) bool {
+// nested in elems (at any depth) and the bytes of its short binaries, and
+// returns how many elements elems holds: one walk, each nested document
+// counted as it is walked. ok is false when the nested values pass
+// slabLimit or elems is malformed.
+func (n *slabCounts) count(elems []byte) (walked int, ok bool) {
 	for len(elems) > 0 {
 		elem, rest, ok := bsoncore.ReadElement(elems)
 		if !ok {
-			return false
+			return 0, false
 		}
-		elems = rest
+		elems, walked = rest, walked+1
 		if bsoncore.Type(elem[0]) == bsoncore.TypeBinary {
 			if _, data, ok := elem.Value().BinaryOK(); ok && len(data) <= maxSlabBinary {
 				n.bytes += len(data)
@@ -382,31 +384,22 @@ func (n *slabCounts) count(elems []byte) bool {
 		}
 		inner, ok := docElems(elem.Value().Data)
 		if !ok {
-			return false
+			return 0, false
+		}
+		k, ok := n.count(inner)
+		if !ok {
+			return 0, false
 		}
 		if bsoncore.Type(elem[0]) == bsoncore.TypeArray {
-			n.values += countElems(inner)
+			n.values += k
 		} else {
-			n.fields += countElems(inner)
+			n.fields += k
 		}
-		if n.fields+n.values > slabLimit || !n.count(inner) {
-			return false
+		if n.fields+n.values > slabLimit {
+			return 0, false
 		}
 	}
-	return true
-}
-
-// countElems counts well-formed elements at the start of elems.
-func countElems(elems []byte) int {
-	n := 0
-	for len(elems) > 0 {
-		_, rest, ok := bsoncore.ReadElement(elems)
-		if !ok {
-			break
-		}
-		elems, n = rest, n+1
-	}
-	return n
+	return walked, true
 }
 
 func nests(t byte) bool {
