@@ -519,8 +519,13 @@ func hasString(v any) bool {
 // idKeyOf is the byID key of an _id value: under the _id index's
 // collation (a collection default collation), so that _id values it deems
 // equal are duplicates, as on mongod.
-// lookupID returns the record of _id id, nil if there is none. The key is
-// built on the stack: a string of it was an allocation per lookup.
+func (c *collection) idKeyOf(id any) string {
+	return value.KeyWith(id, c.indexes[0].collator())
+}
+
+// lookupID returns the record of _id id, nil if there is none. The key
+// (idKeyOf's) is built on the stack: a string of it was an allocation per
+// lookup.
 func (c *collection) lookupID(id any) *record {
 	var buf [32]byte
 	k := value.AppendKey(buf[:0], id, c.indexes[0].collator())
@@ -528,10 +533,6 @@ func (c *collection) lookupID(id any) *record {
 		c.fetch(string(k))
 	}
 	return c.byID.getKey(k)
-}
-
-func (c *collection) idKeyOf(id any) string {
-	return value.KeyWith(id, c.indexes[0].collator())
 }
 
 // match returns the records matching f (in natural order), at most limit
