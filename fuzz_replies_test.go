@@ -42,6 +42,7 @@ func FuzzClientReplies(f *testing.F) {
 	f.Add(uint8(10), uint8(13), "cursor.firstBatch.0.idx", uint8(1), int64(99), "")
 
 	var reply atomic.Pointer[bson.D]
+	reply.Store(&replies[0]) // whatever the client sends before the first input
 	srv := blackpipe.StartWithOptions(f, blackpipe.Options{
 		Hello: bson.D{{Key: "msg", Value: "isdbgrid"}}, // a mongos: sessions and retryable writes, no replica-set discovery
 		Handler: func(r *blackpipe.Request) bool {
@@ -231,6 +232,7 @@ func FuzzClientHello(f *testing.F) {
 		},
 	})
 	seeds := fuzzHelloSeeds(srv.Addr())
+	hello.Store(&seeds[0]) // a hello before the first input (none is expected)
 	for i := range seeds {
 		f.Add(uint8(i), false, "", uint8(0), int64(0), "")
 		f.Add(uint8(i), true, "", uint8(0), int64(0), "")

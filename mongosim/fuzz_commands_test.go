@@ -161,10 +161,3 @@ func fuzzCommandSeeds() []bson.D {
 		{{Key: "dropDatabase", Value: 1}},
 	}
 }
-
-// text is what the server has logged so far.
-func (l *logBuffer) text() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}

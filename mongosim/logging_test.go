@@ -31,14 +31,19 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+// text is what the server has logged so far.
+func (l *logBuffer) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // waitFor polls until the log holds a line containing every part.
 func (l *logBuffer) waitFor(t *testing.T, parts ...string) string {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		l.mu.Lock()
-		lines := strings.Split(l.b.String(), "\n")
-		l.mu.Unlock()
+		lines := strings.Split(l.text(), "\n")
 	next:
 		for _, line := range lines {
 			for _, p := range parts {
